@@ -1,0 +1,35 @@
+// ClusterView: every node of the cluster as the scheduler announced it (ids, roles, ranks,
+// server addresses). Immutable value; nodes that die are tracked by their owner, not here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hetps.pb.h"
+
+namespace hetps {
+
+constexpr int32_t kSchedulerId = 0;
+
+class ClusterView {
+ public:
+  ClusterView() = default;
+  explicit ClusterView(proto::ClusterView view);
+
+  const proto::ClusterView& proto() const { return view_; }
+  int num_servers() const { return view_.num_servers(); }
+  int num_workers() const { return view_.num_workers(); }
+  // nullptr when unknown.
+  const proto::NodeInfo* Node(int32_t id) const;
+  // Servers ordered by rank.
+  const std::vector<proto::NodeInfo>& servers() const { return servers_; }
+  const std::vector<proto::NodeInfo>& workers() const { return workers_; }
+
+ private:
+  proto::ClusterView view_;
+  std::vector<proto::NodeInfo> servers_;
+  std::vector<proto::NodeInfo> workers_;
+};
+
+}  // namespace hetps

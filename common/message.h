@@ -1,0 +1,58 @@
+// Message: one protobuf Header (frame 0) plus raw payload frames, and the send/receive
+// functions every role uses. Payload frames are zmq messages, so a sender may hand over its
+// own memory without a copy (see ZeroCopyFrame) and a receiver reads tensors in place.
+//
+// Thread-safety: none here; a zmq socket belongs to one thread (DESIGN.md, Wire).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "common/status.h"
+#include "hetps.pb.h"
+
+namespace hetps {
+
+struct Message {
+  proto::Header header;
+  std::vector<zmq::message_t> payload;
+};
+
+// One received multipart message. `status` is Malformed when frame 0 was not a Header; the
+// identity is kept even then, so the receiver can still answer the peer with an error.
+struct Envelope {
+  std::string identity;  // the peer's routing identity (ROUTER sockets only)
+  Message message;
+  Status status;
+};
+
+// Receives one multipart message; on a ROUTER socket pass `routed` so frame 0 is read as the
+// identity. Returns nullopt when nothing is ready (dontwait). Every frame is always drained.
+std::optional<Envelope> Receive(zmq::socket_t& socket, zmq::recv_flags flags, bool routed);
+
+// Sends header + payload frames (moved out of `payload`). Returns false if the socket refused
+// (e.g. ROUTER with an unroutable identity); never blocks when `dontwait`.
+bool Send(zmq::socket_t& socket, const proto::Header& header,
+          std::vector<zmq::message_t> payload = {}, bool dontwait = false);
+bool SendRouted(zmq::socket_t& socket, const std::string& identity, const proto::Header& header,
+                std::vector<zmq::message_t> payload = {});
+
+// A reply header for `request`: same request id, sender = `self`.
+proto::Header ReplyTo(const proto::Header& request, proto::MsgType type, int32_t self);
+// An ERROR reply header for `request` carrying `status`.
+proto::Header ErrorReply(const proto::Header& request, const Status& status, int32_t self);
+// The Status an ERROR header carries (OK for any other type).
+Status StatusOf(const proto::Header& header);
+
+// Routing identity of node `id`, set on every DEALER after registration so a ROUTER can check
+// that a header's sender matches the connection it came from.
+std::string NodeIdentity(int32_t id);
+
+// The endpoint a socket actually bound (resolves "tcp://127.0.0.1:*" to a port).
+std::string BoundEndpoint(zmq::socket_t& socket);
+
+}  // namespace hetps

@@ -1,0 +1,91 @@
+#include "common/scheduler_link.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <random>
+
+namespace hetps {
+namespace {
+
+std::string HostName() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+}  // namespace
+
+SchedulerLink::SchedulerLink(zmq::context_t& context, const std::string& scheduler_endpoint,
+                             proto::Role role, std::string address, int heartbeat_interval_ms)
+    : socket_(context, zmq::socket_type::dealer),
+      role_(role),
+      address_(std::move(address)),
+      heartbeat_interval_(heartbeat_interval_ms) {
+  // A unique identity before registration; the scheduler maps it to the id it assigns.
+  std::random_device rd;
+  socket_.set(zmq::sockopt::routing_id,
+              fmt::format("{}-{}-{}-{:08x}", proto::Role_Name(role), HostName(), getpid(), rd()));
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.connect(scheduler_endpoint);
+}
+
+void SchedulerLink::Send(proto::Header header) {
+  header.set_sender(id_);
+  hetps::Send(socket_, header, {}, /*dontwait=*/true);
+}
+
+void SchedulerLink::MaybeHeartbeat() {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_heartbeat_ < heartbeat_interval_) return;
+  last_heartbeat_ = now;
+  proto::Header h;
+  h.set_type(proto::HEARTBEAT);
+  Send(h);
+}
+
+Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
+  proto::Header reg;
+  reg.set_type(proto::REGISTER);
+  reg.set_role(role_);
+  reg.set_address(address_);
+  reg.set_host(HostName());
+  reg.set_pid(getpid());
+  Send(reg);
+
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!stop.load()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::DeadlineExceeded(
+          id_ < 0 ? "no answer from the scheduler (is it running at that address?)"
+                  : "timed out waiting for the other nodes to join");
+    }
+    if (id_ >= 0) MaybeHeartbeat();
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(100));
+    if (!(item.revents & ZMQ_POLLIN)) continue;
+    auto env = Receive(socket_, zmq::recv_flags::dontwait, /*routed=*/false);
+    if (!env || !env->status.ok()) continue;
+    const proto::Header& h = env->message.header;
+    switch (h.type()) {
+      case proto::REGISTER_REPLY:
+        id_ = h.node();
+        rank_ = h.rank();
+        spdlog::info("registered as {} rank {} (node id {})", proto::Role_Name(role_), rank_, id_);
+        break;
+      case proto::CLUSTER_VIEW:
+        view_ = ClusterView(h.view());
+        return Status();
+      case proto::ERROR:
+        return StatusOf(h);
+      case proto::SHUTDOWN:
+        return Status::Aborted("the scheduler shut the cluster down");
+      default:
+        spdlog::debug("ignoring {} while joining", proto::MsgType_Name(h.type()));
+    }
+  }
+  return Status::Aborted("interrupted while joining");
+}
+
+}  // namespace hetps

@@ -1,0 +1,53 @@
+// SchedulerLink: a node's control-plane connection to the scheduler. It registers the node,
+// waits for the cluster view, and sends heartbeats; afterwards the owner polls socket() in its
+// own loop and handles control messages (NODE_DEAD, SHARD_MAP, SHUTDOWN, ...) itself.
+//
+// Thread-safety: none; owned and used by the one thread that owns the node's sockets.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/cluster_view.h"
+#include "common/message.h"
+#include "common/status.h"
+
+namespace hetps {
+
+class SchedulerLink {
+ public:
+  // `context` must outlive the link. `address` is what other nodes connect to (servers) or
+  // empty (workers).
+  SchedulerLink(zmq::context_t& context, const std::string& scheduler_endpoint, proto::Role role,
+                std::string address, int heartbeat_interval_ms);
+  SchedulerLink(const SchedulerLink&) = delete;
+  SchedulerLink& operator=(const SchedulerLink&) = delete;
+
+  // Registers and blocks until the cluster view arrives. Fails on an error reply, on SHUTDOWN,
+  // when `stop` becomes true, or after `timeout_ms`.
+  Status Join(const std::atomic<bool>& stop, int timeout_ms);
+
+  int32_t id() const { return id_; }
+  int32_t rank() const { return rank_; }
+  const ClusterView& view() const { return view_; }
+  zmq::socket_t& socket() { return socket_; }
+
+  // Sends `header` (sender filled in) to the scheduler without blocking.
+  void Send(proto::Header header);
+  // Sends a heartbeat when one is due; call on every turn of the owner's loop.
+  void MaybeHeartbeat();
+
+ private:
+  zmq::socket_t socket_;
+  proto::Role role_;
+  std::string address_;
+  std::chrono::milliseconds heartbeat_interval_;
+  std::chrono::steady_clock::time_point last_heartbeat_{};
+  int32_t id_ = -1;
+  int32_t rank_ = -1;
+  ClusterView view_;
+};
+
+}  // namespace hetps

@@ -1,0 +1,164 @@
+#include "common/shard_map.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace hetps {
+namespace {
+
+Status Validate(const std::vector<TensorSpec>& tensors, int num_servers, int64_t partition_bytes) {
+  if (num_servers <= 0) return Status::InvalidArgument("shard map needs at least one server");
+  if (partition_bytes < static_cast<int64_t>(sizeof(float))) {
+    return Status::InvalidArgument(fmt::format("partition_bytes {} < 4", partition_bytes));
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSpec& t = tensors[i];
+    if (t.name.empty()) return Status::InvalidArgument("tensor with an empty name");
+    if (i > 0 && tensors[i - 1].name == t.name) {
+      return Status::InvalidArgument(fmt::format("tensor '{}' declared twice", t.name));
+    }
+    if (t.shape.empty())
+      return Status::InvalidArgument(fmt::format("tensor '{}' has no shape", t.name));
+    int64_t n = 1;
+    for (int64_t d : t.shape) {
+      if (d <= 0 || n > std::numeric_limits<int64_t>::max() / 4 / d) {
+        return Status::InvalidArgument(
+            fmt::format("tensor '{}' has a bad shape [{}]", t.name, fmt::join(t.shape, ",")));
+      }
+      n *= d;
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+int64_t TensorSpec::NumElements() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+StatusOr<ShardMap> ShardMap::Build(std::vector<TensorSpec> tensors, int num_servers,
+                                   int64_t partition_bytes) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorSpec& a, const TensorSpec& b) { return a.name < b.name; });
+  if (Status s = Validate(tensors, num_servers, partition_bytes); !s.ok()) return s;
+
+  ShardMap map;
+  map.tensors_ = std::move(tensors);
+  map.num_servers_ = num_servers;
+  map.partition_bytes_ = partition_bytes;
+  const int64_t max_elems = partition_bytes / static_cast<int64_t>(sizeof(float));
+  for (size_t t = 0; t < map.tensors_.size(); ++t) {
+    const int64_t n = map.tensors_[t].NumElements();
+    const int64_t parts = (n + max_elems - 1) / max_elems;
+    int64_t offset = 0;
+    for (int64_t i = 0; i < parts; ++i) {
+      Partition p;
+      p.id = static_cast<int32_t>(map.partitions_.size());
+      p.tensor_id = static_cast<int32_t>(t);
+      p.index = static_cast<int32_t>(i);
+      p.offset = offset;
+      p.length = n / parts + (i < n % parts ? 1 : 0);
+      offset += p.length;
+      map.partitions_.push_back(p);
+    }
+  }
+
+  // Largest first onto the least-loaded server (LPT): deterministic, and the spread between
+  // servers never exceeds one partition.
+  std::vector<int32_t> order(map.partitions_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return map.partitions_[a].length > map.partitions_[b].length;
+  });
+  std::vector<int64_t> load(num_servers, 0);
+  for (int32_t id : order) {
+    int best = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    map.partitions_[id].server_rank = best;
+    load[best] += map.partitions_[id].length;
+  }
+  map.Index();
+  return map;
+}
+
+void ShardMap::Index() {
+  by_tensor_.assign(tensors_.size(), {});
+  tensor_ids_.clear();
+  for (size_t t = 0; t < tensors_.size(); ++t)
+    tensor_ids_[tensors_[t].name] = static_cast<int32_t>(t);
+  for (const Partition& p : partitions_) by_tensor_[p.tensor_id].push_back(p.id);
+}
+
+int32_t ShardMap::TensorId(const std::string& name) const {
+  auto it = tensor_ids_.find(name);
+  return it == tensor_ids_.end() ? -1 : it->second;
+}
+
+std::vector<int64_t> ShardMap::ServerBytes() const {
+  std::vector<int64_t> bytes(num_servers_, 0);
+  for (const Partition& p : partitions_) {
+    bytes[p.server_rank] += p.length * static_cast<int64_t>(sizeof(float));
+  }
+  return bytes;
+}
+
+proto::TensorSpec ToProto(const TensorSpec& spec) {
+  proto::TensorSpec p;
+  p.set_name(spec.name);
+  for (int64_t d : spec.shape) p.add_shape(d);
+  p.set_layer(spec.layer);
+  p.set_dtype(proto::FLOAT32);
+  return p;
+}
+
+TensorSpec FromProto(const proto::TensorSpec& spec) {
+  return TensorSpec{spec.name(), {spec.shape().begin(), spec.shape().end()}, spec.layer()};
+}
+
+proto::ShardMap ShardMap::ToProto() const {
+  proto::ShardMap p;
+  for (const TensorSpec& t : tensors_) *p.add_tensors() = hetps::ToProto(t);
+  for (const Partition& part : partitions_) {
+    proto::PartitionInfo* info = p.add_partitions();
+    info->set_tensor_id(part.tensor_id);
+    info->set_index(part.index);
+    info->set_offset(part.offset);
+    info->set_length(part.length);
+    info->set_server_rank(part.server_rank);
+  }
+  p.set_partition_bytes(partition_bytes_);
+  p.set_num_servers(num_servers_);
+  return p;
+}
+
+// Rebuilds from the declared tensors and checks the received placement is the one the rules
+// give: a node never trusts a map it could not have computed itself.
+StatusOr<ShardMap> ShardMap::FromProto(const proto::ShardMap& p) {
+  std::vector<TensorSpec> tensors;
+  for (const proto::TensorSpec& t : p.tensors()) {
+    if (t.dtype() != proto::FLOAT32) {
+      return Status::DtypeMismatch(fmt::format("tensor '{}' is not float32", t.name()));
+    }
+    tensors.push_back(hetps::FromProto(t));
+  }
+  auto map = Build(std::move(tensors), p.num_servers(), p.partition_bytes());
+  if (!map.ok()) return map;
+  if (map->partitions_.size() != static_cast<size_t>(p.partitions_size())) {
+    return Status::Malformed("shard map partition count differs from its tensors");
+  }
+  for (int i = 0; i < p.partitions_size(); ++i) {
+    const Partition& a = map->partitions_[i];
+    const proto::PartitionInfo& b = p.partitions(i);
+    if (a.tensor_id != b.tensor_id() || a.offset != b.offset() || a.length != b.length() ||
+        a.server_rank != b.server_rank()) {
+      return Status::Malformed(fmt::format("shard map partition {} differs from its rules", i));
+    }
+  }
+  return map;
+}
+
+}  // namespace hetps

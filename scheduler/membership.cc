@@ -1,0 +1,111 @@
+#include "scheduler/membership.h"
+
+#include <fmt/format.h>
+
+namespace hetps {
+
+Membership::Membership(int num_servers, int num_workers)
+    : num_servers_(num_servers), num_workers_(num_workers) {}
+
+StatusOr<const Member*> Membership::Register(const std::string& identity,
+                                             const proto::Header& request, SteadyTime now) {
+  if (Member* m = ByIdentity(identity)) return static_cast<const Member*>(m);
+  const proto::Role role = request.role();
+  if (role != proto::SERVER && role != proto::WORKER) {
+    return Status::InvalidArgument(fmt::format("cannot register role {}", proto::Role_Name(role)));
+  }
+  if (role == proto::SERVER && request.address().empty()) {
+    return Status::InvalidArgument("a server must register with the address workers dial");
+  }
+  int& count = role == proto::SERVER ? servers_ : workers_;
+  const int expected = role == proto::SERVER ? num_servers_ : num_workers_;
+  if (count >= expected) {
+    return Status::FailedPrecondition(fmt::format("the cluster already has its {} {}", expected,
+                                                  role == proto::SERVER ? "servers" : "workers"));
+  }
+  Member m;
+  m.info.set_id(static_cast<int32_t>(members_.size()) + 1);
+  m.info.set_role(role);
+  m.info.set_rank(count++);
+  m.info.set_address(request.address());
+  m.info.set_host(request.host());
+  m.info.set_pid(request.pid());
+  m.identity = identity;
+  m.last_seen = now;
+  members_.push_back(std::move(m));
+  return static_cast<const Member*>(&members_.back());
+}
+
+proto::ClusterView Membership::View() const {
+  proto::ClusterView view;
+  for (const Member& m : members_) *view.add_nodes() = m.info;
+  view.set_num_servers(num_servers_);
+  view.set_num_workers(num_workers_);
+  return view;
+}
+
+Member* Membership::ByIdentity(const std::string& identity) {
+  for (Member& m : members_) {
+    if (m.identity == identity) return &m;
+  }
+  return nullptr;
+}
+
+Member* Membership::ById(int32_t id) {
+  return id >= 1 && static_cast<size_t>(id) <= members_.size() ? &members_[id - 1] : nullptr;
+}
+
+Member* Membership::Touch(const std::string& identity, SteadyTime now) {
+  Member* m = ByIdentity(identity);
+  if (m != nullptr) m->last_seen = now;
+  return m;
+}
+
+std::vector<int32_t> Membership::ExpireSilent(SteadyTime now, std::chrono::milliseconds timeout) {
+  std::vector<int32_t> dead;
+  for (Member& m : members_) {
+    if (m.state == Member::State::kAlive && now - m.last_seen > timeout) {
+      m.state = Member::State::kDead;
+      dead.push_back(m.info.id());
+    }
+  }
+  return dead;
+}
+
+void Membership::MarkLeft(int32_t id) {
+  if (Member* m = ById(id); m != nullptr && m->state == Member::State::kAlive) {
+    m->state = Member::State::kLeft;
+  }
+}
+
+std::vector<const Member*> Membership::Alive() const {
+  std::vector<const Member*> alive;
+  for (const Member& m : members_) {
+    if (m.state == Member::State::kAlive) alive.push_back(&m);
+  }
+  return alive;
+}
+
+std::vector<int32_t> Membership::LiveWorkers() const {
+  std::vector<int32_t> ids;
+  for (const Member& m : members_) {
+    if (m.state == Member::State::kAlive && m.info.role() == proto::WORKER)
+      ids.push_back(m.info.id());
+  }
+  return ids;
+}
+
+std::vector<int32_t> Membership::LiveServers() const {
+  std::vector<int32_t> ids;
+  for (const Member& m : members_) {
+    if (m.state == Member::State::kAlive && m.info.role() == proto::SERVER)
+      ids.push_back(m.info.id());
+  }
+  return ids;
+}
+
+bool Membership::AllWorkersDone() const {
+  return workers_ == num_workers_ && LiveWorkers().empty();
+}
+
+}  // namespace hetps

@@ -1,0 +1,62 @@
+// Membership: the scheduler's table of nodes. It assigns ids (scheduler 0, then 1, 2, ... in
+// order of registration) and per-role ranks, tracks liveness from any message a node sends, and
+// declares a node dead once it has been silent for longer than the heartbeat timeout.
+//
+// Thread-safety: none; owned by the scheduler's loop thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "hetps.pb.h"
+
+namespace hetps {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct Member {
+  enum class State { kAlive, kLeft, kDead };
+  proto::NodeInfo info;
+  std::string identity;  // routing identity of its scheduler connection
+  SteadyTime last_seen;
+  State state = State::kAlive;
+};
+
+class Membership {
+ public:
+  Membership(int num_servers, int num_workers);
+
+  // Admits a node, or returns the member already registered under `identity` (a retried
+  // REGISTER). Fails when the role is full or the request is unusable.
+  StatusOr<const Member*> Register(const std::string& identity, const proto::Header& request,
+                                   SteadyTime now);
+  // True once every expected server and worker has registered.
+  bool complete() const { return servers_ == num_servers_ && workers_ == num_workers_; }
+  proto::ClusterView View() const;
+
+  Member* ByIdentity(const std::string& identity);
+  Member* ById(int32_t id);
+  // Records that `identity` was heard from; returns its member if registered.
+  Member* Touch(const std::string& identity, SteadyTime now);
+  // Declares dead every live node silent for longer than `timeout`; returns their ids.
+  std::vector<int32_t> ExpireSilent(SteadyTime now, std::chrono::milliseconds timeout);
+  void MarkLeft(int32_t id);
+
+  // Members in the alive state (any role).
+  std::vector<const Member*> Alive() const;
+  // Ids of workers that are alive (not left, not dead).
+  std::vector<int32_t> LiveWorkers() const;
+  std::vector<int32_t> LiveServers() const;
+  // Every expected worker joined and has since left or died.
+  bool AllWorkersDone() const;
+
+ private:
+  int num_servers_, num_workers_;
+  int servers_ = 0, workers_ = 0;
+  std::vector<Member> members_;  // index = id - 1
+};
+
+}  // namespace hetps

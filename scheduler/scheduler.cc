@@ -1,0 +1,366 @@
+#include "scheduler/scheduler.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "common/cluster_view.h"
+#include "common/message.h"
+#include "scheduler/barrier.h"
+#include "scheduler/membership.h"
+
+namespace hetps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status WriteEndpointFile(const std::string& path, const std::string& endpoint) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << endpoint << "\n";
+    if (!out) return Status::InvalidArgument(fmt::format("cannot write {}", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::InvalidArgument(fmt::format("cannot rename {} to {}", tmp, path));
+  }
+  return Status();
+}
+
+class Loop {
+ public:
+  Loop(const SchedulerOptions& options, const std::atomic<bool>& stop)
+      : options_(options),
+        stop_(stop),
+        members_(options.num_servers, options.num_workers),
+        router_(ctx_, zmq::socket_type::router) {}
+
+  Status Run();
+
+ private:
+  void Handle(Envelope& env);
+  void HandleRegister(const Envelope& env);
+  void HandleDeclare(const Envelope& env, const Member& m);
+  void HandleLeave(const Envelope& env, const Member& m);
+  void OnDead(int32_t id);
+  void Progress();  // releases whatever can be released now
+  void BuildShardMap(const std::vector<Arrival>& waiting);
+  Status CheckAgainstMap(const proto::Header& declare) const;
+  void Reply(const std::string& identity, const proto::Header& h) {
+    SendRouted(router_, identity, h);
+  }
+  void Broadcast(proto::Header h);
+  void Shutdown(bool everyone);
+
+  const SchedulerOptions& options_;
+  const std::atomic<bool>& stop_;
+  Membership members_;
+  zmq::context_t ctx_{1};
+  zmq::socket_t router_;
+  bool view_sent_ = false;
+  bool done_ = false;
+  Barrier barrier_;
+  Barrier declare_;
+  std::map<std::string, TensorSpec> declared_;
+  std::optional<ShardMap> map_;
+  std::set<int32_t> pending_acks_;
+  std::vector<Arrival> waiting_for_map_;
+};
+
+Status Loop::Run() {
+  if (options_.num_servers < 1 || options_.num_workers < 1) {
+    return Status::InvalidArgument("num_servers and num_workers must be >= 1");
+  }
+  if (options_.partition_bytes < 4) return Status::InvalidArgument("partition_bytes must be >= 4");
+  router_.set(zmq::sockopt::linger, 2000);  // let SHUTDOWN reach the nodes on exit
+  try {
+    router_.bind(options_.bind);
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument(fmt::format("cannot bind '{}': {}", options_.bind, e.what()));
+  }
+  const std::string endpoint = BoundEndpoint(router_);
+  if (!options_.endpoint_file.empty()) {
+    if (Status s = WriteEndpointFile(options_.endpoint_file, endpoint); !s.ok()) return s;
+  }
+  spdlog::info("listening on {}; waiting for {} servers and {} workers", endpoint,
+               options_.num_servers, options_.num_workers);
+
+  const auto timeout = std::chrono::milliseconds(options_.heartbeat_timeout_ms);
+  zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+  while (!done_) {
+    if (stop_.load()) {
+      Shutdown(/*everyone=*/true);
+      break;
+    }
+    zmq::poll(&item, 1, std::chrono::milliseconds(100));
+    for (int n = 0; n < 1024 && (item.revents & ZMQ_POLLIN); ++n) {
+      auto env = Receive(router_, zmq::recv_flags::dontwait, /*routed=*/true);
+      if (!env) break;
+      Handle(*env);
+    }
+    for (int32_t id : members_.ExpireSilent(Clock::now(), timeout)) OnDead(id);
+  }
+  return Status();
+}
+
+void Loop::Handle(Envelope& env) {
+  const proto::Header& h = env.message.header;
+  if (!env.status.ok()) {
+    spdlog::warn("malformed message from {}: {}", env.identity, env.status.ToString());
+    Reply(env.identity, ErrorReply(h, env.status, kSchedulerId));
+    return;
+  }
+  if (h.type() == proto::REGISTER) {
+    HandleRegister(env);
+    return;
+  }
+  Member* m = members_.Touch(env.identity, Clock::now());
+  if (m == nullptr || m->state == Member::State::kDead) {
+    Status s = Status::Unregistered(m == nullptr ? "register first"
+                                                 : "this node was declared dead; restart it");
+    Reply(env.identity, ErrorReply(h, s, kSchedulerId));
+    return;
+  }
+  const bool worker = m->info.role() == proto::WORKER;
+  switch (h.type()) {
+    case proto::HEARTBEAT:
+      return;
+    case proto::DECLARE_TENSORS:
+      if (worker) return HandleDeclare(env, *m);
+      break;
+    case proto::BARRIER:
+      if (worker) {
+        barrier_.Arrive({m->info.id(), h.request_id(), env.identity});
+        return Progress();
+      }
+      break;
+    case proto::LEAVE:
+      if (worker) return HandleLeave(env, *m);
+      break;
+    case proto::SHARD_MAP_ACK:
+      pending_acks_.erase(m->info.id());
+      return Progress();
+    case proto::ERROR:
+      spdlog::error("node {} reported: {}", m->info.id(), StatusOf(h).ToString());
+      if (pending_acks_.erase(m->info.id()) > 0) {
+        for (const Arrival& a : waiting_for_map_) {
+          Reply(a.identity,
+                ErrorReply(proto::Header(),
+                           Status::Internal(fmt::format("server {} rejected the shard map: {}",
+                                                        m->info.id(), h.error_message())),
+                           kSchedulerId));
+        }
+        waiting_for_map_.clear();
+      }
+      return;
+    default:
+      break;
+  }
+  Reply(env.identity,
+        ErrorReply(h,
+                   Status::InvalidArgument(fmt::format("the scheduler does not take {} from a {}",
+                                                       proto::MsgType_Name(h.type()),
+                                                       proto::Role_Name(m->info.role()))),
+                   kSchedulerId));
+}
+
+void Loop::HandleRegister(const Envelope& env) {
+  const proto::Header& h = env.message.header;
+  auto m = members_.Register(env.identity, h, Clock::now());
+  if (!m.ok()) {
+    spdlog::warn("refused registration of {}: {}", env.identity, m.status().ToString());
+    Reply(env.identity, ErrorReply(h, m.status(), kSchedulerId));
+    return;
+  }
+  const proto::NodeInfo& info = (*m)->info;
+  proto::Header r = ReplyTo(h, proto::REGISTER_REPLY, kSchedulerId);
+  r.set_node(info.id());
+  r.set_rank(info.rank());
+  Reply(env.identity, r);
+  spdlog::info("node {} joined: {} rank {} on {} pid {}{}", info.id(),
+               proto::Role_Name(info.role()), info.rank(), info.host(), info.pid(),
+               info.address().empty() ? "" : " at " + info.address());
+  if (!members_.complete()) return;
+  proto::Header view;
+  view.set_type(proto::CLUSTER_VIEW);
+  view.set_sender(kSchedulerId);
+  *view.mutable_view() = members_.View();
+  if (view_sent_) {
+    Reply(env.identity, view);  // a retried registration
+    return;
+  }
+  view_sent_ = true;
+  spdlog::info("cluster complete: {} servers, {} workers", options_.num_servers,
+               options_.num_workers);
+  Broadcast(view);
+}
+
+void Loop::HandleDeclare(const Envelope& env, const Member& m) {
+  const proto::Header& h = env.message.header;
+  if (map_) {
+    Status s = CheckAgainstMap(h);
+    if (!s.ok()) return Reply(env.identity, ErrorReply(h, s, kSchedulerId));
+    if (!pending_acks_.empty()) {
+      waiting_for_map_.push_back({m.info.id(), h.request_id(), env.identity});
+      return;
+    }
+    proto::Header r = ReplyTo(h, proto::SHARD_MAP, kSchedulerId);
+    *r.mutable_shard_map() = map_->ToProto();
+    return Reply(env.identity, r);
+  }
+  // Check the whole declaration before taking any of it.
+  for (const proto::TensorSpec& p : h.tensors()) {
+    TensorSpec t = FromProto(p);
+    auto it = declared_.find(t.name);
+    if (it != declared_.end() && (it->second.shape != t.shape || it->second.layer != t.layer)) {
+      return Reply(env.identity,
+                   ErrorReply(h,
+                              Status::InvalidArgument(fmt::format(
+                                  "tensor '{}' was declared with another shape or layer", t.name)),
+                              kSchedulerId));
+    }
+  }
+  for (const proto::TensorSpec& p : h.tensors()) declared_.emplace(p.name(), FromProto(p));
+  declare_.Arrive({m.info.id(), h.request_id(), env.identity});
+  Progress();
+}
+
+Status Loop::CheckAgainstMap(const proto::Header& declare) const {
+  for (const proto::TensorSpec& p : declare.tensors()) {
+    int32_t id = map_->TensorId(p.name());
+    TensorSpec t = FromProto(p);
+    if (id < 0) {
+      return Status::FailedPrecondition(
+          fmt::format("tensor '{}' is new, but the shard map was already built", t.name));
+    }
+    if (map_->tensors()[id].shape != t.shape || map_->tensors()[id].layer != t.layer) {
+      return Status::InvalidArgument(
+          fmt::format("tensor '{}' was declared with another shape or layer", t.name));
+    }
+  }
+  return Status();
+}
+
+void Loop::HandleLeave(const Envelope& env, const Member& m) {
+  const int32_t id = m.info.id();
+  members_.MarkLeft(id);
+  barrier_.Remove(id);
+  declare_.Remove(id);
+  Reply(env.identity, ReplyTo(env.message.header, proto::LEAVE, kSchedulerId));
+  spdlog::info("worker {} (rank {}) finished; {} still running", id, m.info.rank(),
+               members_.LiveWorkers().size());
+  Progress();
+}
+
+void Loop::OnDead(int32_t id) {
+  const Member* m = members_.ById(id);
+  auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - m->last_seen);
+  spdlog::error("node {} ({} rank {}, pid {}) silent for {} ms: declared dead", id,
+                proto::Role_Name(m->info.role()), m->info.rank(), m->info.pid(), silent.count());
+  proto::Header h;
+  h.set_type(proto::NODE_DEAD);
+  h.set_sender(kSchedulerId);
+  h.set_node(id);
+  Broadcast(h);
+  barrier_.Remove(id);
+  declare_.Remove(id);
+  pending_acks_.erase(id);
+  Progress();
+}
+
+void Loop::Progress() {
+  const std::vector<int32_t> live = members_.LiveWorkers();
+  if (!map_) {
+    std::vector<Arrival> ready = declare_.TryRelease(live);
+    if (!ready.empty()) BuildShardMap(ready);
+  }
+  if (map_ && pending_acks_.empty() && !waiting_for_map_.empty()) {
+    proto::Header r;
+    r.set_type(proto::SHARD_MAP);
+    r.set_sender(kSchedulerId);
+    *r.mutable_shard_map() = map_->ToProto();
+    for (const Arrival& a : waiting_for_map_) {
+      r.set_request_id(a.request_id);
+      Reply(a.identity, r);
+    }
+    waiting_for_map_.clear();
+  }
+  std::vector<Arrival> released = barrier_.TryRelease(live);
+  for (const Arrival& a : released) {
+    proto::Header r;
+    r.set_type(proto::BARRIER_RELEASE);
+    r.set_sender(kSchedulerId);
+    r.set_request_id(a.request_id);
+    Reply(a.identity, r);
+  }
+  if (!released.empty()) {
+    spdlog::debug("barrier {} released {} workers", barrier_.generation(), released.size());
+  }
+  if (members_.AllWorkersDone()) {
+    spdlog::info("every worker has finished or died; shutting the servers down");
+    Shutdown(/*everyone=*/false);
+  }
+}
+
+void Loop::BuildShardMap(const std::vector<Arrival>& waiting) {
+  std::vector<TensorSpec> tensors;
+  for (const auto& [name, t] : declared_) tensors.push_back(t);
+  auto map = ShardMap::Build(std::move(tensors), options_.num_servers, options_.partition_bytes);
+  if (!map.ok()) {
+    spdlog::error("cannot build the shard map: {}", map.status().ToString());
+    for (const Arrival& a : waiting) {
+      proto::Header req;
+      req.set_request_id(a.request_id);
+      Reply(a.identity, ErrorReply(req, map.status(), kSchedulerId));
+    }
+    declared_.clear();
+    return;
+  }
+  map_ = std::move(*map);
+  waiting_for_map_ = waiting;
+  std::vector<int64_t> bytes = map_->ServerBytes();
+  spdlog::info("shard map: {} tensors, {} partitions over {} servers ({:.1f}..{:.1f} MiB each)",
+               map_->tensors().size(), map_->partitions().size(), options_.num_servers,
+               *std::min_element(bytes.begin(), bytes.end()) / 1048576.0,
+               *std::max_element(bytes.begin(), bytes.end()) / 1048576.0);
+  proto::Header h;
+  h.set_type(proto::SHARD_MAP);
+  h.set_sender(kSchedulerId);
+  *h.mutable_shard_map() = map_->ToProto();
+  for (const Member* m : members_.Alive()) {
+    if (m->info.role() != proto::SERVER) continue;
+    pending_acks_.insert(m->info.id());
+    Reply(m->identity, h);
+  }
+}
+
+void Loop::Broadcast(proto::Header h) {
+  for (const Member* m : members_.Alive()) Reply(m->identity, h);
+}
+
+void Loop::Shutdown(bool everyone) {
+  proto::Header h;
+  h.set_type(proto::SHUTDOWN);
+  h.set_sender(kSchedulerId);
+  for (const Member* m : members_.Alive()) {
+    if (everyone || m->info.role() == proto::SERVER) Reply(m->identity, h);
+  }
+  done_ = true;
+}
+
+}  // namespace
+
+SchedulerNode::SchedulerNode(SchedulerOptions options, const std::atomic<bool>& stop)
+    : options_(std::move(options)), stop_(stop) {}
+
+Status SchedulerNode::Run() {
+  Loop loop(options_, stop_);
+  return loop.Run();
+}
+
+}  // namespace hetps

@@ -1,0 +1,42 @@
+// SchedulerNode: rendezvous and membership for one cluster. It admits the expected servers and
+// workers, broadcasts the cluster view, builds and installs the shard map from the workers'
+// declared tensors, runs barriers, detects dead nodes from missed heartbeats, and shuts the
+// servers down once every worker has left or died. It is on the control plane only: no tensor
+// ever passes through it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "common/shard_map.h"
+#include "common/status.h"
+
+namespace hetps {
+
+struct SchedulerOptions {
+  std::string bind = "tcp://127.0.0.1:*";
+  std::string endpoint_file;  // if set, the bound endpoint is written there once listening
+  int num_servers = 1;
+  int num_workers = 1;
+  int64_t partition_bytes = kDefaultPartitionBytes;
+  int heartbeat_timeout_ms = 5000;
+};
+
+class SchedulerNode {
+ public:
+  // `stop` is polled; it must outlive Run().
+  SchedulerNode(SchedulerOptions options, const std::atomic<bool>& stop);
+  SchedulerNode(const SchedulerNode&) = delete;
+  SchedulerNode& operator=(const SchedulerNode&) = delete;
+
+  // Runs until every worker has left or died (then shuts the servers down) or `stop` is set
+  // (then shuts every node down).
+  Status Run();
+
+ private:
+  SchedulerOptions options_;
+  const std::atomic<bool>& stop_;
+};
+
+}  // namespace hetps

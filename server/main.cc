@@ -1,0 +1,56 @@
+// hetps-server: parses flags and runs one ServerNode.
+#include <gflags/gflags.h>
+#include <spdlog/spdlog.h>
+
+#include "common/logging.h"
+#include "common/signals.h"
+#include "server/server.h"
+
+DEFINE_string(scheduler, "", "scheduler endpoint, e.g. tcp://10.0.0.1:7000 (required)");
+DEFINE_string(bind, "tcp://127.0.0.1:*", "endpoint to bind for workers ('*' = a free port)");
+DEFINE_string(advertise, "", "endpoint workers dial (default: the bound endpoint)");
+DEFINE_int32(server_threads, 2, "apply threads (partitions are spread over them)");
+DEFINE_string(optimizer, "sgd", "server-side optimizer: sgd, momentum, adam, adagrad");
+DEFINE_double(lr, 0.01, "learning rate");
+DEFINE_double(momentum, 0.9, "momentum coefficient (momentum)");
+DEFINE_double(beta1, 0.9, "adam beta1");
+DEFINE_double(beta2, 0.999, "adam beta2");
+DEFINE_double(epsilon, 1e-8, "adam/adagrad epsilon");
+DEFINE_double(weight_decay, 0.0, "L2 weight decay added to every gradient");
+DEFINE_string(init, "uniform", "initial values: zeros, uniform, normal, worker (first Init wins)");
+DEFINE_double(init_scale, 0.01, "uniform: half-width; normal: standard deviation");
+DEFINE_uint64(seed, 1, "seed of the server-side initializer");
+DEFINE_int32(heartbeat_interval_ms, 500, "heartbeat period to the scheduler");
+DEFINE_int32(join_timeout_ms, 60000, "how long to wait for the cluster to form");
+DEFINE_string(log_level, "info", "debug, info, warn, error");
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("hetps server: holds model partitions and applies pushes");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  hetps::SignalWatcher signals;
+  if (!hetps::SetupLogging("server", FLAGS_log_level)) {
+    spdlog::error("unknown --log_level '{}'", FLAGS_log_level);
+    return 2;
+  }
+  if (FLAGS_scheduler.empty()) {
+    spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
+    return 2;
+  }
+  hetps::ServerOptions o;
+  o.scheduler = FLAGS_scheduler;
+  o.bind = FLAGS_bind;
+  o.advertise = FLAGS_advertise;
+  o.threads = FLAGS_server_threads;
+  o.optimizer = FLAGS_optimizer;
+  o.optimizer_options = {FLAGS_lr,    FLAGS_momentum, FLAGS_beta1,
+                         FLAGS_beta2, FLAGS_epsilon,  FLAGS_weight_decay};
+  o.init = {FLAGS_init, FLAGS_init_scale, FLAGS_seed};
+  o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
+  o.join_timeout_ms = FLAGS_join_timeout_ms;
+  hetps::Status s = hetps::ServerNode(o, signals.stop()).Run();
+  if (!s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return s.code() == hetps::proto::INVALID_ARGUMENT ? 2 : 1;
+  }
+  return 0;
+}

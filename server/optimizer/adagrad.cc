@@ -1,0 +1,36 @@
+#include <cmath>
+
+#include "server/optimizer/optimizer.h"
+
+namespace hetps {
+namespace {
+
+// h <- h + g^2; w <- w - lr * g / (sqrt(h) + eps)
+class Adagrad final : public Optimizer {
+ public:
+  explicit Adagrad(const OptimizerOptions& o)
+      : lr_(static_cast<float>(o.lr)),
+        eps_(static_cast<float>(o.epsilon)),
+        wd_(static_cast<float>(o.weight_decay)) {}
+  int num_slots() const override { return 1; }
+  void Apply(float* w, const float* g, int64_t n, float* const* slots, int64_t,
+             float scale) const override {
+    float* h = slots[0];
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = scale * g[i] + wd_ * w[i];
+      h[i] += gi * gi;
+      w[i] -= lr_ * gi / (std::sqrt(h[i]) + eps_);
+    }
+  }
+
+ private:
+  float lr_, eps_, wd_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> MakeAdagrad(const OptimizerOptions& options) {
+  return std::make_unique<Adagrad>(options);
+}
+
+}  // namespace hetps

@@ -1,0 +1,40 @@
+#include <cmath>
+
+#include "server/optimizer/optimizer.h"
+
+namespace hetps {
+namespace {
+
+// Adam (Kingma & Ba) with bias correction; `step` is the partition's update count.
+class Adam final : public Optimizer {
+ public:
+  explicit Adam(const OptimizerOptions& o) : o_(o) {}
+  int num_slots() const override { return 2; }
+  void Apply(float* w, const float* g, int64_t n, float* const* slots, int64_t step,
+             float scale) const override {
+    float* m = slots[0];
+    float* v = slots[1];
+    const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
+    const double t = static_cast<double>(step);
+    const float alpha = static_cast<float>(o_.lr * std::sqrt(1 - std::pow(o_.beta2, t)) /
+                                           (1 - std::pow(o_.beta1, t)));
+    const float eps = static_cast<float>(o_.epsilon), wd = static_cast<float>(o_.weight_decay);
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = scale * g[i] + wd * w[i];
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+    }
+  }
+
+ private:
+  OptimizerOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> MakeAdam(const OptimizerOptions& options) {
+  return std::make_unique<Adam>(options);
+}
+
+}  // namespace hetps

@@ -1,0 +1,33 @@
+#include "server/optimizer/optimizer.h"
+
+namespace hetps {
+namespace {
+
+// Heavy-ball: v <- mu * v + (g + wd * w); w <- w - lr * v
+class Momentum final : public Optimizer {
+ public:
+  explicit Momentum(const OptimizerOptions& o)
+      : lr_(static_cast<float>(o.lr)),
+        mu_(static_cast<float>(o.momentum)),
+        wd_(static_cast<float>(o.weight_decay)) {}
+  int num_slots() const override { return 1; }
+  void Apply(float* w, const float* g, int64_t n, float* const* slots, int64_t,
+             float scale) const override {
+    float* v = slots[0];
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = mu_ * v[i] + scale * g[i] + wd_ * w[i];
+      w[i] -= lr_ * v[i];
+    }
+  }
+
+ private:
+  float lr_, mu_, wd_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> MakeMomentum(const OptimizerOptions& options) {
+  return std::make_unique<Momentum>(options);
+}
+
+}  // namespace hetps

@@ -1,0 +1,42 @@
+#include "server/partition_store.h"
+
+#include <algorithm>
+
+namespace hetps {
+
+PartitionState::PartitionState(const Partition& partition, int num_slots)
+    : info_(partition), values_(partition.length) {
+  for (int s = 0; s < num_slots; ++s) slots_.emplace_back(partition.length, 0.0f);
+  for (auto& slot : slots_) slot_ptrs_.push_back(slot.data());
+}
+
+void PartitionState::ApplyGradient(const Optimizer& optimizer, const float* g, float scale) {
+  ++version_;
+  optimizer.Apply(values_.data(), g, info_.length, slot_ptrs_.data(), version_, scale);
+}
+
+bool PartitionState::InitializeFrom(const float* values) {
+  if (initialized_) return false;
+  std::copy(values, values + info_.length, values_.begin());
+  initialized_ = true;
+  return true;
+}
+
+PartitionStore::PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,
+                               const Initializer& initializer)
+    : by_id_(map.partitions().size()) {
+  for (const Partition& p : map.partitions()) {
+    if (p.server_rank != server_rank) continue;
+    auto state = std::make_unique<PartitionState>(p, optimizer.num_slots());
+    if (!initializer.from_worker()) {
+      initializer.Fill(map.tensors()[p.tensor_id].name, p.offset, state->mutable_values(),
+                       p.length);
+      state->MarkInitialized();
+    }
+    bytes_ += p.length * static_cast<int64_t>(sizeof(float));
+    ++count_;
+    by_id_[p.id] = std::move(state);
+  }
+}
+
+}  // namespace hetps

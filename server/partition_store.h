@@ -1,0 +1,66 @@
+// PartitionStore: the model partitions this server holds (values, optimizer slots, version).
+//
+// Thread-safety: the store's shape is fixed at construction. Each partition must be touched by
+// one thread at a time; the server guarantees it by giving every partition one owning apply
+// thread, so pushes and pulls of different partitions never share a lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/shard_map.h"
+#include "common/status.h"
+#include "server/initializer.h"
+#include "server/optimizer/optimizer.h"
+
+namespace hetps {
+
+class PartitionState {
+ public:
+  PartitionState(const Partition& partition, int num_slots);
+  PartitionState(const PartitionState&) = delete;
+  PartitionState& operator=(const PartitionState&) = delete;
+
+  const Partition& info() const { return info_; }
+  bool initialized() const { return initialized_; }
+  int64_t version() const { return version_; }  // updates applied so far
+  const float* values() const { return values_.data(); }
+  float* mutable_values() { return values_.data(); }
+  void MarkInitialized() { initialized_ = true; }
+
+  // Applies one gradient of info().length floats with `optimizer`.
+  // REQUIRES: initialized(), g has info().length elements.
+  void ApplyGradient(const Optimizer& optimizer, const float* g, float scale);
+  // Sets the values if none were set yet (first writer wins); returns whether it did.
+  bool InitializeFrom(const float* values);
+
+ private:
+  Partition info_;
+  std::vector<float> values_;
+  std::vector<std::vector<float>> slots_;
+  std::vector<float*> slot_ptrs_;
+  int64_t version_ = 0;
+  bool initialized_ = false;
+};
+
+class PartitionStore {
+ public:
+  // Holds every partition that `map` places on `server_rank`; seeded rules fill them now.
+  PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,
+                 const Initializer& initializer);
+
+  // nullptr when partition `id` is not held here (or does not exist).
+  PartitionState* Find(int32_t id) {
+    return id >= 0 && static_cast<size_t>(id) < by_id_.size() ? by_id_[id].get() : nullptr;
+  }
+  int64_t num_partitions() const { return count_; }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  std::vector<std::unique_ptr<PartitionState>> by_id_;
+  int64_t count_ = 0;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace hetps

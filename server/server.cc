@@ -1,0 +1,351 @@
+#include "server/server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/cluster_view.h"
+#include "common/logging.h"
+#include "common/message.h"
+#include "common/scheduler_link.h"
+#include "common/shard_map.h"
+#include "server/partition_store.h"
+
+namespace hetps {
+namespace {
+
+constexpr char kReplyEndpoint[] = "inproc://server-replies";
+
+std::string WorkEndpoint(int thread) { return fmt::format("inproc://server-work-{}", thread); }
+
+// What the apply threads share, read-only after the shard map is installed.
+struct Shared {
+  int32_t self = -1;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<PartitionStore> store;
+};
+
+// Sends [identity, header, payload...] to the router thread, which forwards it to the peer.
+void SendReply(zmq::socket_t& out, const std::string& identity, const proto::Header& header,
+               std::vector<zmq::message_t> payload = {}) {
+  (void)out.send(zmq::buffer(identity), zmq::send_flags::sndmore);
+  Send(out, header, std::move(payload));
+}
+
+// Validates a PUSH/INIT payload against its partition.
+Status CheckPayload(const proto::Header& h, const Message& m, const Partition& p) {
+  if (h.dtype() != proto::FLOAT32) {
+    return Status::DtypeMismatch(fmt::format("partition {} holds float32, request says {}", p.id,
+                                             proto::DType_Name(h.dtype())));
+  }
+  if (h.num_elements() != p.length) {
+    return Status::SizeMismatch(fmt::format("partition {} holds {} elements, request says {}", p.id,
+                                            p.length, h.num_elements()));
+  }
+  const size_t want = static_cast<size_t>(p.length) * sizeof(float);
+  if (m.payload.size() != 1 || m.payload[0].size() != want) {
+    return Status::SizeMismatch(
+        fmt::format("partition {} needs one payload frame of {} bytes, got {} frame(s) of {} bytes",
+                    p.id, want, m.payload.size(), m.payload.empty() ? 0 : m.payload[0].size()));
+  }
+  return Status();
+}
+
+// Reads a float payload in place when it is aligned (zmq's buffers are), else via a copy.
+const float* FloatsOf(const zmq::message_t& frame, std::vector<float>& scratch) {
+  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(float) == 0) {
+    return static_cast<const float*>(frame.data());
+  }
+  scratch.resize(frame.size() / sizeof(float));
+  std::memcpy(scratch.data(), frame.data(), frame.size());
+  return scratch.data();
+}
+
+// One apply thread: owns the partitions with id % threads == index.
+void ApplyLoop(zmq::context_t& ctx, int index, const Shared& shared) {
+  zmq::socket_t in(ctx, zmq::socket_type::pull);
+  in.connect(WorkEndpoint(index));
+  zmq::socket_t out(ctx, zmq::socket_type::push);
+  out.connect(kReplyEndpoint);
+  std::vector<float> scratch;
+  while (true) {
+    auto env = Receive(in, zmq::recv_flags::none, /*routed=*/true);
+    if (!env || env->identity.empty()) return;  // the router's stop signal
+    const proto::Header& h = env->message.header;
+    PartitionState* part = shared.store->Find(h.partition());  // router checked it exists
+    const Partition& p = part->info();
+    if (!part->initialized() && h.type() != proto::INIT) {
+      SendReply(out, env->identity,
+                ErrorReply(h,
+                           Status::FailedPrecondition(fmt::format(
+                               "partition {} is not initialized yet (init=worker: a worker must "
+                               "Init it first)",
+                               p.id)),
+                           shared.self));
+      continue;
+    }
+    if (h.type() == proto::PULL) {
+      zmq::message_t values(static_cast<size_t>(p.length) * sizeof(float));
+      std::memcpy(values.data(), part->values(), values.size());
+      proto::Header r = ReplyTo(h, proto::PULL_REPLY, shared.self);
+      r.set_dtype(proto::FLOAT32);
+      r.set_num_elements(p.length);
+      r.set_version(part->version());
+      std::vector<zmq::message_t> payload;
+      payload.push_back(std::move(values));
+      SendReply(out, env->identity, r, std::move(payload));
+      continue;
+    }
+    if (Status s = CheckPayload(h, env->message, p); !s.ok()) {
+      spdlog::warn("rejected {} from node {}: {}", proto::MsgType_Name(h.type()), h.sender(),
+                   s.ToString());
+      SendReply(out, env->identity, ErrorReply(h, s, shared.self));
+      continue;
+    }
+    const float* data = FloatsOf(env->message.payload[0], scratch);
+    proto::Header r;
+    if (h.type() == proto::PUSH) {
+      part->ApplyGradient(*shared.optimizer, data, 1.0f);
+      r = ReplyTo(h, proto::PUSH_REPLY, shared.self);
+    } else {  // INIT
+      part->InitializeFrom(data);
+      r = ReplyTo(h, proto::INIT_REPLY, shared.self);
+    }
+    r.set_version(part->version());
+    SendReply(out, env->identity, r);
+  }
+}
+
+// The router thread's state and handlers.
+class Router {
+ public:
+  Router(const ServerOptions& options, const std::atomic<bool>& stop)
+      : options_(options), stop_(stop) {}
+
+  Status Run();
+
+ private:
+  Status Setup();
+  void HandleWorker(Envelope& env);
+  void HandleControl(Envelope& env);
+  Status InstallShardMap(const proto::ShardMap& proto_map);
+  Status CheckSender(const Envelope& env) const;
+  void Reply(const std::string& identity, const proto::Header& header) {
+    SendRouted(*router_, identity, header);
+  }
+  void StopApplyThreads();
+
+  const ServerOptions& options_;
+  const std::atomic<bool>& stop_;
+  zmq::context_t ctx_{1};
+  std::optional<zmq::socket_t> router_, replies_;
+  std::vector<zmq::socket_t> work_;
+  std::vector<std::thread> apply_threads_;
+  std::unique_ptr<SchedulerLink> link_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::optional<Initializer> initializer_;
+  std::optional<ShardMap> map_;
+  Shared shared_;
+  std::unordered_set<int32_t> dead_;
+  std::unordered_map<int32_t, int64_t> clocks_;  // worker id -> completed clocks
+  int64_t pushes_ = 0, pulls_ = 0, errors_ = 0;
+  bool shutdown_ = false;
+};
+
+Status Router::Setup() {
+  if (options_.threads < 1 || options_.threads > 64) {
+    return Status::InvalidArgument(
+        fmt::format("threads must be in [1, 64], got {}", options_.threads));
+  }
+  auto opt = MakeOptimizer(options_.optimizer, options_.optimizer_options);
+  if (!opt.ok()) return opt.status();
+  optimizer_ = std::move(*opt);
+  auto init = Initializer::Make(options_.init);
+  if (!init.ok()) return init.status();
+  initializer_ = std::move(*init);
+
+  router_.emplace(ctx_, zmq::socket_type::router);
+  router_->set(zmq::sockopt::linger, 0);
+  router_->set(zmq::sockopt::rcvhwm, 0);  // never drop a push under load
+  router_->set(zmq::sockopt::sndhwm, 0);
+  try {
+    router_->bind(options_.bind);
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument(fmt::format("cannot bind '{}': {}", options_.bind, e.what()));
+  }
+  std::string endpoint = BoundEndpoint(*router_);
+  std::string address = options_.advertise.empty() ? endpoint : options_.advertise;
+  if (address.find("0.0.0.0") != std::string::npos) {
+    return Status::InvalidArgument(fmt::format(
+        "bound to {}: pass --advertise=tcp://<reachable host>:<port> for workers to dial",
+        endpoint));
+  }
+  replies_.emplace(ctx_, zmq::socket_type::pull);
+  replies_->bind(kReplyEndpoint);
+  for (int i = 0; i < options_.threads; ++i) {
+    work_.emplace_back(ctx_, zmq::socket_type::push);
+    work_.back().set(zmq::sockopt::sndhwm, 0);
+    work_.back().bind(WorkEndpoint(i));
+  }
+  link_ = std::make_unique<SchedulerLink>(ctx_, options_.scheduler, proto::SERVER, address,
+                                          options_.heartbeat_interval_ms);
+  spdlog::info("listening on {} (advertised {}), {} apply threads, optimizer {}", endpoint, address,
+               options_.threads, options_.optimizer);
+  return Status();
+}
+
+Status Router::Run() {
+  if (Status s = Setup(); !s.ok()) return s;
+  if (Status s = link_->Join(stop_, options_.join_timeout_ms); !s.ok()) return s;
+  SetLogNode("server", link_->id());
+  shared_.self = link_->id();
+  spdlog::info("joined: {} servers, {} workers", link_->view().num_servers(),
+               link_->view().num_workers());
+
+  zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
+                             {replies_->handle(), 0, ZMQ_POLLIN, 0},
+                             {link_->socket().handle(), 0, ZMQ_POLLIN, 0}};
+  while (!shutdown_ && !stop_.load()) {
+    zmq::poll(items, 3, std::chrono::milliseconds(100));
+    link_->MaybeHeartbeat();
+    // Replies first: they free memory and unblock workers.
+    for (int n = 0; n < 1024 && (items[1].revents & ZMQ_POLLIN); ++n) {
+      std::vector<zmq::message_t> frames;
+      if (!zmq::recv_multipart(*replies_, std::back_inserter(frames), zmq::recv_flags::dontwait))
+        break;
+      zmq::send_multipart(*router_, frames);
+    }
+    for (int n = 0; n < 1024 && (items[0].revents & ZMQ_POLLIN); ++n) {
+      auto env = Receive(*router_, zmq::recv_flags::dontwait, /*routed=*/true);
+      if (!env) break;
+      HandleWorker(*env);
+    }
+    while (items[2].revents & ZMQ_POLLIN) {
+      auto env = Receive(link_->socket(), zmq::recv_flags::dontwait, /*routed=*/false);
+      if (!env) break;
+      if (env->status.ok()) HandleControl(*env);
+    }
+  }
+  StopApplyThreads();
+  spdlog::info("stopped: {} pushes, {} pulls served, {} requests rejected", pushes_, pulls_,
+               errors_);
+  return Status();
+}
+
+void Router::StopApplyThreads() {
+  for (auto& w : work_) {
+    (void)w.send(zmq::message_t(), zmq::send_flags::none);  // empty identity = stop
+  }
+  for (auto& t : apply_threads_) t.join();
+  apply_threads_.clear();
+}
+
+Status Router::CheckSender(const Envelope& env) const {
+  const int32_t sender = env.message.header.sender();
+  const proto::NodeInfo* node = link_->view().Node(sender);
+  if (node == nullptr || node->role() != proto::WORKER || env.identity != NodeIdentity(sender)) {
+    return Status::Unregistered(
+        fmt::format("node {} is not a registered worker of this cluster", sender));
+  }
+  if (dead_.contains(sender)) {
+    return Status::Unregistered(fmt::format("node {} was declared dead", sender));
+  }
+  return Status();
+}
+
+void Router::HandleWorker(Envelope& env) {
+  proto::Header& h = env.message.header;
+  Status s = env.status;
+  if (s.ok()) s = CheckSender(env);
+  if (s.ok() && !map_) s = Status::Unavailable("no shard map installed yet");
+  if (s.ok() && h.type() == proto::CLOCK) {
+    int64_t& c = clocks_[h.sender()];
+    c = std::max(c, h.clock() + 1);
+    Reply(env.identity, ReplyTo(h, proto::CLOCK_REPLY, link_->id()));
+    return;
+  }
+  if (s.ok() && h.type() != proto::PUSH && h.type() != proto::PULL && h.type() != proto::INIT) {
+    s = Status::InvalidArgument(
+        fmt::format("a server does not take {} messages", proto::MsgType_Name(h.type())));
+  }
+  if (s.ok() && shared_.store->Find(h.partition()) == nullptr) {
+    const int32_t id = h.partition();
+    s = id < 0 || static_cast<size_t>(id) >= map_->partitions().size()
+            ? Status::NotFound(fmt::format("no partition {}", id))
+            : Status::NotFound(fmt::format("partition {} lives on server rank {}", id,
+                                           map_->partitions()[id].server_rank));
+  }
+  if (!s.ok()) {
+    ++errors_;
+    spdlog::warn("rejected request from {}: {}", h.sender(), s.ToString());
+    Reply(env.identity, ErrorReply(h, s, link_->id()));
+    return;
+  }
+  (h.type() == proto::PULL ? pulls_ : pushes_)++;
+  // Hand over to the partition's apply thread; payload frames move without a copy.
+  zmq::socket_t& work = work_[h.partition() % options_.threads];
+  (void)work.send(zmq::buffer(env.identity), zmq::send_flags::sndmore);
+  Send(work, h, std::move(env.message.payload));
+}
+
+Status Router::InstallShardMap(const proto::ShardMap& proto_map) {
+  if (map_) return Status::FailedPrecondition("a shard map is already installed");
+  auto map = ShardMap::FromProto(proto_map);
+  if (!map.ok()) return map.status();
+  map_ = std::move(*map);
+  shared_.optimizer = std::move(optimizer_);
+  shared_.store =
+      std::make_unique<PartitionStore>(*map_, link_->rank(), *shared_.optimizer, *initializer_);
+  for (int i = 0; i < options_.threads; ++i) {
+    apply_threads_.emplace_back(ApplyLoop, std::ref(ctx_), i, std::cref(shared_));
+  }
+  spdlog::info("holding {} partitions, {:.1f} MiB ({} tensors in the map)",
+               shared_.store->num_partitions(), shared_.store->bytes() / 1048576.0,
+               map_->tensors().size());
+  return Status();
+}
+
+void Router::HandleControl(Envelope& env) {
+  const proto::Header& h = env.message.header;
+  switch (h.type()) {
+    case proto::SHARD_MAP: {
+      Status s = InstallShardMap(h.shard_map());
+      proto::Header ack =
+          s.ok() ? ReplyTo(h, proto::SHARD_MAP_ACK, link_->id()) : ErrorReply(h, s, link_->id());
+      if (!s.ok()) spdlog::error("shard map rejected: {}", s.ToString());
+      link_->Send(ack);
+      break;
+    }
+    case proto::NODE_DEAD:
+      dead_.insert(h.node());
+      clocks_.erase(h.node());
+      spdlog::warn("node {} declared dead by the scheduler", h.node());
+      break;
+    case proto::SHUTDOWN:
+      spdlog::info("shutdown requested by the scheduler");
+      shutdown_ = true;
+      break;
+    default:
+      spdlog::debug("ignoring control message {}", proto::MsgType_Name(h.type()));
+  }
+}
+
+}  // namespace
+
+ServerNode::ServerNode(ServerOptions options, const std::atomic<bool>& stop)
+    : options_(std::move(options)), stop_(stop) {}
+
+Status ServerNode::Run() {
+  Router router(options_, stop_);
+  return router.Run();
+}
+
+}  // namespace hetps

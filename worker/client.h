@@ -1,0 +1,121 @@
+// hetps worker client: the whole user API.
+//
+//   hetps::ClientOptions options;
+//   options.scheduler = "tcp://127.0.0.1:7000";
+//   auto client = hetps::Client::Connect(options);        // joins the cluster (blocks)
+//   if (!client.ok()) { ...client.status()... }
+//   (*client)->DeclareTensors({{"fc1.w", {784, 256}, /*layer=*/0},
+//                              {"fc1.b", {256}, 0}});      // collective over all workers
+//   hetps::Ticket pull = (*client)->Pull("fc1.w", w.data(), w.size());
+//   ...
+//   hetps::Status s = pull.Wait();                         // w now holds the server's values
+//   (*client)->Push("fc1.w", grad.data(), grad.size()).Wait();
+//   (*client)->Clock();                                    // end of one iteration
+//   (*client)->Barrier();                                  // all live workers meet here
+//   (*client)->Finish();                                   // leave the cluster
+//
+// Push, Pull and Init are asynchronous: they return a Ticket at once and the transfer runs on
+// the client's I/O thread, one request per partition, all partitions in flight together.
+//
+// Buffer lifetime contract (zero-copy): the memory passed to Push/Init is sent straight from
+// the caller's buffer and must stay valid and unmodified until its Ticket is done; the memory
+// passed to Pull must stay valid until its Ticket is done, and its contents are unspecified
+// until then. A Ticket is done only after the server answered every partition and ZeroMQ
+// released every frame of the caller's memory.
+//
+// Errors are Status values: an unknown tensor or a size mismatch is reported by the Ticket at
+// once; a server's error (with its message) arrives through Wait(); a dead server fails its
+// requests with UNAVAILABLE; a cluster shutdown fails everything pending with ABORTED.
+//
+// Thread-safety: every method may be called from any thread; tickets may be waited on from
+// any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/shard_map.h"
+#include "common/status.h"
+
+namespace hetps {
+
+struct ClientOptions {
+  std::string scheduler;  // tcp://host:port
+  int heartbeat_interval_ms = 500;
+  int join_timeout_ms = 60000;              // how long Connect waits for the cluster to form
+  const std::atomic<bool>* stop = nullptr;  // optional: abort Connect/waits when set
+};
+
+struct ClientStats {
+  int64_t bytes_pushed = 0;  // payload bytes sent by Push and Init
+  int64_t bytes_pulled = 0;  // payload bytes received by Pull
+  int64_t requests = 0;      // partition requests sent
+};
+
+class Ticket {
+ public:
+  Ticket() = default;  // a done, OK ticket
+  // Blocks until the operation is done; returns its first error, or OK.
+  Status Wait() const;
+  bool Done() const;
+
+  struct State;  // opaque; defined by the client library
+
+ private:
+  friend class Client;
+  explicit Ticket(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+};
+
+class Client {
+ public:
+  // Registers with the scheduler and blocks until the cluster view arrives.
+  static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();  // Finish()es if the caller did not
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  int32_t id() const;  // node id assigned by the scheduler
+  int rank() const;    // 0 .. num_workers() - 1
+  int num_workers() const;
+  int num_servers() const;
+
+  // Declares the tensors this worker uses and blocks until the shard map is installed on every
+  // server. Collective: returns once every live worker has declared (the map holds the union).
+  // Redeclaring a tensor with another shape is an error.
+  Status DeclareTensors(const std::vector<TensorSpec>& tensors);
+  // REQUIRES: DeclareTensors succeeded.
+  const ShardMap& shard_map() const;
+
+  // Sends a gradient of `n` floats; the server applies its optimizer. `weight` is the number of
+  // samples behind it (for weighting aggregators).
+  Ticket Push(const std::string& tensor, const float* grad, int64_t n, double weight = 1.0);
+  // Fetches the current values of a tensor into out[0..n).
+  Ticket Pull(const std::string& tensor, float* out, int64_t n);
+  // Offers initial values; the first Init of each partition wins (servers run with
+  // --init=worker), later ones have no effect.
+  Ticket Init(const std::string& tensor, const float* values, int64_t n);
+
+  // Ends this worker's iteration: tells every server, then advances clock().
+  Status Clock();
+  int64_t clock() const;
+  // Blocks until every live worker has called Barrier (dead workers are not waited for).
+  Status Barrier();
+  // Leaves the cluster cleanly; idempotent. Pending tickets complete before it returns.
+  Status Finish();
+
+  ClientStats stats() const;
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  static Ticket MakeTicket(std::shared_ptr<Ticket::State> state) {
+    return Ticket(std::move(state));
+  }
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hetps

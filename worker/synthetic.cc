@@ -1,0 +1,130 @@
+#include "worker/synthetic.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace hetps {
+namespace {
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Target of worker `rank` for element j of tensor t: uniform in [-1, 1).
+float Target(uint64_t seed, int rank, size_t t, int64_t j) {
+  uint64_t h = Mix(seed ^ Mix(static_cast<uint64_t>(rank) << 32 ^ t) ^ static_cast<uint64_t>(j));
+  return static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-52 - 1.0);
+}
+
+struct Model {
+  std::vector<std::string> names;
+  std::vector<std::vector<float>> w, grad, target, optimum;
+};
+
+Model MakeModel(const SyntheticOptions& o, int rank, int num_workers) {
+  Model m;
+  for (size_t t = 0; t < o.tensor_elements.size(); ++t) {
+    const int64_t n = o.tensor_elements[t];
+    m.names.push_back(fmt::format("layer{}", t));
+    m.w.emplace_back(n);
+    m.grad.emplace_back(n);
+    auto& target = m.target.emplace_back(n);
+    auto& optimum = m.optimum.emplace_back(n, 0.0f);
+    for (int64_t j = 0; j < n; ++j) target[j] = Target(o.seed, rank, t, j);
+    for (int r = 0; r < num_workers; ++r) {
+      for (int64_t j = 0; j < n; ++j) optimum[j] += Target(o.seed, r, t, j) / num_workers;
+    }
+  }
+  return m;
+}
+
+// Root-mean-square distance of the pulled model to w*.
+double DistanceToOptimum(const Model& m) {
+  double sum = 0;
+  int64_t count = 0;
+  for (size_t t = 0; t < m.w.size(); ++t) {
+    for (size_t j = 0; j < m.w[t].size(); ++j) {
+      const double d = m.w[t][j] - m.optimum[t][j];
+      sum += d * d;
+    }
+    count += static_cast<int64_t>(m.w[t].size());
+  }
+  return std::sqrt(sum / static_cast<double>(count));
+}
+
+Status PullAll(Client& client, Model& m) {
+  std::vector<Ticket> tickets;
+  for (size_t t = 0; t < m.w.size(); ++t) {
+    tickets.push_back(client.Pull(m.names[t], m.w[t].data(), static_cast<int64_t>(m.w[t].size())));
+  }
+  for (const Ticket& ticket : tickets) {
+    if (Status s = ticket.Wait(); !s.ok()) return s;
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic<bool>& stop) {
+  if (o.tensor_elements.empty() || o.iterations < 1) {
+    return Status::InvalidArgument("need at least one tensor and one iteration");
+  }
+  Model m = MakeModel(o, client.rank(), client.num_workers());
+  std::vector<TensorSpec> specs;
+  for (size_t t = 0; t < m.names.size(); ++t) {
+    specs.push_back({m.names[t], {o.tensor_elements[t]}, static_cast<int32_t>(t)});
+  }
+  if (Status s = client.DeclareTensors(specs); !s.ok()) return s;
+  if (Status s = PullAll(client, m); !s.ok()) return s;
+  const double initial = DistanceToOptimum(m);
+  int64_t model_bytes = 0;
+  for (const auto& w : m.w) model_bytes += static_cast<int64_t>(w.size() * sizeof(float));
+  spdlog::info(
+      "synthetic workload: {} tensors in {} partitions, {:.1f} MiB, {} iterations; "
+      "distance to optimum {:.4f}",
+      specs.size(), client.shard_map().partitions().size(), model_bytes / 1048576.0, o.iterations,
+      initial);
+
+  const auto start = std::chrono::steady_clock::now();
+  for (int it = 1; it <= o.iterations && !stop.load(); ++it) {
+    if (Status s = PullAll(client, m); !s.ok()) return s;
+    std::vector<Ticket> pushes;
+    for (size_t t = 0; t < m.w.size(); ++t) {
+      auto& g = m.grad[t];
+      for (size_t j = 0; j < g.size(); ++j) g[j] = m.w[t][j] - m.target[t][j];
+      pushes.push_back(client.Push(m.names[t], g.data(), static_cast<int64_t>(g.size())));
+    }
+    for (const Ticket& ticket : pushes) {
+      if (Status s = ticket.Wait(); !s.ok()) return s;
+    }
+    if (Status s = client.Clock(); !s.ok()) return s;
+    if (it % o.progress_every == 0 || it == o.iterations) {
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("worker %d  iter %d/%d  distance %.4f  %.1f it/s  %.2f GB/s pushed+pulled\n",
+                  client.rank(), it, o.iterations, DistanceToOptimum(m), it / secs,
+                  2.0 * model_bytes * it / secs / 1e9);
+      std::fflush(stdout);
+    }
+  }
+  if (stop.load()) return Status::Aborted("interrupted");
+  if (Status s = client.Barrier(); !s.ok()) return s;
+  if (Status s = PullAll(client, m); !s.ok()) return s;
+  const double final_distance = DistanceToOptimum(m);
+  std::printf("worker %d  done: distance to optimum %.4f -> %.4f\n", client.rank(), initial,
+              final_distance);
+  std::fflush(stdout);
+  if (!(final_distance < initial)) {
+    return Status::Internal(fmt::format("the model did not converge: distance {:.4f} -> {:.4f}",
+                                        initial, final_distance));
+  }
+  return Status();
+}
+
+}  // namespace hetps
