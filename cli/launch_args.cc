@@ -1,0 +1,134 @@
+#include "cli/launch_args.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <regex>
+
+namespace hetps {
+namespace {
+
+std::string Trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
+
+StatusOr<int> ParseCount(const std::string& name, const std::string& value, int min) {
+  try {
+    size_t used = 0;
+    int v = std::stoi(value, &used);
+    if (used == value.size() && v >= min) return v;
+  } catch (const std::exception&) {
+  }
+  return Status::InvalidArgument(
+      fmt::format("--{} needs an integer >= {}, got '{}'", name, min, value));
+}
+
+Status ReadFlagfile(const std::string& path, std::vector<std::string>& out) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(fmt::format("cannot read flagfile '{}'", path));
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    line = Trim(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    if (FlagName(line).empty()) {
+      return Status::InvalidArgument(
+          fmt::format("{}:{}: '{}' is not a flag (--name=value)", path, number, line));
+    }
+    out.push_back(line);
+  }
+  return Status();
+}
+
+}  // namespace
+
+std::string FlagName(const std::string& flag) {
+  if (flag.size() < 3 || flag.rfind("--", 0) != 0) return "";
+  const size_t eq = flag.find('=');
+  return flag.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+}
+
+StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
+  LaunchArgs out;
+  std::vector<std::string> command_line;
+  std::string flagfile;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const std::string name = FlagName(a);
+    if (name.empty()) {
+      return Status::InvalidArgument(
+          fmt::format("unexpected argument '{}' (flags are --name=value)", a));
+    }
+    const bool own = name == "servers" || name == "workers" || name == "flagfile" ||
+                     name == "bin_dir" || name == "grace_ms";
+    if (!own) {
+      command_line.push_back(a);
+      continue;
+    }
+    std::string value;
+    if (a.find('=') != std::string::npos) {
+      value = a.substr(a.find('=') + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return Status::InvalidArgument(fmt::format("--{} needs a value", name));
+    }
+    if (name == "servers" || name == "workers" || name == "grace_ms") {
+      auto v = ParseCount(name, value, name == "grace_ms" ? 0 : 1);
+      if (!v.ok()) return v.status();
+      (name == "servers" ? out.servers : name == "workers" ? out.workers : out.grace_ms) = *v;
+    } else if (name == "flagfile") {
+      flagfile = value;
+    } else {
+      out.bin_dir = value;
+    }
+  }
+  if (!flagfile.empty()) {
+    if (Status s = ReadFlagfile(flagfile, out.extra_flags); !s.ok()) return s;
+  }
+  // The command line comes after the flagfile, so it wins (gflags keeps the last value).
+  out.extra_flags.insert(out.extra_flags.end(), command_line.begin(), command_line.end());
+  return out;
+}
+
+std::set<std::string> RoleFlagsFromHelpXml(const std::string& xml) {
+  static const std::regex flag_re("<flag><file>([^<]*)</file><name>([^<]*)</name>");
+  std::set<std::string> names;
+  for (auto it = std::sregex_iterator(xml.begin(), xml.end(), flag_re);
+       it != std::sregex_iterator(); ++it) {
+    if ((*it)[1].str().find("gflags") != std::string::npos) continue;  // --help and friends
+    names.insert((*it)[2].str());
+  }
+  return names;
+}
+
+StatusOr<std::map<std::string, std::vector<std::string>>> RouteFlags(
+    const std::vector<std::string>& extra_flags,
+    const std::map<std::string, std::set<std::string>>& role_flags) {
+  std::map<std::string, std::vector<std::string>> routed;
+  for (const auto& [role, names] : role_flags) routed[role];
+  for (const std::string& flag : extra_flags) {
+    std::string name = FlagName(flag);
+    bool known = false;
+    for (const auto& [role, names] : role_flags) {
+      // "--noverbose" sets bool "verbose" to false.
+      const bool match = names.contains(name) ||
+                         (name.rfind("no", 0) == 0 && flag.find('=') == std::string::npos &&
+                          names.contains(name.substr(2)));
+      if (match) {
+        routed[role].push_back(flag);
+        known = true;
+      }
+    }
+    if (!known) {
+      return Status::InvalidArgument(fmt::format(
+          "unknown flag '{}': no role (scheduler, server, worker) defines --{}", flag, name));
+    }
+  }
+  return routed;
+}
+
+}  // namespace hetps

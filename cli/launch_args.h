@@ -1,0 +1,39 @@
+// The arguments of `hetps launch`: its own options, and the extra role flags it routes to the
+// roles that define them (a flag no role defines is an error, not silently dropped).
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace hetps {
+
+struct LaunchArgs {
+  int servers = 1;
+  int workers = 1;
+  std::string bin_dir;                   // where the role binaries are; default: beside hetps
+  int grace_ms = 10000;                  // how long processes get to exit after a stop
+  std::vector<std::string> extra_flags;  // "--name=value", flagfile lines first
+};
+
+// Parses `--servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G] [--flag=value]...`
+// (also --servers=S forms). Reads the flagfile: one flag per line, '#' starts a comment.
+StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args);
+
+// Flag names a role binary defines, read from its --helpxml output (gflags' own flags such as
+// --help are left out). `xml` is that output.
+std::set<std::string> RoleFlagsFromHelpXml(const std::string& xml);
+
+// The name of "--name=value", "--name" or "--noname" (bools); empty if not a flag.
+std::string FlagName(const std::string& flag);
+
+// Routes each extra flag to the roles that define it. Fails naming the first flag that no role
+// defines. `role_flags` maps role ("scheduler", "server", "worker") to its flag names.
+StatusOr<std::map<std::string, std::vector<std::string>>> RouteFlags(
+    const std::vector<std::string>& extra_flags,
+    const std::map<std::string, std::set<std::string>>& role_flags);
+
+}  // namespace hetps
