@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,7 @@ class Membership {
  private:
   int num_servers_, num_workers_;
   int servers_ = 0, workers_ = 0;
-  std::vector<Member> members_;  // index = id - 1
+  std::deque<Member> members_;  // index = id - 1; deque: pointers stay valid as nodes join
 };
 
 }  // namespace hetps

@@ -1,0 +1,135 @@
+// A real cluster on loopback (scheduler and server processes) driven by in-process clients.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "tests/integration/local_cluster.h"
+
+namespace hetps::testing {
+namespace {
+
+// Gradient element j pushed by worker i in round r: small integers, so every sum is exact.
+float Grad(int i, int r, int64_t j) { return static_cast<float>((i + 1) * ((j + r) % 7 + 1)); }
+
+const std::vector<TensorSpec> kTensors = {
+    {"a", {10}, 0}, {"b", {1000, 3}, 1}, {"big", {100000}, 2}};  // big: 7 partitions of 64 KiB
+
+TEST(ClusterTest, EveryWorkerPullsTheExactSumOfAllPushes) {
+  const int kWorkers = 3, kRounds = 3;
+  LocalCluster cluster({.servers = 2,
+                        .workers = kWorkers,
+                        .scheduler_flags = {"--partition_bytes=65536"},
+                        .server_flags = {"--optimizer=sgd", "--lr=1", "--init=zeros"}});
+  auto clients = cluster.ConnectClients(kWorkers);
+  LocalCluster::RunEach(kWorkers,
+                        [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(kTensors).ok()); });
+  const ShardMap& map = clients[0]->shard_map();
+  ASSERT_GT(map.PartitionsOf(map.TensorId("big")).size(), 1u);
+  std::vector<int64_t> per_server = map.ServerBytes();
+  ASSERT_GT(per_server[0], 0);
+  ASSERT_GT(per_server[1], 0);
+
+  LocalCluster::RunEach(kWorkers, [&](int i) {
+    Client& c = *clients[i];
+    for (int r = 0; r < kRounds; ++r) {
+      std::vector<std::vector<float>> grads;
+      std::vector<Ticket> tickets;
+      for (const TensorSpec& t : kTensors) {
+        auto& g = grads.emplace_back(t.NumElements());
+        for (int64_t j = 0; j < t.NumElements(); ++j) g[j] = Grad(c.rank(), r, j);
+      }
+      for (size_t t = 0; t < kTensors.size(); ++t) {
+        tickets.push_back(c.Push(kTensors[t].name, grads[t].data(), kTensors[t].NumElements()));
+      }
+      for (auto& ticket : tickets) ASSERT_TRUE(ticket.Wait().ok());
+      ASSERT_TRUE(c.Clock().ok());
+    }
+    ASSERT_TRUE(c.Barrier().ok());
+    for (const TensorSpec& t : kTensors) {
+      std::vector<float> values(t.NumElements(), -1.0f);
+      ASSERT_TRUE(c.Pull(t.name, values.data(), t.NumElements()).Wait().ok());
+      for (int64_t j = 0; j < t.NumElements(); ++j) {
+        float want = 0;
+        for (int w = 0; w < kWorkers; ++w) {
+          for (int r = 0; r < kRounds; ++r) want -= Grad(w, r, j);
+        }
+        ASSERT_EQ(values[j], want) << t.name << "[" << j << "] on worker " << i;
+      }
+    }
+    EXPECT_EQ(c.clock(), kRounds);
+    const int64_t model_bytes = (10 + 3000 + 100000) * 4;
+    EXPECT_EQ(c.stats().bytes_pushed, kRounds * model_bytes);
+    EXPECT_EQ(c.stats().bytes_pulled, model_bytes);
+  });
+  for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
+  // Once every worker left, the scheduler shuts the servers down and everyone exits cleanly.
+  for (int s = 0; s < 2; ++s) {
+    auto st = cluster.server(s).WaitExit(std::chrono::seconds(10));
+    ASSERT_TRUE(st.has_value());
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  }
+  auto st = cluster.scheduler().WaitExit(std::chrono::seconds(10));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(WEXITSTATUS(*st), 0);
+}
+
+TEST(ClusterTest, WorkerInitializesAndTheFirstInitWins) {
+  LocalCluster cluster({.servers = 2, .workers = 2, .server_flags = {"--init=worker"}});
+  auto clients = cluster.ConnectClients(2);
+  const std::vector<TensorSpec> tensors = {{"w", {50000}, 0}};
+  LocalCluster::RunEach(2, [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(tensors).ok()); });
+  std::vector<float> out(50000);
+  Status before = clients[0]->Pull("w", out.data(), 50000).Wait();
+  EXPECT_EQ(before.code(), proto::FAILED_PRECONDITION) << before.ToString();
+
+  std::vector<float> first(50000), second(50000, 9.0f);
+  std::iota(first.begin(), first.end(), 0.0f);
+  ASSERT_TRUE(clients[0]->Init("w", first.data(), 50000).Wait().ok());
+  ASSERT_TRUE(clients[1]->Init("w", second.data(), 50000).Wait().ok());  // no effect
+  for (auto& c : clients) {
+    ASSERT_TRUE(c->Pull("w", out.data(), 50000).Wait().ok());
+    EXPECT_EQ(out, first);
+  }
+}
+
+TEST(ClusterTest, OptimizerStateLivesOnTheServer) {
+  LocalCluster cluster(
+      {.servers = 1,
+       .workers = 1,
+       .server_flags = {"--optimizer=momentum", "--lr=0.5", "--momentum=0.5", "--init=zeros"}});
+  auto clients = cluster.ConnectClients(1);
+  ASSERT_TRUE(clients[0]->DeclareTensors({{"v", {4}, 0}}).ok());
+  std::vector<float> g(4, 1.0f), out(4);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(clients[0]->Push("v", g.data(), 4).Wait().ok());
+  ASSERT_TRUE(clients[0]->Pull("v", out.data(), 4).Wait().ok());
+  // v1 = 1, w1 = -0.5; v2 = 1.5, w2 = -1.25
+  EXPECT_EQ(out, std::vector<float>(4, -1.25f));
+}
+
+TEST(ClusterTest, ClientReportsBadRequestsAsStatus) {
+  LocalCluster cluster({.servers = 1, .workers = 2});
+  auto clients = cluster.ConnectClients(2);
+  std::vector<float> buf(10);
+  EXPECT_EQ(clients[0]->Push("x", buf.data(), 10).Wait().code(), proto::FAILED_PRECONDITION);
+  // Conflicting declarations: the second is refused; a corrected retry completes the collective.
+  Status first, conflicting, retried;
+  LocalCluster::RunEach(2, [&](int i) {
+    if (i == 0) {
+      first = clients[0]->DeclareTensors({{"x", {10}, 0}});
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      conflicting = clients[1]->DeclareTensors({{"x", {20}, 0}});
+      retried = clients[1]->DeclareTensors({{"x", {10}, 0}});
+    }
+  });
+  EXPECT_TRUE(first.ok()) << first.ToString();
+  EXPECT_EQ(conflicting.code(), proto::INVALID_ARGUMENT) << conflicting.ToString();
+  EXPECT_TRUE(retried.ok()) << retried.ToString();
+  EXPECT_EQ(clients[0]->Push("y", buf.data(), 10).Wait().code(), proto::NOT_FOUND);
+  EXPECT_EQ(clients[0]->Push("x", buf.data(), 9).Wait().code(), proto::SIZE_MISMATCH);
+  EXPECT_EQ(clients[0]->Pull("x", nullptr, 10).Wait().code(), proto::INVALID_ARGUMENT);
+  EXPECT_TRUE(clients[0]->Push("x", buf.data(), 10).Wait().ok());
+}
+
+}  // namespace
+}  // namespace hetps::testing

@@ -1,0 +1,219 @@
+// Raw frames against live scheduler and server processes: every bad message gets a typed error
+// reply and the processes keep serving the real client beside it.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "common/message.h"
+#include "tests/integration/local_cluster.h"
+
+namespace hetps::testing {
+namespace {
+
+// A worker speaking the wire protocol by hand.
+class RawWorker {
+ public:
+  explicit RawWorker(const std::string& scheduler) {
+    sched_.set(zmq::sockopt::routing_id, std::string("raw-worker"));
+    sched_.set(zmq::sockopt::linger, 0);
+    sched_.set(zmq::sockopt::rcvtimeo, 20000);
+    sched_.connect(scheduler);
+  }
+
+  proto::Header Call(zmq::socket_t& s, const proto::Header& h, std::vector<zmq::message_t> p = {}) {
+    EXPECT_TRUE(Send(s, h, std::move(p)));
+    return Next(s);
+  }
+  proto::Header Next(zmq::socket_t& s) {
+    auto env = Receive(s, zmq::recv_flags::none, false);
+    EXPECT_TRUE(env.has_value()) << "no reply";
+    if (!env) return {};
+    last_payload_ = std::move(env->message.payload);
+    return env->message.header;
+  }
+
+  zmq::context_t ctx_{1};
+  zmq::socket_t sched_{ctx_, zmq::socket_type::dealer};
+  std::vector<zmq::message_t> last_payload_;
+};
+
+zmq::message_t Floats(int64_t n) { return zmq::message_t(static_cast<size_t>(n) * sizeof(float)); }
+
+TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = 2,
+       .scheduler_flags = {"--partition_bytes=4000", "--heartbeat_timeout_ms=60000"},
+       .server_flags = {"--init=zeros", "--lr=1"}});
+  const std::vector<TensorSpec> tensors = {{"t", {3000}, 0}};  // 3 partitions of 1000
+  auto real = std::async(std::launch::async, [&] {
+    auto c = Client::Connect(cluster.ClientOpts());
+    EXPECT_TRUE(c.ok());
+    EXPECT_TRUE((*c)->DeclareTensors(tensors).ok());
+    return std::move(*c);
+  });
+
+  RawWorker raw(cluster.endpoint());
+  proto::Header reg;
+  reg.set_type(proto::REGISTER);
+  reg.set_role(proto::WORKER);
+  proto::Header reply = raw.Call(raw.sched_, reg);
+  ASSERT_EQ(reply.type(), proto::REGISTER_REPLY);
+  const int32_t me = reply.node();
+  ASSERT_EQ(raw.Next(raw.sched_).type(), proto::CLUSTER_VIEW);
+  proto::Header declare;
+  declare.set_type(proto::DECLARE_TENSORS);
+  declare.set_sender(me);
+  *declare.add_tensors() = ToProto(tensors[0]);
+  reply = raw.Call(raw.sched_, declare);
+  ASSERT_EQ(reply.type(), proto::SHARD_MAP) << reply.error_message();
+  auto map = ShardMap::FromProto(reply.shard_map());
+  ASSERT_TRUE(map.ok());
+  std::unique_ptr<Client> client = real.get();
+
+  int32_t on0 = -1, on1 = -1;  // a partition on server rank 0, and one on rank 1
+  for (const Partition& p : map->partitions()) (p.server_rank == 0 ? on0 : on1) = p.id;
+  ASSERT_GE(on0, 0);
+  ASSERT_GE(on1, 0);
+  // Connect to server rank 0 as this worker; its address is in the cluster view.
+  std::string address0;
+  {
+    proto::Header again = raw.Call(raw.sched_, reg);  // a retried REGISTER returns the view too
+    ASSERT_EQ(again.type(), proto::REGISTER_REPLY);
+    proto::Header v = raw.Next(raw.sched_);
+    ASSERT_EQ(v.type(), proto::CLUSTER_VIEW);
+    for (const auto& n : v.view().nodes()) {
+      if (n.role() == proto::SERVER && n.rank() == 0) address0 = n.address();
+    }
+  }
+  ASSERT_FALSE(address0.empty());
+  zmq::socket_t srv(raw.ctx_, zmq::socket_type::dealer);
+  srv.set(zmq::sockopt::routing_id, NodeIdentity(me));
+  srv.set(zmq::sockopt::linger, 0);
+  srv.set(zmq::sockopt::rcvtimeo, 20000);
+  srv.connect(address0);
+
+  auto push = [&](int32_t partition, int64_t n) {
+    proto::Header h;
+    h.set_type(proto::PUSH);
+    h.set_sender(me);
+    h.set_request_id(77);
+    h.set_partition(partition);
+    h.set_dtype(proto::FLOAT32);
+    h.set_num_elements(n);
+    return h;
+  };
+  auto expect_error = [&](const proto::Header& r, proto::ErrorCode code, const char* what) {
+    EXPECT_EQ(r.type(), proto::ERROR) << what;
+    EXPECT_EQ(r.error(), code) << what << ": " << r.error_message();
+    EXPECT_FALSE(r.error_message().empty()) << what;
+  };
+  const int64_t len0 = map->partitions()[on0].length;
+
+  // 1. Frame 0 is not a header.
+  (void)srv.send(zmq::buffer(std::string("\x08\xff\xff garbage")), zmq::send_flags::none);
+  expect_error(raw.Next(srv), proto::MALFORMED, "garbage");
+  // 2. No such partition; 3. a partition another server holds.
+  {
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(10));
+    expect_error(raw.Call(srv, push(9999, 10), std::move(p)), proto::NOT_FOUND, "no partition");
+  }
+  {
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(map->partitions()[on1].length));
+    proto::Header r = raw.Call(srv, push(on1, map->partitions()[on1].length), std::move(p));
+    expect_error(r, proto::NOT_FOUND, "other server");
+    EXPECT_NE(r.error_message().find("server rank 1"), std::string::npos);
+  }
+  // 4. Header size disagrees with the partition; 5. payload disagrees with the header;
+  // 6. no payload at all; 7. two payload frames.
+  {
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(len0 - 1));
+    expect_error(raw.Call(srv, push(on0, len0 - 1), std::move(p)), proto::SIZE_MISMATCH,
+                 "header size");
+  }
+  {
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(len0 - 1));
+    expect_error(raw.Call(srv, push(on0, len0), std::move(p)), proto::SIZE_MISMATCH,
+                 "short payload");
+  }
+  expect_error(raw.Call(srv, push(on0, len0)), proto::SIZE_MISMATCH, "no payload");
+  {
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(len0));
+    p.push_back(Floats(1));
+    expect_error(raw.Call(srv, push(on0, len0), std::move(p)), proto::SIZE_MISMATCH, "two frames");
+  }
+  // 8. Wrong dtype.
+  {
+    proto::Header h = push(on0, len0);
+    h.set_dtype(proto::DTYPE_UNKNOWN);
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(len0));
+    expect_error(raw.Call(srv, h, std::move(p)), proto::DTYPE_MISMATCH, "dtype");
+  }
+  // 9. A message type servers do not take.
+  {
+    proto::Header h;
+    h.set_type(proto::BARRIER);
+    h.set_sender(me);
+    expect_error(raw.Call(srv, h), proto::INVALID_ARGUMENT, "barrier to a server");
+  }
+  // 10. Claiming another node's id; 11. a stranger that never registered.
+  {
+    proto::Header h = push(on0, len0);
+    h.set_sender(client->id());
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(len0));
+    expect_error(raw.Call(srv, h, std::move(p)), proto::UNREGISTERED, "spoofed sender");
+  }
+  {
+    zmq::socket_t stranger(raw.ctx_, zmq::socket_type::dealer);
+    stranger.set(zmq::sockopt::routing_id, std::string("stranger"));
+    stranger.set(zmq::sockopt::linger, 0);
+    stranger.set(zmq::sockopt::rcvtimeo, 20000);
+    stranger.connect(address0);
+    proto::Header h = push(on0, len0);
+    h.set_sender(4242);
+    expect_error(raw.Call(stranger, h), proto::UNREGISTERED, "stranger");
+  }
+  // 12. Garbage to the scheduler, and a request from a node it never admitted.
+  (void)raw.sched_.send(zmq::buffer(std::string("junk")), zmq::send_flags::none);
+  expect_error(raw.Next(raw.sched_), proto::MALFORMED, "scheduler garbage");
+  {
+    zmq::socket_t stranger(raw.ctx_, zmq::socket_type::dealer);
+    stranger.set(zmq::sockopt::linger, 0);
+    stranger.set(zmq::sockopt::rcvtimeo, 20000);
+    stranger.connect(cluster.endpoint());
+    proto::Header h;
+    h.set_type(proto::BARRIER);
+    expect_error(raw.Call(stranger, h), proto::UNREGISTERED, "unregistered at scheduler");
+  }
+
+  // The server still serves: a valid push from the raw worker, then the real client sees it.
+  {
+    std::vector<float> ones(len0, 1.0f);
+    std::vector<zmq::message_t> p;
+    p.emplace_back(ones.data(), ones.size() * sizeof(float));
+    proto::Header r = raw.Call(srv, push(on0, len0), std::move(p));
+    EXPECT_EQ(r.type(), proto::PUSH_REPLY) << r.error_message();
+  }
+  std::vector<float> values(3000);
+  ASSERT_TRUE(client->Pull("t", values.data(), 3000).Wait().ok());
+  const Partition& p0 = map->partitions()[on0];
+  EXPECT_EQ(values[p0.offset], -1.0f);  // zeros - lr * 1
+  EXPECT_EQ(values[p0.offset + p0.length - 1], -1.0f);
+  ASSERT_TRUE(client->Push("t", values.data(), 3000).Wait().ok());
+
+  proto::Header leave;
+  leave.set_type(proto::LEAVE);
+  leave.set_sender(me);
+  EXPECT_EQ(raw.Call(raw.sched_, leave).type(), proto::LEAVE);
+  EXPECT_TRUE(client->Finish().ok());
+}
+
+}  // namespace
+}  // namespace hetps::testing

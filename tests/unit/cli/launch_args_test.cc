@@ -1,0 +1,78 @@
+#include "cli/launch_args.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace hetps {
+namespace {
+
+TEST(LaunchArgsTest, ParsesOwnOptionsInBothForms) {
+  auto a = ParseLaunchArgs({"--servers", "3", "--workers=5", "--lr=0.1", "--grace_ms=100"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->servers, 3);
+  EXPECT_EQ(a->workers, 5);
+  EXPECT_EQ(a->grace_ms, 100);
+  EXPECT_EQ(a->extra_flags, std::vector<std::string>{"--lr=0.1"});
+}
+
+TEST(LaunchArgsTest, RejectsBadValuesAndStrayArguments) {
+  EXPECT_FALSE(ParseLaunchArgs({"--servers", "0"}).ok());
+  EXPECT_FALSE(ParseLaunchArgs({"--workers=two"}).ok());
+  EXPECT_FALSE(ParseLaunchArgs({"--servers"}).ok());
+  EXPECT_FALSE(ParseLaunchArgs({"workers"}).ok());
+  EXPECT_EQ(ParseLaunchArgs({"--flagfile=/nonexistent/x"}).status().code(), proto::NOT_FOUND);
+}
+
+TEST(LaunchArgsTest, FlagfileComesFirstSoTheCommandLineWins) {
+  const std::string path = ::testing::TempDir() + "/launch_args_test.flags";
+  {
+    std::ofstream f(path);
+    f << "# cluster settings\n--lr=0.5\n\n--optimizer=adam  # inline comment\n";
+  }
+  auto a = ParseLaunchArgs({"--flagfile", path, "--lr=0.1"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->extra_flags, (std::vector<std::string>{"--lr=0.5", "--optimizer=adam", "--lr=0.1"}));
+  {
+    std::ofstream f(path);
+    f << "lr=0.5\n";
+  }
+  EXPECT_EQ(ParseLaunchArgs({"--flagfile", path}).status().code(), proto::INVALID_ARGUMENT);
+  std::remove(path.c_str());
+}
+
+TEST(LaunchArgsTest, ReadsRoleFlagsFromHelpXml) {
+  const std::string xml =
+      "<flag><file>/build/gflags-x/src/gflags.cc</file><name>flagfile</name></flag>\n"
+      "<flag><file>/src/server/main.cc</file><name>lr</name><meaning>m</meaning></flag>\n"
+      "<flag><file>/src/server/main.cc</file><name>optimizer</name></flag>\n";
+  EXPECT_EQ(RoleFlagsFromHelpXml(xml), (std::set<std::string>{"lr", "optimizer"}));
+}
+
+TEST(LaunchArgsTest, RoutesFlagsToTheRolesThatDefineThem) {
+  std::map<std::string, std::set<std::string>> roles = {
+      {"scheduler", {"log_level", "heartbeat_timeout_ms"}},
+      {"server", {"log_level", "lr", "verbose"}},
+      {"worker", {"log_level", "iterations"}}};
+  auto routed =
+      RouteFlags({"--lr=0.1", "--log_level=debug", "--iterations=3", "--noverbose"}, roles);
+  ASSERT_TRUE(routed.ok());
+  EXPECT_EQ((*routed)["scheduler"], std::vector<std::string>{"--log_level=debug"});
+  EXPECT_EQ((*routed)["server"],
+            (std::vector<std::string>{"--lr=0.1", "--log_level=debug", "--noverbose"}));
+  EXPECT_EQ((*routed)["worker"], (std::vector<std::string>{"--log_level=debug", "--iterations=3"}));
+  auto unknown = RouteFlags({"--lrr=0.1"}, roles);
+  EXPECT_EQ(unknown.status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_NE(unknown.status().message().find("--lrr"), std::string::npos);
+}
+
+TEST(LaunchArgsTest, FlagName) {
+  EXPECT_EQ(FlagName("--lr=0.1"), "lr");
+  EXPECT_EQ(FlagName("--verbose"), "verbose");
+  EXPECT_EQ(FlagName("-x"), "");
+  EXPECT_EQ(FlagName("lr=1"), "");
+}
+
+}  // namespace
+}  // namespace hetps

@@ -1,0 +1,96 @@
+#include "common/shard_map.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+namespace hetps {
+namespace {
+
+std::vector<TensorSpec> SomeTensors() {
+  return {{"fc1.w", {784, 256}, 0}, {"fc1.b", {256}, 0},      {"fc2.w", {256, 128}, 1},
+          {"fc2.b", {128}, 1},      {"embed", {5000, 64}, 2}, {"out", {128, 10}, 3}};
+}
+
+TEST(ShardMapTest, PartitionsCoverEachTensorWithoutOverlap) {
+  auto map = ShardMap::Build(SomeTensors(), 3, /*partition_bytes=*/64 * 1024);
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  for (size_t t = 0; t < map->tensors().size(); ++t) {
+    int64_t next = 0;
+    for (int32_t id : map->PartitionsOf(static_cast<int32_t>(t))) {
+      const Partition& p = map->partitions()[id];
+      EXPECT_EQ(p.offset, next) << "gap or overlap in tensor " << t;
+      EXPECT_GT(p.length, 0);
+      EXPECT_LE(p.length * 4, 64 * 1024);
+      next = p.offset + p.length;
+    }
+    EXPECT_EQ(next, map->tensors()[t].NumElements());
+  }
+}
+
+TEST(ShardMapTest, LargeTensorIsSplitIntoNearEqualPartitions) {
+  auto map = ShardMap::Build({{"big", {1000003}, 0}}, 2, 1 << 20);
+  ASSERT_TRUE(map.ok());
+  ASSERT_EQ(map->partitions().size(), 4u);  // 4,000,012 bytes / 1 MiB -> 4
+  int64_t lo = INT64_MAX, hi = 0;
+  for (const Partition& p : map->partitions()) {
+    lo = std::min(lo, p.length);
+    hi = std::max(hi, p.length);
+  }
+  EXPECT_LE(hi - lo, 1);
+}
+
+TEST(ShardMapTest, BalancedByBytes) {
+  for (int servers : {1, 2, 3, 5, 8}) {
+    auto map = ShardMap::Build(SomeTensors(), servers, 32 * 1024);
+    ASSERT_TRUE(map.ok());
+    int64_t largest = 0;
+    for (const Partition& p : map->partitions()) largest = std::max(largest, p.length * 4);
+    std::vector<int64_t> bytes = map->ServerBytes();
+    auto [lo, hi] = std::minmax_element(bytes.begin(), bytes.end());
+    EXPECT_LE(*hi - *lo, largest) << servers << " servers";
+    int64_t total = 0;
+    for (const auto& t : map->tensors()) total += t.NumBytes();
+    int64_t placed = 0;
+    for (int64_t b : bytes) placed += b;
+    EXPECT_EQ(placed, total);
+  }
+}
+
+TEST(ShardMapTest, DeterministicWhateverTheDeclarationOrder) {
+  auto tensors = SomeTensors();
+  auto a = ShardMap::Build(tensors, 3, 16 * 1024);
+  std::reverse(tensors.begin(), tensors.end());
+  auto b = ShardMap::Build(tensors, 3, 16 * 1024);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->ToProto().SerializeAsString(), b->ToProto().SerializeAsString());
+  EXPECT_EQ(a->tensors()[0].name, "embed");  // ids follow name order
+  EXPECT_EQ(a->TensorId("fc2.w"), 4);
+  EXPECT_EQ(a->TensorId("nope"), -1);
+}
+
+TEST(ShardMapTest, RejectsBadDeclarations) {
+  EXPECT_EQ(ShardMap::Build({{"", {3}, 0}}, 1).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(ShardMap::Build({{"a", {3}, 0}, {"a", {3}, 0}}, 1).status().code(),
+            proto::INVALID_ARGUMENT);
+  EXPECT_EQ(ShardMap::Build({{"a", {3, 0}, 0}}, 1).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(ShardMap::Build({{"a", {}, 0}}, 1).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(ShardMap::Build({{"a", {-2}, 0}}, 1).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(ShardMap::Build({{"a", {3}, 0}}, 0).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(ShardMap::Build({{"a", {3}, 0}}, 1, 2).status().code(), proto::INVALID_ARGUMENT);
+}
+
+TEST(ShardMapTest, ProtoRoundTripAndTamperDetection) {
+  auto map = ShardMap::Build(SomeTensors(), 2, 16 * 1024);
+  ASSERT_TRUE(map.ok());
+  proto::ShardMap p = map->ToProto();
+  auto back = ShardMap::FromProto(p);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->partitions().size(), map->partitions().size());
+  p.mutable_partitions(1)->set_server_rank(1 - p.partitions(1).server_rank());
+  EXPECT_EQ(ShardMap::FromProto(p).status().code(), proto::MALFORMED);
+}
+
+}  // namespace
+}  // namespace hetps

@@ -1,0 +1,78 @@
+#include "scheduler/membership.h"
+
+#include <gtest/gtest.h>
+
+namespace hetps {
+namespace {
+
+using std::chrono::milliseconds;
+
+proto::Header Reg(proto::Role role, const std::string& address = "") {
+  proto::Header h;
+  h.set_type(proto::REGISTER);
+  h.set_role(role);
+  h.set_address(address);
+  return h;
+}
+
+TEST(MembershipTest, AssignsIdsAndPerRoleRanks) {
+  Membership m(2, 2);
+  SteadyTime t0{};
+  auto w0 = m.Register("a", Reg(proto::WORKER), t0);
+  auto s0 = m.Register("b", Reg(proto::SERVER, "tcp://h:1"), t0);
+  auto w1 = m.Register("c", Reg(proto::WORKER), t0);
+  ASSERT_TRUE(w0.ok() && s0.ok() && w1.ok());
+  EXPECT_EQ((*w0)->info.id(), 1);
+  EXPECT_EQ((*s0)->info.id(), 2);
+  EXPECT_EQ((*w1)->info.rank(), 1);
+  EXPECT_EQ((*s0)->info.rank(), 0);
+  EXPECT_FALSE(m.complete());
+  ASSERT_TRUE(m.Register("d", Reg(proto::SERVER, "tcp://h:2"), t0).ok());
+  EXPECT_TRUE(m.complete());
+  EXPECT_EQ(m.View().nodes_size(), 4);
+}
+
+TEST(MembershipTest, RetriedRegistrationKeepsItsId) {
+  Membership m(1, 1);
+  auto a = m.Register("a", Reg(proto::WORKER), {});
+  auto again = m.Register("a", Reg(proto::WORKER), {});
+  ASSERT_TRUE(a.ok() && again.ok());
+  EXPECT_EQ((*a)->info.id(), (*again)->info.id());
+}
+
+TEST(MembershipTest, RefusesExtraNodesAndBadRequests) {
+  Membership m(1, 1);
+  ASSERT_TRUE(m.Register("a", Reg(proto::WORKER), {}).ok());
+  EXPECT_EQ(m.Register("b", Reg(proto::WORKER), {}).status().code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(m.Register("c", Reg(proto::SERVER), {}).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(m.Register("d", Reg(proto::SCHEDULER), {}).status().code(), proto::INVALID_ARGUMENT);
+}
+
+TEST(MembershipTest, SilentNodesExpireAndOnlyOnce) {
+  Membership m(1, 2);
+  SteadyTime t0{};
+  ASSERT_TRUE(m.Register("s", Reg(proto::SERVER, "tcp://h:1"), t0).ok());
+  ASSERT_TRUE(m.Register("w0", Reg(proto::WORKER), t0).ok());
+  ASSERT_TRUE(m.Register("w1", Reg(proto::WORKER), t0).ok());
+  m.Touch("s", t0 + milliseconds(900));
+  m.Touch("w0", t0 + milliseconds(900));
+  auto dead = m.ExpireSilent(t0 + milliseconds(1500), milliseconds(1000));
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0], 3);  // w1
+  EXPECT_TRUE(m.ExpireSilent(t0 + milliseconds(1600), milliseconds(1000)).empty());
+  EXPECT_EQ(m.LiveWorkers(), std::vector<int32_t>{2});
+  EXPECT_FALSE(m.AllWorkersDone());
+  m.MarkLeft(2);
+  EXPECT_TRUE(m.AllWorkersDone());
+  EXPECT_EQ(m.LiveServers(), std::vector<int32_t>{1});
+}
+
+TEST(MembershipTest, LeftNodesDoNotExpire) {
+  Membership m(1, 1);
+  ASSERT_TRUE(m.Register("w", Reg(proto::WORKER), {}).ok());
+  m.MarkLeft(1);
+  EXPECT_TRUE(m.ExpireSilent(SteadyTime{} + milliseconds(10000), milliseconds(1)).empty());
+}
+
+}  // namespace
+}  // namespace hetps
