@@ -2,6 +2,7 @@
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
 
+#include "common/allocator.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "server/server.h"
@@ -10,6 +11,8 @@ DEFINE_string(scheduler, "", "scheduler endpoint, e.g. tcp://10.0.0.1:7000 (requ
 DEFINE_string(bind, "tcp://127.0.0.1:*", "endpoint to bind for workers ('*' = a free port)");
 DEFINE_string(advertise, "", "endpoint workers dial (default: the bound endpoint)");
 DEFINE_int32(server_threads, 2, "apply threads (partitions are spread over them)");
+DEFINE_int64(inline_apply_bytes, 1 << 20,
+             "partitions up to this size are served by the network thread itself");
 DEFINE_string(optimizer, "sgd", "server-side optimizer: sgd, momentum, adam, adagrad");
 DEFINE_double(lr, 0.01, "learning rate");
 DEFINE_double(momentum, 0.9, "momentum coefficient (momentum)");
@@ -27,6 +30,7 @@ DEFINE_string(log_level, "info", "debug, info, warn, error");
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("hetps server: holds model partitions and applies pushes");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  hetps::TuneAllocatorForTransfers();
   hetps::SignalWatcher signals;
   if (!hetps::SetupLogging("server", FLAGS_log_level)) {
     spdlog::error("unknown --log_level '{}'", FLAGS_log_level);
@@ -41,6 +45,7 @@ int main(int argc, char** argv) {
   o.bind = FLAGS_bind;
   o.advertise = FLAGS_advertise;
   o.threads = FLAGS_server_threads;
+  o.inline_apply_bytes = FLAGS_inline_apply_bytes;
   o.optimizer = FLAGS_optimizer;
   o.optimizer_options = {FLAGS_lr,    FLAGS_momentum, FLAGS_beta1,
                          FLAGS_beta2, FLAGS_epsilon,  FLAGS_weight_decay};

@@ -5,19 +5,26 @@
 namespace hetps {
 
 PartitionState::PartitionState(const Partition& partition, int num_slots)
-    : info_(partition), values_(partition.length) {
+    : info_(partition), values_(std::make_shared<std::vector<float>>(partition.length)) {
   for (int s = 0; s < num_slots; ++s) slots_.emplace_back(partition.length, 0.0f);
   for (auto& slot : slots_) slot_ptrs_.push_back(slot.data());
 }
 
+float* PartitionState::mutable_values() {
+  // Only the owning thread creates references, and others only drop them, so a count of 1
+  // means no snapshot is out and none can appear meanwhile.
+  if (values_.use_count() > 1) values_ = std::make_shared<std::vector<float>>(*values_);
+  return values_->data();
+}
+
 void PartitionState::ApplyGradient(const Optimizer& optimizer, const float* g, float scale) {
   ++version_;
-  optimizer.Apply(values_.data(), g, info_.length, slot_ptrs_.data(), version_, scale);
+  optimizer.Apply(mutable_values(), g, info_.length, slot_ptrs_.data(), version_, scale);
 }
 
 bool PartitionState::InitializeFrom(const float* values) {
   if (initialized_) return false;
-  std::copy(values, values + info_.length, values_.begin());
+  std::copy(values, values + info_.length, mutable_values());
   initialized_ = true;
   return true;
 }

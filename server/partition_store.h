@@ -25,9 +25,16 @@ class PartitionState {
   const Partition& info() const { return info_; }
   bool initialized() const { return initialized_; }
   int64_t version() const { return version_; }  // updates applied so far
-  const float* values() const { return values_.data(); }
-  float* mutable_values() { return values_.data(); }
+  const float* values() const { return values_->data(); }
+  // Values to write; copies them first if a snapshot of the current ones is still held
+  // (copy-on-write), so a snapshot never changes under its reader.
+  float* mutable_values();
   void MarkInitialized() { initialized_ = true; }
+
+  // The current values, read-only, kept alive by the returned reference. Lets a pull reply
+  // send the partition's memory without copying it; the next update then writes a fresh copy
+  // if the reply is still in flight. The reference may be dropped on any thread.
+  std::shared_ptr<const std::vector<float>> Snapshot() const { return values_; }
 
   // Applies one gradient of info().length floats with `optimizer`.
   // REQUIRES: initialized(), g has info().length elements.
@@ -37,7 +44,7 @@ class PartitionState {
 
  private:
   Partition info_;
-  std::vector<float> values_;
+  std::shared_ptr<std::vector<float>> values_;
   std::vector<std::vector<float>> slots_;
   std::vector<float*> slot_ptrs_;
   int64_t version_ = 0;

@@ -69,7 +69,59 @@ const float* FloatsOf(const zmq::message_t& frame, std::vector<float>& scratch) 
   return scratch.data();
 }
 
-// One apply thread: owns the partitions with id % threads == index.
+struct DataReply {
+  proto::Header header;
+  std::vector<zmq::message_t> payload;
+};
+
+// Serves one PUSH / PULL / INIT. Runs on the partition's owning thread only, so the partition
+// needs no lock. REQUIRES: the router checked that the partition is held here.
+DataReply ServeData(const Shared& shared, const Message& m, std::vector<float>& scratch) {
+  const proto::Header& h = m.header;
+  PartitionState* part = shared.store->Find(h.partition());
+  const Partition& p = part->info();
+  if (!part->initialized() && h.type() != proto::INIT) {
+    return {ErrorReply(h,
+                       Status::FailedPrecondition(fmt::format(
+                           "partition {} is not initialized yet (init=worker: a worker must Init "
+                           "it first)",
+                           p.id)),
+                       shared.self),
+            {}};
+  }
+  DataReply r;
+  if (h.type() == proto::PULL) {
+    // Zero-copy: the reply holds a snapshot of the values until ZeroMQ has sent it.
+    using Snapshot = std::shared_ptr<const std::vector<float>>;
+    auto* snapshot = new Snapshot(part->Snapshot());
+    zmq::message_t values(
+        const_cast<float*>((*snapshot)->data()), static_cast<size_t>(p.length) * sizeof(float),
+        [](void*, void* hint) { delete static_cast<Snapshot*>(hint); }, snapshot);
+    r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
+    r.header.set_dtype(proto::FLOAT32);
+    r.header.set_num_elements(p.length);
+    r.header.set_version(part->version());
+    r.payload.push_back(std::move(values));
+    return r;
+  }
+  if (Status s = CheckPayload(h, m, p); !s.ok()) {
+    spdlog::warn("rejected {} from node {}: {}", proto::MsgType_Name(h.type()), h.sender(),
+                 s.ToString());
+    return {ErrorReply(h, s, shared.self), {}};
+  }
+  const float* data = FloatsOf(m.payload[0], scratch);
+  if (h.type() == proto::PUSH) {
+    part->ApplyGradient(*shared.optimizer, data, 1.0f);
+    r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
+  } else {  // INIT
+    part->InitializeFrom(data);
+    r.header = ReplyTo(h, proto::INIT_REPLY, shared.self);
+  }
+  r.header.set_version(part->version());
+  return r;
+}
+
+// One apply thread: owns the large partitions with id % threads == index.
 void ApplyLoop(zmq::context_t& ctx, int index, const Shared& shared) {
   zmq::socket_t in(ctx, zmq::socket_type::pull);
   in.connect(WorkEndpoint(index));
@@ -79,48 +131,8 @@ void ApplyLoop(zmq::context_t& ctx, int index, const Shared& shared) {
   while (true) {
     auto env = Receive(in, zmq::recv_flags::none, /*routed=*/true);
     if (!env || env->identity.empty()) return;  // the router's stop signal
-    const proto::Header& h = env->message.header;
-    PartitionState* part = shared.store->Find(h.partition());  // router checked it exists
-    const Partition& p = part->info();
-    if (!part->initialized() && h.type() != proto::INIT) {
-      SendReply(out, env->identity,
-                ErrorReply(h,
-                           Status::FailedPrecondition(fmt::format(
-                               "partition {} is not initialized yet (init=worker: a worker must "
-                               "Init it first)",
-                               p.id)),
-                           shared.self));
-      continue;
-    }
-    if (h.type() == proto::PULL) {
-      zmq::message_t values(static_cast<size_t>(p.length) * sizeof(float));
-      std::memcpy(values.data(), part->values(), values.size());
-      proto::Header r = ReplyTo(h, proto::PULL_REPLY, shared.self);
-      r.set_dtype(proto::FLOAT32);
-      r.set_num_elements(p.length);
-      r.set_version(part->version());
-      std::vector<zmq::message_t> payload;
-      payload.push_back(std::move(values));
-      SendReply(out, env->identity, r, std::move(payload));
-      continue;
-    }
-    if (Status s = CheckPayload(h, env->message, p); !s.ok()) {
-      spdlog::warn("rejected {} from node {}: {}", proto::MsgType_Name(h.type()), h.sender(),
-                   s.ToString());
-      SendReply(out, env->identity, ErrorReply(h, s, shared.self));
-      continue;
-    }
-    const float* data = FloatsOf(env->message.payload[0], scratch);
-    proto::Header r;
-    if (h.type() == proto::PUSH) {
-      part->ApplyGradient(*shared.optimizer, data, 1.0f);
-      r = ReplyTo(h, proto::PUSH_REPLY, shared.self);
-    } else {  // INIT
-      part->InitializeFrom(data);
-      r = ReplyTo(h, proto::INIT_REPLY, shared.self);
-    }
-    r.set_version(part->version());
-    SendReply(out, env->identity, r);
+    DataReply r = ServeData(shared, env->message, scratch);
+    SendReply(out, env->identity, r.header, std::move(r.payload));
   }
 }
 
@@ -154,6 +166,7 @@ class Router {
   std::optional<Initializer> initializer_;
   std::optional<ShardMap> map_;
   Shared shared_;
+  std::vector<float> scratch_;
   std::unordered_set<int32_t> dead_;
   std::unordered_map<int32_t, int64_t> clocks_;  // worker id -> completed clocks
   int64_t pushes_ = 0, pulls_ = 0, errors_ = 0;
@@ -290,7 +303,14 @@ void Router::HandleWorker(Envelope& env) {
     return;
   }
   (h.type() == proto::PULL ? pulls_ : pushes_)++;
-  // Hand over to the partition's apply thread; payload frames move without a copy.
+  const Partition& p = map_->partitions()[h.partition()];
+  if (p.length * static_cast<int64_t>(sizeof(float)) <= options_.inline_apply_bytes) {
+    // Small partitions belong to this thread: a hand-over would cost more than the work.
+    DataReply r = ServeData(shared_, env.message, scratch_);
+    SendRouted(*router_, env.identity, r.header, std::move(r.payload));
+    return;
+  }
+  // Large ones go to their apply thread; payload frames move without a copy.
   zmq::socket_t& work = work_[h.partition() % options_.threads];
   (void)work.send(zmq::buffer(env.identity), zmq::send_flags::sndmore);
   Send(work, h, std::move(env.message.payload));

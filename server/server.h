@@ -1,10 +1,12 @@
 // ServerNode: one hetps server. It binds a ROUTER for workers, joins the cluster through the
 // scheduler, installs its share of the shard map and then serves PUSH / PULL / INIT / CLOCK.
 //
-// Threads: the router thread owns every TCP socket. Data requests are validated there and
-// handed, zero-copy over inproc, to the apply thread that owns the partition (partition id mod
-// threads), which applies or copies out and hands the reply back. No lock is shared between
-// partitions, so concurrent workers touching different partitions never serialize.
+// Threads: the router thread owns every TCP socket. Data requests are validated there. Each
+// partition has exactly one owning thread, so it needs no lock: partitions of at most
+// inline_apply_bytes belong to the router thread itself (for them a thread hand-over costs
+// more than the work), larger ones to apply thread (partition id mod threads), reached
+// zero-copy over inproc. Concurrent workers touching different partitions never serialize on
+// a shared lock.
 // Consistency today is plain asynchronous (ASP): a push is applied on arrival and a pull is
 // answered at once; per-worker clocks are tracked for the controllers that build on them.
 #pragma once
@@ -22,8 +24,9 @@ namespace hetps {
 struct ServerOptions {
   std::string scheduler;  // tcp://host:port of the scheduler
   std::string bind = "tcp://127.0.0.1:*";
-  std::string advertise;  // address workers dial; default: the bound endpoint
-  int threads = 2;        // apply threads
+  std::string advertise;                 // address workers dial; default: the bound endpoint
+  int threads = 2;                       // apply threads
+  int64_t inline_apply_bytes = 1 << 20;  // partitions up to this size are served inline
   std::string optimizer = "sgd";
   OptimizerOptions optimizer_options;
   InitOptions init;

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "common/allocator.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "worker/client.h"
@@ -43,6 +44,7 @@ bool ParseElements(const std::string& text, std::vector<int64_t>& out) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("hetps worker: trains through the parameter server");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  hetps::TuneAllocatorForTransfers();
   hetps::SignalWatcher signals;
   if (!hetps::SetupLogging("worker", FLAGS_log_level)) {
     spdlog::error("unknown --log_level '{}'", FLAGS_log_level);

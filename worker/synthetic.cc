@@ -107,8 +107,8 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
     if (it % o.progress_every == 0 || it == o.iterations) {
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("worker %d  iter %d/%d  distance %.4f  %.1f it/s  %.2f GB/s pushed+pulled\n",
-                  client.rank(), it, o.iterations, DistanceToOptimum(m), it / secs,
+      std::printf("iter %d/%d  distance %.4f  %.1f it/s  %.2f GB/s pushed+pulled\n", it,
+                  o.iterations, DistanceToOptimum(m), it / secs,
                   2.0 * model_bytes * it / secs / 1e9);
       std::fflush(stdout);
     }
@@ -117,8 +117,8 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
   if (Status s = client.Barrier(); !s.ok()) return s;
   if (Status s = PullAll(client, m); !s.ok()) return s;
   const double final_distance = DistanceToOptimum(m);
-  std::printf("worker %d  done: distance to optimum %.4f -> %.4f\n", client.rank(), initial,
-              final_distance);
+  std::printf("rank %d done: distance to optimum %.4f -> %.4f after %d iterations\n", client.rank(),
+              initial, final_distance, o.iterations);
   std::fflush(stdout);
   if (!(final_distance < initial)) {
     return Status::Internal(fmt::format("the model did not converge: distance {:.4f} -> {:.4f}",

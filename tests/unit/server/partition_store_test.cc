@@ -72,3 +72,29 @@ TEST_F(PartitionStoreTest, WorkerInitFirstWriterWinsAndVersionCountsUpdates) {
 
 }  // namespace
 }  // namespace hetps
+
+namespace hetps {
+namespace {
+
+TEST(PartitionStateTest, SnapshotIsNotChangedByLaterUpdates) {
+  Partition p;
+  p.length = 4;
+  PartitionState state(p, 0);
+  OptimizerOptions o;
+  o.lr = 1.0;
+  auto sgd = std::move(*MakeOptimizer("sgd", o));
+  std::vector<float> init = {1, 2, 3, 4}, g = {1, 1, 1, 1};
+  ASSERT_TRUE(state.InitializeFrom(init.data()));
+  auto snapshot = state.Snapshot();
+  state.ApplyGradient(*sgd, g.data(), 1.0f);  // copies: the snapshot is still held
+  EXPECT_EQ(*snapshot, init);
+  EXPECT_EQ(state.values()[0], 0.0f);
+  const float* before = state.values();
+  snapshot.reset();
+  state.ApplyGradient(*sgd, g.data(), 1.0f);  // no snapshot out: updates in place
+  EXPECT_EQ(state.values(), before);
+  EXPECT_EQ(state.values()[3], 2.0f);
+}
+
+}  // namespace
+}  // namespace hetps

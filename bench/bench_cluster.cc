@@ -1,0 +1,106 @@
+#include "bench/bench_cluster.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace hetps::bench {
+
+namespace fs = std::filesystem;
+
+std::string SelfDir() {
+  std::error_code ec;
+  return fs::read_symlink("/proc/self/exe", ec).parent_path().string();
+}
+
+BenchCluster::~BenchCluster() {
+  for (auto& c : clients_) (void)c->Finish();
+  clients_.clear();
+  for (pid_t pid : pids_) kill(pid, SIGTERM);
+  for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+pid_t BenchCluster::Spawn(const std::vector<std::string>& argv) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log_.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  pids_.push_back(pid);
+  return pid;
+}
+
+StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(
+    int servers, int workers, const std::vector<std::string>& server_flags,
+    const std::vector<std::string>& scheduler_flags) {
+  std::unique_ptr<BenchCluster> c(new BenchCluster());
+  c->workers_ = workers;
+  char tmpl[] = "/tmp/hetps-bench-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return Status::Internal("mkdtemp failed");
+  c->dir_ = tmpl;
+  c->log_ = c->dir_ + "/cluster.log";
+  const std::string bin = SelfDir();
+  const std::string endpoint_file = c->dir_ + "/endpoint";
+  std::vector<std::string> sched = {bin + "/hetps-scheduler",
+                                    fmt::format("--num_servers={}", servers),
+                                    fmt::format("--num_workers={}", workers),
+                                    "--endpoint_file=" + endpoint_file, "--log_level=warn"};
+  sched.insert(sched.end(), scheduler_flags.begin(), scheduler_flags.end());
+  c->Spawn(sched);
+  for (int i = 0; i < 500 && c->endpoint_.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream in(endpoint_file);
+    std::getline(in, c->endpoint_);
+  }
+  if (c->endpoint_.empty())
+    return Status::Unavailable("the scheduler did not start; see " + c->log_);
+  for (int i = 0; i < servers; ++i) {
+    std::vector<std::string> argv = {bin + "/hetps-server", "--scheduler=" + c->endpoint_,
+                                     "--log_level=warn"};
+    argv.insert(argv.end(), server_flags.begin(), server_flags.end());
+    c->Spawn(argv);
+  }
+  return c;
+}
+
+Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors) {
+  clients_.resize(workers_);
+  std::vector<Status> results(workers_);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < workers_; ++i) {
+    threads.emplace_back([&, i] {
+      ClientOptions o;
+      o.scheduler = endpoint_;
+      o.join_timeout_ms = 30000;
+      auto client = Client::Connect(o);
+      if (!client.ok()) {
+        results[i] = client.status();
+        return;
+      }
+      clients_[i] = std::move(*client);
+      results[i] = clients_[i]->DeclareTensors(tensors);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return Status();
+}
+
+}  // namespace hetps::bench

@@ -1,0 +1,69 @@
+// hetps-bench: benchmarks that start their own cluster and print JSON, one object per line.
+#include <gflags/gflags.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "bench/pushpull.h"
+#include "common/allocator.h"
+
+DEFINE_int32(servers, 1, "servers in the benchmark cluster");
+DEFINE_int32(workers, 1, "workers (in-process clients)");
+DEFINE_string(mb, "1,16,64", "pushpull: tensor sizes in MiB, comma-separated");
+DEFINE_double(seconds, 6,
+              "pushpull: measuring time per size (raw, push and pull slices alternate)");
+DEFINE_int32(server_threads, 2, "apply threads per server");
+DEFINE_int64(partition_bytes, 4 << 20, "largest partition, in bytes");
+
+namespace {
+
+bool ParseSizes(const std::string& text, std::vector<int>& out) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      int v = std::stoi(item, &used);
+      if (used != item.size() || v <= 0 || v > 4096) return false;
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  return !out.empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  // The same tuning as the role processes, so the raw ZeroMQ ceiling measured here benefits
+  // from it exactly as the clients do.
+  hetps::TuneAllocatorForTransfers();
+  spdlog::set_level(spdlog::level::warn);
+  if (argc != 2 || std::string(argv[1]) != "pushpull") {
+    std::fprintf(stderr, "usage: %s\n", gflags::ProgramUsage());
+    return 2;
+  }
+  hetps::bench::PushPullOptions o;
+  o.servers = FLAGS_servers;
+  o.workers = FLAGS_workers;
+  o.seconds = FLAGS_seconds;
+  o.server_threads = FLAGS_server_threads;
+  o.partition_bytes = FLAGS_partition_bytes;
+  o.mb.clear();
+  if (!ParseSizes(FLAGS_mb, o.mb)) {
+    std::fprintf(stderr, "--mb must be sizes in MiB separated by commas, got '%s'\n",
+                 FLAGS_mb.c_str());
+    return 2;
+  }
+  if (o.servers < 1 || o.workers < 1 || !(o.seconds > 0)) {
+    std::fprintf(stderr, "--servers, --workers and --seconds must be positive\n");
+    return 2;
+  }
+  return hetps::bench::RunPushPull(o);
+}

@@ -1,0 +1,154 @@
+#include "bench/pushpull.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <zmq.hpp>
+
+#include "bench/bench_cluster.h"
+
+namespace hetps::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kRounds = 5;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// GB/s (1e9 bytes per second) of a plain DEALER->ROUTER request/ack loop over TCP loopback:
+// the sender hands a buffer of `bytes` over zero-copy, the receiver takes it as ZeroMQ gives it
+// and acks with one byte. Sender and receiver each have their own context (own I/O thread), as
+// a worker and a server process do.
+double RawZmqGbps(size_t bytes, double seconds) {
+  zmq::context_t rctx(1), sctx(1);
+  zmq::socket_t router(rctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  std::atomic<bool> done{false};
+  std::thread receiver([&] {
+    router.set(zmq::sockopt::rcvtimeo, 200);
+    while (!done.load()) {
+      zmq::message_t id, data;
+      if (!router.recv(id)) continue;
+      (void)router.recv(data);
+      (void)router.send(id, zmq::send_flags::sndmore);
+      (void)router.send(zmq::buffer("k", 1), zmq::send_flags::none);
+    }
+  });
+  zmq::socket_t dealer(sctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(endpoint);
+  std::vector<char> buffer(bytes, 1);
+  auto once = [&] {
+    zmq::message_t msg(buffer.data(), bytes, nullptr, nullptr);
+    (void)dealer.send(msg, zmq::send_flags::none);
+    zmq::message_t ack;
+    (void)dealer.recv(ack);
+  };
+  once();  // connect and warm up
+  const auto start = Clock::now();
+  int64_t sent = 0;
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    once();
+    sent += static_cast<int64_t>(bytes);
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  done = true;
+  receiver.join();
+  return sent / elapsed / 1e9;
+}
+
+// GB/s summed over all workers, each looping `op(worker)` (one tensor-sized transfer).
+template <typename Op>
+double Measure(int workers, size_t bytes, double seconds, Op op) {
+  std::vector<std::thread> threads;
+  std::vector<int64_t> moved(workers, 0);
+  std::atomic<bool> failed{false};
+  const auto start = Clock::now();
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      if (!op(w).ok()) failed = true;  // warm-up round, not counted
+      const auto t0 = Clock::now();
+      while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds) {
+        if (!op(w).ok()) {
+          failed = true;
+          return;
+        }
+        moved[w] += static_cast<int64_t>(bytes);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  if (failed) return -1;
+  int64_t total = 0;
+  for (int64_t m : moved) total += m;
+  return total / elapsed / 1e9;
+}
+
+}  // namespace
+
+int RunPushPull(const PushPullOptions& o) {
+  std::vector<TensorSpec> tensors;
+  for (int mb : o.mb) tensors.push_back({fmt::format("bench_{}mb", mb), {int64_t{mb} << 18}, 0});
+  auto cluster = BenchCluster::Start(o.servers, o.workers,
+                                     {"--optimizer=sgd", "--lr=1e-9", "--init=zeros",
+                                      fmt::format("--server_threads={}", o.server_threads)},
+                                     {fmt::format("--partition_bytes={}", o.partition_bytes)});
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "hetps-bench: %s\n", cluster.status().ToString().c_str());
+    return 1;
+  }
+  if (Status s = (*cluster)->ConnectAndDeclare(tensors); !s.ok()) {
+    std::fprintf(stderr, "hetps-bench: %s (cluster log: %s)\n", s.ToString().c_str(),
+                 (*cluster)->log_path().c_str());
+    return 1;
+  }
+  auto& clients = (*cluster)->clients();
+  for (size_t i = 0; i < o.mb.size(); ++i) {
+    const std::string& name = tensors[i].name;
+    const int64_t n = tensors[i].NumElements();
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    std::vector<std::vector<float>> buffers(o.workers, std::vector<float>(n, 1e-3f));
+    // Alternate short raw / push / pull slices so machine noise hits all three alike; report
+    // the median of each.
+    const double slice = o.seconds / (3 * kRounds);
+    std::vector<double> raws, pushes, pulls;
+    for (int round = 0; round < kRounds; ++round) {
+      raws.push_back(RawZmqGbps(bytes, slice));
+      pushes.push_back(Measure(o.workers, bytes, slice, [&](int w) {
+        return clients[w]->Push(name, buffers[w].data(), n).Wait();
+      }));
+      pulls.push_back(Measure(o.workers, bytes, slice, [&](int w) {
+        return clients[w]->Pull(name, buffers[w].data(), n).Wait();
+      }));
+    }
+    const double raw = Median(raws), push = Median(pushes), pull = Median(pulls);
+    if (*std::min_element(pushes.begin(), pushes.end()) < 0 ||
+        *std::min_element(pulls.begin(), pulls.end()) < 0) {
+      std::fprintf(stderr, "hetps-bench: a request failed (cluster log: %s)\n",
+                   (*cluster)->log_path().c_str());
+      return 1;
+    }
+    std::printf(
+        "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
+        "\"push_gbps\":%.3f,\"pull_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,"
+        "\"pull_vs_raw\":%.2f,\"seconds\":%.1f}\n",
+        o.mb[i], o.servers, o.workers,
+        clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(), push,
+        pull, raw, push / raw, pull / raw, o.seconds);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace hetps::bench

@@ -1,0 +1,22 @@
+// `hetps-bench pushpull`: push and pull throughput of a local cluster against the ceiling of a
+// plain ZeroMQ DEALER->ROUTER loopback transfer of the same size, measured in the same run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hetps::bench {
+
+struct PushPullOptions {
+  int servers = 1;
+  int workers = 1;
+  std::vector<int> mb = {1, 16, 64};  // tensor sizes in MiB
+  double seconds = 6;                 // per size, shared by raw, push and pull slices
+  int server_threads = 2;
+  long long partition_bytes = 4 << 20;
+};
+
+// Prints one JSON object per size on stdout; returns the process exit code.
+int RunPushPull(const PushPullOptions& options);
+
+}  // namespace hetps::bench

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what hetps needs from Debian's packages; does nothing when everything is present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler
+  librocksdb-dev libspdlog-dev libfmt-dev libgflags-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libzstd-dev
+  libcpp-httplib-dev nlohmann-json3-dev libeigen3-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "hetps: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
