@@ -45,6 +45,12 @@ void SchedulerLink::MaybeHeartbeat() {
   Send(h);
 }
 
+bool SchedulerLink::SchedulerLost() const {
+  const int timeout = view_.proto().heartbeat_timeout_ms();
+  return timeout > 0 &&
+         std::chrono::steady_clock::now() - last_heard_ > std::chrono::milliseconds(timeout);
+}
+
 Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
   proto::Header reg;
   reg.set_type(proto::REGISTER);
@@ -67,6 +73,7 @@ Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
     if (!(item.revents & ZMQ_POLLIN)) continue;
     auto env = Receive(socket_, zmq::recv_flags::dontwait, /*routed=*/false);
     if (!env || !env->status.ok()) continue;
+    Heard();
     const proto::Header& h = env->message.header;
     switch (h.type()) {
       case proto::REGISTER_REPLY:

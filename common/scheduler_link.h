@@ -38,6 +38,11 @@ class SchedulerLink {
   void Send(proto::Header header);
   // Sends a heartbeat when one is due; call on every turn of the owner's loop.
   void MaybeHeartbeat();
+  // Records that a message from the scheduler arrived; the owner calls it for every one.
+  void Heard() { last_heard_ = std::chrono::steady_clock::now(); }
+  // True once the scheduler has been silent for longer than the heartbeat timeout it announced
+  // in the cluster view (it answers every heartbeat, so silence means it is gone).
+  bool SchedulerLost() const;
 
  private:
   zmq::socket_t socket_;
@@ -45,6 +50,7 @@ class SchedulerLink {
   std::string address_;
   std::chrono::milliseconds heartbeat_interval_;
   std::chrono::steady_clock::time_point last_heartbeat_{};
+  std::chrono::steady_clock::time_point last_heard_{};
   int32_t id_ = -1;
   int32_t rank_ = -1;
   ClusterView view_;

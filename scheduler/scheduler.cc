@@ -129,7 +129,7 @@ void Loop::Handle(Envelope& env) {
   const bool worker = m->info.role() == proto::WORKER;
   switch (h.type()) {
     case proto::HEARTBEAT:
-      return;
+      return Reply(env.identity, ReplyTo(h, proto::HEARTBEAT, kSchedulerId));
     case proto::DECLARE_TENSORS:
       if (worker) return HandleDeclare(env, *m);
       break;
@@ -190,6 +190,7 @@ void Loop::HandleRegister(const Envelope& env) {
   view.set_type(proto::CLUSTER_VIEW);
   view.set_sender(kSchedulerId);
   *view.mutable_view() = members_.View();
+  view.mutable_view()->set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
   if (view_sent_) {
     Reply(env.identity, view);  // a retried registration
     return;

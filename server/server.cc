@@ -244,7 +244,13 @@ Status Router::Run() {
     while (items[2].revents & ZMQ_POLLIN) {
       auto env = Receive(link_->socket(), zmq::recv_flags::dontwait, /*routed=*/false);
       if (!env) break;
+      link_->Heard();
       if (env->status.ok()) HandleControl(*env);
+    }
+    if (link_->SchedulerLost()) {
+      StopApplyThreads();
+      return Status::Unavailable(fmt::format("no word from the scheduler for {} ms; stopping",
+                                             link_->view().proto().heartbeat_timeout_ms()));
     }
   }
   StopApplyThreads();
@@ -352,6 +358,8 @@ void Router::HandleControl(Envelope& env) {
     case proto::SHUTDOWN:
       spdlog::info("shutdown requested by the scheduler");
       shutdown_ = true;
+      break;
+    case proto::HEARTBEAT:
       break;
     default:
       spdlog::debug("ignoring control message {}", proto::MsgType_Name(h.type()));

@@ -232,7 +232,15 @@ void Client::Impl::IoLoop() {
     while (items[1].revents & ZMQ_POLLIN) {
       auto env = Receive(link_.socket(), zmq::recv_flags::dontwait, /*routed=*/false);
       if (!env) break;
+      link_.Heard();
       OnControl(*env);
+    }
+    if (!closed_ && link_.SchedulerLost()) {
+      spdlog::error("no word from the scheduler for {} ms; failing every request",
+                    link_.view().proto().heartbeat_timeout_ms());
+      closed_ = Status::Unavailable("lost the scheduler");
+      for (auto& [id, p] : pending_) p.op->Complete(*closed_);
+      pending_.clear();
     }
   }
 }

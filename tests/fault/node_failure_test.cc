@@ -66,6 +66,20 @@ TEST(NodeFailureTest, DeadServerFailsRequestsInsteadOfHanging) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
+TEST(NodeFailureTest, LostSchedulerIsAnErrorNotAHang) {
+  LocalCluster cluster(
+      {.servers = 1, .workers = 1, .scheduler_flags = {"--heartbeat_timeout_ms=1000"}});
+  auto clients = cluster.ConnectClients(1);
+  ASSERT_TRUE(clients[0]->DeclareTensors({{"w", {10}, 0}}).ok());
+  cluster.scheduler().Signal(SIGKILL);
+  auto barrier = std::async(std::launch::async, [&] { return clients[0]->Barrier(); });
+  ASSERT_EQ(barrier.wait_for(15s), std::future_status::ready) << "barrier hung without a scheduler";
+  EXPECT_EQ(barrier.get().code(), proto::UNAVAILABLE);
+  auto st = cluster.server(0).WaitExit(15s);
+  ASSERT_TRUE(st.has_value()) << "server kept running without a scheduler";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1);
+}
+
 TEST(NodeFailureTest, DaemonsExitCleanlyOnSigterm) {
   LocalCluster cluster({.servers = 1, .workers = 1});
   auto worker = cluster.StartWorker(
