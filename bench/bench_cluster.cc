@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace hetps::bench {
@@ -38,18 +39,34 @@ pid_t BenchCluster::Spawn(const std::vector<std::string>& argv) {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    execv(args[0], args.data());
+    execvp(args[0], args.data());  // a prefix such as "ip" is found on PATH
     _exit(127);
   }
   pids_.push_back(pid);
   return pid;
 }
 
-StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(
-    int servers, int workers, const std::vector<std::string>& server_flags,
-    const std::vector<std::string>& scheduler_flags) {
+namespace {
+
+std::string WithIndex(std::string text, int i) {
+  for (size_t at; (at = text.find("{i}")) != std::string::npos;) {
+    text.replace(at, 3, std::to_string(i));
+  }
+  return text;
+}
+
+std::vector<std::string> Words(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(const BenchClusterOptions& o) {
   std::unique_ptr<BenchCluster> c(new BenchCluster());
-  c->workers_ = workers;
+  c->workers_ = o.workers;
   char tmpl[] = "/tmp/hetps-bench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return Status::Internal("mkdtemp failed");
   c->dir_ = tmpl;
@@ -57,22 +74,26 @@ StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(
   const std::string bin = SelfDir();
   const std::string endpoint_file = c->dir_ + "/endpoint";
   std::vector<std::string> sched = {bin + "/hetps-scheduler",
-                                    fmt::format("--num_servers={}", servers),
-                                    fmt::format("--num_workers={}", workers),
-                                    "--endpoint_file=" + endpoint_file, "--log_level=warn"};
-  sched.insert(sched.end(), scheduler_flags.begin(), scheduler_flags.end());
+                                    fmt::format("--num_servers={}", o.servers),
+                                    fmt::format("--num_workers={}", o.workers),
+                                    "--bind=" + o.scheduler_bind,
+                                    "--endpoint_file=" + endpoint_file,
+                                    "--log_level=warn"};
+  sched.insert(sched.end(), o.scheduler_flags.begin(), o.scheduler_flags.end());
   c->Spawn(sched);
   for (int i = 0; i < 500 && c->endpoint_.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::ifstream in(endpoint_file);
     std::getline(in, c->endpoint_);
   }
-  if (c->endpoint_.empty())
+  if (c->endpoint_.empty()) {
     return Status::Unavailable("the scheduler did not start; see " + c->log_);
-  for (int i = 0; i < servers; ++i) {
-    std::vector<std::string> argv = {bin + "/hetps-server", "--scheduler=" + c->endpoint_,
-                                     "--log_level=warn"};
-    argv.insert(argv.end(), server_flags.begin(), server_flags.end());
+  }
+  for (int i = 0; i < o.servers; ++i) {
+    std::vector<std::string> argv = Words(WithIndex(o.server_exec, i));
+    argv.insert(argv.end(), {bin + "/hetps-server", "--scheduler=" + c->endpoint_,
+                             "--bind=" + WithIndex(o.server_bind, i), "--log_level=warn"});
+    argv.insert(argv.end(), o.server_flags.begin(), o.server_flags.end());
     c->Spawn(argv);
   }
   return c;

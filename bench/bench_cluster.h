@@ -13,12 +13,22 @@
 
 namespace hetps::bench {
 
+struct BenchClusterOptions {
+  int servers = 1;
+  int workers = 1;
+  std::vector<std::string> server_flags;
+  std::vector<std::string> scheduler_flags;
+  std::string scheduler_bind = "tcp://127.0.0.1:*";
+  // Per server, "{i}" replaced by its index: a command prefix (e.g. "ip netns exec ns{i}" to
+  // put each server on its own emulated host) and the endpoint it binds.
+  std::string server_exec;
+  std::string server_bind = "tcp://127.0.0.1:*";
+};
+
 class BenchCluster {
  public:
   ~BenchCluster();  // stops every process it started
-  static StatusOr<std::unique_ptr<BenchCluster>> Start(
-      int servers, int workers, const std::vector<std::string>& server_flags,
-      const std::vector<std::string>& scheduler_flags);
+  static StatusOr<std::unique_ptr<BenchCluster>> Start(const BenchClusterOptions& options);
   // Connects the W clients together (Connect and DeclareTensors are collective).
   Status ConnectAndDeclare(const std::vector<TensorSpec>& tensors);
   std::vector<std::unique_ptr<Client>>& clients() { return clients_; }

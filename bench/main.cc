@@ -16,6 +16,11 @@ DEFINE_double(seconds, 6,
               "pushpull: measuring time per size (raw, push and pull slices alternate)");
 DEFINE_int32(server_threads, 2, "apply threads per server");
 DEFINE_int64(partition_bytes, 4 << 20, "largest partition, in bytes");
+DEFINE_string(scheduler_bind, "tcp://127.0.0.1:*", "endpoint the scheduler binds");
+DEFINE_string(server_exec, "",
+              "command prefix for server {i}, e.g. 'ip netns exec hetps-s{i}' (see "
+              "bench/netns_scaling.sh)");
+DEFINE_string(server_bind, "tcp://127.0.0.1:*", "endpoint server {i} binds");
 
 namespace {
 
@@ -55,6 +60,9 @@ int main(int argc, char** argv) {
   o.seconds = FLAGS_seconds;
   o.server_threads = FLAGS_server_threads;
   o.partition_bytes = FLAGS_partition_bytes;
+  o.scheduler_bind = FLAGS_scheduler_bind;
+  o.server_exec = FLAGS_server_exec;
+  o.server_bind = FLAGS_server_bind;
   o.mb.clear();
   if (!ParseSizes(FLAGS_mb, o.mb)) {
     std::fprintf(stderr, "--mb must be sizes in MiB separated by commas, got '%s'\n",

@@ -100,10 +100,16 @@ double Measure(int workers, size_t bytes, double seconds, Op op) {
 int RunPushPull(const PushPullOptions& o) {
   std::vector<TensorSpec> tensors;
   for (int mb : o.mb) tensors.push_back({fmt::format("bench_{}mb", mb), {int64_t{mb} << 18}, 0});
-  auto cluster = BenchCluster::Start(o.servers, o.workers,
-                                     {"--optimizer=sgd", "--lr=1e-9", "--init=zeros",
-                                      fmt::format("--server_threads={}", o.server_threads)},
-                                     {fmt::format("--partition_bytes={}", o.partition_bytes)});
+  BenchClusterOptions cluster_options;
+  cluster_options.servers = o.servers;
+  cluster_options.workers = o.workers;
+  cluster_options.server_flags = {"--optimizer=sgd", "--lr=1e-9", "--init=zeros",
+                                  fmt::format("--server_threads={}", o.server_threads)};
+  cluster_options.scheduler_flags = {fmt::format("--partition_bytes={}", o.partition_bytes)};
+  cluster_options.scheduler_bind = o.scheduler_bind;
+  cluster_options.server_exec = o.server_exec;
+  cluster_options.server_bind = o.server_bind;
+  auto cluster = BenchCluster::Start(cluster_options);
   if (!cluster.ok()) {
     std::fprintf(stderr, "hetps-bench: %s\n", cluster.status().ToString().c_str());
     return 1;

@@ -14,6 +14,9 @@ struct PushPullOptions {
   double seconds = 6;                 // per size, shared by raw, push and pull slices
   int server_threads = 2;
   long long partition_bytes = 4 << 20;
+  std::string scheduler_bind = "tcp://127.0.0.1:*";
+  std::string server_exec;  // see BenchClusterOptions
+  std::string server_bind = "tcp://127.0.0.1:*";
 };
 
 // Prints one JSON object per size on stdout; returns the process exit code.
