@@ -3,11 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
-#include <sstream>
 #include <string>
 
 #include "bench/pushpull.h"
 #include "common/allocator.h"
+#include "common/int_list.h"
 
 DEFINE_int32(servers, 1, "servers in the benchmark cluster");
 DEFINE_int32(workers, 1, "workers (in-process clients)");
@@ -21,26 +21,6 @@ DEFINE_string(server_exec, "",
               "command prefix for server {i}, e.g. 'ip netns exec hetps-s{i}' (see "
               "bench/netns_scaling.sh)");
 DEFINE_string(server_bind, "tcp://127.0.0.1:*", "endpoint server {i} binds");
-
-namespace {
-
-bool ParseSizes(const std::string& text, std::vector<int>& out) {
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      int v = std::stoi(item, &used);
-      if (used != item.size() || v <= 0 || v > 4096) return false;
-      out.push_back(v);
-    } catch (const std::exception&) {
-      return false;
-    }
-  }
-  return !out.empty();
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
@@ -63,12 +43,12 @@ int main(int argc, char** argv) {
   o.scheduler_bind = FLAGS_scheduler_bind;
   o.server_exec = FLAGS_server_exec;
   o.server_bind = FLAGS_server_bind;
-  o.mb.clear();
-  if (!ParseSizes(FLAGS_mb, o.mb)) {
-    std::fprintf(stderr, "--mb must be sizes in MiB separated by commas, got '%s'\n",
-                 FLAGS_mb.c_str());
+  auto sizes = hetps::ParsePositiveList(FLAGS_mb, 4096);
+  if (!sizes.ok()) {
+    std::fprintf(stderr, "--mb: %s\n", sizes.status().message().c_str());
     return 2;
   }
+  o.mb.assign(sizes->begin(), sizes->end());
   if (o.servers < 1 || o.workers < 1 || !(o.seconds > 0)) {
     std::fprintf(stderr, "--servers, --workers and --seconds must be positive\n");
     return 2;

@@ -1,6 +1,7 @@
 // Message: one protobuf Header (frame 0) plus raw payload frames, and the send/receive
 // functions every role uses. Payload frames are zmq messages, so a sender may hand over its
-// own memory without a copy (see ZeroCopyFrame) and a receiver reads tensors in place.
+// own memory without a copy (a zmq::message_t over its buffer, with a release callback) and a
+// receiver reads tensors in place.
 //
 // Thread-safety: none here; a zmq socket belongs to one thread (DESIGN.md, Wire).
 #pragma once

@@ -408,11 +408,12 @@ StatusOr<int32_t> Resolve(const std::optional<ShardMap>& map, const std::string&
 
 }  // namespace
 
-Ticket Client::Push(const std::string& tensor, const float* grad, int64_t n, double weight) {
-  auto id = Resolve(impl_->map, tensor, n, grad);
+Ticket Client::Send(proto::MsgType type, const std::string& tensor, const float* data, int64_t n,
+                    double weight) {
+  auto id = Resolve(impl_->map, tensor, n, data);
   if (!id.ok()) return Ticket(Failed(id.status()));
   const std::vector<int32_t>& parts = impl_->map->PartitionsOf(*id);
-  // One reply plus one buffer release per partition.
+  // One reply plus one release of the caller's buffer per partition.
   auto op = std::make_shared<Ticket::State>(2 * static_cast<int>(parts.size()));
   std::vector<Outgoing> batch;
   for (int32_t pid : parts) {
@@ -420,14 +421,14 @@ Ticket Client::Push(const std::string& tensor, const float* grad, int64_t n, dou
     Outgoing o;
     o.target = p.server_rank;
     o.op = op;
-    o.header.set_type(proto::PUSH);
+    o.header.set_type(type);
     o.header.set_partition(pid);
     o.header.set_clock(clock());
     o.header.set_dtype(proto::FLOAT32);
     o.header.set_num_elements(p.length);
     o.header.set_weight(weight);
     const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
-    o.payload.emplace_back(const_cast<float*>(grad + p.offset), bytes, ReleaseCallerBuffer,
+    o.payload.emplace_back(const_cast<float*>(data + p.offset), bytes, ReleaseCallerBuffer,
                            new OpPtr(op));
     batch.push_back(std::move(o));
   }
@@ -436,29 +437,12 @@ Ticket Client::Push(const std::string& tensor, const float* grad, int64_t n, dou
   return Ticket(op);
 }
 
+Ticket Client::Push(const std::string& tensor, const float* grad, int64_t n, double weight) {
+  return Send(proto::PUSH, tensor, grad, n, weight);
+}
+
 Ticket Client::Init(const std::string& tensor, const float* values, int64_t n) {
-  auto id = Resolve(impl_->map, tensor, n, values);
-  if (!id.ok()) return Ticket(Failed(id.status()));
-  const std::vector<int32_t>& parts = impl_->map->PartitionsOf(*id);
-  auto op = std::make_shared<Ticket::State>(2 * static_cast<int>(parts.size()));
-  std::vector<Outgoing> batch;
-  for (int32_t pid : parts) {
-    const Partition& p = impl_->map->partitions()[pid];
-    Outgoing o;
-    o.target = p.server_rank;
-    o.op = op;
-    o.header.set_type(proto::INIT);
-    o.header.set_partition(pid);
-    o.header.set_dtype(proto::FLOAT32);
-    o.header.set_num_elements(p.length);
-    const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
-    o.payload.emplace_back(const_cast<float*>(values + p.offset), bytes, ReleaseCallerBuffer,
-                           new OpPtr(op));
-    batch.push_back(std::move(o));
-  }
-  impl_->bytes_pushed += n * static_cast<int64_t>(sizeof(float));
-  impl_->Submit(std::move(batch));
-  return Ticket(op);
+  return Send(proto::INIT, tensor, values, n, 0.0);
 }
 
 Ticket Client::Pull(const std::string& tensor, float* out, int64_t n) {

@@ -2,9 +2,8 @@
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
 
-#include <sstream>
-
 #include "common/allocator.h"
+#include "common/int_list.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "worker/client.h"
@@ -20,26 +19,6 @@ DEFINE_int32(progress_every, 10, "print a progress line every N iterations");
 DEFINE_int32(heartbeat_interval_ms, 500, "heartbeat period to the scheduler");
 DEFINE_int32(join_timeout_ms, 60000, "how long to wait for the cluster to form");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
-
-namespace {
-
-bool ParseElements(const std::string& text, std::vector<int64_t>& out) {
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      long long v = std::stoll(item, &used);
-      if (used != item.size() || v <= 0) return false;
-      out.push_back(v);
-    } catch (const std::exception&) {
-      return false;
-    }
-  }
-  return !out.empty();
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("hetps worker: trains through the parameter server");
@@ -59,12 +38,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   hetps::SyntheticOptions workload;
-  workload.tensor_elements.clear();
-  if (!ParseElements(FLAGS_tensor_elements, workload.tensor_elements)) {
-    spdlog::error("--tensor_elements must be positive integers separated by commas, got '{}'",
-                  FLAGS_tensor_elements);
+  auto elements = hetps::ParsePositiveList(FLAGS_tensor_elements);
+  if (!elements.ok()) {
+    spdlog::error("--tensor_elements: {}", elements.status().message());
     return 2;
   }
+  workload.tensor_elements = *elements;
   workload.iterations = FLAGS_iterations;
   workload.seed = FLAGS_workload_seed;
   workload.progress_every = std::max(1, FLAGS_progress_every);
