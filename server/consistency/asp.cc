@@ -1,0 +1,22 @@
+#include "server/consistency/controller.h"
+
+namespace hetps {
+namespace {
+
+// Asynchronous parallel: never waits (ALGORITHMS.md §1, s = infinity).
+class Asp final : public ConsistencyController {
+ public:
+  explicit Asp(const std::vector<int32_t>& workers) : ConsistencyController(workers) {}
+  std::string name() const override { return "asp"; }
+  int64_t bound() const override { return kUnbounded; }
+  bool TryStart(int32_t, int64_t, double) override { return true; }
+  bool ReadReady(int32_t, int64_t) const override { return true; }
+};
+
+}  // namespace
+
+std::unique_ptr<ConsistencyController> MakeAsp(const std::vector<int32_t>& workers) {
+  return std::make_unique<Asp>(workers);
+}
+
+}  // namespace hetps

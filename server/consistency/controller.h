@@ -1,0 +1,75 @@
+// ConsistencyController: *when* a worker may go on (ALGORITHMS.md §1-2). It lives on the
+// server's network thread and sees every worker's CLOCK and PULL:
+//  - a worker's Clock() returns only once TryStart() grants its next clock (the gate);
+//  - a PULL is answered only once ReadReady() holds for the reader's clock, else it is parked;
+//  - synchronous() controllers hold pushes and apply them when every live worker finished
+//    their clock, one step per clock with the workers' updates summed in worker-id order.
+// How updates combine is the aggregator's business, not this one's. Chosen by name
+// (--consistency=asp|bsp|ssp|dssp); a new controller is one file plus a registry line.
+//
+// Thread-safety: none; owned by the server's network thread. Time is passed in (seconds on any
+// monotonic origin), so tests drive it with a simulated clock.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "hetps.pb.h"
+#include "server/consistency/clock_table.h"
+
+namespace hetps {
+
+constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+
+class ConsistencyController {
+ public:
+  virtual ~ConsistencyController() = default;
+
+  virtual std::string name() const = 0;
+  // The promised bound on (a running worker's clock - the slowest live worker's clock).
+  virtual int64_t bound() const = 0;
+  virtual bool synchronous() const { return false; }
+
+  // Worker `w` finished clock `completed` at time `now`.
+  virtual void OnClock(int32_t w, int64_t completed, double /*now*/) {
+    clocks_.Advance(w, completed);
+  }
+  // Whether `w` may start clock `next` now. Asked again for a parked worker after every change;
+  // once granted for `next` it stays granted.
+  virtual bool TryStart(int32_t w, int64_t next, double now) = 0;
+  // Whether a read by `w` at its clock `clock` may be answered now.
+  virtual bool ReadReady(int32_t w, int64_t clock) const = 0;
+  // A dead or departed worker stops counting.
+  virtual void RemoveWorker(int32_t w) { clocks_.Remove(w); }
+
+  const ClockTable& clocks() const { return clocks_; }
+  // Takes over the clocks of the controller it replaces (live switch).
+  void AdoptClocks(const ClockTable& clocks) { clocks_ = clocks; }
+
+ protected:
+  explicit ConsistencyController(const std::vector<int32_t>& workers) : clocks_(workers) {}
+  ClockTable clocks_;
+};
+
+// Validates `policy` and builds its controller over `workers` (all at clock 0).
+StatusOr<std::unique_ptr<ConsistencyController>> MakeController(
+    const proto::Policy& policy, const std::vector<int32_t>& workers);
+std::vector<std::string> ControllerNames();
+// "ssp(s=3)", "dssp(s_L=3, r_max=12)", for logs.
+std::string Describe(const proto::Policy& policy);
+
+// One factory per controller, each in its own file.
+std::unique_ptr<ConsistencyController> MakeAsp(const std::vector<int32_t>& workers);
+std::unique_ptr<ConsistencyController> MakeSsp(const std::vector<int32_t>& workers,
+                                               int64_t staleness, bool synchronous);
+std::unique_ptr<ConsistencyController> MakeDssp(const std::vector<int32_t>& workers, int64_t lower,
+                                                int64_t range);
+// DSSP's predictor (dssp.cc): extra iterations r in [0, r_max] for the fastest worker whose
+// last push was at t_f with interval i_f, given the slowest's t_s and i_s.
+int64_t DsspExtraIterations(double t_f, double i_f, double t_s, double i_s, int64_t r_max);
+
+}  // namespace hetps

@@ -1,0 +1,32 @@
+#include "server/consistency/controller.h"
+
+namespace hetps {
+namespace {
+
+// Stale synchronous parallel (ALGORITHMS.md §1): a worker may start clock c only while
+// c - min_clock <= s, and a read at clock c needs min_clock >= c - s, i.e. it reflects every
+// update tagged <= c - s - 1 from every live worker. BSP is s = 0 with updates held and applied
+// once per clock, which makes it exactly sequential mini-batch SGD over all workers' batches.
+class Ssp final : public ConsistencyController {
+ public:
+  Ssp(const std::vector<int32_t>& workers, int64_t s, bool synchronous)
+      : ConsistencyController(workers), s_(s), synchronous_(synchronous) {}
+  std::string name() const override { return synchronous_ ? "bsp" : "ssp"; }
+  int64_t bound() const override { return s_; }
+  bool synchronous() const override { return synchronous_; }
+  bool TryStart(int32_t, int64_t next, double) override { return next - clocks_.min() <= s_; }
+  bool ReadReady(int32_t, int64_t clock) const override { return clocks_.min() >= clock - s_; }
+
+ private:
+  int64_t s_;
+  bool synchronous_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConsistencyController> MakeSsp(const std::vector<int32_t>& workers,
+                                               int64_t staleness, bool synchronous) {
+  return std::make_unique<Ssp>(workers, staleness, synchronous);
+}
+
+}  // namespace hetps
