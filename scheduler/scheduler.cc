@@ -253,6 +253,13 @@ void Loop::HandleLeave(const Envelope& env, const Member& m) {
   barrier_.Remove(id);
   declare_.Remove(id);
   Reply(env.identity, ReplyTo(env.message.header, proto::LEAVE, kSchedulerId));
+  proto::Header left;
+  left.set_type(proto::NODE_LEFT);
+  left.set_sender(kSchedulerId);
+  left.set_node(id);
+  for (const Member* s : members_.Alive()) {
+    if (s->info.role() == proto::SERVER) Reply(s->identity, left);
+  }
   spdlog::info("worker {} (rank {}) finished; {} still running", id, m.info.rank(),
                members_.LiveWorkers().size());
   Progress();

@@ -20,6 +20,10 @@ DEFINE_double(beta1, 0.9, "adam beta1");
 DEFINE_double(beta2, 0.999, "adam beta2");
 DEFINE_double(epsilon, 1e-8, "adam/adagrad epsilon");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay added to every gradient");
+DEFINE_string(consistency, "asp", "when updates apply and reads answer: asp, bsp, ssp, dssp");
+DEFINE_int64(staleness, 2, "ssp: a worker runs at most this many clocks ahead of the slowest");
+DEFINE_int64(dssp_lower, 3, "dssp: lower staleness bound s_L");
+DEFINE_int64(dssp_range, 12, "dssp: most extra iterations r_max (upper bound s_L + r_max)");
 DEFINE_string(init, "uniform", "initial values: zeros, uniform, normal, worker (first Init wins)");
 DEFINE_double(init_scale, 0.01, "uniform: half-width; normal: standard deviation");
 DEFINE_uint64(seed, 1, "seed of the server-side initializer");
@@ -50,6 +54,10 @@ int main(int argc, char** argv) {
   o.optimizer_options = {FLAGS_lr,    FLAGS_momentum, FLAGS_beta1,
                          FLAGS_beta2, FLAGS_epsilon,  FLAGS_weight_decay};
   o.init = {FLAGS_init, FLAGS_init_scale, FLAGS_seed};
+  o.policy.set_consistency(FLAGS_consistency);
+  o.policy.set_staleness(FLAGS_staleness);
+  o.policy.set_dssp_lower(FLAGS_dssp_lower);
+  o.policy.set_dssp_range(FLAGS_dssp_range);
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   o.join_timeout_ms = FLAGS_join_timeout_ms;
   hetps::Status s = hetps::ServerNode(o, signals.stop()).Run();

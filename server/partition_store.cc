@@ -29,6 +29,27 @@ bool PartitionState::InitializeFrom(const float* values) {
   return true;
 }
 
+void PartitionState::Hold(int64_t clock, int32_t w, zmq::message_t gradient) {
+  held_[clock][w].push_back(std::move(gradient));
+}
+
+int PartitionState::ApplyHeld(const Optimizer& optimizer, int64_t clock) {
+  int steps = 0;
+  while (!held_.empty() && held_.begin()->first <= clock) {
+    sum_.assign(info_.length, 0.0f);
+    for (const auto& [worker, frames] : held_.begin()->second) {
+      for (const zmq::message_t& f : frames) {
+        const float* g = static_cast<const float*>(f.data());
+        for (int64_t i = 0; i < info_.length; ++i) sum_[i] += g[i];
+      }
+    }
+    ApplyGradient(optimizer, sum_.data(), 1.0f);
+    held_.erase(held_.begin());
+    ++steps;
+  }
+  return steps;
+}
+
 PartitionStore::PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,
                                const Initializer& initializer)
     : by_id_(map.partitions().size()) {

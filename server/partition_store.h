@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
+#include <zmq.hpp>
 
 #include "common/shard_map.h"
 #include "common/status.h"
@@ -42,6 +44,15 @@ class PartitionState {
   // Sets the values if none were set yet (first writer wins); returns whether it did.
   bool InitializeFrom(const float* values);
 
+  // Synchronous consistency: keeps worker `w`'s gradient for clock `clock` (a zero-copy frame
+  // of info().length floats) until ApplyHeld covers that clock.
+  void Hold(int64_t clock, int32_t w, zmq::message_t gradient);
+  // Applies everything held for clocks <= `clock`: one optimizer step per clock, with the
+  // workers' gradients summed in worker-id order (then arrival order), so the result is the
+  // same as sequential mini-batch SGD over all workers' batches. Returns the steps applied.
+  int ApplyHeld(const Optimizer& optimizer, int64_t clock);
+  size_t held_clocks() const { return held_.size(); }
+
  private:
   Partition info_;
   std::shared_ptr<std::vector<float>> values_;
@@ -49,6 +60,8 @@ class PartitionState {
   std::vector<float*> slot_ptrs_;
   int64_t version_ = 0;
   bool initialized_ = false;
+  std::map<int64_t, std::map<int32_t, std::vector<zmq::message_t>>> held_;  // clock -> worker
+  std::vector<float> sum_;                                                  // scratch for ApplyHeld
 };
 
 class PartitionStore {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "common/message.h"
 #include "common/scheduler_link.h"
 #include "common/shard_map.h"
+#include "server/consistency/controller.h"
 #include "server/partition_store.h"
 
 namespace hetps {
@@ -31,7 +33,16 @@ struct Shared {
   int32_t self = -1;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<PartitionStore> store;
+  // Partition ids each owner serves: owned[0] the network thread, owned[1 + k] apply thread k.
+  std::vector<std::vector<int32_t>> owned;
 };
+
+// Applies the held updates of every clock <= `clock` on the partitions `owner` serves.
+void CompleteRound(const Shared& shared, int owner, int64_t clock) {
+  for (int32_t id : shared.owned[owner]) {
+    shared.store->Find(id)->ApplyHeld(*shared.optimizer, clock);
+  }
+}
 
 // Sends [identity, header, payload...] to the router thread, which forwards it to the peer.
 void SendReply(zmq::socket_t& out, const std::string& identity, const proto::Header& header,
@@ -76,7 +87,7 @@ struct DataReply {
 
 // Serves one PUSH / PULL / INIT. Runs on the partition's owning thread only, so the partition
 // needs no lock. REQUIRES: the router checked that the partition is held here.
-DataReply ServeData(const Shared& shared, const Message& m, std::vector<float>& scratch) {
+DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratch) {
   const proto::Header& h = m.header;
   PartitionState* part = shared.store->Find(h.partition());
   const Partition& p = part->info();
@@ -101,6 +112,7 @@ DataReply ServeData(const Shared& shared, const Message& m, std::vector<float>& 
     r.header.set_dtype(proto::FLOAT32);
     r.header.set_num_elements(p.length);
     r.header.set_version(part->version());
+    r.header.set_min_clock(h.min_clock());
     r.payload.push_back(std::move(values));
     return r;
   }
@@ -110,7 +122,13 @@ DataReply ServeData(const Shared& shared, const Message& m, std::vector<float>& 
     return {ErrorReply(h, s, shared.self), {}};
   }
   const float* data = FloatsOf(m.payload[0], scratch);
-  if (h.type() == proto::PUSH) {
+  if (h.type() == proto::PUSH && h.hold()) {
+    // Synchronous consistency: applied with the rest of its clock's updates (CompleteRound).
+    zmq::message_t frame = data == m.payload[0].data() ? std::move(m.payload[0])
+                                                       : zmq::message_t(data, m.payload[0].size());
+    part->Hold(h.clock(), h.sender(), std::move(frame));
+    r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
+  } else if (h.type() == proto::PUSH) {
     part->ApplyGradient(*shared.optimizer, data, 1.0f);
     r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
   } else {  // INIT
@@ -131,6 +149,10 @@ void ApplyLoop(zmq::context_t& ctx, int index, const Shared& shared) {
   while (true) {
     auto env = Receive(in, zmq::recv_flags::none, /*routed=*/true);
     if (!env || env->identity.empty()) return;  // the router's stop signal
+    if (env->message.header.type() == proto::ROUND_COMPLETE) {
+      CompleteRound(shared, 1 + index, env->message.header.clock());
+      continue;
+    }
     DataReply r = ServeData(shared, env->message, scratch);
     SendReply(out, env->identity, r.header, std::move(r.payload));
   }
@@ -150,6 +172,22 @@ class Router {
   void HandleControl(Envelope& env);
   Status InstallShardMap(const proto::ShardMap& proto_map);
   Status CheckSender(const Envelope& env) const;
+  // Consistency: gates, parked requests, rounds.
+  void OnClock(Envelope& env);
+  void Dispatch(Envelope& env);  // to the partition's owner
+  void Release();                // answers parked clocks and reads that may go on now
+  void CompleteRounds();         // synchronous controllers: apply finished clocks' updates
+  void BroadcastRound(int64_t clock);
+  void RemoveWorker(int32_t w, const char* why);
+  Status SwitchPolicy(const proto::Policy& policy);
+  int Owner(const Partition& p) const {
+    return p.length * static_cast<int64_t>(sizeof(float)) <= options_.inline_apply_bytes
+               ? 0
+               : 1 + p.id % options_.threads;
+  }
+  double Now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
   void Reply(const std::string& identity, const proto::Header& header) {
     SendRouted(*router_, identity, header);
   }
@@ -168,7 +206,11 @@ class Router {
   Shared shared_;
   std::vector<float> scratch_;
   std::unordered_set<int32_t> dead_;
-  std::unordered_map<int32_t, int64_t> clocks_;  // worker id -> completed clocks
+  proto::Policy policy_;
+  std::unique_ptr<ConsistencyController> controller_;
+  std::deque<Envelope> parked_clocks_, parked_reads_;
+  int64_t completed_round_ = 0;  // synchronous: every clock below this has been applied
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   int64_t pushes_ = 0, pulls_ = 0, errors_ = 0;
   bool shutdown_ = false;
 };
@@ -184,6 +226,8 @@ Status Router::Setup() {
   auto init = Initializer::Make(options_.init);
   if (!init.ok()) return init.status();
   initializer_ = std::move(*init);
+  if (auto c = MakeController(options_.policy, {}); !c.ok()) return c.status();
+  policy_ = options_.policy;
 
   router_.emplace(ctx_, zmq::socket_type::router);
   router_->set(zmq::sockopt::linger, 0);
@@ -220,6 +264,10 @@ Status Router::Run() {
   if (Status s = link_->Join(stop_, options_.join_timeout_ms); !s.ok()) return s;
   SetLogNode("server", link_->id());
   shared_.self = link_->id();
+  std::vector<int32_t> workers;
+  for (const proto::NodeInfo& w : link_->view().workers()) workers.push_back(w.id());
+  controller_ = std::move(*MakeController(policy_, workers));
+  spdlog::info("consistency {}", Describe(policy_));
   spdlog::info("joined: {} servers, {} workers", link_->view().num_servers(),
                link_->view().num_workers());
 
@@ -285,12 +333,7 @@ void Router::HandleWorker(Envelope& env) {
   Status s = env.status;
   if (s.ok()) s = CheckSender(env);
   if (s.ok() && !map_) s = Status::Unavailable("no shard map installed yet");
-  if (s.ok() && h.type() == proto::CLOCK) {
-    int64_t& c = clocks_[h.sender()];
-    c = std::max(c, h.clock() + 1);
-    Reply(env.identity, ReplyTo(h, proto::CLOCK_REPLY, link_->id()));
-    return;
-  }
+  if (s.ok() && h.type() == proto::CLOCK) return OnClock(env);
   if (s.ok() && h.type() != proto::PUSH && h.type() != proto::PULL && h.type() != proto::INIT) {
     s = Status::InvalidArgument(
         fmt::format("a server does not take {} messages", proto::MsgType_Name(h.type())));
@@ -309,17 +352,108 @@ void Router::HandleWorker(Envelope& env) {
     return;
   }
   (h.type() == proto::PULL ? pulls_ : pushes_)++;
-  const Partition& p = map_->partitions()[h.partition()];
-  if (p.length * static_cast<int64_t>(sizeof(float)) <= options_.inline_apply_bytes) {
+  if (h.type() == proto::PULL && !controller_->ReadReady(h.sender(), h.clock())) {
+    parked_reads_.push_back(std::move(env));  // answered by Release() once the slowest catch up
+    return;
+  }
+  if (h.type() == proto::PUSH) h.set_hold(controller_->synchronous());
+  Dispatch(env);
+}
+
+void Router::Dispatch(Envelope& env) {
+  proto::Header& h = env.message.header;
+  const int64_t slowest = controller_->clocks().min();
+  h.set_min_clock(slowest == kUnbounded ? h.clock() : slowest);
+  const int owner = Owner(map_->partitions()[h.partition()]);
+  if (owner == 0) {
     // Small partitions belong to this thread: a hand-over would cost more than the work.
     DataReply r = ServeData(shared_, env.message, scratch_);
     SendRouted(*router_, env.identity, r.header, std::move(r.payload));
     return;
   }
   // Large ones go to their apply thread; payload frames move without a copy.
-  zmq::socket_t& work = work_[h.partition() % options_.threads];
+  zmq::socket_t& work = work_[owner - 1];
   (void)work.send(zmq::buffer(env.identity), zmq::send_flags::sndmore);
   Send(work, h, std::move(env.message.payload));
+}
+
+void Router::OnClock(Envelope& env) {
+  const proto::Header& h = env.message.header;
+  controller_->OnClock(h.sender(), h.clock(), Now());
+  CompleteRounds();
+  parked_clocks_.push_back(std::move(env));  // the reply waits for the gate
+  Release();
+}
+
+void Router::Release() {
+  const double now = Now();
+  for (auto it = parked_clocks_.begin(); it != parked_clocks_.end();) {
+    const proto::Header& h = it->message.header;
+    if (!controller_->TryStart(h.sender(), h.clock() + 1, now)) {
+      ++it;
+      continue;
+    }
+    proto::Header r = ReplyTo(h, proto::CLOCK_REPLY, link_->id());
+    const int64_t slowest = controller_->clocks().min();
+    r.set_min_clock(slowest == kUnbounded ? h.clock() + 1 : slowest);
+    Reply(it->identity, r);
+    it = parked_clocks_.erase(it);
+  }
+  for (auto it = parked_reads_.begin(); it != parked_reads_.end();) {
+    if (!controller_->ReadReady(it->message.header.sender(), it->message.header.clock())) {
+      ++it;
+      continue;
+    }
+    Dispatch(*it);
+    it = parked_reads_.erase(it);
+  }
+}
+
+void Router::CompleteRounds() {
+  if (!controller_->synchronous()) return;
+  const int64_t slowest = controller_->clocks().min();  // kUnbounded once no worker is left
+  if (slowest <= completed_round_) return;
+  BroadcastRound(slowest - 1);
+  completed_round_ = slowest;
+}
+
+// Every owner applies what it holds for clocks <= `clock`; FIFO hand-over puts this after
+// every push that arrived before it and before every read released after it.
+void Router::BroadcastRound(int64_t clock) {
+  proto::Header h;
+  h.set_type(proto::ROUND_COMPLETE);
+  h.set_clock(clock);
+  for (auto& work : work_) {
+    (void)work.send(zmq::buffer(std::string("round")), zmq::send_flags::sndmore);
+    Send(work, h);
+  }
+  CompleteRound(shared_, 0, clock);
+}
+
+void Router::RemoveWorker(int32_t w, const char* why) {
+  if (!controller_) return;
+  controller_->RemoveWorker(w);
+  spdlog::info("worker {} {}; it no longer holds back any clock", w, why);
+  CompleteRounds();
+  Release();
+}
+
+Status Router::SwitchPolicy(const proto::Policy& policy) {
+  std::vector<int32_t> workers;
+  for (const auto& [w, c] : controller_->clocks().all()) workers.push_back(w);
+  auto next = MakeController(policy, workers);
+  if (!next.ok()) return next.status();
+  (*next)->AdoptClocks(controller_->clocks());
+  if (controller_->synchronous() && !(*next)->synchronous()) {
+    BroadcastRound(kUnbounded);  // nothing held is lost: apply it all now
+  }
+  if ((*next)->synchronous()) completed_round_ = (*next)->clocks().min();
+  spdlog::info("consistency {} -> {} at clocks {}..{}", Describe(policy_), Describe(policy),
+               controller_->clocks().min(), controller_->clocks().max());
+  controller_ = std::move(*next);
+  policy_ = policy;
+  Release();
+  return Status();
 }
 
 Status Router::InstallShardMap(const proto::ShardMap& proto_map) {
@@ -330,6 +464,10 @@ Status Router::InstallShardMap(const proto::ShardMap& proto_map) {
   shared_.optimizer = std::move(optimizer_);
   shared_.store =
       std::make_unique<PartitionStore>(*map_, link_->rank(), *shared_.optimizer, *initializer_);
+  shared_.owned.assign(1 + options_.threads, {});
+  for (const Partition& p : map_->partitions()) {
+    if (p.server_rank == link_->rank()) shared_.owned[Owner(p)].push_back(p.id);
+  }
   for (int i = 0; i < options_.threads; ++i) {
     apply_threads_.emplace_back(ApplyLoop, std::ref(ctx_), i, std::cref(shared_));
   }
@@ -352,9 +490,19 @@ void Router::HandleControl(Envelope& env) {
     }
     case proto::NODE_DEAD:
       dead_.insert(h.node());
-      clocks_.erase(h.node());
       spdlog::warn("node {} declared dead by the scheduler", h.node());
+      RemoveWorker(h.node(), "is dead");
       break;
+    case proto::NODE_LEFT:
+      RemoveWorker(h.node(), "finished");
+      break;
+    case proto::SET_POLICY: {
+      Status s = SwitchPolicy(h.policy());
+      if (!s.ok()) spdlog::warn("policy {} refused: {}", Describe(h.policy()), s.ToString());
+      link_->Send(s.ok() ? ReplyTo(h, proto::POLICY_ACK, link_->id())
+                         : ErrorReply(h, s, link_->id()));
+      break;
+    }
     case proto::SHUTDOWN:
       spdlog::info("shutdown requested by the scheduler");
       shutdown_ = true;

@@ -7,8 +7,10 @@
 // more than the work), larger ones to apply thread (partition id mod threads), reached
 // zero-copy over inproc. Concurrent workers touching different partitions never serialize on
 // a shared lock.
-// Consistency today is plain asynchronous (ASP): a push is applied on arrival and a pull is
-// answered at once; per-worker clocks are tracked for the controllers that build on them.
+// Consistency (server/consistency/) decides when: a worker's CLOCK is answered once its next
+// clock may start, a PULL once the reader's clock allows it (else it is parked here), and under
+// a synchronous controller (bsp) pushes are held and applied once per clock when every live
+// worker finished it. The controller can be switched while training runs (SET_POLICY).
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "hetps.pb.h"
 #include "server/initializer.h"
 #include "server/optimizer/optimizer.h"
 
@@ -30,6 +33,7 @@ struct ServerOptions {
   std::string optimizer = "sgd";
   OptimizerOptions optimizer_options;
   InitOptions init;
+  proto::Policy policy;  // consistency: asp, bsp, ssp, dssp and parameters
   int heartbeat_interval_ms = 500;
   int join_timeout_ms = 60000;
 };

@@ -85,6 +85,7 @@ struct Pending {
   OpPtr op;
   float* dst;
   int64_t dst_len;
+  int64_t clock;
 };
 
 }  // namespace
@@ -124,6 +125,7 @@ class Client::Impl {
   std::optional<ShardMap> map;
   std::atomic<int64_t> clock{0};
   std::atomic<int64_t> bytes_pushed{0}, bytes_pulled{0}, requests{0};
+  std::atomic<int64_t> reads{0}, staleness_sum{0}, max_staleness{0};
 
   // Queues requests for the I/O thread.
   void Submit(std::vector<Outgoing> batch) {
@@ -268,7 +270,7 @@ void Client::Impl::Dispatch(Outgoing& o) {
   const uint64_t id = next_request_++;
   o.header.set_request_id(id);
   o.header.set_sender(link_.id());
-  pending_[id] = Pending{o.target, o.op, o.dst, o.dst_len};
+  pending_[id] = Pending{o.target, o.op, o.dst, o.dst_len, o.header.clock()};
   if (o.target == kToScheduler) {
     hetps::Send(link_.socket(), o.header, std::move(o.payload));
   } else {
@@ -299,6 +301,10 @@ void Client::Impl::OnReply(Envelope& env, int from) {
     } else {
       std::memcpy(p.dst, env.message.payload[0].data(), want);
       bytes_pulled += static_cast<int64_t>(want);
+      const int64_t staleness = std::max<int64_t>(0, p.clock - h.min_clock());
+      ++reads;
+      staleness_sum += staleness;
+      if (staleness > max_staleness) max_staleness = staleness;
     }
   }
   p.op->Complete(s, &h);
@@ -368,7 +374,14 @@ int64_t Client::clock() const { return impl_->clock.load(); }
 const ShardMap& Client::shard_map() const { return *impl_->map; }
 
 ClientStats Client::stats() const {
-  return {impl_->bytes_pushed.load(), impl_->bytes_pulled.load(), impl_->requests.load()};
+  ClientStats s;
+  s.bytes_pushed = impl_->bytes_pushed.load();
+  s.bytes_pulled = impl_->bytes_pulled.load();
+  s.requests = impl_->requests.load();
+  s.reads = impl_->reads.load();
+  s.max_staleness = impl_->max_staleness.load();
+  s.staleness_sum = impl_->staleness_sum.load();
+  return s;
 }
 
 Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {

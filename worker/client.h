@@ -53,6 +53,12 @@ struct ClientStats {
   int64_t bytes_pushed = 0;  // payload bytes sent by Push and Init
   int64_t bytes_pulled = 0;  // payload bytes received by Pull
   int64_t requests = 0;      // partition requests sent
+  // Read staleness: for every partition read, this worker's clock minus the slowest live
+  // worker's clock when the server answered (0 under bsp, <= s under ssp).
+  int64_t reads = 0;
+  int64_t max_staleness = 0;
+  int64_t staleness_sum = 0;
+  double mean_staleness() const { return reads ? static_cast<double>(staleness_sum) / reads : 0; }
 };
 
 class Ticket {

@@ -15,6 +15,9 @@ DEFINE_int32(iterations, 50, "iterations (pull, compute, push, clock) per worker
 DEFINE_string(tensor_elements, "100000,1000000,2500000",
               "synthetic: comma-separated element counts, one tensor each");
 DEFINE_uint64(workload_seed, 7, "synthetic: seed of the per-worker targets");
+DEFINE_double(compute_ms, 0, "synthetic: simulated compute time per iteration, in ms");
+DEFINE_double(slowdown, 1.0,
+              "multiplies this worker's compute time (>= 1): a reproducible straggler");
 DEFINE_int32(progress_every, 10, "print a progress line every N iterations");
 DEFINE_int32(heartbeat_interval_ms, 500, "heartbeat period to the scheduler");
 DEFINE_int32(join_timeout_ms, 60000, "how long to wait for the cluster to form");
@@ -45,6 +48,8 @@ int main(int argc, char** argv) {
   }
   workload.tensor_elements = *elements;
   workload.iterations = FLAGS_iterations;
+  workload.compute_ms = FLAGS_compute_ms;
+  workload.slowdown = FLAGS_slowdown;
   workload.seed = FLAGS_workload_seed;
   workload.progress_every = std::max(1, FLAGS_progress_every);
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 namespace hetps {
 namespace {
@@ -58,6 +59,16 @@ double DistanceToOptimum(const Model& m) {
   return std::sqrt(sum / static_cast<double>(count));
 }
 
+// Stretches this iteration's compute to (compute_ms + real compute time) * slowdown.
+void SimulateCompute(const SyntheticOptions& o, std::chrono::steady_clock::time_point start) {
+  const double real_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double target_ms = (o.compute_ms + real_ms) * o.slowdown;
+  if (target_ms > real_ms) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(target_ms - real_ms));
+  }
+}
+
 Status PullAll(Client& client, Model& m) {
   std::vector<Ticket> tickets;
   for (size_t t = 0; t < m.w.size(); ++t) {
@@ -74,6 +85,9 @@ Status PullAll(Client& client, Model& m) {
 Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic<bool>& stop) {
   if (o.tensor_elements.empty() || o.iterations < 1) {
     return Status::InvalidArgument("need at least one tensor and one iteration");
+  }
+  if (!(o.slowdown >= 1.0) || o.compute_ms < 0) {
+    return Status::InvalidArgument("slowdown must be >= 1 and compute_ms >= 0");
   }
   Model m = MakeModel(o, client.rank(), client.num_workers());
   std::vector<TensorSpec> specs;
@@ -94,11 +108,16 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
   const auto start = std::chrono::steady_clock::now();
   for (int it = 1; it <= o.iterations && !stop.load(); ++it) {
     if (Status s = PullAll(client, m); !s.ok()) return s;
-    std::vector<Ticket> pushes;
+    const auto compute_start = std::chrono::steady_clock::now();
     for (size_t t = 0; t < m.w.size(); ++t) {
       auto& g = m.grad[t];
       for (size_t j = 0; j < g.size(); ++j) g[j] = m.w[t][j] - m.target[t][j];
-      pushes.push_back(client.Push(m.names[t], g.data(), static_cast<int64_t>(g.size())));
+    }
+    SimulateCompute(o, compute_start);
+    std::vector<Ticket> pushes;
+    for (size_t t = 0; t < m.w.size(); ++t) {
+      pushes.push_back(
+          client.Push(m.names[t], m.grad[t].data(), static_cast<int64_t>(m.grad[t].size())));
     }
     for (const Ticket& ticket : pushes) {
       if (Status s = ticket.Wait(); !s.ok()) return s;
@@ -117,8 +136,12 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
   if (Status s = client.Barrier(); !s.ok()) return s;
   if (Status s = PullAll(client, m); !s.ok()) return s;
   const double final_distance = DistanceToOptimum(m);
-  std::printf("rank %d done: distance to optimum %.4f -> %.4f after %d iterations\n", client.rank(),
-              initial, final_distance, o.iterations);
+  const ClientStats stats = client.stats();
+  std::printf(
+      "rank %d done: distance to optimum %.4f -> %.4f after %d iterations; read "
+      "staleness max %lld mean %.2f\n",
+      client.rank(), initial, final_distance, o.iterations,
+      static_cast<long long>(stats.max_staleness), stats.mean_staleness());
   std::fflush(stdout);
   if (!(final_distance < initial)) {
     return Status::Internal(fmt::format("the model did not converge: distance {:.4f} -> {:.4f}",

@@ -18,6 +18,10 @@ struct SyntheticOptions {
   int iterations = 50;
   uint64_t seed = 7;
   int progress_every = 10;
+  // Simulated compute per iteration on top of the real gradient work, and a factor that
+  // multiplies the whole compute time (a reproducible straggler: --slowdown=3).
+  double compute_ms = 0;
+  double slowdown = 1.0;
 };
 
 // Declares the tensors, runs the iterations (pull -> gradient -> push -> clock), meets the
