@@ -1,8 +1,9 @@
-// hetps: the operator's command. Today: `hetps launch`.
+// hetps: the operator's command: `hetps launch` and `hetps ctl`.
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "cli/ctl.h"
 #include "cli/launch_args.h"
 #include "cli/launcher.h"
 
@@ -14,7 +15,13 @@ constexpr char kUsage[] =
     "\n"
     "  launch   run a whole cluster (scheduler, S servers, W workers) on 127.0.0.1 on free\n"
     "           ports. Extra flags go to every role that defines them (see each binary's\n"
-    "           --help), e.g. --optimizer=adam --lr=0.001 --iterations=100.\n";
+    "           --help), e.g. --optimizer=adam --lr=0.001 --iterations=100.\n"
+    "\n"
+    "usage: hetps ctl --scheduler=tcp://host:port [--timeout_ms=T] set key=value ...\n"
+    "\n"
+    "  ctl set  change the policy of a running cluster on every server, e.g.\n"
+    "           set consistency=ssp staleness=4 | set consistency=dssp dssp_lower=2\n"
+    "           dssp_range=8 | set consistency=bsp | set consistency=asp\n";
 
 }  // namespace
 
@@ -24,6 +31,20 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  if (command == "ctl") {
+    auto args = hetps::ParseCtlArgs(std::vector<std::string>(argv + 2, argv + argc));
+    if (!args.ok()) {
+      std::fprintf(stderr, "hetps ctl: %s\n\n%s", args.status().message().c_str(), kUsage);
+      return 2;
+    }
+    hetps::Status s = hetps::RunCtl(*args);
+    if (!s.ok()) {
+      std::fprintf(stderr, "hetps ctl: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::printf("consistency %s applied on every server\n", args->policy.consistency().c_str());
+    return 0;
+  }
   if (command != "launch") {
     std::fprintf(stderr, "hetps: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;

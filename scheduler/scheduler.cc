@@ -48,6 +48,10 @@ class Loop {
   void HandleDeclare(const Envelope& env, const Member& m);
   void HandleLeave(const Envelope& env, const Member& m);
   void OnDead(int32_t id);
+  // Live policy switch: fan SET_POLICY out to every server, answer the operator once all did.
+  void StartPolicyChange(const Envelope& env);
+  void OnPolicyAnswer(const Member& server, const proto::Header& h);
+  void FinishPolicyChanges();
   void Progress();  // releases whatever can be released now
   void BuildShardMap(const std::vector<Arrival>& waiting);
   Status CheckAgainstMap(const proto::Header& declare) const;
@@ -70,6 +74,13 @@ class Loop {
   std::optional<ShardMap> map_;
   std::set<int32_t> pending_acks_;
   std::vector<Arrival> waiting_for_map_;
+  struct PolicyChange {
+    Arrival requester;
+    std::set<int32_t> waiting;  // servers yet to answer
+    Status status;              // the first refusal, if any
+  };
+  std::map<uint64_t, PolicyChange> policy_changes_;  // by the request id sent to the servers
+  uint64_t next_policy_id_ = 1;
 };
 
 Status Loop::Run() {
@@ -119,6 +130,10 @@ void Loop::Handle(Envelope& env) {
     HandleRegister(env);
     return;
   }
+  if (h.type() == proto::SET_POLICY) {  // from an operator, who is not a node
+    StartPolicyChange(env);
+    return;
+  }
   Member* m = members_.Touch(env.identity, Clock::now());
   if (m == nullptr || m->state == Member::State::kDead) {
     Status s = Status::Unregistered(m == nullptr ? "register first"
@@ -145,12 +160,17 @@ void Loop::Handle(Envelope& env) {
     case proto::SHARD_MAP_ACK:
       pending_acks_.erase(m->info.id());
       return Progress();
+    case proto::POLICY_ACK:
+      return OnPolicyAnswer(*m, h);
     case proto::ERROR:
+      if (policy_changes_.contains(h.request_id())) return OnPolicyAnswer(*m, h);
       spdlog::error("node {} reported: {}", m->info.id(), StatusOf(h).ToString());
       if (pending_acks_.erase(m->info.id()) > 0) {
         for (const Arrival& a : waiting_for_map_) {
+          proto::Header req;
+          req.set_request_id(a.request_id);
           Reply(a.identity,
-                ErrorReply(proto::Header(),
+                ErrorReply(req,
                            Status::Internal(fmt::format("server {} rejected the shard map: {}",
                                                         m->info.id(), h.error_message())),
                            kSchedulerId));
@@ -278,7 +298,62 @@ void Loop::OnDead(int32_t id) {
   barrier_.Remove(id);
   declare_.Remove(id);
   pending_acks_.erase(id);
+  for (auto& [pid, change] : policy_changes_) change.waiting.erase(id);
+  FinishPolicyChanges();
   Progress();
+}
+
+void Loop::StartPolicyChange(const Envelope& env) {
+  const proto::Header& h = env.message.header;
+  std::set<int32_t> servers;
+  for (int32_t id : members_.LiveServers()) servers.insert(id);
+  if (!view_sent_ || servers.empty()) {
+    Reply(env.identity,
+          ErrorReply(h, Status::Unavailable("the cluster has not formed yet"), kSchedulerId));
+    return;
+  }
+  const uint64_t id = next_policy_id_++;
+  PolicyChange& change = policy_changes_[id];
+  change.requester.request_id = h.request_id();
+  change.requester.identity = env.identity;
+  change.waiting = servers;
+  proto::Header out;
+  out.set_type(proto::SET_POLICY);
+  out.set_sender(kSchedulerId);
+  out.set_request_id(id);
+  *out.mutable_policy() = h.policy();
+  for (int32_t s : servers) Reply(members_.ById(s)->identity, out);
+  spdlog::info("operator requested consistency '{}' (staleness {}, dssp {}+{}); asking {} servers",
+               h.policy().consistency(), h.policy().staleness(), h.policy().dssp_lower(),
+               h.policy().dssp_range(), servers.size());
+}
+
+void Loop::OnPolicyAnswer(const Member& server, const proto::Header& h) {
+  auto it = policy_changes_.find(h.request_id());
+  if (it == policy_changes_.end()) return;
+  it->second.waiting.erase(server.info.id());
+  Status s = StatusOf(h);
+  if (!s.ok() && it->second.status.ok()) {
+    it->second.status =
+        Status(s.code(), fmt::format("server {}: {}", server.info.id(), s.message()));
+  }
+  FinishPolicyChanges();
+}
+
+void Loop::FinishPolicyChanges() {
+  for (auto it = policy_changes_.begin(); it != policy_changes_.end();) {
+    if (!it->second.waiting.empty()) {
+      ++it;
+      continue;
+    }
+    proto::Header req;
+    req.set_request_id(it->second.requester.request_id);
+    const Status& s = it->second.status;
+    Reply(it->second.requester.identity, s.ok() ? ReplyTo(req, proto::POLICY_ACK, kSchedulerId)
+                                                : ErrorReply(req, s, kSchedulerId));
+    spdlog::info("policy change {}", s.ok() ? "applied on every live server" : s.ToString());
+    it = policy_changes_.erase(it);
+  }
 }
 
 void Loop::Progress() {

@@ -133,14 +133,16 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
     }
   }
   if (stop.load()) return Status::Aborted("interrupted");
+  const double loop_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (Status s = client.Barrier(); !s.ok()) return s;
   if (Status s = PullAll(client, m); !s.ok()) return s;
   const double final_distance = DistanceToOptimum(m);
   const ClientStats stats = client.stats();
   std::printf(
-      "rank %d done: distance to optimum %.4f -> %.4f after %d iterations; read "
+      "rank %d done: distance to optimum %.4f -> %.4f after %d iterations in %.2f s; read "
       "staleness max %lld mean %.2f\n",
-      client.rank(), initial, final_distance, o.iterations,
+      client.rank(), initial, final_distance, o.iterations, loop_s,
       static_cast<long long>(stats.max_staleness), stats.mean_staleness());
   std::fflush(stdout);
   if (!(final_distance < initial)) {

@@ -2,6 +2,7 @@
 // in-process clients. Every process is killed when the harness goes away, also on failure.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -25,9 +26,15 @@ inline std::string Bin(const std::string& name) { return std::string(HETPS_BIN_D
 
 class Process {
  public:
-  explicit Process(std::vector<std::string> argv) {
+  // Starts argv[0]; with `output`, its stdout and stderr go to that file.
+  explicit Process(std::vector<std::string> argv, const std::string& output = "") {
     pid_ = fork();
     if (pid_ == 0) {
+      if (!output.empty()) {
+        int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+      }
       std::vector<char*> args;
       for (auto& a : argv) args.push_back(a.data());
       args.push_back(nullptr);
@@ -106,10 +113,19 @@ class LocalCluster {
   Process& scheduler() { return *scheduler_; }
   Process& server(int i) { return *servers_[i]; }
 
-  // A hetps-worker process joining this cluster.
-  std::unique_ptr<Process> StartWorker(std::vector<std::string> flags) {
+  // A hetps-worker process joining this cluster; with `output`, what it prints goes there.
+  std::unique_ptr<Process> StartWorker(std::vector<std::string> flags,
+                                       const std::string& output = "") {
     flags.insert(flags.begin(), {Bin("hetps-worker"), "--scheduler=" + endpoint_});
-    return std::make_unique<Process>(flags);
+    return std::make_unique<Process>(flags, output);
+  }
+  // A file in this cluster's temporary folder.
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  // Runs `hetps ctl --scheduler=<this cluster> <args>`; returns its exit code.
+  int Ctl(const std::string& args) const {
+    const std::string cmd = Bin("hetps") + " ctl --scheduler=" + endpoint_ + " " + args;
+    const int st = std::system(cmd.c_str());
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   }
 
   ClientOptions ClientOpts() const {

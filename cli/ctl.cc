@@ -1,0 +1,98 @@
+#include "cli/ctl.h"
+
+#include <fmt/format.h>
+
+#include <zmq.hpp>
+
+#include "common/message.h"
+
+namespace hetps {
+namespace {
+
+StatusOr<int64_t> NonNegative(const std::string& key, const std::string& value) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(value, &used);
+    if (used == value.size() && v >= 0) return static_cast<int64_t>(v);
+  } catch (const std::exception&) {
+  }
+  return Status::InvalidArgument(fmt::format("{} needs an integer >= 0, got '{}'", key, value));
+}
+
+}  // namespace
+
+StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
+  CtlArgs out;
+  out.policy.set_staleness(2);
+  out.policy.set_dssp_lower(3);
+  out.policy.set_dssp_range(12);
+  size_t i = 0;
+  for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--scheduler=", 0) == 0) {
+      out.scheduler = a.substr(12);
+    } else if (a.rfind("--timeout_ms=", 0) == 0) {
+      auto v = NonNegative("--timeout_ms", a.substr(13));
+      if (!v.ok()) return v.status();
+      out.timeout_ms = static_cast<int>(*v);
+    } else {
+      return Status::InvalidArgument(fmt::format("unknown option '{}'", a));
+    }
+  }
+  if (out.scheduler.empty())
+    return Status::InvalidArgument("--scheduler=tcp://host:port is required");
+  if (i >= args.size() || args[i] != "set") {
+    return Status::InvalidArgument("expected: set key=value ...");
+  }
+  for (++i; i < args.size(); ++i) {
+    const std::string& kv = args[i];
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) {
+      return Status::InvalidArgument(fmt::format("'{}' is not key=value", kv));
+    }
+    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    if (key == "consistency") {
+      out.policy.set_consistency(value);
+      continue;
+    }
+    auto v = NonNegative(key, value);
+    if (!v.ok()) return v.status();
+    if (key == "staleness") {
+      out.policy.set_staleness(*v);
+    } else if (key == "dssp_lower") {
+      out.policy.set_dssp_lower(*v);
+    } else if (key == "dssp_range") {
+      out.policy.set_dssp_range(*v);
+    } else {
+      return Status::InvalidArgument(fmt::format(
+          "unknown key '{}' (known: consistency, staleness, dssp_lower, dssp_range)", key));
+    }
+  }
+  if (out.policy.consistency().empty()) {
+    return Status::InvalidArgument("set needs consistency=asp|bsp|ssp|dssp");
+  }
+  return out;
+}
+
+Status RunCtl(const CtlArgs& args) {
+  zmq::context_t ctx(1);
+  zmq::socket_t socket(ctx, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::rcvtimeo, args.timeout_ms);
+  socket.connect(args.scheduler);
+  proto::Header h;
+  h.set_type(proto::SET_POLICY);
+  h.set_sender(-1);
+  h.set_request_id(1);
+  *h.mutable_policy() = args.policy;
+  Send(socket, h);
+  auto env = Receive(socket, zmq::recv_flags::none, /*routed=*/false);
+  if (!env) {
+    return Status::DeadlineExceeded(
+        fmt::format("no answer from {} in {} ms", args.scheduler, args.timeout_ms));
+  }
+  if (!env->status.ok()) return env->status;
+  return StatusOf(env->message.header);
+}
+
+}  // namespace hetps

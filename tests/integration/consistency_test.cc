@@ -1,0 +1,150 @@
+// Consistency controllers on a live cluster: a straggler under each controller (real worker
+// processes, one slowed with --slowdown), and a live switch while training runs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "tests/integration/local_cluster.h"
+
+namespace hetps::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct WorkerReport {
+  int64_t max_staleness = -1;
+  double loop_s = -1;
+};
+
+WorkerReport ReadReport(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  static const std::regex done(R"(done: .* in ([0-9.]+) s; read staleness max ([0-9]+))");
+  std::smatch m;
+  WorkerReport r;
+  const std::string s = text.str();
+  if (std::regex_search(s, m, done)) {
+    r.loop_s = std::stod(m[1]);
+    r.max_staleness = std::stoll(m[2]);
+  } else {
+    ADD_FAILURE() << path << " has no summary line:\n" << s;
+  }
+  return r;
+}
+
+// Runs 3 worker processes (the last one 4x slower) under `consistency_flags`; returns their
+// reports, slow one last.
+std::vector<WorkerReport> RunWithStraggler(const std::vector<std::string>& consistency_flags) {
+  LocalCluster cluster({.servers = 2, .workers = 3, .server_flags = consistency_flags});
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(
+        cluster.StartWorker({"--iterations=30", "--compute_ms=4", "--tensor_elements=1000,50000",
+                             "--progress_every=1000", i == 2 ? "--slowdown=4" : "--slowdown=1"},
+                            cluster.Path("worker" + std::to_string(i))));
+  }
+  std::vector<WorkerReport> reports;
+  for (int i = 0; i < 3; ++i) {
+    auto st = workers[i]->WaitExit(60s);
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "worker " << i;
+    reports.push_back(ReadReport(cluster.Path("worker" + std::to_string(i))));
+  }
+  return reports;
+}
+
+TEST(ConsistencyTest, BspReadsAreNeverStale) {
+  for (const WorkerReport& r : RunWithStraggler({"--consistency=bsp"})) {
+    EXPECT_EQ(r.max_staleness, 0);
+  }
+}
+
+TEST(ConsistencyTest, SspStalenessStaysWithinS) {
+  auto reports = RunWithStraggler({"--consistency=ssp", "--staleness=2"});
+  int64_t worst = 0;
+  for (const WorkerReport& r : reports) {
+    EXPECT_LE(r.max_staleness, 2);
+    worst = std::max(worst, r.max_staleness);
+  }
+  EXPECT_GT(worst, 0) << "the fast workers never ran ahead: the bound was not exercised";
+}
+
+TEST(ConsistencyTest, DsspStalenessStaysWithinItsUpperBound) {
+  for (const WorkerReport& r :
+       RunWithStraggler({"--consistency=dssp", "--dssp_lower=1", "--dssp_range=2"})) {
+    EXPECT_LE(r.max_staleness, 1 + 2);
+  }
+}
+
+TEST(ConsistencyTest, AspNeverHoldsTheFastWorkersBack) {
+  auto reports = RunWithStraggler({"--consistency=asp"});
+  for (int i = 0; i < 2; ++i) {
+    // The straggler computes 4x longer; unblocked fast workers finish in well under half its time.
+    EXPECT_LT(reports[i].loop_s, 0.5 * reports[2].loop_s)
+        << "fast " << reports[i].loop_s << " s vs slow " << reports[2].loop_s << " s";
+    EXPECT_GT(reports[i].max_staleness, 2);
+  }
+}
+
+float Grad(int w, int r, int64_t j) { return static_cast<float>((w + 1) * ((j + r) % 5 + 1)); }
+
+TEST(ConsistencyTest, LiveSwitchLosesAndDuplicatesNothing) {
+  const int kWorkers = 3, kRounds = 60;
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = kWorkers,
+       .scheduler_flags = {"--partition_bytes=65536"},
+       .server_flags = {"--consistency=bsp", "--optimizer=sgd", "--lr=1", "--init=zeros"}});
+  const std::vector<TensorSpec> tensors = {{"a", {10}, 0}, {"big", {100000}, 1}};
+  auto clients = cluster.ConnectClients(kWorkers);
+  LocalCluster::RunEach(kWorkers,
+                        [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(tensors).ok()); });
+
+  std::atomic<bool> straggler_done{false};
+  std::thread training([&] {
+    LocalCluster::RunEach(kWorkers, [&](int i) {
+      Client& c = *clients[i];
+      std::vector<std::vector<float>> g(tensors.size());
+      for (int r = 0; r < kRounds; ++r) {
+        for (size_t t = 0; t < tensors.size(); ++t) {
+          g[t].resize(tensors[t].NumElements());
+          for (int64_t j = 0; j < tensors[t].NumElements(); ++j) g[t][j] = Grad(c.rank(), r, j);
+        }
+        std::vector<float> scratch(100000);
+        ASSERT_TRUE(c.Pull("big", scratch.data(), 100000).Wait().ok());  // no read deadlocks
+        for (size_t t = 0; t < tensors.size(); ++t) {
+          ASSERT_TRUE(c.Push(tensors[t].name, g[t].data(), tensors[t].NumElements()).Wait().ok());
+        }
+        if (c.rank() == 2) std::this_thread::sleep_for(8ms);  // a straggler
+        ASSERT_TRUE(c.Clock().ok());
+      }
+      if (c.rank() == 2) straggler_done = true;
+    });
+  });
+  // Switch back and forth while the workers are mid-run.
+  for (const char* policy : {"consistency=asp", "consistency=ssp staleness=1", "consistency=bsp"}) {
+    std::this_thread::sleep_for(120ms);
+    EXPECT_EQ(cluster.Ctl(std::string("set ") + policy), 0) << policy;
+    EXPECT_FALSE(straggler_done.load()) << "training ended before the switch to " << policy;
+  }
+  EXPECT_NE(cluster.Ctl("set consistency=nonsense"), 0);
+  training.join();
+
+  LocalCluster::RunEach(kWorkers, [&](int i) { ASSERT_TRUE(clients[i]->Barrier().ok()); });
+  for (const TensorSpec& t : tensors) {
+    std::vector<float> values(t.NumElements());
+    ASSERT_TRUE(clients[0]->Pull(t.name, values.data(), t.NumElements()).Wait().ok());
+    for (int64_t j = 0; j < t.NumElements(); ++j) {
+      float want = 0;
+      for (int w = 0; w < kWorkers; ++w) {
+        for (int r = 0; r < kRounds; ++r) want -= Grad(w, r, j);
+      }
+      ASSERT_EQ(values[j], want) << t.name << "[" << j << "]";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hetps::testing

@@ -1,0 +1,30 @@
+#include "cli/ctl.h"
+
+#include <gtest/gtest.h>
+
+namespace hetps {
+namespace {
+
+TEST(CtlTest, ParsesASetWithDefaultsForMissingKeys) {
+  auto a = ParseCtlArgs({"--scheduler=tcp://h:7", "set", "consistency=ssp", "staleness=4"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->scheduler, "tcp://h:7");
+  EXPECT_EQ(a->policy.consistency(), "ssp");
+  EXPECT_EQ(a->policy.staleness(), 4);
+  EXPECT_EQ(a->policy.dssp_lower(), 3);
+  EXPECT_EQ(a->policy.dssp_range(), 12);
+}
+
+TEST(CtlTest, RefusesWhatItCannotSend) {
+  EXPECT_FALSE(ParseCtlArgs({"set", "consistency=ssp"}).ok());  // no scheduler
+  EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "get"}).ok());
+  EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "set", "staleness=2"}).ok());
+  EXPECT_FALSE(
+      ParseCtlArgs({"--scheduler=tcp://h:7", "set", "consistency=ssp", "staleness=-1"}).ok());
+  EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "set", "consistency=ssp", "speed=2"}).ok());
+  EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "set", "consistency"}).ok());
+  EXPECT_FALSE(ParseCtlArgs({"--bogus", "set", "consistency=asp"}).ok());
+}
+
+}  // namespace
+}  // namespace hetps
