@@ -3,14 +3,23 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <sstream>
 #include <string>
 
+#include "bench/consistency.h"
 #include "bench/pushpull.h"
 #include "common/allocator.h"
 #include "common/int_list.h"
 
-DEFINE_int32(servers, 1, "servers in the benchmark cluster");
-DEFINE_int32(workers, 1, "workers (in-process clients)");
+DEFINE_int32(servers, 0, "servers in the benchmark cluster (default: pushpull 1, consistency 2)");
+DEFINE_int32(workers, 0, "workers, in-process clients (default: pushpull 1, consistency 4)");
+DEFINE_double(straggler_slowdown, 3,
+              "consistency: the last worker computes this many times longer");
+DEFINE_double(compute_ms, 10, "consistency: simulated compute per iteration of a normal worker");
+DEFINE_string(controllers, "bsp,ssp,dssp,asp", "consistency: controllers to run, in order");
+DEFINE_int32(staleness, 3, "consistency: s of ssp");
+DEFINE_int32(dssp_lower, 3, "consistency: s_L of dssp");
+DEFINE_int32(dssp_range, 12, "consistency: r_max of dssp");
 DEFINE_string(mb, "1,16,64", "pushpull: tensor sizes in MiB, comma-separated");
 DEFINE_double(seconds, 6,
               "pushpull: measuring time per size (raw, push and pull slices alternate)");
@@ -22,21 +31,12 @@ DEFINE_string(server_exec, "",
               "bench/netns_scaling.sh)");
 DEFINE_string(server_bind, "tcp://127.0.0.1:*", "endpoint server {i} binds");
 
-int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  // The same tuning as the role processes, so the raw ZeroMQ ceiling measured here benefits
-  // from it exactly as the clients do.
-  hetps::TuneAllocatorForTransfers();
-  spdlog::set_level(spdlog::level::warn);
-  if (argc != 2 || std::string(argv[1]) != "pushpull") {
-    std::fprintf(stderr, "usage: %s\n", gflags::ProgramUsage());
-    return 2;
-  }
+namespace {
+
+int PushPull() {
   hetps::bench::PushPullOptions o;
-  o.servers = FLAGS_servers;
-  o.workers = FLAGS_workers;
+  o.servers = FLAGS_servers > 0 ? FLAGS_servers : 1;
+  o.workers = FLAGS_workers > 0 ? FLAGS_workers : 1;
   o.seconds = FLAGS_seconds;
   o.server_threads = FLAGS_server_threads;
   o.partition_bytes = FLAGS_partition_bytes;
@@ -49,9 +49,48 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.mb.assign(sizes->begin(), sizes->end());
-  if (o.servers < 1 || o.workers < 1 || !(o.seconds > 0)) {
+  return hetps::bench::RunPushPull(o);
+}
+
+int Consistency() {
+  hetps::bench::ConsistencyBenchOptions o;
+  o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
+  o.workers = FLAGS_workers > 0 ? FLAGS_workers : 4;
+  o.seconds = FLAGS_seconds;
+  o.straggler_slowdown = FLAGS_straggler_slowdown;
+  o.compute_ms = FLAGS_compute_ms;
+  o.staleness = FLAGS_staleness;
+  o.dssp_lower = FLAGS_dssp_lower;
+  o.dssp_range = FLAGS_dssp_range;
+  o.controllers.clear();
+  std::stringstream names(FLAGS_controllers);
+  for (std::string n; std::getline(names, n, ',');) o.controllers.push_back(n);
+  if (o.workers < 2 || !(o.straggler_slowdown >= 1) || o.compute_ms < 0) {
+    std::fprintf(
+        stderr, "consistency needs --workers >= 2, --straggler_slowdown >= 1, --compute_ms >= 0\n");
+    return 2;
+  }
+  return hetps::bench::RunConsistencyBench(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T]\n"
+      "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  // The same tuning as the role processes, so the raw ZeroMQ ceiling measured here benefits
+  // from it exactly as the clients do.
+  hetps::TuneAllocatorForTransfers();
+  spdlog::set_level(spdlog::level::warn);
+  const std::string command = argc == 2 ? argv[1] : "";
+  if (FLAGS_servers < 0 || FLAGS_workers < 0 || !(FLAGS_seconds > 0)) {
     std::fprintf(stderr, "--servers, --workers and --seconds must be positive\n");
     return 2;
   }
-  return hetps::bench::RunPushPull(o);
+  if (command == "pushpull") return PushPull();
+  if (command == "consistency") return Consistency();
+  std::fprintf(stderr, "usage: %s\n", gflags::ProgramUsage());
+  return 2;
 }

@@ -1,0 +1,153 @@
+#include "bench/consistency.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "bench/bench_cluster.h"
+
+namespace hetps::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct WorkerResult {
+  int64_t iterations = 0;
+  double waiting_s = 0;  // in Pull().Wait() and Clock(): communication plus consistency waits
+  double wall_s = 0;
+  Status status;
+};
+
+// The synthetic workload's iteration: pull every tensor, compute w - target (plus simulated
+// compute, stretched for the straggler), push, clock.
+WorkerResult RunWorker(Client& c, const std::vector<TensorSpec>& tensors, double compute_ms,
+                       double seconds) {
+  WorkerResult r;
+  std::vector<std::vector<float>> w, g;
+  for (const TensorSpec& t : tensors) {
+    w.emplace_back(t.NumElements());
+    g.emplace_back(t.NumElements());
+  }
+  const float target = 0.1f * static_cast<float>(c.rank() + 1);
+  const auto start = Clock::now();
+  while (Since(start) < seconds) {
+    auto t0 = Clock::now();
+    std::vector<Ticket> pulls;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      pulls.push_back(c.Pull(tensors[i].name, w[i].data(), tensors[i].NumElements()));
+    }
+    for (auto& p : pulls) {
+      if (Status s = p.Wait(); !s.ok()) return r.status = s, r;
+    }
+    r.waiting_s += Since(t0);
+    const auto compute_start = Clock::now();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      for (size_t j = 0; j < w[i].size(); ++j) g[i][j] = w[i][j] - target;
+    }
+    const double left_ms = compute_ms - Since(compute_start) * 1e3;
+    if (left_ms > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(left_ms));
+    std::vector<Ticket> pushes;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      pushes.push_back(c.Push(tensors[i].name, g[i].data(), tensors[i].NumElements()));
+    }
+    for (auto& p : pushes) {
+      if (Status s = p.Wait(); !s.ok()) return r.status = s, r;
+    }
+    t0 = Clock::now();
+    if (Status s = c.Clock(); !s.ok()) return r.status = s, r;
+    r.waiting_s += Since(t0);
+    ++r.iterations;
+  }
+  r.wall_s = Since(start);
+  r.status = c.Finish();  // leave now, so gated controllers stop waiting for this worker
+  return r;
+}
+
+std::vector<std::string> ServerFlags(const ConsistencyBenchOptions& o, const std::string& name) {
+  std::vector<std::string> f = {"--consistency=" + name, "--optimizer=sgd", "--lr=0.05",
+                                "--init=zeros"};
+  if (name == "ssp") f.push_back(fmt::format("--staleness={}", o.staleness));
+  if (name == "dssp") {
+    f.push_back(fmt::format("--dssp_lower={}", o.dssp_lower));
+    f.push_back(fmt::format("--dssp_range={}", o.dssp_range));
+  }
+  return f;
+}
+
+}  // namespace
+
+int RunConsistencyBench(const ConsistencyBenchOptions& o) {
+  const std::vector<TensorSpec> tensors = {{"layer0", {100000}, 0}, {"layer1", {1000000}, 1}};
+  for (const std::string& name : o.controllers) {
+    BenchClusterOptions co;
+    co.servers = o.servers;
+    co.workers = o.workers;
+    co.server_flags = ServerFlags(o, name);
+    auto cluster = BenchCluster::Start(co);
+    if (!cluster.ok()) {
+      std::fprintf(stderr, "hetps-bench: %s\n", cluster.status().ToString().c_str());
+      return 1;
+    }
+    if (Status s = (*cluster)->ConnectAndDeclare(tensors); !s.ok()) {
+      std::fprintf(stderr, "hetps-bench: %s (cluster log: %s)\n", s.ToString().c_str(),
+                   (*cluster)->log_path().c_str());
+      return 1;
+    }
+    auto& clients = (*cluster)->clients();
+    std::vector<WorkerResult> results(o.workers);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < o.workers; ++i) {
+      threads.emplace_back([&, i] {
+        const bool straggler = clients[i]->rank() == o.workers - 1;
+        results[i] = RunWorker(*clients[i], tensors,
+                               o.compute_ms * (straggler ? o.straggler_slowdown : 1.0), o.seconds);
+      });
+    }
+    for (auto& t : threads) t.join();
+    int64_t iterations = 0, max_staleness = 0, reads = 0, staleness_sum = 0;
+    int64_t straggler_iterations = 0, fastest_iterations = 0;
+    double waiting = 0, wall = 0;
+    for (int i = 0; i < o.workers; ++i) {
+      if (!results[i].status.ok()) {
+        std::fprintf(stderr, "hetps-bench: worker %d: %s\n", i,
+                     results[i].status.ToString().c_str());
+        return 1;
+      }
+      const ClientStats s = clients[i]->stats();
+      iterations += results[i].iterations;
+      max_staleness = std::max(max_staleness, s.max_staleness);
+      reads += s.reads;
+      staleness_sum += s.staleness_sum;
+      waiting += results[i].waiting_s;
+      wall += results[i].wall_s;
+      if (clients[i]->rank() == o.workers - 1) {
+        straggler_iterations = results[i].iterations;
+      } else {
+        fastest_iterations = std::max(fastest_iterations, results[i].iterations);
+      }
+    }
+    const double secs = wall / o.workers;
+    std::printf(
+        "{\"bench\":\"consistency\",\"consistency\":\"%s\",\"workers\":%d,\"servers\":%d,"
+        "\"straggler_slowdown\":%.1f,\"iterations_per_s\":%.1f,\"max_staleness\":%lld,"
+        "\"mean_staleness\":%.2f,\"blocked_fraction\":%.3f,\"fastest_iterations\":%lld,"
+        "\"straggler_iterations\":%lld,\"seconds\":%.1f}\n",
+        name.c_str(), o.workers, o.servers, o.straggler_slowdown, iterations / secs,
+        static_cast<long long>(max_staleness),
+        reads ? static_cast<double>(staleness_sum) / reads : 0.0, waiting / wall,
+        static_cast<long long>(fastest_iterations), static_cast<long long>(straggler_iterations),
+        secs);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace hetps::bench
