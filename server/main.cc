@@ -24,6 +24,17 @@ DEFINE_string(consistency, "asp", "when updates apply and reads answer: asp, bsp
 DEFINE_int64(staleness, 2, "ssp: a worker runs at most this many clocks ahead of the slowest");
 DEFINE_int64(dssp_lower, 3, "dssp: lower staleness bound s_L");
 DEFINE_int64(dssp_range, 12, "dssp: most extra iterations r_max (upper bound s_L + r_max)");
+DEFINE_string(aggregator, "sum", "how pushes combine: sum, fedbuff, fedasync");
+DEFINE_string(staleness_lr, "none",
+              "sum: none, or inverse (a gradient of staleness s is scaled by 1/s)");
+DEFINE_string(delay_compensation, "none", "sum: none, or dcasgd");
+DEFINE_double(dcasgd_lambda, 0.04, "dcasgd: lambda");
+DEFINE_int32(fedbuff_k, 4, "fedbuff: deltas per server step");
+DEFINE_double(staleness_exponent, 0.5, "fedbuff, fedasync polynomial: a in (1 + s)^-a");
+DEFINE_double(fedasync_alpha, 0.6, "fedasync: mixing weight alpha in (0, 1]");
+DEFINE_string(fedasync_staleness, "polynomial", "fedasync: constant, polynomial, hinge");
+DEFINE_double(hinge_a, 4, "fedasync hinge: a");
+DEFINE_double(hinge_b, 2, "fedasync hinge: b");
 DEFINE_string(init, "uniform", "initial values: zeros, uniform, normal, worker (first Init wins)");
 DEFINE_double(init_scale, 0.01, "uniform: half-width; normal: standard deviation");
 DEFINE_uint64(seed, 1, "seed of the server-side initializer");
@@ -54,6 +65,16 @@ int main(int argc, char** argv) {
   o.optimizer_options = {FLAGS_lr,    FLAGS_momentum, FLAGS_beta1,
                          FLAGS_beta2, FLAGS_epsilon,  FLAGS_weight_decay};
   o.init = {FLAGS_init, FLAGS_init_scale, FLAGS_seed};
+  o.aggregation.name = FLAGS_aggregator;
+  o.aggregation.staleness_lr = FLAGS_staleness_lr;
+  o.aggregation.delay_compensation = FLAGS_delay_compensation;
+  o.aggregation.dcasgd_lambda = FLAGS_dcasgd_lambda;
+  o.aggregation.fedbuff_k = FLAGS_fedbuff_k;
+  o.aggregation.staleness_exponent = FLAGS_staleness_exponent;
+  o.aggregation.fedasync_alpha = FLAGS_fedasync_alpha;
+  o.aggregation.fedasync_staleness = FLAGS_fedasync_staleness;
+  o.aggregation.hinge_a = FLAGS_hinge_a;
+  o.aggregation.hinge_b = FLAGS_hinge_b;
   o.policy.set_consistency(FLAGS_consistency);
   o.policy.set_staleness(FLAGS_staleness);
   o.policy.set_dssp_lower(FLAGS_dssp_lower);

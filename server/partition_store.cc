@@ -22,6 +22,11 @@ void PartitionState::ApplyGradient(const Optimizer& optimizer, const float* g, f
   optimizer.Apply(mutable_values(), g, info_.length, slot_ptrs_.data(), version_, scale);
 }
 
+void PartitionState::SetValues(const float* values) {
+  ++version_;
+  std::copy(values, values + info_.length, mutable_values());
+}
+
 bool PartitionState::InitializeFrom(const float* values) {
   if (initialized_) return false;
   std::copy(values, values + info_.length, mutable_values());
@@ -51,11 +56,12 @@ int PartitionState::ApplyHeld(const Optimizer& optimizer, int64_t clock) {
 }
 
 PartitionStore::PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,
-                               const Initializer& initializer)
+                               const Initializer& initializer, const AggregatorOptions& aggregation)
     : by_id_(map.partitions().size()) {
   for (const Partition& p : map.partitions()) {
     if (p.server_rank != server_rank) continue;
     auto state = std::make_unique<PartitionState>(p, optimizer.num_slots());
+    state->set_aggregator(MakeAggregator(aggregation, optimizer));
     if (!initializer.from_worker()) {
       initializer.Fill(map.tensors()[p.tensor_id].name, p.offset, state->mutable_values(),
                        p.length);

@@ -13,6 +13,7 @@
 
 #include "common/shard_map.h"
 #include "common/status.h"
+#include "server/aggregation/aggregator.h"
 #include "server/initializer.h"
 #include "server/optimizer/optimizer.h"
 
@@ -32,15 +33,20 @@ class PartitionState {
   // (copy-on-write), so a snapshot never changes under its reader.
   float* mutable_values();
   void MarkInitialized() { initialized_ = true; }
+  // How pushes combine into this partition (sum when none was set).
+  Aggregator* aggregator() { return aggregator_.get(); }
+  void set_aggregator(std::unique_ptr<Aggregator> a) { aggregator_ = std::move(a); }
 
   // The current values, read-only, kept alive by the returned reference. Lets a pull reply
   // send the partition's memory without copying it; the next update then writes a fresh copy
   // if the reply is still in flight. The reference may be dropped on any thread.
   std::shared_ptr<const std::vector<float>> Snapshot() const { return values_; }
 
-  // Applies one gradient of info().length floats with `optimizer`.
+  // Applies one gradient of info().length floats with `optimizer`; one new version.
   // REQUIRES: initialized(), g has info().length elements.
   void ApplyGradient(const Optimizer& optimizer, const float* g, float scale);
+  // Replaces the values (a mixing aggregator's result); one new version.
+  void SetValues(const float* values);
   // Sets the values if none were set yet (first writer wins); returns whether it did.
   bool InitializeFrom(const float* values);
 
@@ -62,13 +68,16 @@ class PartitionState {
   bool initialized_ = false;
   std::map<int64_t, std::map<int32_t, std::vector<zmq::message_t>>> held_;  // clock -> worker
   std::vector<float> sum_;                                                  // scratch for ApplyHeld
+  std::unique_ptr<Aggregator> aggregator_;
 };
 
 class PartitionStore {
  public:
   // Holds every partition that `map` places on `server_rank`; seeded rules fill them now.
+  // Each partition gets its own aggregator. REQUIRES: ValidateAggregator(aggregation).ok();
+  // `optimizer` outlives the store.
   PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,
-                 const Initializer& initializer);
+                 const Initializer& initializer, const AggregatorOptions& aggregation = {});
 
   // nullptr when partition `id` is not held here (or does not exist).
   PartitionState* Find(int32_t id) {

@@ -114,6 +114,7 @@ DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratc
     r.header.set_version(part->version());
     r.header.set_min_clock(h.min_clock());
     r.payload.push_back(std::move(values));
+    part->aggregator()->OnPull(*part, h.sender());
     return r;
   }
   if (Status s = CheckPayload(h, m, p); !s.ok()) {
@@ -129,7 +130,13 @@ DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratc
     part->Hold(h.clock(), h.sender(), std::move(frame));
     r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
   } else if (h.type() == proto::PUSH) {
-    part->ApplyGradient(*shared.optimizer, data, 1.0f);
+    PushInfo info;
+    info.worker = h.sender();
+    info.clock = h.clock();
+    info.base_version = h.version();
+    info.weight = h.weight();
+    info.layer = h.layer();
+    part->aggregator()->OnPush(*part, info, data);
     r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
   } else {  // INIT
     part->InitializeFrom(data);
@@ -227,6 +234,7 @@ Status Router::Setup() {
   if (!init.ok()) return init.status();
   initializer_ = std::move(*init);
   if (auto c = MakeController(options_.policy, {}); !c.ok()) return c.status();
+  if (Status s = ValidateAggregator(options_.aggregation); !s.ok()) return s;
   policy_ = options_.policy;
 
   router_.emplace(ctx_, zmq::socket_type::router);
@@ -267,7 +275,7 @@ Status Router::Run() {
   std::vector<int32_t> workers;
   for (const proto::NodeInfo& w : link_->view().workers()) workers.push_back(w.id());
   controller_ = std::move(*MakeController(policy_, workers));
-  spdlog::info("consistency {}", Describe(policy_));
+  spdlog::info("consistency {}, aggregator {}", Describe(policy_), options_.aggregation.name);
   spdlog::info("joined: {} servers, {} workers", link_->view().num_servers(),
                link_->view().num_workers());
 
@@ -462,8 +470,8 @@ Status Router::InstallShardMap(const proto::ShardMap& proto_map) {
   if (!map.ok()) return map.status();
   map_ = std::move(*map);
   shared_.optimizer = std::move(optimizer_);
-  shared_.store =
-      std::make_unique<PartitionStore>(*map_, link_->rank(), *shared_.optimizer, *initializer_);
+  shared_.store = std::make_unique<PartitionStore>(*map_, link_->rank(), *shared_.optimizer,
+                                                   *initializer_, options_.aggregation);
   shared_.owned.assign(1 + options_.threads, {});
   for (const Partition& p : map_->partitions()) {
     if (p.server_rank == link_->rank()) shared_.owned[Owner(p)].push_back(p.id);

@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "hetps.pb.h"
+#include "server/aggregation/aggregator.h"
 #include "server/initializer.h"
 #include "server/optimizer/optimizer.h"
 
@@ -33,7 +34,8 @@ struct ServerOptions {
   std::string optimizer = "sgd";
   OptimizerOptions optimizer_options;
   InitOptions init;
-  proto::Policy policy;  // consistency: asp, bsp, ssp, dssp and parameters
+  AggregatorOptions aggregation;  // how pushes combine: sum, fedbuff, fedasync
+  proto::Policy policy;           // consistency: asp, bsp, ssp, dssp and parameters
   int heartbeat_interval_ms = 500;
   int join_timeout_ms = 60000;
 };

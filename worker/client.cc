@@ -123,6 +123,9 @@ class Client::Impl {
   int32_t id() const { return link_.id(); }
   int rank() const { return link_.rank(); }
   std::optional<ShardMap> map;
+  // Per partition: the version of its last pulled values, the base a later push was computed
+  // from. Written by the I/O thread, read by pushing threads.
+  std::unique_ptr<std::atomic<int64_t>[]> base_versions;
   std::atomic<int64_t> clock{0};
   std::atomic<int64_t> bytes_pushed{0}, bytes_pulled{0}, requests{0};
   std::atomic<int64_t> reads{0}, staleness_sum{0}, max_staleness{0};
@@ -300,6 +303,7 @@ void Client::Impl::OnReply(Envelope& env, int from) {
                                            from, h.partition()));
     } else {
       std::memcpy(p.dst, env.message.payload[0].data(), want);
+      base_versions[h.partition()].store(h.version(), std::memory_order_relaxed);
       bytes_pulled += static_cast<int64_t>(want);
       const int64_t staleness = std::max<int64_t>(0, p.clock - h.min_clock());
       ++reads;
@@ -398,6 +402,7 @@ Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
       return Status::Internal(fmt::format("the shard map lacks declared tensor '{}'", t.name));
     }
   }
+  impl_->base_versions = std::make_unique<std::atomic<int64_t>[]>(map->partitions().size());
   impl_->map = std::move(*map);
   return Status();
 }
@@ -440,6 +445,8 @@ Ticket Client::Send(proto::MsgType type, const std::string& tensor, const float*
     o.header.set_dtype(proto::FLOAT32);
     o.header.set_num_elements(p.length);
     o.header.set_weight(weight);
+    o.header.set_version(impl_->base_versions[pid].load(std::memory_order_relaxed));
+    o.header.set_layer(impl_->map->tensors()[p.tensor_id].layer);
     const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
     o.payload.emplace_back(const_cast<float*>(data + p.offset), bytes, ReleaseCallerBuffer,
                            new OpPtr(op));

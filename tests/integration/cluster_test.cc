@@ -106,6 +106,25 @@ TEST(ClusterTest, OptimizerStateLivesOnTheServer) {
   EXPECT_EQ(out, std::vector<float>(4, -1.25f));
 }
 
+TEST(ClusterTest, PushesCarryTheVersionTheyWereComputedFrom) {
+  LocalCluster cluster(
+      {.servers = 1,
+       .workers = 1,
+       .server_flags = {"--aggregator=sum", "--staleness_lr=inverse", "--lr=1", "--init=zeros"}});
+  auto clients = cluster.ConnectClients(1);
+  Client& c = *clients[0];
+  ASSERT_TRUE(c.DeclareTensors({{"w", {3}, 0}}).ok());
+  std::vector<float> w(3), g(3, 4.0f);
+  ASSERT_TRUE(c.Pull("w", w.data(), 3).Wait().ok());  // base version 0
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.Push("w", g.data(), 3).Wait().ok());
+  // Staleness 0, 1, 2 -> steps 4, 4, 2.
+  ASSERT_TRUE(c.Pull("w", w.data(), 3).Wait().ok());
+  EXPECT_EQ(w, std::vector<float>(3, -10.0f));
+  ASSERT_TRUE(c.Push("w", g.data(), 3).Wait().ok());  // fresh again: staleness 0
+  ASSERT_TRUE(c.Pull("w", w.data(), 3).Wait().ok());
+  EXPECT_EQ(w, std::vector<float>(3, -14.0f));
+}
+
 TEST(ClusterTest, ClientReportsBadRequestsAsStatus) {
   LocalCluster cluster({.servers = 1, .workers = 2});
   auto clients = cluster.ConnectClients(2);

@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include "tests/unit/server/aggregation/fixture.h"
+
+namespace hetps::testing {
+namespace {
+
+TEST(SumTest, PlainSumAppliesEveryGradientThroughTheOptimizer) {
+  OnePartition p(Options("sum"), {1, 1});
+  p.Push(0, 0, {0.5f, 1});
+  p.Push(1, 0, {0.5f, 1});
+  EXPECT_EQ(p.values(), (std::vector<float>{0, -1}));
+  EXPECT_EQ(p.state->version(), 2);
+}
+
+TEST(SumTest, InverseStalenessScalesByOneOverSigma) {
+  AggregatorOptions o = Options("sum");
+  o.staleness_lr = "inverse";
+  OnePartition p(o, {0, 0, 0});
+  for (int i = 0; i < 5; ++i) p.Push(0, i, {0, 0, 0});  // version 5, all fresh
+  ASSERT_EQ(p.state->version(), 5);
+  p.Push(1, 1, {4, 0, 0});  // sigma = 4 (5 - 1): contributes 1
+  EXPECT_FLOAT_EQ(p.values()[0], -1.0f);
+  p.Push(1, 5, {0, 4, 0});  // sigma = 1: contributes 4
+  EXPECT_FLOAT_EQ(p.values()[1], -4.0f);
+  p.Push(1, 7, {0, 0, 4});  // sigma = 0: alpha0, contributes 4
+  EXPECT_FLOAT_EQ(p.values()[2], -4.0f);
+}
+
+TEST(SumTest, DcasgdIsPlainSgdWhenNothingChangedSinceTheRead) {
+  AggregatorOptions o = Options("sum");
+  o.delay_compensation = "dcasgd";
+  o.dcasgd_lambda = 0.5;
+  OnePartition dc(o, {1, 2}), plain(Options("sum"), {1, 2});
+  dc.Pull(0);  // w_bak = w
+  dc.Push(0, 0, {0.3f, -0.7f});
+  plain.Push(0, 0, {0.3f, -0.7f});
+  EXPECT_EQ(dc.values(), plain.values());
+}
+
+TEST(SumTest, DcasgdCompensatesElementWise) {
+  AggregatorOptions o = Options("sum");
+  o.delay_compensation = "dcasgd";
+  o.dcasgd_lambda = 0.5;
+  OnePartition p(o, {1, 2}, /*lr=*/0.1);
+  p.Pull(7);                // worker 7 reads w0 = {1, 2}
+  p.Push(8, 0, {10, -10});  // someone else moves w to {0, 3}
+  const std::vector<float> w1 = p.values();
+  ASSERT_FLOAT_EQ(w1[0], 0.0f);
+  const std::vector<float> g = {2, -1};
+  p.Push(7, 0, g);  // g' = g + lambda * g*g * (w1 - w0)
+  const float g0 = 2 + 0.5f * 4 * (0 - 1), g1 = -1 + 0.5f * 1 * (3 - 2);
+  EXPECT_FLOAT_EQ(p.values()[0], w1[0] - 0.1f * g0);
+  EXPECT_FLOAT_EQ(p.values()[1], w1[1] - 0.1f * g1);
+  // A zero gradient changes nothing.
+  const std::vector<float> before = p.values();
+  p.Push(7, 0, {0, 0});
+  EXPECT_EQ(p.values(), before);
+}
+
+TEST(SumTest, BadOptionsAreRefused) {
+  AggregatorOptions o = Options("median");
+  EXPECT_EQ(ValidateAggregator(o).code(), proto::INVALID_ARGUMENT);
+  o = Options("sum");
+  o.staleness_lr = "sqrt";
+  EXPECT_FALSE(ValidateAggregator(o).ok());
+  o = Options("fedasync");
+  o.fedasync_alpha = 0;
+  EXPECT_FALSE(ValidateAggregator(o).ok());
+  o = Options("fedbuff");
+  o.fedbuff_k = 0;
+  EXPECT_FALSE(ValidateAggregator(o).ok());
+  EXPECT_TRUE(ValidateAggregator(Options("fedbuff")).ok());
+}
+
+}  // namespace
+}  // namespace hetps::testing
