@@ -79,6 +79,8 @@ std::vector<std::string> ServerFlags(const ConsistencyBenchOptions& o, const std
     f.push_back(fmt::format("--dssp_lower={}", o.dssp_lower));
     f.push_back(fmt::format("--dssp_range={}", o.dssp_range));
   }
+  if (name == "backup") f.push_back(fmt::format("--backup_workers={}", o.backup_workers));
+  if (name == "softsync") f.push_back(fmt::format("--softsync_n={}", o.softsync_n));
   return f;
 }
 
@@ -112,7 +114,7 @@ int RunConsistencyBench(const ConsistencyBenchOptions& o) {
       });
     }
     for (auto& t : threads) t.join();
-    int64_t iterations = 0, max_staleness = 0, reads = 0, staleness_sum = 0;
+    int64_t iterations = 0, max_staleness = 0, reads = 0, staleness_sum = 0, dropped = 0;
     int64_t straggler_iterations = 0, fastest_iterations = 0;
     double waiting = 0, wall = 0;
     for (int i = 0; i < o.workers; ++i) {
@@ -126,6 +128,7 @@ int RunConsistencyBench(const ConsistencyBenchOptions& o) {
       max_staleness = std::max(max_staleness, s.max_staleness);
       reads += s.reads;
       staleness_sum += s.staleness_sum;
+      dropped += s.dropped_pushes;
       waiting += results[i].waiting_s;
       wall += results[i].wall_s;
       if (clients[i]->rank() == o.workers - 1) {
@@ -139,12 +142,12 @@ int RunConsistencyBench(const ConsistencyBenchOptions& o) {
         "{\"bench\":\"consistency\",\"consistency\":\"%s\",\"workers\":%d,\"servers\":%d,"
         "\"straggler_slowdown\":%.1f,\"iterations_per_s\":%.1f,\"max_staleness\":%lld,"
         "\"mean_staleness\":%.2f,\"blocked_fraction\":%.3f,\"fastest_iterations\":%lld,"
-        "\"straggler_iterations\":%lld,\"seconds\":%.1f}\n",
+        "\"straggler_iterations\":%lld,\"dropped_pushes\":%lld,\"seconds\":%.1f}\n",
         name.c_str(), o.workers, o.servers, o.straggler_slowdown, iterations / secs,
         static_cast<long long>(max_staleness),
         reads ? static_cast<double>(staleness_sum) / reads : 0.0, waiting / wall,
         static_cast<long long>(fastest_iterations), static_cast<long long>(straggler_iterations),
-        secs);
+        static_cast<long long>(dropped), secs);
     std::fflush(stdout);
   }
   return 0;

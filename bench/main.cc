@@ -16,7 +16,10 @@ DEFINE_int32(workers, 0, "workers, in-process clients (default: pushpull 1, cons
 DEFINE_double(straggler_slowdown, 3,
               "consistency: the last worker computes this many times longer");
 DEFINE_double(compute_ms, 10, "consistency: simulated compute per iteration of a normal worker");
-DEFINE_string(controllers, "bsp,ssp,dssp,asp", "consistency: controllers to run, in order");
+DEFINE_string(controllers, "bsp,ssp,dssp,backup,softsync,asp",
+              "consistency: controllers to run, in order");
+DEFINE_int32(backup_workers, 1, "consistency: b of backup");
+DEFINE_int32(softsync_n, 1, "consistency: n of softsync");
 DEFINE_int32(staleness, 3, "consistency: s of ssp");
 DEFINE_int32(dssp_lower, 3, "consistency: s_L of dssp");
 DEFINE_int32(dssp_range, 12, "consistency: r_max of dssp");
@@ -62,6 +65,8 @@ int Consistency() {
   o.staleness = FLAGS_staleness;
   o.dssp_lower = FLAGS_dssp_lower;
   o.dssp_range = FLAGS_dssp_range;
+  o.backup_workers = FLAGS_backup_workers;
+  o.softsync_n = FLAGS_softsync_n;
   o.controllers.clear();
   std::stringstream names(FLAGS_controllers);
   for (std::string n; std::getline(names, n, ',');) o.controllers.push_back(n);

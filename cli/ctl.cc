@@ -26,6 +26,8 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
   out.policy.set_staleness(2);
   out.policy.set_dssp_lower(3);
   out.policy.set_dssp_range(12);
+  out.policy.set_backup_workers(1);
+  out.policy.set_softsync_n(1);
   size_t i = 0;
   for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {
     const std::string& a = args[i];
@@ -63,13 +65,19 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
       out.policy.set_dssp_lower(*v);
     } else if (key == "dssp_range") {
       out.policy.set_dssp_range(*v);
+    } else if (key == "backup_workers") {
+      out.policy.set_backup_workers(*v);
+    } else if (key == "softsync_n") {
+      out.policy.set_softsync_n(*v);
     } else {
-      return Status::InvalidArgument(fmt::format(
-          "unknown key '{}' (known: consistency, staleness, dssp_lower, dssp_range)", key));
+      return Status::InvalidArgument(
+          fmt::format("unknown key '{}' (known: consistency, staleness, dssp_lower, dssp_range, "
+                      "backup_workers, softsync_n)",
+                      key));
     }
   }
   if (out.policy.consistency().empty()) {
-    return Status::InvalidArgument("set needs consistency=asp|bsp|ssp|dssp");
+    return Status::InvalidArgument("set needs consistency=asp|bsp|ssp|dssp|backup|softsync");
   }
   return out;
 }

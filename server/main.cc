@@ -20,10 +20,13 @@ DEFINE_double(beta1, 0.9, "adam beta1");
 DEFINE_double(beta2, 0.999, "adam beta2");
 DEFINE_double(epsilon, 1e-8, "adam/adagrad epsilon");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay added to every gradient");
-DEFINE_string(consistency, "asp", "when updates apply and reads answer: asp, bsp, ssp, dssp");
+DEFINE_string(consistency, "asp",
+              "when updates apply and reads answer: asp, bsp, ssp, dssp, backup, softsync");
 DEFINE_int64(staleness, 2, "ssp: a worker runs at most this many clocks ahead of the slowest");
 DEFINE_int64(dssp_lower, 3, "dssp: lower staleness bound s_L");
 DEFINE_int64(dssp_range, 12, "dssp: most extra iterations r_max (upper bound s_L + r_max)");
+DEFINE_int64(backup_workers, 1, "backup: b; each step applies the first N - b of N workers");
+DEFINE_int64(softsync_n, 1, "softsync: n; each step takes floor(workers / n) gradients");
 DEFINE_string(aggregator, "sum", "how pushes combine: sum, fedbuff, fedasync");
 DEFINE_string(staleness_lr, "none",
               "sum: none, or inverse (a gradient of staleness s is scaled by 1/s)");
@@ -79,6 +82,8 @@ int main(int argc, char** argv) {
   o.policy.set_staleness(FLAGS_staleness);
   o.policy.set_dssp_lower(FLAGS_dssp_lower);
   o.policy.set_dssp_range(FLAGS_dssp_range);
+  o.policy.set_backup_workers(FLAGS_backup_workers);
+  o.policy.set_softsync_n(FLAGS_softsync_n);
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   o.join_timeout_ms = FLAGS_join_timeout_ms;
   hetps::Status s = hetps::ServerNode(o, signals.stop()).Run();

@@ -38,18 +38,26 @@ void PartitionState::Hold(int64_t clock, int32_t w, zmq::message_t gradient) {
   held_[clock][w].push_back(std::move(gradient));
 }
 
-int PartitionState::ApplyHeld(const Optimizer& optimizer, int64_t clock) {
+int PartitionState::ApplyHeld(const Optimizer& optimizer, int64_t clock,
+                              const std::vector<int32_t>& workers, bool mean) {
   int steps = 0;
-  while (!held_.empty() && held_.begin()->first <= clock) {
+  for (; !held_.empty() && held_.begin()->first <= clock; held_.erase(held_.begin())) {
+    const int64_t c = held_.begin()->first;
+    if (!workers.empty() && c != clock) continue;  // leftovers of closed rounds: dropped
     sum_.assign(info_.length, 0.0f);
+    int contributors = 0;
     for (const auto& [worker, frames] : held_.begin()->second) {
+      if (!workers.empty() && std::find(workers.begin(), workers.end(), worker) == workers.end()) {
+        continue;  // not among the round's workers: dropped
+      }
+      ++contributors;
       for (const zmq::message_t& f : frames) {
         const float* g = static_cast<const float*>(f.data());
         for (int64_t i = 0; i < info_.length; ++i) sum_[i] += g[i];
       }
     }
-    ApplyGradient(optimizer, sum_.data(), 1.0f);
-    held_.erase(held_.begin());
+    if (contributors == 0) continue;
+    ApplyGradient(optimizer, sum_.data(), mean ? 1.0f / static_cast<float>(contributors) : 1.0f);
     ++steps;
   }
   return steps;

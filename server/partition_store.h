@@ -53,10 +53,13 @@ class PartitionState {
   // Synchronous consistency: keeps worker `w`'s gradient for clock `clock` (a zero-copy frame
   // of info().length floats) until ApplyHeld covers that clock.
   void Hold(int64_t clock, int32_t w, zmq::message_t gradient);
-  // Applies everything held for clocks <= `clock`: one optimizer step per clock, with the
+  // Applies what is held for clocks <= `clock`: one optimizer step per clock, with the
   // workers' gradients summed in worker-id order (then arrival order), so the result is the
-  // same as sequential mini-batch SGD over all workers' batches. Returns the steps applied.
-  int ApplyHeld(const Optimizer& optimizer, int64_t clock);
+  // same as sequential mini-batch SGD over all workers' batches. With `workers` non-empty only
+  // their updates for `clock` itself count (everything else held up to it is dropped); `mean`
+  // averages over the workers that contributed. Returns the steps applied.
+  int ApplyHeld(const Optimizer& optimizer, int64_t clock, const std::vector<int32_t>& workers = {},
+                bool mean = false);
   size_t held_clocks() const { return held_.size(); }
 
  private:

@@ -37,10 +37,14 @@ struct Shared {
   std::vector<std::vector<int32_t>> owned;
 };
 
-// Applies the held updates of every clock <= `clock` on the partitions `owner` serves.
-void CompleteRound(const Shared& shared, int owner, int64_t clock) {
+// Applies a closed round (a ROUND_COMPLETE header) on the partitions `owner` serves; the
+// unbounded round of a policy switch also flushes every partially filled window.
+void CompleteRound(const Shared& shared, int owner, const proto::Header& round) {
+  const std::vector<int32_t> workers(round.workers().begin(), round.workers().end());
   for (int32_t id : shared.owned[owner]) {
-    shared.store->Find(id)->ApplyHeld(*shared.optimizer, clock);
+    PartitionState* part = shared.store->Find(id);
+    part->ApplyHeld(*shared.optimizer, round.clock(), workers, round.mean());
+    if (round.clock() == kUnbounded) part->aggregator()->Flush(*part);
   }
 }
 
@@ -136,6 +140,7 @@ DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratc
     info.base_version = h.version();
     info.weight = h.weight();
     info.layer = h.layer();
+    info.window = h.window();
     part->aggregator()->OnPush(*part, info, data);
     r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
   } else {  // INIT
@@ -157,7 +162,7 @@ void ApplyLoop(zmq::context_t& ctx, int index, const Shared& shared) {
     auto env = Receive(in, zmq::recv_flags::none, /*routed=*/true);
     if (!env || env->identity.empty()) return;  // the router's stop signal
     if (env->message.header.type() == proto::ROUND_COMPLETE) {
-      CompleteRound(shared, 1 + index, env->message.header.clock());
+      CompleteRound(shared, 1 + index, env->message.header);
       continue;
     }
     DataReply r = ServeData(shared, env->message, scratch);
@@ -184,7 +189,7 @@ class Router {
   void Dispatch(Envelope& env);  // to the partition's owner
   void Release();                // answers parked clocks and reads that may go on now
   void CompleteRounds();         // synchronous controllers: apply finished clocks' updates
-  void BroadcastRound(int64_t clock);
+  void BroadcastRound(const ConsistencyController::Round& round);
   void RemoveWorker(int32_t w, const char* why);
   Status SwitchPolicy(const proto::Policy& policy);
   int Owner(const Partition& p) const {
@@ -216,7 +221,7 @@ class Router {
   proto::Policy policy_;
   std::unique_ptr<ConsistencyController> controller_;
   std::deque<Envelope> parked_clocks_, parked_reads_;
-  int64_t completed_round_ = 0;  // synchronous: every clock below this has been applied
+  int64_t dropped_ = 0;  // pushes too late for their round (backup)
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   int64_t pushes_ = 0, pulls_ = 0, errors_ = 0;
   bool shutdown_ = false;
@@ -310,8 +315,8 @@ Status Router::Run() {
     }
   }
   StopApplyThreads();
-  spdlog::info("stopped: {} pushes, {} pulls served, {} requests rejected", pushes_, pulls_,
-               errors_);
+  spdlog::info("stopped: {} pushes, {} pulls served, {} requests rejected, {} late pushes dropped",
+               pushes_, pulls_, errors_, dropped_);
   return Status();
 }
 
@@ -364,7 +369,17 @@ void Router::HandleWorker(Envelope& env) {
     parked_reads_.push_back(std::move(env));  // answered by Release() once the slowest catch up
     return;
   }
-  if (h.type() == proto::PUSH) h.set_hold(controller_->synchronous());
+  if (h.type() == proto::PUSH && !controller_->Accepts(h.clock())) {
+    ++dropped_;  // its round closed without it
+    proto::Header r = ReplyTo(h, proto::PUSH_REPLY, link_->id());
+    r.set_dropped(true);
+    Reply(env.identity, r);
+    return;
+  }
+  if (h.type() == proto::PUSH) {
+    h.set_hold(controller_->synchronous());
+    h.set_window(controller_->window());
+  }
   Dispatch(env);
 }
 
@@ -402,6 +417,7 @@ void Router::Release() {
       continue;
     }
     proto::Header r = ReplyTo(h, proto::CLOCK_REPLY, link_->id());
+    r.set_clock(controller_->ContinueAt(h.sender(), h.clock()));
     const int64_t slowest = controller_->clocks().min();
     r.set_min_clock(slowest == kUnbounded ? h.clock() + 1 : slowest);
     Reply(it->identity, r);
@@ -418,24 +434,22 @@ void Router::Release() {
 }
 
 void Router::CompleteRounds() {
-  if (!controller_->synchronous()) return;
-  const int64_t slowest = controller_->clocks().min();  // kUnbounded once no worker is left
-  if (slowest <= completed_round_) return;
-  BroadcastRound(slowest - 1);
-  completed_round_ = slowest;
+  for (const auto& round : controller_->TakeRounds()) BroadcastRound(round);
 }
 
-// Every owner applies what it holds for clocks <= `clock`; FIFO hand-over puts this after
-// every push that arrived before it and before every read released after it.
-void Router::BroadcastRound(int64_t clock) {
+// Every owner applies the round; FIFO hand-over puts this after every push that arrived
+// before it and before every read released after it.
+void Router::BroadcastRound(const ConsistencyController::Round& round) {
   proto::Header h;
   h.set_type(proto::ROUND_COMPLETE);
-  h.set_clock(clock);
+  h.set_clock(round.clock);
+  for (int32_t w : round.workers) h.add_workers(w);
+  h.set_mean(round.mean);
   for (auto& work : work_) {
     (void)work.send(zmq::buffer(std::string("round")), zmq::send_flags::sndmore);
     Send(work, h);
   }
-  CompleteRound(shared_, 0, clock);
+  CompleteRound(shared_, 0, h);
 }
 
 void Router::RemoveWorker(int32_t w, const char* why) {
@@ -452,10 +466,9 @@ Status Router::SwitchPolicy(const proto::Policy& policy) {
   auto next = MakeController(policy, workers);
   if (!next.ok()) return next.status();
   (*next)->AdoptClocks(controller_->clocks());
-  if (controller_->synchronous() && !(*next)->synchronous()) {
-    BroadcastRound(kUnbounded);  // nothing held is lost: apply it all now
+  if (controller_->synchronous() || controller_->window() > 0) {
+    BroadcastRound({kUnbounded, {}, false});  // nothing held is lost: apply it all now
   }
-  if ((*next)->synchronous()) completed_round_ = (*next)->clocks().min();
   spdlog::info("consistency {} -> {} at clocks {}..{}", Describe(policy_), Describe(policy),
                controller_->clocks().min(), controller_->clocks().max());
   controller_ = std::move(*next);

@@ -26,13 +26,17 @@ struct Ticket::State {
   std::condition_variable cv;
   int remaining = 0;
   Status status;
-  proto::Header reply;  // the last reply header (control operations read it)
+  proto::Header reply;    // the last reply header (control operations read it)
+  int64_t max_clock = 0;  // the largest clock any reply named (CLOCK: where to continue)
 
   explicit State(int n) : remaining(n) {}
   void Complete(const Status& s, const proto::Header* header = nullptr) {
     std::lock_guard<std::mutex> lock(mu);
     if (!s.ok() && status.ok()) status = s;
-    if (header != nullptr) reply = *header;
+    if (header != nullptr) {
+      reply = *header;
+      max_clock = std::max(max_clock, header->clock());
+    }
     if (--remaining == 0) cv.notify_all();
   }
 };
@@ -128,7 +132,7 @@ class Client::Impl {
   std::unique_ptr<std::atomic<int64_t>[]> base_versions;
   std::atomic<int64_t> clock{0};
   std::atomic<int64_t> bytes_pushed{0}, bytes_pulled{0}, requests{0};
-  std::atomic<int64_t> reads{0}, staleness_sum{0}, max_staleness{0};
+  std::atomic<int64_t> reads{0}, staleness_sum{0}, max_staleness{0}, dropped_pushes{0};
 
   // Queues requests for the I/O thread.
   void Submit(std::vector<Outgoing> batch) {
@@ -296,6 +300,7 @@ void Client::Impl::OnReply(Envelope& env, int from) {
   Pending p = it->second;
   pending_.erase(it);
   Status s = StatusOf(h);
+  if (h.dropped()) ++dropped_pushes;
   if (s.ok() && h.type() == proto::PULL_REPLY) {
     const size_t want = static_cast<size_t>(p.dst_len) * sizeof(float);
     if (env.message.payload.size() != 1 || env.message.payload[0].size() != want) {
@@ -385,6 +390,7 @@ ClientStats Client::stats() const {
   s.reads = impl_->reads.load();
   s.max_staleness = impl_->max_staleness.load();
   s.staleness_sum = impl_->staleness_sum.load();
+  s.dropped_pushes = impl_->dropped_pushes.load();
   return s;
 }
 
@@ -502,7 +508,8 @@ Status Client::Clock() {
   }
   impl_->Submit(std::move(batch));
   Status s = Ticket(op).Wait();
-  if (s.ok()) ++impl_->clock;
+  // Usually the next clock; a controller may move a late worker up to the open round (backup).
+  if (s.ok()) impl_->clock = std::max(clock() + 1, op->max_clock);
   return s;
 }
 

@@ -58,6 +58,8 @@ struct ClientStats {
   int64_t reads = 0;
   int64_t max_staleness = 0;
   int64_t staleness_sum = 0;
+  // Partition pushes the server dropped because their round had closed (backup workers).
+  int64_t dropped_pushes = 0;
   double mean_staleness() const { return reads ? static_cast<double>(staleness_sum) / reads : 0; }
 };
 

@@ -106,7 +106,9 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
       initial);
 
   const auto start = std::chrono::steady_clock::now();
-  for (int it = 1; it <= o.iterations && !stop.load(); ++it) {
+  // The job is `iterations` clocks. Usually one loop is one clock; under backup workers a late
+  // worker's Clock() moves it up to the open step, so it stops when the others do.
+  for (int it = 1; client.clock() < o.iterations && !stop.load(); ++it) {
     if (Status s = PullAll(client, m); !s.ok()) return s;
     const auto compute_start = std::chrono::steady_clock::now();
     for (size_t t = 0; t < m.w.size(); ++t) {
@@ -123,11 +125,12 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
       if (Status s = ticket.Wait(); !s.ok()) return s;
     }
     if (Status s = client.Clock(); !s.ok()) return s;
-    if (it % o.progress_every == 0 || it == o.iterations) {
+    const int64_t clock = client.clock();
+    if (clock % o.progress_every == 0 || clock >= o.iterations) {
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("iter %d/%d  distance %.4f  %.1f it/s  %.2f GB/s pushed+pulled\n", it,
-                  o.iterations, DistanceToOptimum(m), it / secs,
+      std::printf("iter %lld/%d  distance %.4f  %.1f it/s  %.2f GB/s pushed+pulled\n",
+                  static_cast<long long>(clock), o.iterations, DistanceToOptimum(m), it / secs,
                   2.0 * model_bytes * it / secs / 1e9);
       std::fflush(stdout);
     }
@@ -141,9 +144,10 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
   const ClientStats stats = client.stats();
   std::printf(
       "rank %d done: distance to optimum %.4f -> %.4f after %d iterations in %.2f s; read "
-      "staleness max %lld mean %.2f\n",
+      "staleness max %lld mean %.2f; %lld late pushes dropped\n",
       client.rank(), initial, final_distance, o.iterations, loop_s,
-      static_cast<long long>(stats.max_staleness), stats.mean_staleness());
+      static_cast<long long>(stats.max_staleness), stats.mean_staleness(),
+      static_cast<long long>(stats.dropped_pushes));
   std::fflush(stdout);
   if (!(final_distance < initial)) {
     return Status::Internal(fmt::format("the model did not converge: distance {:.4f} -> {:.4f}",

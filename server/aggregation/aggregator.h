@@ -1,7 +1,8 @@
 // Aggregator: *how* the pushes to one partition combine into its values (ALGORITHMS.md §3-4,
 // §6), orthogonal to the consistency controller, which decides *when*. One instance per
 // partition, driven only by the partition's owning thread. Chosen by --aggregator:
-//   sum      every gradient through the server optimizer; --staleness_lr=inverse scales a
+//   sum      every gradient through the server optimizer (under softsync, c of them per step,
+//            averaged, each scaled by alpha0/sigma); --staleness_lr=inverse scales a
 //            gradient of staleness sigma by 1/sigma (alpha0/sigma, §3); --delay_compensation=
 //            dcasgd adds lambda * g*g*(w - w_pull) for the worker's last read w_pull (§6)
 //   fedbuff  buffers K deltas weighted by (1+sigma)^-a, then one optimizer step on their mean
@@ -39,6 +40,7 @@ struct PushInfo {
   int64_t base_version = 0;
   double weight = 1;
   int32_t layer = 0;
+  int64_t window = 0;  // softsync: gradients per step (0: apply each push on its own)
 };
 
 class Aggregator {
@@ -48,6 +50,8 @@ class Aggregator {
   virtual void OnPush(PartitionState& part, const PushInfo& info, const float* g) = 0;
   // `worker` was just sent the partition's current values.
   virtual void OnPull(PartitionState& /*part*/, int32_t /*worker*/) {}
+  // Applies whatever a consistency window left partially filled (on a policy switch).
+  virtual void Flush(PartitionState& /*part*/) {}
 };
 
 // Checks the options once (at startup), so making per-partition instances cannot fail.

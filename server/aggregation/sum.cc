@@ -8,7 +8,9 @@ namespace {
 
 // Every gradient through the server optimizer, optionally scaled by 1/sigma (Zhang et al.,
 // IJCAI'16: alpha0/sigma, alpha0 at sigma = 0) and delay-compensated (DC-ASGD, Zheng et al.,
-// ICML'17: g + lambda * g*g*(w - w_bak[m]), w_bak[m] = the values worker m last read).
+// ICML'17: g + lambda * g*g*(w - w_bak[m]), w_bak[m] = the values worker m last read). Under
+// softsync (a push with a window c) gradients are always scaled by alpha0/sigma and applied c
+// at a time as their mean.
 class Sum final : public Aggregator {
  public:
   Sum(const AggregatorOptions& o, const Optimizer& optimizer)
@@ -19,19 +21,24 @@ class Sum final : public Aggregator {
 
   void OnPush(PartitionState& part, const PushInfo& info, const float* g) override {
     const int64_t sigma = part.version() - info.base_version;
-    const float scale = inverse_ && sigma > 0 ? 1.0f / static_cast<float>(sigma) : 1.0f;
-    auto bak = dcasgd_ ? backups_.find(info.worker) : backups_.end();
-    if (bak == backups_.end()) {
-      part.ApplyGradient(optimizer_, g, scale);
+    const bool inverse = inverse_ || info.window > 0;
+    const float scale = inverse && sigma > 0 ? 1.0f / static_cast<float>(sigma) : 1.0f;
+    const float* update = Compensate(part, info.worker, g);
+    if (info.window <= 0) {
+      part.ApplyGradient(optimizer_, update, scale);
       return;
     }
     const int64_t n = part.info().length;
-    compensated_.resize(n);
-    const float* w = part.values();
-    const float* w_bak = bak->second->data();
-    for (int64_t i = 0; i < n; ++i)
-      compensated_[i] = g[i] + lambda_ * g[i] * g[i] * (w[i] - w_bak[i]);
-    part.ApplyGradient(optimizer_, compensated_.data(), scale);
+    if (window_.empty()) window_.assign(n, 0.0f);
+    for (int64_t i = 0; i < n; ++i) window_[i] += scale * update[i];
+    if (++in_window_ >= info.window) Flush(part);
+  }
+
+  void Flush(PartitionState& part) override {
+    if (in_window_ == 0) return;
+    part.ApplyGradient(optimizer_, window_.data(), 1.0f / static_cast<float>(in_window_));
+    window_.clear();
+    in_window_ = 0;
   }
 
   void OnPull(PartitionState& part, int32_t worker) override {
@@ -39,11 +46,27 @@ class Sum final : public Aggregator {
   }
 
  private:
+  // DC-ASGD: g + lambda * g*g*(w - w_bak) when the worker has read before, else g itself.
+  const float* Compensate(const PartitionState& part, int32_t worker, const float* g) {
+    auto bak = dcasgd_ ? backups_.find(worker) : backups_.end();
+    if (bak == backups_.end()) return g;
+    const int64_t n = part.info().length;
+    compensated_.resize(n);
+    const float* w = part.values();
+    const float* w_bak = bak->second->data();
+    for (int64_t i = 0; i < n; ++i) {
+      compensated_[i] = g[i] + lambda_ * g[i] * g[i] * (w[i] - w_bak[i]);
+    }
+    return compensated_.data();
+  }
+
   const Optimizer& optimizer_;
   bool inverse_, dcasgd_;
   float lambda_;
   std::map<int32_t, std::shared_ptr<const std::vector<float>>> backups_;
   std::vector<float> compensated_;
+  std::vector<float> window_;  // softsync: the scaled gradients of the open window
+  int64_t in_window_ = 0;
 };
 
 }  // namespace

@@ -5,13 +5,17 @@
 
 namespace hetps {
 
-std::vector<std::string> ControllerNames() { return {"asp", "bsp", "dssp", "ssp"}; }
+std::vector<std::string> ControllerNames() {
+  return {"asp", "backup", "bsp", "dssp", "softsync", "ssp"};
+}
 
 std::string Describe(const proto::Policy& p) {
   if (p.consistency() == "ssp") return fmt::format("ssp(s={})", p.staleness());
   if (p.consistency() == "dssp") {
     return fmt::format("dssp(s_L={}, r_max={})", p.dssp_lower(), p.dssp_range());
   }
+  if (p.consistency() == "backup") return fmt::format("backup(b={})", p.backup_workers());
+  if (p.consistency() == "softsync") return fmt::format("softsync(n={})", p.softsync_n());
   return p.consistency();
 }
 
@@ -32,6 +36,20 @@ StatusOr<std::unique_ptr<ConsistencyController>> MakeController(
           "dssp_lower and dssp_range must be >= 0, got {} and {}", p.dssp_lower(), p.dssp_range()));
     }
     return MakeDssp(workers, p.dssp_lower(), p.dssp_range());
+  }
+  if (name == "backup") {
+    if (p.backup_workers() < 0) {
+      return Status::InvalidArgument(
+          fmt::format("backup_workers must be >= 0, got {}", p.backup_workers()));
+    }
+    return MakeBackup(workers, p.backup_workers());
+  }
+  if (name == "softsync") {
+    if (p.softsync_n() < 1) {
+      return Status::InvalidArgument(
+          fmt::format("softsync_n must be >= 1, got {}", p.softsync_n()));
+    }
+    return MakeSoftsync(workers, p.softsync_n());
   }
   return Status::InvalidArgument(fmt::format("unknown consistency '{}' (known: {})", name,
                                              fmt::join(ControllerNames(), ", ")));

@@ -5,7 +5,8 @@
 //  - synchronous() controllers hold pushes and apply them when every live worker finished
 //    their clock, one step per clock with the workers' updates summed in worker-id order.
 // How updates combine is the aggregator's business, not this one's. Chosen by name
-// (--consistency=asp|bsp|ssp|dssp); a new controller is one file plus a registry line.
+// (--consistency=asp|bsp|ssp|dssp|backup|softsync); a new controller is one file plus a
+// registry line.
 //
 // Thread-safety: none; owned by the server's network thread. Time is passed in (seconds on any
 // monotonic origin), so tests drive it with a simulated clock.
@@ -46,6 +47,21 @@ class ConsistencyController {
   // A dead or departed worker stops counting.
   virtual void RemoveWorker(int32_t w) { clocks_.Remove(w); }
 
+  // Synchronous controllers close rounds; each is applied by every partition owner.
+  struct Round {
+    int64_t clock = 0;             // the round's clock; older held leftovers are dropped
+    std::vector<int32_t> workers;  // whose updates count; empty: everyone's, every clock <= clock
+    bool mean = false;             // average the workers' updates (else sum them)
+  };
+  // Rounds closed since the last call, in order.
+  virtual std::vector<Round> TakeRounds() { return {}; }
+  // The clock a worker that finished `completed` continues at (backup: the open round).
+  virtual int64_t ContinueAt(int32_t /*w*/, int64_t completed) const { return completed + 1; }
+  // Whether a push tagged `clock` is still wanted (backup drops gradients of closed rounds).
+  virtual bool Accepts(int64_t /*clock*/) const { return true; }
+  // softsync: gradients per optimizer step (0: every push is applied on its own).
+  virtual int64_t window() const { return 0; }
+
   const ClockTable& clocks() const { return clocks_; }
   // Takes over the clocks of the controller it replaces (live switch).
   void AdoptClocks(const ClockTable& clocks) { clocks_ = clocks; }
@@ -68,6 +84,9 @@ std::unique_ptr<ConsistencyController> MakeSsp(const std::vector<int32_t>& worke
                                                int64_t staleness, bool synchronous);
 std::unique_ptr<ConsistencyController> MakeDssp(const std::vector<int32_t>& workers, int64_t lower,
                                                 int64_t range);
+std::unique_ptr<ConsistencyController> MakeBackup(const std::vector<int32_t>& workers,
+                                                  int64_t backup_workers);
+std::unique_ptr<ConsistencyController> MakeSoftsync(const std::vector<int32_t>& workers, int64_t n);
 // DSSP's predictor (dssp.cc): extra iterations r in [0, r_max] for the fastest worker whose
 // last push was at t_f with interval i_f, given the slowest's t_s and i_s.
 int64_t DsspExtraIterations(double t_f, double i_f, double t_s, double i_s, int64_t r_max);

@@ -17,9 +17,18 @@ class Ssp final : public ConsistencyController {
   bool TryStart(int32_t, int64_t next, double) override { return next - clocks_.min() <= s_; }
   bool ReadReady(int32_t, int64_t clock) const override { return clocks_.min() >= clock - s_; }
 
+  // BSP: every clock below the slowest worker's is complete; each is one summed step.
+  std::vector<Round> TakeRounds() override {
+    const int64_t slowest = clocks_.min();  // kUnbounded once no worker is left
+    if (!synchronous_ || slowest <= completed_) return {};
+    completed_ = slowest;
+    return {Round{slowest - 1, {}, false}};
+  }
+
  private:
   int64_t s_;
   bool synchronous_;
+  int64_t completed_ = 0;
 };
 
 }  // namespace

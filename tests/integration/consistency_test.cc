@@ -16,19 +16,22 @@ using namespace std::chrono_literals;
 struct WorkerReport {
   int64_t max_staleness = -1;
   double loop_s = -1;
+  int64_t dropped = -1;
 };
 
 WorkerReport ReadReport(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  static const std::regex done(R"(done: .* in ([0-9.]+) s; read staleness max ([0-9]+))");
+  static const std::regex done(
+      R"(done: .* in ([0-9.]+) s; read staleness max ([0-9]+) mean [0-9.]+; ([0-9]+) late)");
   std::smatch m;
   WorkerReport r;
   const std::string s = text.str();
   if (std::regex_search(s, m, done)) {
     r.loop_s = std::stod(m[1]);
     r.max_staleness = std::stoll(m[2]);
+    r.dropped = std::stoll(m[3]);
   } else {
     ADD_FAILURE() << path << " has no summary line:\n" << s;
   }
@@ -86,6 +89,21 @@ TEST(ConsistencyTest, AspNeverHoldsTheFastWorkersBack) {
         << "fast " << reports[i].loop_s << " s vs slow " << reports[2].loop_s << " s";
     EXPECT_GT(reports[i].max_staleness, 2);
   }
+}
+
+TEST(ConsistencyTest, BackupWorkersLeaveTheStragglerBehind) {
+  auto reports = RunWithStraggler({"--consistency=backup", "--backup_workers=1"});
+  // Waiting for the straggler every step would take at least 30 x 16 ms of its compute; the
+  // first N = 2 never wait for it. (The straggler itself skips to the open step, so it ends
+  // early: its own time says nothing.)
+  const double straggler_bound_s = 30 * 0.016;
+  for (int i = 0; i < 2; ++i) EXPECT_LT(reports[i].loop_s, 0.8 * straggler_bound_s);
+  EXPECT_GT(reports[2].dropped, 0) << "the straggler's late gradients must be dropped";
+}
+
+TEST(ConsistencyTest, SoftsyncRunsWithoutBlockingAndConverges) {
+  auto reports = RunWithStraggler({"--consistency=softsync", "--softsync_n=1"});
+  for (int i = 0; i < 2; ++i) EXPECT_LT(reports[i].loop_s, 0.5 * reports[2].loop_s);
 }
 
 float Grad(int w, int r, int64_t j) { return static_cast<float>((w + 1) * ((j + r) % 5 + 1)); }

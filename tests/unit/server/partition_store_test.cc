@@ -172,3 +172,30 @@ TEST(PartitionStateTest, ApplyHeldCoversOnlyFinishedClocks) {
 
 }  // namespace
 }  // namespace hetps
+
+namespace hetps {
+namespace {
+
+// Backup workers: a round names whose updates count and averages them; everything else held up
+// to the round's clock is dropped.
+TEST(PartitionStateTest, RoundOfNamedWorkersAveragesThemAndDropsTheRest) {
+  Partition p;
+  p.length = 1;
+  OptimizerOptions o;
+  o.lr = 1.0;
+  auto sgd = std::move(*MakeOptimizer("sgd", o));
+  PartitionState s(p, 0);
+  float zero = 0, one = 1, two = 2, ten = 10, hundred = 100;
+  ASSERT_TRUE(s.InitializeFrom(&zero));
+  s.Hold(2, 4, zmq::message_t(&hundred, 4));  // a closed step's leftover
+  s.Hold(3, 1, zmq::message_t(&one, 4));
+  s.Hold(3, 2, zmq::message_t(&two, 4));
+  s.Hold(3, 3, zmq::message_t(&ten, 4));  // late for step 3
+  EXPECT_EQ(s.ApplyHeld(*sgd, 3, {1, 2}, /*mean=*/true), 1);
+  EXPECT_FLOAT_EQ(s.values()[0], -1.5f);
+  EXPECT_EQ(s.held_clocks(), 0u);
+  EXPECT_EQ(s.version(), 1);
+}
+
+}  // namespace
+}  // namespace hetps

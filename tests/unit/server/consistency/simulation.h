@@ -38,8 +38,8 @@ inline SimResult Simulate(ConsistencyController& c, const std::vector<double>& d
     while (progress) {  // settle every decision possible at `now`
       progress = false;
       for (int w = 0; w < n; ++w) {
-        if (phase[w] == kStart && c.TryStart(w, clock[w] + 1, now)) {
-          ++clock[w];
+        if (phase[w] == kStart && c.TryStart(w, c.ContinueAt(w, clock[w]), now)) {
+          clock[w] = c.ContinueAt(w, clock[w]);
           r.grants.push_back({w, clock[w]});
           r.max_gap = std::max(r.max_gap,
                                clock[w] - *std::min_element(r.finished.begin(), r.finished.end()));

@@ -1,0 +1,71 @@
+#include <algorithm>
+#include <map>
+
+#include "server/consistency/controller.h"
+
+namespace hetps {
+namespace {
+
+// Synchronous SGD with backup workers (Chen et al. 2016; ALGORITHMS.md §7): of N + b workers,
+// step k takes the gradients of the first N to finish clock k and averages them; the others'
+// gradients for k are dropped, as is any gradient tagged with an already closed step. A worker
+// may start step k + 1 once step k closed; a late one continues at the open step (like
+// SyncReplicasOptimizer's global step). If workers die, the quorum shrinks to the live ones.
+class Backup final : public ConsistencyController {
+ public:
+  Backup(const std::vector<int32_t>& workers, int64_t b)
+      : ConsistencyController(workers), total_(static_cast<int64_t>(workers.size())), b_(b) {}
+  std::string name() const override { return "backup"; }
+  int64_t bound() const override { return 0; }
+  bool synchronous() const override { return true; }
+
+  void OnClock(int32_t w, int64_t completed, double now) override {
+    ConsistencyController::OnClock(w, completed, now);
+    if (completed < open_) return;  // too late for its step
+    auto& arrived = arrivals_[completed];
+    if (std::find(arrived.begin(), arrived.end(), w) == arrived.end()) arrived.push_back(w);
+    Close();
+  }
+  bool TryStart(int32_t, int64_t next, double) override { return next <= open_; }
+  bool ReadReady(int32_t, int64_t clock) const override { return clock <= open_; }
+  int64_t ContinueAt(int32_t, int64_t completed) const override {
+    return std::max(completed + 1, open_);
+  }
+  bool Accepts(int64_t clock) const override { return clock >= open_; }
+  void RemoveWorker(int32_t w) override {
+    ConsistencyController::RemoveWorker(w);
+    for (auto& [clock, arrived] : arrivals_) std::erase(arrived, w);
+    Close();
+  }
+  std::vector<Round> TakeRounds() override { return std::exchange(closed_, {}); }
+
+ private:
+  int64_t Quorum() const {
+    const int64_t live = static_cast<int64_t>(clocks_.all().size());
+    return std::max<int64_t>(1, std::min(total_ - b_, live));
+  }
+  void Close() {
+    while (true) {
+      auto it = arrivals_.find(open_);
+      if (it == arrivals_.end() || static_cast<int64_t>(it->second.size()) < Quorum()) return;
+      it->second.resize(Quorum());  // the first N, in arrival order
+      closed_.push_back(Round{open_, it->second, /*mean=*/true});
+      arrivals_.erase(arrivals_.begin(), std::next(it));
+      ++open_;
+    }
+  }
+
+  int64_t total_, b_;
+  int64_t open_ = 0;  // the step being collected; every step below it is closed
+  std::map<int64_t, std::vector<int32_t>> arrivals_;
+  std::vector<Round> closed_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConsistencyController> MakeBackup(const std::vector<int32_t>& workers,
+                                                  int64_t backup_workers) {
+  return std::make_unique<Backup>(workers, backup_workers);
+}
+
+}  // namespace hetps
