@@ -13,7 +13,8 @@ struct ConsistencyBenchOptions {
   double straggler_slowdown = 3;  // the last worker computes this many times longer
   double seconds = 5;             // per controller
   double compute_ms = 10;         // simulated compute per iteration of a normal worker
-  std::vector<std::string> controllers = {"bsp", "ssp", "dssp", "backup", "softsync", "asp"};
+  std::vector<std::string> controllers = {"bsp",      "ssp",        "dssp", "backup",
+                                          "softsync", "semi_async", "asp"};
   int staleness = 3;  // ssp
   int dssp_lower = 3, dssp_range = 12;
   int backup_workers = 1;

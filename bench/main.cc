@@ -16,7 +16,7 @@ DEFINE_int32(workers, 0, "workers, in-process clients (default: pushpull 1, cons
 DEFINE_double(straggler_slowdown, 3,
               "consistency: the last worker computes this many times longer");
 DEFINE_double(compute_ms, 10, "consistency: simulated compute per iteration of a normal worker");
-DEFINE_string(controllers, "bsp,ssp,dssp,backup,softsync,asp",
+DEFINE_string(controllers, "bsp,ssp,dssp,backup,softsync,semi_async,asp",
               "consistency: controllers to run, in order");
 DEFINE_int32(backup_workers, 1, "consistency: b of backup");
 DEFINE_int32(softsync_n, 1, "consistency: n of softsync");

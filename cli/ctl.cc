@@ -28,6 +28,8 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
   out.policy.set_dssp_range(12);
   out.policy.set_backup_workers(1);
   out.policy.set_softsync_n(1);
+  out.policy.set_staleness_exponent(0.5);
+  out.policy.set_round_timeout_ms(2000);
   size_t i = 0;
   for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {
     const std::string& a = args[i];
@@ -57,6 +59,10 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
       out.policy.set_consistency(value);
       continue;
     }
+    if (key == "quorum" && value == "auto") {
+      out.policy.set_quorum(0);
+      continue;
+    }
     auto v = NonNegative(key, value);
     if (!v.ok()) return v.status();
     if (key == "staleness") {
@@ -69,15 +75,20 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
       out.policy.set_backup_workers(*v);
     } else if (key == "softsync_n") {
       out.policy.set_softsync_n(*v);
+    } else if (key == "quorum") {
+      out.policy.set_quorum(*v);
+    } else if (key == "round_timeout_ms") {
+      out.policy.set_round_timeout_ms(*v);
     } else {
       return Status::InvalidArgument(
           fmt::format("unknown key '{}' (known: consistency, staleness, dssp_lower, dssp_range, "
-                      "backup_workers, softsync_n)",
+                      "backup_workers, softsync_n, quorum, round_timeout_ms)",
                       key));
     }
   }
   if (out.policy.consistency().empty()) {
-    return Status::InvalidArgument("set needs consistency=asp|bsp|ssp|dssp|backup|softsync");
+    return Status::InvalidArgument(
+        "set needs consistency=asp|bsp|ssp|dssp|backup|softsync|semi_async");
   }
   return out;
 }

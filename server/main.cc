@@ -20,20 +20,25 @@ DEFINE_double(beta1, 0.9, "adam beta1");
 DEFINE_double(beta2, 0.999, "adam beta2");
 DEFINE_double(epsilon, 1e-8, "adam/adagrad epsilon");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay added to every gradient");
-DEFINE_string(consistency, "asp",
-              "when updates apply and reads answer: asp, bsp, ssp, dssp, backup, softsync");
+DEFINE_string(
+    consistency, "asp",
+    "when updates apply and reads answer: asp, bsp, ssp, dssp, backup, softsync, semi_async");
 DEFINE_int64(staleness, 2, "ssp: a worker runs at most this many clocks ahead of the slowest");
 DEFINE_int64(dssp_lower, 3, "dssp: lower staleness bound s_L");
 DEFINE_int64(dssp_range, 12, "dssp: most extra iterations r_max (upper bound s_L + r_max)");
 DEFINE_int64(backup_workers, 1, "backup: b; each step applies the first N - b of N workers");
 DEFINE_int64(softsync_n, 1, "softsync: n; each step takes floor(workers / n) gradients");
-DEFINE_string(aggregator, "sum", "how pushes combine: sum, fedbuff, fedasync");
+DEFINE_int64(round_timeout_ms, 2000,
+             "semi_async: a round closes this long after its first upload, with what arrived");
+DEFINE_string(quorum, "auto",
+              "semi_async: K, a round closes at the K-th upload; auto: from measured intervals");
+DEFINE_string(aggregator, "sum", "how pushes combine: sum, fedavg (with bsp), fedbuff, fedasync");
 DEFINE_string(staleness_lr, "none",
               "sum: none, or inverse (a gradient of staleness s is scaled by 1/s)");
 DEFINE_string(delay_compensation, "none", "sum: none, or dcasgd");
 DEFINE_double(dcasgd_lambda, 0.04, "dcasgd: lambda");
 DEFINE_int32(fedbuff_k, 4, "fedbuff: deltas per server step");
-DEFINE_double(staleness_exponent, 0.5, "fedbuff, fedasync polynomial: a in (1 + s)^-a");
+DEFINE_double(staleness_exponent, 0.5, "fedbuff, fedasync polynomial, semi_async: a in (1 + s)^-a");
 DEFINE_double(fedasync_alpha, 0.6, "fedasync: mixing weight alpha in (0, 1]");
 DEFINE_string(fedasync_staleness, "polynomial", "fedasync: constant, polynomial, hinge");
 DEFINE_double(hinge_a, 4, "fedasync hinge: a");
@@ -84,6 +89,17 @@ int main(int argc, char** argv) {
   o.policy.set_dssp_range(FLAGS_dssp_range);
   o.policy.set_backup_workers(FLAGS_backup_workers);
   o.policy.set_softsync_n(FLAGS_softsync_n);
+  o.policy.set_staleness_exponent(FLAGS_staleness_exponent);
+  o.policy.set_round_timeout_ms(FLAGS_round_timeout_ms);
+  if (FLAGS_quorum != "auto") {
+    char* end = nullptr;
+    const long long k = std::strtoll(FLAGS_quorum.c_str(), &end, 10);
+    if (FLAGS_quorum.empty() || *end != '\0' || k < 1) {
+      spdlog::error("--quorum must be auto or an integer >= 1, got '{}'", FLAGS_quorum);
+      return 2;
+    }
+    o.policy.set_quorum(k);
+  }
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   o.join_timeout_ms = FLAGS_join_timeout_ms;
   hetps::Status s = hetps::ServerNode(o, signals.stop()).Run();

@@ -1,6 +1,7 @@
 #include "server/partition_store.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace hetps {
 
@@ -34,32 +35,59 @@ bool PartitionState::InitializeFrom(const float* values) {
   return true;
 }
 
-void PartitionState::Hold(int64_t clock, int32_t w, zmq::message_t gradient) {
-  held_[clock][w].push_back(std::move(gradient));
+void PartitionState::Hold(int64_t clock, int32_t w, zmq::message_t update, double weight,
+                          int64_t base_version) {
+  held_[clock][w].push_back(Held{std::move(update), weight, base_version});
 }
 
-int PartitionState::ApplyHeld(const Optimizer& optimizer, int64_t clock,
-                              const std::vector<int32_t>& workers, bool mean) {
+int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& round) {
+  auto counts = [&](int32_t w) {
+    return round.workers.empty() ||
+           std::find(round.workers.begin(), round.workers.end(), w) != round.workers.end();
+  };
   int steps = 0;
-  for (; !held_.empty() && held_.begin()->first <= clock; held_.erase(held_.begin())) {
-    const int64_t c = held_.begin()->first;
-    if (!workers.empty() && c != clock) continue;  // leftovers of closed rounds: dropped
-    sum_.assign(info_.length, 0.0f);
-    int contributors = 0;
-    for (const auto& [worker, frames] : held_.begin()->second) {
-      if (!workers.empty() && std::find(workers.begin(), workers.end(), worker) == workers.end()) {
-        continue;  // not among the round's workers: dropped
-      }
-      ++contributors;
-      for (const zmq::message_t& f : frames) {
-        const float* g = static_cast<const float*>(f.data());
-        for (int64_t i = 0; i < info_.length; ++i) sum_[i] += g[i];
-      }
-    }
-    if (contributors == 0) continue;
-    ApplyGradient(optimizer, sum_.data(), mean ? 1.0f / static_cast<float>(contributors) : 1.0f);
+  double total = 0;  // sum of weights (kWeighted) or contributors (kMean) of the open step
+  bool open = false;
+  auto step = [&] {
+    if (!open) return;
+    float scale = 1.0f;
+    if (round.combine != RoundSpec::Combine::kSum && total > 0)
+      scale = static_cast<float>(1 / total);
+    ApplyGradient(optimizer, sum_.data(), scale);
     ++steps;
+    open = false;
+  };
+  const int64_t version = version_;  // staleness is measured against the round's start
+  for (auto c = held_.begin(); c != held_.end() && c->first <= round.clock;) {
+    const bool dropped_clock = round.only_clock && c->first != round.clock;
+    for (auto w = c->second.begin(); w != c->second.end();) {
+      if (!counts(w->first) || dropped_clock) {
+        w = round.only_clock ? c->second.erase(w) : std::next(w);  // others wait, or are late
+        continue;
+      }
+      if (!open) {
+        sum_.assign(info_.length, 0.0f);
+        total = 0;
+        open = true;
+      }
+      for (const Held& h : w->second) {
+        double k = 1.0;
+        if (round.combine == RoundSpec::Combine::kWeighted) {
+          const double sigma = static_cast<double>(std::max<int64_t>(0, version - h.base_version));
+          k = h.weight * std::pow(1.0 + sigma, -round.staleness_exponent);
+          total += k;
+        }
+        const float kf = static_cast<float>(k);
+        const float* g = static_cast<const float*>(h.update.data());
+        for (int64_t i = 0; i < info_.length; ++i) sum_[i] += kf * g[i];
+      }
+      if (round.combine == RoundSpec::Combine::kMean) total += 1;
+      w = c->second.erase(w);
+    }
+    if (!round.one_step) step();
+    c = c->second.empty() ? held_.erase(c) : std::next(c);
   }
+  step();
   return steps;
 }
 

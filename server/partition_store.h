@@ -16,6 +16,7 @@
 #include "server/aggregation/aggregator.h"
 #include "server/initializer.h"
 #include "server/optimizer/optimizer.h"
+#include "server/round.h"
 
 namespace hetps {
 
@@ -50,16 +51,14 @@ class PartitionState {
   // Sets the values if none were set yet (first writer wins); returns whether it did.
   bool InitializeFrom(const float* values);
 
-  // Synchronous consistency: keeps worker `w`'s gradient for clock `clock` (a zero-copy frame
-  // of info().length floats) until ApplyHeld covers that clock.
-  void Hold(int64_t clock, int32_t w, zmq::message_t gradient);
-  // Applies what is held for clocks <= `clock`: one optimizer step per clock, with the
-  // workers' gradients summed in worker-id order (then arrival order), so the result is the
-  // same as sequential mini-batch SGD over all workers' batches. With `workers` non-empty only
-  // their updates for `clock` itself count (everything else held up to it is dropped); `mean`
-  // averages over the workers that contributed. Returns the steps applied.
-  int ApplyHeld(const Optimizer& optimizer, int64_t clock, const std::vector<int32_t>& workers = {},
-                bool mean = false);
+  // Synchronous consistency: keeps worker `w`'s update for clock `clock` (a zero-copy frame
+  // of info().length floats, with its sample count and base version) until a round uses it.
+  void Hold(int64_t clock, int32_t w, zmq::message_t update, double weight = 1,
+            int64_t base_version = 0);
+  // Applies a closed round (server/round.h) to what is held; returns the steps applied. Per
+  // clock, workers are summed in id order (then arrival order), so a bsp round is exactly
+  // sequential mini-batch SGD over all workers' batches. A held update is used at most once.
+  int ApplyRound(const Optimizer& optimizer, const RoundSpec& round);
   size_t held_clocks() const { return held_.size(); }
 
  private:
@@ -69,8 +68,13 @@ class PartitionState {
   std::vector<float*> slot_ptrs_;
   int64_t version_ = 0;
   bool initialized_ = false;
-  std::map<int64_t, std::map<int32_t, std::vector<zmq::message_t>>> held_;  // clock -> worker
-  std::vector<float> sum_;                                                  // scratch for ApplyHeld
+  struct Held {
+    zmq::message_t update;
+    double weight;
+    int64_t base_version;
+  };
+  std::map<int64_t, std::map<int32_t, std::vector<Held>>> held_;  // clock -> worker -> updates
+  std::vector<float> sum_;                                        // scratch for ApplyHeld
   std::unique_ptr<Aggregator> aggregator_;
 };
 

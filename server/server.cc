@@ -37,14 +37,37 @@ struct Shared {
   std::vector<std::vector<int32_t>> owned;
 };
 
-// Applies a closed round (a ROUND_COMPLETE header) on the partitions `owner` serves; the
-// unbounded round of a policy switch also flushes every partially filled window.
-void CompleteRound(const Shared& shared, int owner, const proto::Header& round) {
-  const std::vector<int32_t> workers(round.workers().begin(), round.workers().end());
+RoundSpec RoundFromHeader(const proto::Header& h) {
+  RoundSpec r;
+  r.clock = h.clock();
+  r.workers.assign(h.workers().begin(), h.workers().end());
+  r.only_clock = h.only_clock();
+  r.one_step = h.one_step();
+  r.combine = static_cast<RoundSpec::Combine>(h.combine());
+  r.staleness_exponent = h.staleness_exponent();
+  return r;
+}
+
+proto::Header RoundHeader(const RoundSpec& r) {
+  proto::Header h;
+  h.set_type(proto::ROUND_COMPLETE);
+  h.set_clock(r.clock);
+  for (int32_t w : r.workers) h.add_workers(w);
+  h.set_only_clock(r.only_clock);
+  h.set_one_step(r.one_step);
+  h.set_combine(static_cast<int32_t>(r.combine));
+  h.set_staleness_exponent(r.staleness_exponent);
+  return h;
+}
+
+// Applies a closed round on the partitions `owner` serves; the flush round of a policy switch
+// (everyone, every clock) also applies every partially filled window.
+void CompleteRound(const Shared& shared, int owner, const RoundSpec& round) {
+  const bool flush = round.clock == kUnbounded && round.workers.empty();
   for (int32_t id : shared.owned[owner]) {
     PartitionState* part = shared.store->Find(id);
-    part->ApplyHeld(*shared.optimizer, round.clock(), workers, round.mean());
-    if (round.clock() == kUnbounded) part->aggregator()->Flush(*part);
+    part->ApplyRound(*shared.optimizer, round);
+    if (flush) part->aggregator()->Flush(*part);
   }
 }
 
@@ -131,7 +154,7 @@ DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratc
     // Synchronous consistency: applied with the rest of its clock's updates (CompleteRound).
     zmq::message_t frame = data == m.payload[0].data() ? std::move(m.payload[0])
                                                        : zmq::message_t(data, m.payload[0].size());
-    part->Hold(h.clock(), h.sender(), std::move(frame));
+    part->Hold(h.clock(), h.sender(), std::move(frame), h.weight(), h.version());
     r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
   } else if (h.type() == proto::PUSH) {
     PushInfo info;
@@ -162,7 +185,7 @@ void ApplyLoop(zmq::context_t& ctx, int index, const Shared& shared) {
     auto env = Receive(in, zmq::recv_flags::none, /*routed=*/true);
     if (!env || env->identity.empty()) return;  // the router's stop signal
     if (env->message.header.type() == proto::ROUND_COMPLETE) {
-      CompleteRound(shared, 1 + index, env->message.header);
+      CompleteRound(shared, 1 + index, RoundFromHeader(env->message.header));
       continue;
     }
     DataReply r = ServeData(shared, env->message, scratch);
@@ -189,9 +212,10 @@ class Router {
   void Dispatch(Envelope& env);  // to the partition's owner
   void Release();                // answers parked clocks and reads that may go on now
   void CompleteRounds();         // synchronous controllers: apply finished clocks' updates
-  void BroadcastRound(const ConsistencyController::Round& round);
+  void BroadcastRound(const RoundSpec& round);
   void RemoveWorker(int32_t w, const char* why);
   Status SwitchPolicy(const proto::Policy& policy);
+  Status CheckCombination(const proto::Policy& policy) const;
   int Owner(const Partition& p) const {
     return p.length * static_cast<int64_t>(sizeof(float)) <= options_.inline_apply_bytes
                ? 0
@@ -240,6 +264,7 @@ Status Router::Setup() {
   initializer_ = std::move(*init);
   if (auto c = MakeController(options_.policy, {}); !c.ok()) return c.status();
   if (Status s = ValidateAggregator(options_.aggregation); !s.ok()) return s;
+  if (Status s = CheckCombination(options_.policy); !s.ok()) return s;
   policy_ = options_.policy;
 
   router_.emplace(ctx_, zmq::socket_type::router);
@@ -290,6 +315,11 @@ Status Router::Run() {
   while (!shutdown_ && !stop_.load()) {
     zmq::poll(items, 3, std::chrono::milliseconds(100));
     link_->MaybeHeartbeat();
+    if (controller_ && map_) {  // deadlines (semi_async rounds)
+      controller_->Tick(Now());
+      CompleteRounds();
+      Release();
+    }
     // Replies first: they free memory and unblock workers.
     for (int n = 0; n < 1024 && (items[1].revents & ZMQ_POLLIN); ++n) {
       std::vector<zmq::message_t> frames;
@@ -434,22 +464,24 @@ void Router::Release() {
 }
 
 void Router::CompleteRounds() {
-  for (const auto& round : controller_->TakeRounds()) BroadcastRound(round);
+  for (RoundSpec round : controller_->TakeRounds()) {
+    if (options_.aggregation.name == "fedavg" && round.combine == RoundSpec::Combine::kSum) {
+      round.combine = RoundSpec::Combine::kWeighted;  // sample-weighted mean of the deltas
+      round.staleness_exponent = 0;
+    }
+    BroadcastRound(round);
+  }
 }
 
 // Every owner applies the round; FIFO hand-over puts this after every push that arrived
 // before it and before every read released after it.
-void Router::BroadcastRound(const ConsistencyController::Round& round) {
-  proto::Header h;
-  h.set_type(proto::ROUND_COMPLETE);
-  h.set_clock(round.clock);
-  for (int32_t w : round.workers) h.add_workers(w);
-  h.set_mean(round.mean);
+void Router::BroadcastRound(const RoundSpec& round) {
+  const proto::Header h = RoundHeader(round);
   for (auto& work : work_) {
     (void)work.send(zmq::buffer(std::string("round")), zmq::send_flags::sndmore);
     Send(work, h);
   }
-  CompleteRound(shared_, 0, h);
+  CompleteRound(shared_, 0, round);
 }
 
 void Router::RemoveWorker(int32_t w, const char* why) {
@@ -460,14 +492,26 @@ void Router::RemoveWorker(int32_t w, const char* why) {
   Release();
 }
 
+// fedavg is a way of combining bsp's rounds; nothing else produces them.
+Status Router::CheckCombination(const proto::Policy& policy) const {
+  if (options_.aggregation.name == "fedavg" && policy.consistency() != "bsp") {
+    return Status::InvalidArgument(fmt::format(
+        "aggregator fedavg averages bsp's rounds; consistency {} has none", policy.consistency()));
+  }
+  return Status();
+}
+
 Status Router::SwitchPolicy(const proto::Policy& policy) {
+  if (Status s = CheckCombination(policy); !s.ok()) return s;
   std::vector<int32_t> workers;
   for (const auto& [w, c] : controller_->clocks().all()) workers.push_back(w);
   auto next = MakeController(policy, workers);
   if (!next.ok()) return next.status();
   (*next)->AdoptClocks(controller_->clocks());
   if (controller_->synchronous() || controller_->window() > 0) {
-    BroadcastRound({kUnbounded, {}, false});  // nothing held is lost: apply it all now
+    RoundSpec flush;  // nothing held is lost: apply it all now
+    flush.clock = kUnbounded;
+    BroadcastRound(flush);
   }
   spdlog::info("consistency {} -> {} at clocks {}..{}", Describe(policy_), Describe(policy),
                controller_->clocks().min(), controller_->clocks().max());

@@ -16,9 +16,9 @@ double HingeStaleness(int64_t sigma, double a, double b) {
 }
 
 Status ValidateAggregator(const AggregatorOptions& o) {
-  if (o.name != "sum" && o.name != "fedbuff" && o.name != "fedasync") {
+  if (o.name != "sum" && o.name != "fedavg" && o.name != "fedbuff" && o.name != "fedasync") {
     return Status::InvalidArgument(
-        fmt::format("unknown aggregator '{}' (known: sum, fedbuff, fedasync)", o.name));
+        fmt::format("unknown aggregator '{}' (known: sum, fedavg, fedbuff, fedasync)", o.name));
   }
   if (o.staleness_lr != "none" && o.staleness_lr != "inverse") {
     return Status::InvalidArgument(

@@ -5,6 +5,8 @@
 //            averaged, each scaled by alpha0/sigma); --staleness_lr=inverse scales a
 //            gradient of staleness sigma by 1/sigma (alpha0/sigma, §3); --delay_compensation=
 //            dcasgd adds lambda * g*g*(w - w_pull) for the worker's last read w_pull (§6)
+//   fedavg   with bsp: each round is one step on the sample-weighted mean of the workers'
+//            deltas (the round does the weighting; a push outside rounds is summed)
 //   fedbuff  buffers K deltas weighted by (1+sigma)^-a, then one optimizer step on their mean
 //   fedasync mixes x = (1 - alpha_t) x + alpha_t (x_base - delta), alpha_t = alpha * s(sigma)
 // Staleness sigma = the partition's version now - the version the push was computed from.

@@ -49,7 +49,12 @@ class Backup final : public ConsistencyController {
       auto it = arrivals_.find(open_);
       if (it == arrivals_.end() || static_cast<int64_t>(it->second.size()) < Quorum()) return;
       it->second.resize(Quorum());  // the first N, in arrival order
-      closed_.push_back(Round{open_, it->second, /*mean=*/true});
+      Round r;
+      r.clock = open_;
+      r.workers = it->second;
+      r.only_clock = true;
+      r.combine = Round::Combine::kMean;
+      closed_.push_back(std::move(r));
       arrivals_.erase(arrivals_.begin(), std::next(it));
       ++open_;
     }

@@ -6,7 +6,7 @@
 namespace hetps {
 
 std::vector<std::string> ControllerNames() {
-  return {"asp", "backup", "bsp", "dssp", "softsync", "ssp"};
+  return {"asp", "backup", "bsp", "dssp", "semi_async", "softsync", "ssp"};
 }
 
 std::string Describe(const proto::Policy& p) {
@@ -16,6 +16,9 @@ std::string Describe(const proto::Policy& p) {
   }
   if (p.consistency() == "backup") return fmt::format("backup(b={})", p.backup_workers());
   if (p.consistency() == "softsync") return fmt::format("softsync(n={})", p.softsync_n());
+  if (p.consistency() == "semi_async") {
+    return p.quorum() > 0 ? fmt::format("semi_async(K={})", p.quorum()) : "semi_async(K=auto)";
+  }
   return p.consistency();
 }
 
@@ -50,6 +53,14 @@ StatusOr<std::unique_ptr<ConsistencyController>> MakeController(
           fmt::format("softsync_n must be >= 1, got {}", p.softsync_n()));
     }
     return MakeSoftsync(workers, p.softsync_n());
+  }
+  if (name == "semi_async") {
+    if (p.quorum() < 0 || p.staleness_exponent() < 0) {
+      return Status::InvalidArgument("quorum (0 = auto) and staleness_exponent must be >= 0");
+    }
+    if (p.round_timeout_ms() < 1) return Status::InvalidArgument("round_timeout_ms must be >= 1");
+    return MakeSemiAsync(workers, p.quorum(), p.staleness_exponent(),
+                         static_cast<double>(p.round_timeout_ms()) / 1000.0);
   }
   return Status::InvalidArgument(fmt::format("unknown consistency '{}' (known: {})", name,
                                              fmt::join(ControllerNames(), ", ")));

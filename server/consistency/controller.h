@@ -5,7 +5,8 @@
 //  - synchronous() controllers hold pushes and apply them when every live worker finished
 //    their clock, one step per clock with the workers' updates summed in worker-id order.
 // How updates combine is the aggregator's business, not this one's. Chosen by name
-// (--consistency=asp|bsp|ssp|dssp|backup|softsync); a new controller is one file plus a
+// (--consistency=asp|bsp|ssp|dssp|backup|softsync|semi_async); a new controller is one file
+// plus a
 // registry line.
 //
 // Thread-safety: none; owned by the server's network thread. Time is passed in (seconds on any
@@ -21,6 +22,7 @@
 #include "common/status.h"
 #include "hetps.pb.h"
 #include "server/consistency/clock_table.h"
+#include "server/round.h"
 
 namespace hetps {
 
@@ -48,11 +50,7 @@ class ConsistencyController {
   virtual void RemoveWorker(int32_t w) { clocks_.Remove(w); }
 
   // Synchronous controllers close rounds; each is applied by every partition owner.
-  struct Round {
-    int64_t clock = 0;             // the round's clock; older held leftovers are dropped
-    std::vector<int32_t> workers;  // whose updates count; empty: everyone's, every clock <= clock
-    bool mean = false;             // average the workers' updates (else sum them)
-  };
+  using Round = RoundSpec;
   // Rounds closed since the last call, in order.
   virtual std::vector<Round> TakeRounds() { return {}; }
   // The clock a worker that finished `completed` continues at (backup: the open round).
@@ -61,6 +59,8 @@ class ConsistencyController {
   virtual bool Accepts(int64_t /*clock*/) const { return true; }
   // softsync: gradients per optimizer step (0: every push is applied on its own).
   virtual int64_t window() const { return 0; }
+  // Called on every turn of the server loop (at least every 100 ms), for deadlines.
+  virtual void Tick(double /*now*/) {}
 
   const ClockTable& clocks() const { return clocks_; }
   // Takes over the clocks of the controller it replaces (live switch).
@@ -87,6 +87,12 @@ std::unique_ptr<ConsistencyController> MakeDssp(const std::vector<int32_t>& work
 std::unique_ptr<ConsistencyController> MakeBackup(const std::vector<int32_t>& workers,
                                                   int64_t backup_workers);
 std::unique_ptr<ConsistencyController> MakeSoftsync(const std::vector<int32_t>& workers, int64_t n);
+std::unique_ptr<ConsistencyController> MakeSemiAsync(const std::vector<int32_t>& workers,
+                                                     int64_t quorum, double staleness_exponent,
+                                                     double round_timeout_s);
+// semi_async's automatic quorum: the K maximizing K / t_(K), where t_(K) is the K-th smallest
+// of the workers' measured intervals between clocks (exposed for its test).
+int64_t AutoQuorum(std::vector<double> intervals);
 // DSSP's predictor (dssp.cc): extra iterations r in [0, r_max] for the fastest worker whose
 // last push was at t_f with interval i_f, given the slowest's t_s and i_s.
 int64_t DsspExtraIterations(double t_f, double i_f, double t_s, double i_s, int64_t r_max);

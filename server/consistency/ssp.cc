@@ -22,7 +22,9 @@ class Ssp final : public ConsistencyController {
     const int64_t slowest = clocks_.min();  // kUnbounded once no worker is left
     if (!synchronous_ || slowest <= completed_) return {};
     completed_ = slowest;
-    return {Round{slowest - 1, {}, false}};
+    Round r;
+    r.clock = slowest - 1;
+    return {r};
   }
 
  private:

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 namespace hetps {
@@ -103,6 +104,12 @@ TEST(PartitionStateTest, SnapshotIsNotChangedByLaterUpdates) {
 namespace hetps {
 namespace {
 
+RoundSpec BspRound(int64_t clock) {
+  RoundSpec r;
+  r.clock = clock;
+  return r;
+}
+
 // BSP (ALGORITHMS.md §1 test c): holding each clock's gradients and applying them as one summed
 // step is bit-identical to sequential mini-batch SGD over all workers' batches, in whatever
 // order the workers' pushes arrive.
@@ -146,14 +153,14 @@ TEST(PartitionStateTest, HeldRoundsAreBitIdenticalToSequentialMiniBatchSgd) {
       zmq::message_t frame(g[c][w].data(), n * sizeof(float));
       held.Hold(c, w, std::move(frame));
     }
-    EXPECT_EQ(held.ApplyHeld(*opt, c), 1);
+    EXPECT_EQ(held.ApplyRound(*opt, BspRound(c)), 1);
   }
   EXPECT_EQ(held.held_clocks(), 0u);
   EXPECT_EQ(held.version(), kClocks);
   for (int i = 0; i < n; ++i) ASSERT_EQ(held.values()[i], ref.values()[i]) << i;
 }
 
-TEST(PartitionStateTest, ApplyHeldCoversOnlyFinishedClocks) {
+TEST(PartitionStateTest, BspRoundCoversOnlyFinishedClocks) {
   Partition p;
   p.length = 2;
   OptimizerOptions o;
@@ -164,8 +171,8 @@ TEST(PartitionStateTest, ApplyHeldCoversOnlyFinishedClocks) {
   ASSERT_TRUE(s.InitializeFrom(zero.data()));
   s.Hold(3, 1, zmq::message_t(one.data(), 8));
   s.Hold(4, 1, zmq::message_t(one.data(), 8));
-  EXPECT_EQ(s.ApplyHeld(*sgd, 2), 0);
-  EXPECT_EQ(s.ApplyHeld(*sgd, 3), 1);
+  EXPECT_EQ(s.ApplyRound(*sgd, BspRound(2)), 0);
+  EXPECT_EQ(s.ApplyRound(*sgd, BspRound(3)), 1);
   EXPECT_EQ(s.values()[0], -1.0f);
   EXPECT_EQ(s.held_clocks(), 1u);
 }
@@ -191,10 +198,75 @@ TEST(PartitionStateTest, RoundOfNamedWorkersAveragesThemAndDropsTheRest) {
   s.Hold(3, 1, zmq::message_t(&one, 4));
   s.Hold(3, 2, zmq::message_t(&two, 4));
   s.Hold(3, 3, zmq::message_t(&ten, 4));  // late for step 3
-  EXPECT_EQ(s.ApplyHeld(*sgd, 3, {1, 2}, /*mean=*/true), 1);
+  RoundSpec backup;
+  backup.clock = 3;
+  backup.workers = {1, 2};
+  backup.only_clock = true;
+  backup.combine = RoundSpec::Combine::kMean;
+  EXPECT_EQ(s.ApplyRound(*sgd, backup), 1);
   EXPECT_FLOAT_EQ(s.values()[0], -1.5f);
   EXPECT_EQ(s.held_clocks(), 0u);
   EXPECT_EQ(s.version(), 1);
+}
+
+}  // namespace
+}  // namespace hetps
+
+namespace hetps {
+namespace {
+
+std::unique_ptr<Optimizer> UnitSgd() {
+  OptimizerOptions o;
+  o.lr = 1.0;
+  return std::move(*MakeOptimizer("sgd", o));
+}
+
+// FedSA with K = N and fresh uploads is FedAvg: one step on the sample-weighted mean.
+TEST(PartitionStateTest, WeightedRoundIsFedAvgForFreshUploads) {
+  Partition p;
+  p.length = 1;
+  auto sgd = UnitSgd();
+  PartitionState s(p, 0);
+  float zero = 0, d1 = 6, d2 = 3, d3 = 1;
+  ASSERT_TRUE(s.InitializeFrom(&zero));
+  s.Hold(4, 1, zmq::message_t(&d1, 4), /*weight=*/1, /*base=*/0);
+  s.Hold(7, 2, zmq::message_t(&d2, 4), 2, 0);
+  s.Hold(5, 3, zmq::message_t(&d3, 4), 3, 0);
+  RoundSpec r;
+  r.clock = std::numeric_limits<int64_t>::max();
+  r.workers = {1, 2, 3};
+  r.one_step = true;
+  r.combine = RoundSpec::Combine::kWeighted;
+  r.staleness_exponent = 0.5;
+  EXPECT_EQ(s.ApplyRound(*sgd, r), 1);
+  EXPECT_FLOAT_EQ(s.values()[0], -(1 * 6.0f + 2 * 3.0f + 3 * 1.0f) / 6.0f);
+  EXPECT_EQ(s.held_clocks(), 0u);
+}
+
+TEST(PartitionStateTest, SemiAsyncRoundKeepsOthersAndWeighsStaleUploadsLess) {
+  Partition p;
+  p.length = 1;
+  auto sgd = UnitSgd();
+  PartitionState s(p, 0);
+  float zero = 0, one = 1;
+  ASSERT_TRUE(s.InitializeFrom(&zero));
+  for (int i = 0; i < 3; ++i) s.ApplyGradient(*sgd, &zero, 1.0f);  // version 3
+  s.Hold(2, 1, zmq::message_t(&one, 4), 1, /*base=*/3);            // fresh: weight 1
+  s.Hold(0, 2, zmq::message_t(&one, 4), 1, /*base=*/0);            // staleness 3: weight 1/2
+  s.Hold(2, 9, zmq::message_t(&one, 4), 1, 3);                     // not in this round
+  RoundSpec r;
+  r.clock = std::numeric_limits<int64_t>::max();
+  r.workers = {1, 2};
+  r.one_step = true;
+  r.combine = RoundSpec::Combine::kWeighted;
+  r.staleness_exponent = 0.5;
+  EXPECT_EQ(s.ApplyRound(*sgd, r), 1);
+  EXPECT_FLOAT_EQ(s.values()[0], -1.0f);  // weighted mean of two ones
+  EXPECT_EQ(s.held_clocks(), 1u);         // worker 9's upload waits for its round
+  r.workers = {9};
+  EXPECT_EQ(s.ApplyRound(*sgd, r), 1);  // and is used exactly once
+  EXPECT_EQ(s.ApplyRound(*sgd, r), 0);
+  EXPECT_FLOAT_EQ(s.values()[0], -2.0f);
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ TEST(BackupTest, EveryStepTakesExactlyNDistinctWorkersInOrder) {
   int64_t straggler_in = 0;
   for (size_t k = 0; k < rounds.size(); ++k) {
     EXPECT_EQ(rounds[k].clock, static_cast<int64_t>(k));  // one round per step, none skipped
-    EXPECT_TRUE(rounds[k].mean);
+    EXPECT_EQ(rounds[k].combine, RoundSpec::Combine::kMean);
+    EXPECT_TRUE(rounds[k].only_clock);
     ASSERT_EQ(rounds[k].workers.size(), 3u);
     EXPECT_EQ(std::set<int32_t>(rounds[k].workers.begin(), rounds[k].workers.end()).size(), 3u);
     straggler_in += std::count(rounds[k].workers.begin(), rounds[k].workers.end(), 3);

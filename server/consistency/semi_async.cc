@@ -1,0 +1,125 @@
+#include <algorithm>
+#include <deque>
+#include <map>
+
+#include "server/consistency/controller.h"
+
+namespace hetps {
+
+int64_t AutoQuorum(std::vector<double> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  int64_t best = static_cast<int64_t>(intervals.size());
+  double best_rate = 0;
+  for (size_t k = 1; k <= intervals.size(); ++k) {
+    const double t = std::max(intervals[k - 1], 1e-9);
+    const double rate = static_cast<double>(k) / t;  // updates per unit time at quorum k
+    if (rate >= best_rate) {                         // ties: the larger quorum
+      best_rate = rate;
+      best = static_cast<int64_t>(k);
+    }
+  }
+  return best;
+}
+
+namespace {
+
+// Semi-asynchronous K-of-N rounds, FedSA-style (Ma et al., JSAC'21; ALGORITHMS.md §4). A
+// worker's finished clock is its upload. A round closes at the K-th upload since the last one
+// closed: those K workers' held updates become one step, weighted by samples * (1 + sigma)^-a,
+// and only those K go on (their Clock() returns); the others keep training on their stale base
+// and join a later round. Every upload is used once. quorum = 0 picks K automatically (see
+// AutoQuorum; N until every worker has a measured interval, EWMA with beta = 0.5). K never
+// exceeds the live workers, so a dead worker stalls no round, and a round closes with what it
+// has once its first upload has waited round_timeout (workers that stopped uploading, e.g. at
+// the end of a job, stall none either).
+class SemiAsync final : public ConsistencyController {
+ public:
+  SemiAsync(const std::vector<int32_t>& workers, int64_t quorum, double a, double timeout_s)
+      : ConsistencyController(workers), quorum_(quorum), a_(a), timeout_s_(timeout_s) {}
+  std::string name() const override { return "semi_async"; }
+  int64_t bound() const override { return kUnbounded; }
+  bool synchronous() const override { return true; }
+
+  void OnClock(int32_t w, int64_t completed, double now) override {
+    ConsistencyController::OnClock(w, completed, now);
+    Interval& iv = intervals_[w];
+    if (iv.last >= 0) {
+      const double d = now - iv.last;
+      iv.ewma = iv.ewma < 0 ? d : 0.5 * iv.ewma + 0.5 * d;
+    }
+    iv.last = now;
+    if (std::find(uploads_.begin(), uploads_.end(), w) == uploads_.end()) {
+      if (uploads_.empty()) first_upload_ = now;
+      uploads_.push_back(w);
+    }
+    Close();
+  }
+  void Tick(double now) override {
+    if (uploads_.empty() || now - first_upload_ < timeout_s_) return;
+    Emit(static_cast<int64_t>(uploads_.size()));  // the deadline passed: close with what arrived
+    first_upload_ = now;
+  }
+  // A worker waits from its upload until the round using it closes.
+  bool TryStart(int32_t w, int64_t, double) override {
+    return std::find(uploads_.begin(), uploads_.end(), w) == uploads_.end();
+  }
+  bool ReadReady(int32_t, int64_t) const override { return true; }
+  void RemoveWorker(int32_t w) override {
+    ConsistencyController::RemoveWorker(w);
+    std::erase(uploads_, w);
+    intervals_.erase(w);
+    Close();
+  }
+  std::vector<Round> TakeRounds() override { return std::exchange(closed_, {}); }
+  int64_t Quorum() const {
+    const int64_t live = static_cast<int64_t>(clocks_.all().size());
+    int64_t k = quorum_;
+    if (k == 0) {
+      std::vector<double> measured;
+      for (const auto& [w, c] : clocks_.all()) {
+        auto it = intervals_.find(w);
+        if (it == intervals_.end() || it->second.ewma < 0) return std::max<int64_t>(1, live);
+        measured.push_back(it->second.ewma);
+      }
+      k = AutoQuorum(measured);
+    }
+    return std::max<int64_t>(1, std::min(k, live));
+  }
+
+ private:
+  struct Interval {
+    double last = -1, ewma = -1;
+  };
+  void Close() {
+    while (!uploads_.empty() && static_cast<int64_t>(uploads_.size()) >= Quorum()) Emit(Quorum());
+  }
+  // Closes a round with the first `k` waiting uploads.
+  void Emit(int64_t k) {
+    Round r;
+    r.clock = kUnbounded;
+    r.workers.assign(uploads_.begin(), uploads_.begin() + k);
+    r.one_step = true;
+    r.combine = Round::Combine::kWeighted;
+    r.staleness_exponent = a_;
+    uploads_.erase(uploads_.begin(), uploads_.begin() + k);
+    closed_.push_back(std::move(r));
+  }
+
+  int64_t quorum_;
+  double a_;
+  double timeout_s_;
+  double first_upload_ = 0;      // of the round being collected
+  std::deque<int32_t> uploads_;  // waiting for their round, in arrival order
+  std::map<int32_t, Interval> intervals_;
+  std::vector<Round> closed_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConsistencyController> MakeSemiAsync(const std::vector<int32_t>& workers,
+                                                     int64_t quorum, double staleness_exponent,
+                                                     double round_timeout_s) {
+  return std::make_unique<SemiAsync>(workers, quorum, staleness_exponent, round_timeout_s);
+}
+
+}  // namespace hetps

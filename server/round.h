@@ -1,0 +1,25 @@
+// RoundSpec: which held updates a synchronous consistency controller's closed round applies to
+// a partition, and how they combine. Produced by the controller (network thread), applied by
+// every partition owner (PartitionState::ApplyRound).
+//   bsp        every worker, each clock <= clock one step, summed (fedavg: weighted mean)
+//   backup     the named workers at exactly `clock`, their mean; everything older is dropped
+//   semi_async the named workers' held updates whatever their clocks, one step weighted by
+//              samples * (1 + staleness)^-a; other workers' holdings wait for a later round
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace hetps {
+
+struct RoundSpec {
+  enum class Combine { kSum, kMean, kWeighted };
+  int64_t clock = 0;             // held updates of clocks <= this
+  std::vector<int32_t> workers;  // whose updates count; empty: everyone's
+  bool only_clock = false;       // only `clock` itself counts; the rest up to it is dropped
+  bool one_step = false;         // all counted updates form one step (else one per clock)
+  Combine combine = Combine::kSum;
+  double staleness_exponent = 0;  // kWeighted: weight = samples * (1 + sigma)^-a
+};
+
+}  // namespace hetps
