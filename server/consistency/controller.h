@@ -91,7 +91,7 @@ std::unique_ptr<ConsistencyController> MakeSemiAsync(const std::vector<int32_t>&
                                                      int64_t quorum, double staleness_exponent,
                                                      double round_timeout_s);
 // semi_async's automatic quorum: the K maximizing K / t_(K), where t_(K) is the K-th smallest
-// of the workers' measured intervals between clocks (exposed for its test).
+// of the workers' measured training times, release to upload (exposed for its test).
 int64_t AutoQuorum(std::vector<double> intervals);
 // DSSP's predictor (dssp.cc): extra iterations r in [0, r_max] for the fastest worker whose
 // last push was at t_f with interval i_f, given the slowest's t_s and i_s.

@@ -28,7 +28,8 @@ namespace {
 // closed: those K workers' held updates become one step, weighted by samples * (1 + sigma)^-a,
 // and only those K go on (their Clock() returns); the others keep training on their stale base
 // and join a later round. Every upload is used once. quorum = 0 picks K automatically (see
-// AutoQuorum; N until every worker has a measured interval, EWMA with beta = 0.5). K never
+// AutoQuorum over each worker's training time from release to upload, EWMA with beta = 0.5;
+// N until every worker has one). K never
 // exceeds the live workers, so a dead worker stalls no round, and a round closes with what it
 // has once its first upload has waited round_timeout (workers that stopped uploading, e.g. at
 // the end of a job, stall none either).
@@ -42,12 +43,14 @@ class SemiAsync final : public ConsistencyController {
 
   void OnClock(int32_t w, int64_t completed, double now) override {
     ConsistencyController::OnClock(w, completed, now);
+    // Training time since its round released it: time spent waiting must not count, or every
+    // worker would look as slow as the round it waits for.
     Interval& iv = intervals_[w];
-    if (iv.last >= 0) {
-      const double d = now - iv.last;
+    if (iv.released >= 0) {
+      const double d = now - iv.released;
       iv.ewma = iv.ewma < 0 ? d : 0.5 * iv.ewma + 0.5 * d;
+      iv.released = -1;
     }
-    iv.last = now;
     if (std::find(uploads_.begin(), uploads_.end(), w) == uploads_.end()) {
       if (uploads_.empty()) first_upload_ = now;
       uploads_.push_back(w);
@@ -60,8 +63,10 @@ class SemiAsync final : public ConsistencyController {
     first_upload_ = now;
   }
   // A worker waits from its upload until the round using it closes.
-  bool TryStart(int32_t w, int64_t, double) override {
-    return std::find(uploads_.begin(), uploads_.end(), w) == uploads_.end();
+  bool TryStart(int32_t w, int64_t, double now) override {
+    if (std::find(uploads_.begin(), uploads_.end(), w) != uploads_.end()) return false;
+    intervals_[w].released = now;
+    return true;
   }
   bool ReadReady(int32_t, int64_t) const override { return true; }
   void RemoveWorker(int32_t w) override {
@@ -88,7 +93,8 @@ class SemiAsync final : public ConsistencyController {
 
  private:
   struct Interval {
-    double last = -1, ewma = -1;
+    double released = -1;  // when its last round released it
+    double ewma = -1;      // of its training times (release to upload)
   };
   void Close() {
     while (!uploads_.empty() && static_cast<int64_t>(uploads_.size()) >= Quorum()) Emit(Quorum());

@@ -86,6 +86,17 @@ TEST(SemiAsyncTest, ARoundClosesWithWhatArrivedAtItsDeadline) {
   EXPECT_TRUE(c->TakeRounds().empty());
 }
 
+TEST(SemiAsyncTest, AutoQuorumLeavesOutAStragglerFromItsTrainingTime) {
+  proto::Policy p = SemiAsyncPolicy(0);
+  auto c = Make(p, 4);
+  SimResult r = Simulate(*c, {1.0, 1.0, 1.0, 3.0}, 300);
+  // After the first rounds the measured training times are {1, 1, 1, 3}: K = 3, so the fast
+  // workers go on without the straggler and upload about 3x as often.
+  EXPECT_GT(r.finished[0], 2 * r.finished[3]);
+  auto rounds = c->TakeRounds();
+  EXPECT_EQ(rounds.back().workers.size(), 3u);
+}
+
 TEST(SemiAsyncTest, DeadWorkersLeaveTheQuorum) {
   auto c = Make(SemiAsyncPolicy(3), 3);
   c->OnClock(0, 0, 1.0);
