@@ -32,7 +32,8 @@ DEFINE_int64(round_timeout_ms, 2000,
              "semi_async: a round closes this long after its first upload, with what arrived");
 DEFINE_string(quorum, "auto",
               "semi_async: K, a round closes at the K-th upload; auto: from measured intervals");
-DEFINE_string(aggregator, "sum", "how pushes combine: sum, fedavg (with bsp), fedbuff, fedasync");
+DEFINE_string(aggregator, "sum",
+              "how pushes combine: sum, fedavg (with bsp), temporal (with bsp), fedbuff, fedasync");
 DEFINE_string(staleness_lr, "none",
               "sum: none, or inverse (a gradient of staleness s is scaled by 1/s)");
 DEFINE_string(delay_compensation, "none", "sum: none, or dcasgd");

@@ -40,7 +40,28 @@ void PartitionState::Hold(int64_t clock, int32_t w, zmq::message_t update, doubl
   held_[clock][w].push_back(Held{std::move(update), weight, base_version});
 }
 
+// A round-based aggregator (temporal) takes each clock's updates itself.
+int PartitionState::HandOverRound(const RoundSpec& round) {
+  int rounds = 0;
+  for (auto c = held_.begin(); c != held_.end() && c->first <= round.clock; c = held_.erase(c)) {
+    for (const auto& [worker, updates] : c->second) {
+      for (const Held& h : updates) {
+        PushInfo info;
+        info.worker = worker;
+        info.clock = c->first;
+        info.base_version = h.base_version;
+        info.weight = h.weight;
+        aggregator_->Upload(*this, info, static_cast<const float*>(h.update.data()));
+      }
+    }
+    aggregator_->EndRound(*this, c->first);
+    ++rounds;
+  }
+  return rounds;
+}
+
 int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& round) {
+  if (aggregator_ && aggregator_->rounds()) return HandOverRound(round);
   auto counts = [&](int32_t w) {
     return round.workers.empty() ||
            std::find(round.workers.begin(), round.workers.end(), w) != round.workers.end();

@@ -68,6 +68,8 @@ class PartitionState {
   std::vector<float*> slot_ptrs_;
   int64_t version_ = 0;
   bool initialized_ = false;
+  int HandOverRound(const RoundSpec& round);
+
   struct Held {
     zmq::message_t update;
     double weight;

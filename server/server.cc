@@ -492,11 +492,12 @@ void Router::RemoveWorker(int32_t w, const char* why) {
   Release();
 }
 
-// fedavg is a way of combining bsp's rounds; nothing else produces them.
+// fedavg and temporal are ways of combining bsp's rounds; nothing else produces them.
 Status Router::CheckCombination(const proto::Policy& policy) const {
-  if (options_.aggregation.name == "fedavg" && policy.consistency() != "bsp") {
+  const std::string& a = options_.aggregation.name;
+  if ((a == "fedavg" || a == "temporal") && policy.consistency() != "bsp") {
     return Status::InvalidArgument(fmt::format(
-        "aggregator fedavg averages bsp's rounds; consistency {} has none", policy.consistency()));
+        "aggregator {} combines bsp's rounds; consistency {} has none", a, policy.consistency()));
   }
   return Status();
 }

@@ -16,9 +16,10 @@ double HingeStaleness(int64_t sigma, double a, double b) {
 }
 
 Status ValidateAggregator(const AggregatorOptions& o) {
-  if (o.name != "sum" && o.name != "fedavg" && o.name != "fedbuff" && o.name != "fedasync") {
-    return Status::InvalidArgument(
-        fmt::format("unknown aggregator '{}' (known: sum, fedavg, fedbuff, fedasync)", o.name));
+  if (o.name != "sum" && o.name != "fedavg" && o.name != "fedbuff" && o.name != "fedasync" &&
+      o.name != "temporal") {
+    return Status::InvalidArgument(fmt::format(
+        "unknown aggregator '{}' (known: sum, fedavg, fedbuff, fedasync, temporal)", o.name));
   }
   if (o.staleness_lr != "none" && o.staleness_lr != "inverse") {
     return Status::InvalidArgument(
@@ -48,6 +49,7 @@ Status ValidateAggregator(const AggregatorOptions& o) {
 std::unique_ptr<Aggregator> MakeAggregator(const AggregatorOptions& o, const Optimizer& optimizer) {
   if (o.name == "fedbuff") return MakeFedBuff(o, optimizer);
   if (o.name == "fedasync") return MakeFedAsync(o);
+  if (o.name == "temporal") return MakeTemporal();
   return MakeSum(o, optimizer);
 }
 

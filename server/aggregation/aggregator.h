@@ -7,6 +7,9 @@
 //            dcasgd adds lambda * g*g*(w - w_pull) for the worker's last read w_pull (§6)
 //   fedavg   with bsp: each round is one step on the sample-weighted mean of the workers'
 //            deltas (the round does the weighting; a push outside rounds is summed)
+//   temporal with bsp: per partition (so per layer) the average of every client's latest
+//            uploaded model, weighted by samples * (e/2)^-(rounds since its upload); a
+//            partition nobody uploaded in a round (a deep layer off its rounds) is unchanged
 //   fedbuff  buffers K deltas weighted by (1+sigma)^-a, then one optimizer step on their mean
 //   fedasync mixes x = (1 - alpha_t) x + alpha_t (x_base - delta), alpha_t = alpha * s(sigma)
 // Staleness sigma = the partition's version now - the version the push was computed from.
@@ -54,6 +57,12 @@ class Aggregator {
   virtual void OnPull(PartitionState& /*part*/, int32_t /*worker*/) {}
   // Applies whatever a consistency window left partially filled (on a policy switch).
   virtual void Flush(PartitionState& /*part*/) {}
+  // Round-based aggregators (temporal): a closed round hands over each of its updates, then
+  // ends. An aggregator that returns false from rounds() leaves rounds to RoundSpec's combine.
+  virtual bool rounds() const { return false; }
+  virtual void Upload(PartitionState& /*part*/, const PushInfo& /*info*/, const float* /*update*/) {
+  }
+  virtual void EndRound(PartitionState& /*part*/, int64_t /*clock*/) {}
 };
 
 // Checks the options once (at startup), so making per-partition instances cannot fail.
@@ -71,5 +80,10 @@ std::unique_ptr<Aggregator> MakeSum(const AggregatorOptions& options, const Opti
 std::unique_ptr<Aggregator> MakeFedBuff(const AggregatorOptions& options,
                                         const Optimizer& optimizer);
 std::unique_ptr<Aggregator> MakeFedAsync(const AggregatorOptions& options);
+std::unique_ptr<Aggregator> MakeTemporal();
+
+// Temporal weights n_k * a^-(t - ts_k), a = e/2, normalized to sum to 1 (ALGORITHMS.md §5).
+std::vector<double> TemporalWeights(const std::vector<double>& samples,
+                                    const std::vector<int64_t>& timestamps, int64_t t);
 
 }  // namespace hetps

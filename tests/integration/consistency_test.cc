@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tests/integration/local_cluster.h"
+#include "worker/layer_schedule.h"
 
 namespace hetps::testing {
 namespace {
@@ -133,6 +134,43 @@ TEST(ConsistencyTest, FedAvgAveragesEachRoundBySampleCount) {
   ASSERT_TRUE(clients[0]->Pull("w", w.data(), 4).Wait().ok());
   EXPECT_EQ(w, std::vector<float>(4, -(1 * 8.0f + 3 * 4.0f) / 4));
   EXPECT_NE(cluster.Ctl("set consistency=asp"), 0) << "fedavg has no rounds under asp";
+}
+
+TEST(ConsistencyTest, TemporalLeavesDeepLayersAloneOffTheirRounds) {
+  LocalCluster cluster(
+      {.servers = 1,
+       .workers = 2,
+       .server_flags = {"--consistency=bsp", "--aggregator=temporal", "--init=zeros"}});
+  auto clients = cluster.ConnectClients(2);
+  const std::vector<TensorSpec> tensors = {{"shallow", {8}, 0}, {"deep", {8}, 1}};
+  LocalCluster::RunEach(2, [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(tensors).ok()); });
+  const LayerSchedule schedule(/*deep_from=*/1, /*period=*/3, /*deep_rounds=*/1);
+  std::vector<std::vector<float>> deep_after(6, std::vector<float>(8));
+  LocalCluster::RunEach(2, [&](int i) {
+    Client& c = *clients[i];
+    std::vector<float> w(8), delta(8, 1.0f);
+    for (int64_t round = 0; round < 6; ++round) {
+      for (const TensorSpec& t : tensors) {
+        ASSERT_TRUE(c.Pull(t.name, w.data(), 8).Wait().ok());
+        if (schedule.Uploads(t.layer, round)) {
+          ASSERT_TRUE(c.Push(t.name, delta.data(), 8).Wait().ok());
+        }
+      }
+      ASSERT_TRUE(c.Clock().ok());
+      if (c.rank() == 0) {
+        ASSERT_TRUE(c.Pull("deep", deep_after[round].data(), 8).Wait().ok());
+      }
+    }
+  });
+  // Deep uploads on rounds 0 and 3 only: the deep layer moves then and nowhere else.
+  EXPECT_EQ(deep_after[0], std::vector<float>(8, -1.0f));
+  EXPECT_EQ(deep_after[1], deep_after[0]);
+  EXPECT_EQ(deep_after[2], deep_after[0]);
+  EXPECT_EQ(deep_after[3], std::vector<float>(8, -2.0f));
+  EXPECT_EQ(deep_after[5], deep_after[3]);
+  std::vector<float> shallow(8);
+  ASSERT_TRUE(clients[0]->Pull("shallow", shallow.data(), 8).Wait().ok());
+  EXPECT_EQ(shallow, std::vector<float>(8, -6.0f));  // moved every round
 }
 
 float Grad(int w, int r, int64_t j) { return static_cast<float>((w + 1) * ((j + r) % 5 + 1)); }

@@ -1,0 +1,88 @@
+#include <cmath>
+#include <map>
+#include <numbers>
+
+#include "server/aggregation/aggregator.h"
+#include "server/partition_store.h"
+
+namespace hetps {
+
+std::vector<double> TemporalWeights(const std::vector<double>& samples,
+                                    const std::vector<int64_t>& timestamps, int64_t t) {
+  const double a = std::numbers::e / 2;
+  std::vector<double> w(samples.size());
+  double total = 0;
+  for (size_t k = 0; k < w.size(); ++k) {
+    w[k] = samples[k] * std::pow(a, -static_cast<double>(t - timestamps[k]));
+    total += w[k];
+  }
+  for (double& x : w) x = total > 0 ? x / total : 0;
+  return w;
+}
+
+namespace {
+
+// Temporally weighted aggregation (Chen, Sun, Jin, TNNLS'19; ALGORITHMS.md §5), per partition,
+// so per layer. Each round (a bsp clock), every upload replaces that client's stored model,
+// w_k = (the model it read) - delta, stamped with the round; then the partition becomes the
+// average of every stored client model weighted by n_k * a^-(t - ts_k), a = e/2. A partition
+// nobody uploaded this round (a deep layer on a shallow-only round) is left unchanged.
+class Temporal final : public Aggregator {
+ public:
+  bool rounds() const override { return true; }
+  // Outside rounds (which CheckCombination rules out) an update is treated as in a round alone.
+  void OnPush(PartitionState& part, const PushInfo& info, const float* delta) override {
+    Upload(part, info, delta);
+    EndRound(part, info.clock);
+  }
+  void OnPull(PartitionState& part, int32_t worker) override { bases_[worker] = part.Snapshot(); }
+
+  void Upload(PartitionState& part, const PushInfo& info, const float* delta) override {
+    const int64_t n = part.info().length;
+    auto base = bases_.find(info.worker);
+    const float* x = base != bases_.end() ? base->second->data() : part.values();
+    Client& c = clients_[info.worker];
+    c.model.resize(n);
+    for (int64_t i = 0; i < n; ++i) c.model[i] = x[i] - delta[i];
+    c.samples = info.weight > 0 ? info.weight : 1;
+    c.round = info.clock + 1;
+    uploaded_ = true;
+  }
+
+  void EndRound(PartitionState& part, int64_t clock) override {
+    if (!uploaded_) return;  // nobody sent this layer this round: unchanged
+    uploaded_ = false;
+    std::vector<double> samples;
+    std::vector<int64_t> stamps;
+    for (const auto& [w, c] : clients_) {
+      samples.push_back(c.samples);
+      stamps.push_back(c.round);
+    }
+    const std::vector<double> weight = TemporalWeights(samples, stamps, clock + 1);
+    const int64_t n = part.info().length;
+    mixed_.assign(n, 0.0f);
+    size_t k = 0;
+    for (const auto& [w, c] : clients_) {
+      const float wk = static_cast<float>(weight[k++]);
+      for (int64_t i = 0; i < n; ++i) mixed_[i] += wk * c.model[i];
+    }
+    part.SetValues(mixed_.data());
+  }
+
+ private:
+  struct Client {
+    std::vector<float> model;
+    double samples = 1;
+    int64_t round = 0;
+  };
+  std::map<int32_t, std::shared_ptr<const std::vector<float>>> bases_;
+  std::map<int32_t, Client> clients_;
+  std::vector<float> mixed_;
+  bool uploaded_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Aggregator> MakeTemporal() { return std::make_unique<Temporal>(); }
+
+}  // namespace hetps
