@@ -115,6 +115,7 @@ int RunConsistencyBench(const ConsistencyBenchOptions& o) {
     }
     for (auto& t : threads) t.join();
     int64_t iterations = 0, max_staleness = 0, reads = 0, staleness_sum = 0, dropped = 0;
+    int64_t pushes = 0, push_staleness_sum = 0;
     int64_t straggler_iterations = 0, fastest_iterations = 0;
     double waiting = 0, wall = 0;
     for (int i = 0; i < o.workers; ++i) {
@@ -129,6 +130,8 @@ int RunConsistencyBench(const ConsistencyBenchOptions& o) {
       reads += s.reads;
       staleness_sum += s.staleness_sum;
       dropped += s.dropped_pushes;
+      pushes += s.pushes;
+      push_staleness_sum += s.push_staleness_sum;
       waiting += results[i].waiting_s;
       wall += results[i].wall_s;
       if (clients[i]->rank() == o.workers - 1) {
@@ -142,12 +145,14 @@ int RunConsistencyBench(const ConsistencyBenchOptions& o) {
         "{\"bench\":\"consistency\",\"consistency\":\"%s\",\"workers\":%d,\"servers\":%d,"
         "\"straggler_slowdown\":%.1f,\"iterations_per_s\":%.1f,\"max_staleness\":%lld,"
         "\"mean_staleness\":%.2f,\"blocked_fraction\":%.3f,\"fastest_iterations\":%lld,"
-        "\"straggler_iterations\":%lld,\"dropped_pushes\":%lld,\"seconds\":%.1f}\n",
+        "\"straggler_iterations\":%lld,\"dropped_pushes\":%lld,\"mean_push_staleness\":%.2f,"
+        "\"seconds\":%.1f}\n",
         name.c_str(), o.workers, o.servers, o.straggler_slowdown, iterations / secs,
         static_cast<long long>(max_staleness),
         reads ? static_cast<double>(staleness_sum) / reads : 0.0, waiting / wall,
         static_cast<long long>(fastest_iterations), static_cast<long long>(straggler_iterations),
-        static_cast<long long>(dropped), secs);
+        static_cast<long long>(dropped),
+        pushes ? static_cast<double>(push_staleness_sum) / pushes : 0.0, secs);
     std::fflush(stdout);
   }
   return 0;

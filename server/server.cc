@@ -150,6 +150,9 @@ DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratc
     return {ErrorReply(h, s, shared.self), {}};
   }
   const float* data = FloatsOf(m.payload[0], scratch);
+  // Staleness of a push: versions applied since the one it was computed from (ALGORITHMS.md
+  // §3), recorded in its reply. A base from the future (a confused client) counts as fresh.
+  const int64_t staleness = std::max<int64_t>(0, part->version() - h.version());
   if (h.type() == proto::PUSH && h.hold()) {
     // Synchronous consistency: applied with the rest of its clock's updates (CompleteRound).
     zmq::message_t frame = data == m.payload[0].data() ? std::move(m.payload[0])
@@ -171,6 +174,7 @@ DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratc
     r.header = ReplyTo(h, proto::INIT_REPLY, shared.self);
   }
   r.header.set_version(part->version());
+  if (h.type() == proto::PUSH) r.header.set_staleness(staleness);
   return r;
 }
 

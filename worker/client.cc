@@ -133,6 +133,7 @@ class Client::Impl {
   std::atomic<int64_t> clock{0};
   std::atomic<int64_t> bytes_pushed{0}, bytes_pulled{0}, requests{0};
   std::atomic<int64_t> reads{0}, staleness_sum{0}, max_staleness{0}, dropped_pushes{0};
+  std::atomic<int64_t> pushes_acked{0}, push_staleness_sum{0}, max_push_staleness{0};
 
   // Queues requests for the I/O thread.
   void Submit(std::vector<Outgoing> batch) {
@@ -301,6 +302,11 @@ void Client::Impl::OnReply(Envelope& env, int from) {
   pending_.erase(it);
   Status s = StatusOf(h);
   if (h.dropped()) ++dropped_pushes;
+  if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) {
+    ++pushes_acked;
+    push_staleness_sum += h.staleness();
+    if (h.staleness() > max_push_staleness) max_push_staleness = h.staleness();
+  }
   if (s.ok() && h.type() == proto::PULL_REPLY) {
     const size_t want = static_cast<size_t>(p.dst_len) * sizeof(float);
     if (env.message.payload.size() != 1 || env.message.payload[0].size() != want) {
@@ -391,6 +397,9 @@ ClientStats Client::stats() const {
   s.max_staleness = impl_->max_staleness.load();
   s.staleness_sum = impl_->staleness_sum.load();
   s.dropped_pushes = impl_->dropped_pushes.load();
+  s.pushes = impl_->pushes_acked.load();
+  s.push_staleness_sum = impl_->push_staleness_sum.load();
+  s.max_push_staleness = impl_->max_push_staleness.load();
   return s;
 }
 

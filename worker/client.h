@@ -60,6 +60,14 @@ struct ClientStats {
   int64_t staleness_sum = 0;
   // Partition pushes the server dropped because their round had closed (backup workers).
   int64_t dropped_pushes = 0;
+  // Push staleness: for every partition push applied or held, the versions the partition had
+  // advanced since the values the gradient was computed from (ALGORITHMS.md §3).
+  int64_t pushes = 0;
+  int64_t max_push_staleness = 0;
+  int64_t push_staleness_sum = 0;
+  double mean_push_staleness() const {
+    return pushes ? static_cast<double>(push_staleness_sum) / pushes : 0;
+  }
   double mean_staleness() const { return reads ? static_cast<double>(staleness_sum) / reads : 0; }
 };
 

@@ -144,10 +144,12 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
   const ClientStats stats = client.stats();
   std::printf(
       "rank %d done: distance to optimum %.4f -> %.4f after %d iterations in %.2f s; read "
-      "staleness max %lld mean %.2f; %lld late pushes dropped\n",
+      "staleness max %lld mean %.2f; %lld late pushes dropped; push staleness max %lld mean "
+      "%.2f\n",
       client.rank(), initial, final_distance, o.iterations, loop_s,
       static_cast<long long>(stats.max_staleness), stats.mean_staleness(),
-      static_cast<long long>(stats.dropped_pushes));
+      static_cast<long long>(stats.dropped_pushes),
+      static_cast<long long>(stats.max_push_staleness), stats.mean_push_staleness());
   std::fflush(stdout);
   if (!(final_distance < initial)) {
     return Status::Internal(fmt::format("the model did not converge: distance {:.4f} -> {:.4f}",

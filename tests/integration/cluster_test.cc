@@ -123,6 +123,11 @@ TEST(ClusterTest, PushesCarryTheVersionTheyWereComputedFrom) {
   ASSERT_TRUE(c.Push("w", g.data(), 3).Wait().ok());  // fresh again: staleness 0
   ASSERT_TRUE(c.Pull("w", w.data(), 3).Wait().ok());
   EXPECT_EQ(w, std::vector<float>(3, -14.0f));
+  // Every push's staleness is recorded: 0, 1, 2, then 0.
+  const ClientStats stats = c.stats();
+  EXPECT_EQ(stats.pushes, 4);
+  EXPECT_EQ(stats.max_push_staleness, 2);
+  EXPECT_EQ(stats.push_staleness_sum, 3);
 }
 
 TEST(ClusterTest, ClientReportsBadRequestsAsStatus) {
