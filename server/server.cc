@@ -112,54 +112,46 @@ struct DataReply {
   std::vector<zmq::message_t> payload;
 };
 
-// Serves one PUSH / PULL / INIT. Runs on the partition's owning thread only, so the partition
-// needs no lock. REQUIRES: the router checked that the partition is held here.
-DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratch) {
-  const proto::Header& h = m.header;
-  PartitionState* part = shared.store->Find(h.partition());
-  const Partition& p = part->info();
-  if (!part->initialized() && h.type() != proto::INIT) {
-    return {ErrorReply(h,
-                       Status::FailedPrecondition(fmt::format(
-                           "partition {} is not initialized yet (init=worker: a worker must Init "
-                           "it first)",
-                           p.id)),
-                       shared.self),
-            {}};
-  }
+// A pull, answered zero-copy: the reply holds a snapshot of the values until ZeroMQ sent it.
+DataReply ServePull(const Shared& shared, const proto::Header& h, PartitionState& part) {
+  using Snapshot = std::shared_ptr<const std::vector<float>>;
+  const Partition& p = part.info();
+  auto* snapshot = new Snapshot(part.Snapshot());
+  zmq::message_t values(
+      const_cast<float*>((*snapshot)->data()), static_cast<size_t>(p.length) * sizeof(float),
+      [](void*, void* hint) { delete static_cast<Snapshot*>(hint); }, snapshot);
   DataReply r;
-  if (h.type() == proto::PULL) {
-    // Zero-copy: the reply holds a snapshot of the values until ZeroMQ has sent it.
-    using Snapshot = std::shared_ptr<const std::vector<float>>;
-    auto* snapshot = new Snapshot(part->Snapshot());
-    zmq::message_t values(
-        const_cast<float*>((*snapshot)->data()), static_cast<size_t>(p.length) * sizeof(float),
-        [](void*, void* hint) { delete static_cast<Snapshot*>(hint); }, snapshot);
-    r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
-    r.header.set_dtype(proto::FLOAT32);
-    r.header.set_num_elements(p.length);
-    r.header.set_version(part->version());
-    r.header.set_min_clock(h.min_clock());
-    r.payload.push_back(std::move(values));
-    part->aggregator()->OnPull(*part, h.sender());
+  r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
+  r.header.set_dtype(proto::FLOAT32);
+  r.header.set_num_elements(p.length);
+  r.header.set_version(part.version());
+  r.header.set_min_clock(h.min_clock());
+  r.payload.push_back(std::move(values));
+  part.aggregator()->OnPull(part, h.sender());
+  return r;
+}
+
+// A push (held for its round, or handed to the aggregator) or an init, after validation.
+DataReply ServeUpdate(const Shared& shared, Message& m, PartitionState& part,
+                      std::vector<float>& scratch) {
+  const proto::Header& h = m.header;
+  const float* data = FloatsOf(m.payload[0], scratch);
+  DataReply r;
+  if (h.type() == proto::INIT) {
+    part.InitializeFrom(data);
+    r.header = ReplyTo(h, proto::INIT_REPLY, shared.self);
+    r.header.set_version(part.version());
     return r;
   }
-  if (Status s = CheckPayload(h, m, p); !s.ok()) {
-    spdlog::warn("rejected {} from node {}: {}", proto::MsgType_Name(h.type()), h.sender(),
-                 s.ToString());
-    return {ErrorReply(h, s, shared.self), {}};
-  }
-  const float* data = FloatsOf(m.payload[0], scratch);
   // Staleness of a push: versions applied since the one it was computed from (ALGORITHMS.md
   // §3), recorded in its reply. A base from the future (a confused client) counts as fresh.
-  const int64_t staleness = std::max<int64_t>(0, part->version() - h.version());
-  if (h.type() == proto::PUSH && h.hold()) {
-    // Synchronous consistency: applied with the rest of its clock's updates (CompleteRound).
+  const int64_t staleness = std::max<int64_t>(0, part.version() - h.version());
+  if (h.hold()) {
+    // Synchronous consistency: applied with the rest of its round (CompleteRound).
     zmq::message_t frame = data == m.payload[0].data() ? std::move(m.payload[0])
                                                        : zmq::message_t(data, m.payload[0].size());
-    part->Hold(h.clock(), h.sender(), std::move(frame), h.weight(), h.version());
-    r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
-  } else if (h.type() == proto::PUSH) {
+    part.Hold(h.clock(), h.sender(), std::move(frame), h.weight(), h.version());
+  } else {
     PushInfo info;
     info.worker = h.sender();
     info.clock = h.clock();
@@ -167,15 +159,35 @@ DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratc
     info.weight = h.weight();
     info.layer = h.layer();
     info.window = h.window();
-    part->aggregator()->OnPush(*part, info, data);
-    r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
-  } else {  // INIT
-    part->InitializeFrom(data);
-    r.header = ReplyTo(h, proto::INIT_REPLY, shared.self);
+    part.aggregator()->OnPush(part, info, data);
   }
-  r.header.set_version(part->version());
-  if (h.type() == proto::PUSH) r.header.set_staleness(staleness);
+  r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
+  r.header.set_version(part.version());
+  r.header.set_staleness(staleness);
   return r;
+}
+
+// Serves one PUSH / PULL / INIT. Runs on the partition's owning thread only, so the partition
+// needs no lock. REQUIRES: the router checked that the partition is held here.
+DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratch) {
+  const proto::Header& h = m.header;
+  PartitionState* part = shared.store->Find(h.partition());
+  if (!part->initialized() && h.type() != proto::INIT) {
+    return {ErrorReply(h,
+                       Status::FailedPrecondition(fmt::format(
+                           "partition {} is not initialized yet (init=worker: a worker must Init "
+                           "it first)",
+                           part->info().id)),
+                       shared.self),
+            {}};
+  }
+  if (h.type() == proto::PULL) return ServePull(shared, h, *part);
+  if (Status s = CheckPayload(h, m, part->info()); !s.ok()) {
+    spdlog::warn("rejected {} from node {}: {}", proto::MsgType_Name(h.type()), h.sender(),
+                 s.ToString());
+    return {ErrorReply(h, s, shared.self), {}};
+  }
+  return ServeUpdate(shared, m, *part, scratch);
 }
 
 // One apply thread: owns the large partitions with id % threads == index.
