@@ -99,6 +99,16 @@ StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(const BenchClusterOp
   return c;
 }
 
+StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Launch(
+    const BenchClusterOptions& options, const std::vector<TensorSpec>& tensors) {
+  auto cluster = Start(options);
+  if (!cluster.ok()) return cluster;
+  if (Status s = (*cluster)->ConnectAndDeclare(tensors); !s.ok()) {
+    return Status(s.code(), fmt::format("{} (cluster log: {})", s.message(), (*cluster)->log_));
+  }
+  return cluster;
+}
+
 Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors) {
   clients_.resize(workers_);
   std::vector<Status> results(workers_);

@@ -29,6 +29,9 @@ class BenchCluster {
  public:
   ~BenchCluster();  // stops every process it started
   static StatusOr<std::unique_ptr<BenchCluster>> Start(const BenchClusterOptions& options);
+  // Start() then ConnectAndDeclare(); a failure's message names the cluster's log.
+  static StatusOr<std::unique_ptr<BenchCluster>> Launch(const BenchClusterOptions& options,
+                                                        const std::vector<TensorSpec>& tensors);
   // Connects the W clients together (Connect and DeclareTensors are collective).
   Status ConnectAndDeclare(const std::vector<TensorSpec>& tensors);
   std::vector<std::unique_ptr<Client>>& clients() { return clients_; }

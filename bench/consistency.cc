@@ -93,14 +93,9 @@ int RunConsistencyBench(const ConsistencyBenchOptions& o) {
     co.servers = o.servers;
     co.workers = o.workers;
     co.server_flags = ServerFlags(o, name);
-    auto cluster = BenchCluster::Start(co);
+    auto cluster = BenchCluster::Launch(co, tensors);
     if (!cluster.ok()) {
       std::fprintf(stderr, "hetps-bench: %s\n", cluster.status().ToString().c_str());
-      return 1;
-    }
-    if (Status s = (*cluster)->ConnectAndDeclare(tensors); !s.ok()) {
-      std::fprintf(stderr, "hetps-bench: %s (cluster log: %s)\n", s.ToString().c_str(),
-                   (*cluster)->log_path().c_str());
       return 1;
     }
     auto& clients = (*cluster)->clients();

@@ -109,14 +109,9 @@ int RunPushPull(const PushPullOptions& o) {
   cluster_options.scheduler_bind = o.scheduler_bind;
   cluster_options.server_exec = o.server_exec;
   cluster_options.server_bind = o.server_bind;
-  auto cluster = BenchCluster::Start(cluster_options);
+  auto cluster = BenchCluster::Launch(cluster_options, tensors);
   if (!cluster.ok()) {
     std::fprintf(stderr, "hetps-bench: %s\n", cluster.status().ToString().c_str());
-    return 1;
-  }
-  if (Status s = (*cluster)->ConnectAndDeclare(tensors); !s.ok()) {
-    std::fprintf(stderr, "hetps-bench: %s (cluster log: %s)\n", s.ToString().c_str(),
-                 (*cluster)->log_path().c_str());
     return 1;
   }
   auto& clients = (*cluster)->clients();
