@@ -8,9 +8,24 @@
 #include "common/signals.h"
 #include "worker/client.h"
 #include "worker/synthetic.h"
+#include "worker/train/trainer.h"
 
 DEFINE_string(scheduler, "", "scheduler endpoint, e.g. tcp://10.0.0.1:7000 (required)");
-DEFINE_string(workload, "synthetic", "what to run: synthetic (quadratic objective, known optimum)");
+DEFINE_string(workload, "synthetic",
+              "what to run: synthetic (quadratic objective, known optimum) or mlp (an MLP on "
+              "Fashion-MNIST or any IDX pair)");
+DEFINE_int32(batch, 64, "mlp: minibatch size");
+DEFINE_int32(eval_every, 200, "mlp: rank 0 evaluates on the test set every N clocks");
+DEFINE_string(partition, "iid", "mlp: how the training set is split: iid or dirichlet");
+DEFINE_double(dirichlet_alpha, 0.5, "mlp: label skew of --partition=dirichlet (smaller: more)");
+DEFINE_string(hidden, "256,128", "mlp: hidden layer widths");
+DEFINE_uint64(data_seed, 1, "mlp: seed of the split, the minibatches and the initial weights");
+DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
+              "mlp: folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz");
+DEFINE_string(train_images, "", "mlp: IDX images to train on (overrides --data_dir)");
+DEFINE_string(train_labels, "", "mlp: IDX labels to train on");
+DEFINE_string(test_images, "", "mlp: IDX images to evaluate on");
+DEFINE_string(test_labels, "", "mlp: IDX labels to evaluate on");
 DEFINE_int32(iterations, 50, "iterations (pull, compute, push, clock) per worker");
 DEFINE_string(tensor_elements, "100000,1000000,2500000",
               "synthetic: comma-separated element counts, one tensor each");
@@ -36,8 +51,8 @@ int main(int argc, char** argv) {
     spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
     return 2;
   }
-  if (FLAGS_workload != "synthetic") {
-    spdlog::error("unknown --workload '{}' (known: synthetic)", FLAGS_workload);
+  if (FLAGS_workload != "synthetic" && FLAGS_workload != "mlp") {
+    spdlog::error("unknown --workload '{}' (known: synthetic, mlp)", FLAGS_workload);
     return 2;
   }
   hetps::SyntheticOptions workload;
@@ -52,6 +67,26 @@ int main(int argc, char** argv) {
   workload.slowdown = FLAGS_slowdown;
   workload.seed = FLAGS_workload_seed;
   workload.progress_every = std::max(1, FLAGS_progress_every);
+  hetps::TrainOptions train;
+  auto hidden = hetps::ParsePositiveList(FLAGS_hidden, 1 << 16);
+  if (!hidden.ok()) {
+    spdlog::error("--hidden: {}", hidden.status().message());
+    return 2;
+  }
+  train.hidden.assign(hidden->begin(), hidden->end());
+  train.data_dir = FLAGS_data_dir;
+  train.train_images = FLAGS_train_images;
+  train.train_labels = FLAGS_train_labels;
+  train.test_images = FLAGS_test_images;
+  train.test_labels = FLAGS_test_labels;
+  train.partition = FLAGS_partition;
+  train.dirichlet_alpha = FLAGS_dirichlet_alpha;
+  train.batch = FLAGS_batch;
+  train.iterations = FLAGS_iterations;
+  train.eval_every = FLAGS_eval_every;
+  train.progress_every = std::max(1, FLAGS_progress_every);
+  train.seed = FLAGS_data_seed;
+  train.slowdown = FLAGS_slowdown;
 
   hetps::ClientOptions options;
   options.scheduler = FLAGS_scheduler;
@@ -63,7 +98,9 @@ int main(int argc, char** argv) {
     spdlog::error("cannot join the cluster: {}", client.status().ToString());
     return 1;
   }
-  hetps::Status s = hetps::RunSynthetic(**client, workload, signals.stop());
+  hetps::Status s = FLAGS_workload == "mlp"
+                        ? hetps::RunTraining(**client, train, signals.stop())
+                        : hetps::RunSynthetic(**client, workload, signals.stop());
   hetps::Status left = (*client)->Finish();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());

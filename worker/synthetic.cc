@@ -95,6 +95,16 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
     specs.push_back({m.names[t], {o.tensor_elements[t]}, static_cast<int32_t>(t)});
   }
   if (Status s = client.DeclareTensors(specs); !s.ok()) return s;
+  // Start from zeros when the servers take their initial values from workers (--init=worker);
+  // the first Init wins, and servers with their own initializer ignore it.
+  std::vector<Ticket> inits;
+  for (size_t t = 0; t < m.names.size(); ++t) {
+    inits.push_back(
+        client.Init(m.names[t], m.grad[t].data(), static_cast<int64_t>(m.grad[t].size())));
+  }
+  for (const Ticket& ticket : inits) {
+    if (Status s = ticket.Wait(); !s.ok()) return s;
+  }
   if (Status s = PullAll(client, m); !s.ok()) return s;
   const double initial = DistanceToOptimum(m);
   int64_t model_bytes = 0;

@@ -1,0 +1,84 @@
+// Real training on the real data: worker processes train the MLP on Fashion-MNIST (installed by
+// deploy/install_deps.sh) through a live cluster.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "tests/integration/local_cluster.h"
+
+namespace hetps::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs `workers` trainer processes with `flags`; returns their outputs.
+std::vector<std::string> Train(int servers, int workers, const std::vector<std::string>& flags) {
+  LocalCluster cluster({.servers = servers,
+                        .workers = workers,
+                        .server_flags = {"--consistency=ssp", "--staleness=2", "--optimizer=adam",
+                                         "--lr=0.001", "--init=worker"}});
+  std::vector<std::unique_ptr<Process>> procs;
+  for (int i = 0; i < workers; ++i) {
+    std::vector<std::string> f = {"--workload=mlp", "--progress_every=100000"};
+    f.insert(f.end(), flags.begin(), flags.end());
+    procs.push_back(cluster.StartWorker(f, cluster.Path("trainer" + std::to_string(i))));
+  }
+  std::vector<std::string> out;
+  for (int i = 0; i < workers; ++i) {
+    auto st = procs[i]->WaitExit(120s);
+    out.push_back(Slurp(cluster.Path("trainer" + std::to_string(i))));
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out.back();
+  }
+  return out;
+}
+
+TEST(TrainTest, MlpOnFashionMnistExceedsEightyPercent) {
+  auto out = Train(2, 2, {"--iterations=300", "--eval_every=300", "--data_seed=3"});
+  static const std::regex final_line(R"(final test accuracy ([0-9.]+))");
+  int reports = 0;
+  for (const std::string& o : out) {
+    std::smatch m;
+    if (!std::regex_search(o, m, final_line)) continue;
+    ++reports;
+    EXPECT_GT(std::stod(m[1]), 0.80) << o;
+  }
+  EXPECT_EQ(reports, 1) << "exactly one worker (rank 0) evaluates";
+}
+
+TEST(TrainTest, DirichletSplitFinishesAndReportsItsLabelSkew) {
+  auto out = Train(
+      1, 2,
+      {"--iterations=60", "--eval_every=60", "--partition=dirichlet", "--dirichlet_alpha=0.2"});
+  static const std::regex hist(R"(trains on ([0-9]+) samples, labels \[([0-9 ]+)\])");
+  int64_t samples = 0;
+  std::vector<std::vector<int64_t>> counts;
+  for (const std::string& o : out) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(o, m, hist)) << o;
+    samples += std::stoll(m[1]);
+    std::istringstream line(m[2]);
+    counts.emplace_back();
+    for (int64_t v; line >> v;) counts.back().push_back(v);
+    ASSERT_EQ(counts.back().size(), 10u);
+  }
+  // Per class, the share held by the worker with more of it: about 0.5 for an iid split.
+  double majority = 0;
+  for (int c = 0; c < 10; ++c) {
+    majority += static_cast<double>(std::max(counts[0][c], counts[1][c])) /
+                static_cast<double>(counts[0][c] + counts[1][c]);
+  }
+  EXPECT_GT(majority / 10, 0.75) << "alpha 0.2 should skew the labels";
+  EXPECT_EQ(samples, 60000);  // the two parts cover the training set
+}
+
+}  // namespace
+}  // namespace hetps::testing

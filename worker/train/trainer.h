@@ -1,0 +1,37 @@
+// The built-in training workload: an MLP on an IDX data set (Fashion-MNIST by default) trained
+// through the parameter server. Each iteration pulls every layer, computes the gradient of one
+// minibatch from this worker's partition, pushes it and ends the clock; the push stays in
+// flight while the next pull is issued (the connection is FIFO, so the server applies it
+// first). Rank 0 also evaluates on the test set every eval_every clocks, without stopping the
+// others.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/client.h"
+#include "worker/train/idx.h"
+
+namespace hetps {
+
+struct TrainOptions {
+  std::string data_dir = kFashionMnistDir;
+  std::string train_images, train_labels, test_images, test_labels;  // override data_dir
+  std::string partition = "iid";                                     // iid | dirichlet
+  double dirichlet_alpha = 0.5;
+  std::vector<int> hidden = {256, 128};
+  int batch = 64;
+  int iterations = 1000;  // clocks
+  int eval_every = 200;
+  int progress_every = 100;
+  uint64_t seed = 1;
+  double slowdown = 1.0;  // multiplies compute time (a reproducible straggler)
+};
+
+// Trains until the worker's clock reaches `iterations`; rank 0 prints the final test accuracy.
+// Returns an error if the data cannot be loaded or a request fails.
+Status RunTraining(Client& client, const TrainOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace hetps
