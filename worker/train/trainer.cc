@@ -32,6 +32,12 @@ Status ForEachTensor(const std::vector<TensorSpec>& tensors, Op op) {
   return Status();
 }
 
+Status PullModel(Client& client, const std::vector<TensorSpec>& tensors, Params& params) {
+  return ForEachTensor(tensors, [&](size_t t) {
+    return client.Pull(tensors[t].name, params[t].data(), tensors[t].NumElements());
+  });
+}
+
 // Minibatches drawn in a per-epoch shuffled order of this worker's samples.
 class Batches {
  public:
@@ -115,14 +121,7 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
   const auto start = Clock::now();
   double loss_ewma = -1;
   for (int it = 0; client.clock() < o.iterations && !stop.load(); ++it) {
-    if (Status s = ForEachTensor(tensors,
-                                 [&](size_t t) {
-                                   return client.Pull(tensors[t].name, params[t].data(),
-                                                      tensors[t].NumElements());
-                                 });
-        !s.ok()) {
-      return s;
-    }
+    if (Status s = PullModel(client, tensors, params); !s.ok()) return s;
     const auto compute_start = Clock::now();
     Params& g = grads[it % 2];
     for (const Ticket& t : in_flight) {  // the buffer we reuse is two pushes back
@@ -161,14 +160,7 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   if (Status s = client.Barrier(); !s.ok()) return s;
   if (test) {
-    if (Status s = ForEachTensor(tensors,
-                                 [&](size_t t) {
-                                   return client.Pull(tensors[t].name, params[t].data(),
-                                                      tensors[t].NumElements());
-                                 });
-        !s.ok()) {
-      return s;
-    }
+    if (Status s = PullModel(client, tensors, params); !s.ok()) return s;
     std::printf("final test accuracy %.4f after %d iterations per worker in %.1f s\n",
                 model.Accuracy(params, test->x.data(), test->y.data(), test->size), o.iterations,
                 secs);
