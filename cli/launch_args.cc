@@ -63,7 +63,7 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
           fmt::format("unexpected argument '{}' (flags are --name=value)", a));
     }
     const bool own = name == "servers" || name == "workers" || name == "flagfile" ||
-                     name == "bin_dir" || name == "grace_ms";
+                     name == "bin_dir" || name == "grace_ms" || name == "run_dir";
     if (!own) {
       command_line.push_back(a);
       continue;
@@ -82,6 +82,8 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
       (name == "servers" ? out.servers : name == "workers" ? out.workers : out.grace_ms) = *v;
     } else if (name == "flagfile") {
       flagfile = value;
+    } else if (name == "run_dir") {
+      out.run_dir = value;
     } else {
       out.bin_dir = value;
     }

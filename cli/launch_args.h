@@ -16,10 +16,12 @@ struct LaunchArgs {
   int workers = 1;
   std::string bin_dir;                   // where the role binaries are; default: beside hetps
   int grace_ms = 10000;                  // how long processes get to exit after a stop
+  std::string run_dir;                   // the run's folder; default runs/<timestamp>
   std::vector<std::string> extra_flags;  // "--name=value", flagfile lines first
 };
 
-// Parses `--servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G] [--flag=value]...`
+// Parses `--servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G] [--run_dir R]
+// [--flag=value]...`
 // (also --servers=S forms). Reads the flagfile: one flag per line, '#' starts a comment.
 StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args);
 

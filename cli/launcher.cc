@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -230,9 +232,31 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
+// The run's folder (created), with flags.txt: what each role was started with.
+StatusOr<std::string> PrepareRunDir(const LaunchArgs& args,
+                                    const std::map<std::string, std::vector<std::string>>& routed) {
+  std::string dir = args.run_dir;
+  if (dir.empty()) {
+    const std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+    dir = std::string("runs/") + stamp;
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::InvalidArgument(fmt::format("cannot create {}: {}", dir, ec.message()));
+  dir = fs::absolute(dir).lexically_normal().string();
+  std::ofstream flags(dir + "/flags.txt");
+  flags << fmt::format("hetps launch --servers {} --workers {}\n", args.servers, args.workers);
+  for (const auto& [role, list] : routed)
+    flags << fmt::format("{}: {}\n", role, fmt::join(list, " "));
+  if (!flags) return Status::InvalidArgument(fmt::format("cannot write {}/flags.txt", dir));
+  return dir;
+}
+
 int Run(const LaunchArgs& args, Cluster& cluster,
         const std::map<std::string, std::vector<std::string>>& routed, const std::string& bin_dir,
-        const std::string& endpoint_file) {
+        const std::string& endpoint_file, const std::string& run_dir) {
   const auto start = Clock::now();
   auto sched =
       cluster.Spawn("scheduler", 0, bin_dir + "/hetps-scheduler",
@@ -261,7 +285,7 @@ int Run(const LaunchArgs& args, Cluster& cluster,
   }
   for (int i = 0; i < args.workers; ++i) {
     cluster.Spawn("worker", i, bin_dir + "/hetps-worker",
-                  Concat({sched_flag}, routed.at("worker")));
+                  Concat({sched_flag, "--run_dir=" + run_dir}, routed.at("worker")));
   }
 
   std::optional<Clock::time_point> workers_done_at;
@@ -309,7 +333,8 @@ int Run(const LaunchArgs& args, Cluster& cluster,
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   if (culprits.empty()) {
-    Say(fmt::format("all {} workers finished in {:.1f} s", workers_ok, secs));
+    Say(fmt::format("all {} workers finished in {:.1f} s; run folder {}", workers_ok, secs,
+                    run_dir));
     return 0;
   }
   Say(fmt::format("failed after {:.1f} s: {}", secs, fmt::join(culprits, "; ")));
@@ -324,6 +349,8 @@ int Launch(const LaunchArgs& args) {
   if (!role_flags.ok()) return Say(role_flags.status().ToString()), 2;
   auto routed = RouteFlags(args.extra_flags, *role_flags);
   if (!routed.ok()) return Say(routed.status().ToString()), 2;
+  auto run_dir = PrepareRunDir(args, *routed);
+  if (!run_dir.ok()) return Say(run_dir.status().ToString()), 2;
 
   char tmpl[] = "/tmp/hetps-launch-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return Say("cannot create a temporary directory"), 1;
@@ -339,7 +366,7 @@ int Launch(const LaunchArgs& args) {
   int code;
   {
     Cluster cluster(args, signals, signal_fd);
-    code = Run(args, cluster, *routed, bin_dir, endpoint_file);
+    code = Run(args, cluster, *routed, bin_dir, endpoint_file, *run_dir);
   }
   close(signal_fd);
   std::error_code ec;

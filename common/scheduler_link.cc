@@ -52,7 +52,7 @@ bool SchedulerLink::SchedulerLost() const {
 }
 
 Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
-  proto::Header reg;
+  proto::Header reg = registration_;
   reg.set_type(proto::REGISTER);
   reg.set_role(role_);
   reg.set_address(address_);

@@ -25,6 +25,8 @@ class SchedulerLink {
   SchedulerLink(const SchedulerLink&) = delete;
   SchedulerLink& operator=(const SchedulerLink&) = delete;
 
+  // Extra fields of the REGISTER message (a server sets its policy), before Join.
+  proto::Header& registration() { return registration_; }
   // Registers and blocks until the cluster view arrives. Fails on an error reply, on SHUTDOWN,
   // when `stop` becomes true, or after `timeout_ms`.
   Status Join(const std::atomic<bool>& stop, int timeout_ms);
@@ -51,6 +53,7 @@ class SchedulerLink {
   std::chrono::milliseconds heartbeat_interval_;
   std::chrono::steady_clock::time_point last_heartbeat_{};
   std::chrono::steady_clock::time_point last_heard_{};
+  proto::Header registration_;
   int32_t id_ = -1;
   int32_t rank_ = -1;
   ClusterView view_;

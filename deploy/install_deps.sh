@@ -8,7 +8,7 @@ packages=(
   librocksdb-dev libspdlog-dev libfmt-dev libgflags-dev
   libgtest-dev libgmock-dev libbenchmark-dev libzstd-dev zlib1g-dev
   libcpp-httplib-dev nlohmann-json3-dev libeigen3-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist gnuplot-nox
 )
 
 missing=()

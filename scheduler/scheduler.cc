@@ -78,7 +78,9 @@ class Loop {
     Arrival requester;
     std::set<int32_t> waiting;  // servers yet to answer
     Status status;              // the first refusal, if any
+    proto::Policy policy;
   };
+  std::optional<proto::Policy> policy_;              // what the servers run
   std::map<uint64_t, PolicyChange> policy_changes_;  // by the request id sent to the servers
   uint64_t next_policy_id_ = 1;
 };
@@ -198,6 +200,14 @@ void Loop::HandleRegister(const Envelope& env) {
     return;
   }
   const proto::NodeInfo& info = (*m)->info;
+  if (info.role() == proto::SERVER && h.has_policy()) {
+    if (!policy_) {
+      policy_ = h.policy();
+    } else if (policy_->SerializeAsString() != h.policy().SerializeAsString()) {
+      spdlog::warn("server {} runs consistency '{}', the first server '{}'", info.id(),
+                   h.policy().consistency(), policy_->consistency());
+    }
+  }
   proto::Header r = ReplyTo(h, proto::REGISTER_REPLY, kSchedulerId);
   r.set_node(info.id());
   r.set_rank(info.rank());
@@ -211,6 +221,7 @@ void Loop::HandleRegister(const Envelope& env) {
   view.set_sender(kSchedulerId);
   *view.mutable_view() = members_.View();
   view.mutable_view()->set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
+  if (policy_) *view.mutable_view()->mutable_policy() = *policy_;
   if (view_sent_) {
     Reply(env.identity, view);  // a retried registration
     return;
@@ -317,6 +328,7 @@ void Loop::StartPolicyChange(const Envelope& env) {
   change.requester.request_id = h.request_id();
   change.requester.identity = env.identity;
   change.waiting = servers;
+  change.policy = h.policy();
   proto::Header out;
   out.set_type(proto::SET_POLICY);
   out.set_sender(kSchedulerId);
@@ -352,6 +364,7 @@ void Loop::FinishPolicyChanges() {
     Reply(it->second.requester.identity, s.ok() ? ReplyTo(req, proto::POLICY_ACK, kSchedulerId)
                                                 : ErrorReply(req, s, kSchedulerId));
     spdlog::info("policy change {}", s.ok() ? "applied on every live server" : s.ToString());
+    if (s.ok()) policy_ = it->second.policy;
     it = policy_changes_.erase(it);
   }
 }

@@ -308,6 +308,7 @@ Status Router::Setup() {
   }
   link_ = std::make_unique<SchedulerLink>(ctx_, options_.scheduler, proto::SERVER, address,
                                           options_.heartbeat_interval_ms);
+  *link_->registration().mutable_policy() = options_.policy;
   spdlog::info("listening on {} (advertised {}), {} apply threads, optimizer {}", endpoint, address,
                options_.threads, options_.optimizer);
   return Status();

@@ -26,6 +26,7 @@ DEFINE_string(train_images, "", "mlp: IDX images to train on (overrides --data_d
 DEFINE_string(train_labels, "", "mlp: IDX labels to train on");
 DEFINE_string(test_images, "", "mlp: IDX images to evaluate on");
 DEFINE_string(test_labels, "", "mlp: IDX labels to evaluate on");
+DEFINE_string(run_dir, "", "mlp: write metrics.csv, summary.json and plot.png of the run here");
 DEFINE_int32(iterations, 50, "iterations (pull, compute, push, clock) per worker");
 DEFINE_string(tensor_elements, "100000,1000000,2500000",
               "synthetic: comma-separated element counts, one tensor each");
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
   train.progress_every = std::max(1, FLAGS_progress_every);
   train.seed = FLAGS_data_seed;
   train.slowdown = FLAGS_slowdown;
+  train.run_dir = FLAGS_run_dir;
 
   hetps::ClientOptions options;
   options.scheduler = FLAGS_scheduler;

@@ -2,6 +2,8 @@
 // deploy/install_deps.sh) through a live cluster.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -78,6 +80,32 @@ TEST(TrainTest, DirichletSplitFinishesAndReportsItsLabelSkew) {
   }
   EXPECT_GT(majority / 10, 0.75) << "alpha 0.2 should skew the labels";
   EXPECT_EQ(samples, 60000);  // the two parts cover the training set
+}
+
+TEST(TrainTest, LaunchWritesTheRunFolder) {
+  const std::string dir =
+      (std::filesystem::path(::testing::TempDir()) / ("hetps-run-" + std::to_string(getpid())))
+          .lexically_normal()
+          .string();
+  std::filesystem::remove_all(dir);
+  const std::string cmd = Bin("hetps") + " launch --servers 1 --workers 2 --run_dir=" + dir +
+                          " --workload=mlp --consistency=bsp --optimizer=adam --lr=0.001"
+                          " --init=worker --iterations=40 --eval_every=20 > " +
+                          dir + ".log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << Slurp(dir + ".log");
+  EXPECT_NE(Slurp(dir + "/flags.txt").find("server: --consistency=bsp"), std::string::npos);
+  const std::string metrics = Slurp(dir + "/metrics.csv");
+  EXPECT_EQ(metrics.rfind("wall_s,clock,worker,loss,test_accuracy,staleness\n", 0), 0u);
+  EXPECT_GE(std::count(metrics.begin(), metrics.end(), '\n'), 1 + 2 * 4);  // every 10 clocks
+  static const std::regex summary(
+      R"(\{"test_accuracy":0\.[0-9]+,"wall_s":[0-9.]+,"iterations":40,"workers":2,)"
+      R"("samples_per_s":[0-9.]+,"consistency":"bsp"\})");
+  EXPECT_TRUE(std::regex_search(Slurp(dir + "/summary.json"), summary))
+      << Slurp(dir + "/summary.json");
+  const std::string png = Slurp(dir + "/plot.png");
+  ASSERT_GT(png.size(), 1000u);
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  EXPECT_NE(Slurp(dir + ".log").find("run folder " + dir), std::string::npos);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "worker/train/mlp.h"
 #include "worker/train/partitioner.h"
+#include "worker/train/run_log.h"
 
 namespace hetps {
 namespace {
@@ -115,6 +116,8 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
   }
   Params grads[2] = {model.Zeros(), model.Zeros()};  // one in flight while the next is computed
   std::vector<Ticket> in_flight;
+  auto log = RunLog::Open(o.run_dir, client.rank());
+  if (!log.ok()) return log.status();
   Batches batches(std::move(parts[client.rank()]), o.seed * 1000003 + client.rank());
   std::vector<float> x;
   std::vector<int32_t> y;
@@ -141,12 +144,14 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
     if (Status s = client.Clock(); !s.ok()) return s;
     const int64_t clock = client.clock();
     const bool eval = test && (clock % o.eval_every == 0 || clock >= o.iterations);
+    std::optional<double> accuracy;
+    if (eval) accuracy = model.Accuracy(params, test->x.data(), test->y.data(), test->size);
+    if (clock % o.log_every == 0 || eval) {
+      log->Record(clock, client.rank(), loss_ewma, accuracy, client.stats().max_staleness);
+    }
     if (clock % o.progress_every == 0 || eval) {
       const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-      std::string acc =
-          eval ? fmt::format("  test accuracy {:.4f}",
-                             model.Accuracy(params, test->x.data(), test->y.data(), test->size))
-               : "";
+      const std::string acc = accuracy ? fmt::format("  test accuracy {:.4f}", *accuracy) : "";
       std::printf("epoch %.2f  iter %lld/%d  %.1f it/s  loss %.4f%s  staleness max %lld\n",
                   batches.epoch(), static_cast<long long>(clock), o.iterations, (it + 1) / secs,
                   loss_ewma, acc.c_str(), static_cast<long long>(client.stats().max_staleness));
@@ -158,14 +163,25 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
   }
   if (stop.load()) return Status::Aborted("interrupted");
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  log->Close();  // before the barrier: rank 0 merges every worker's file after it
   if (Status s = client.Barrier(); !s.ok()) return s;
-  if (test) {
-    if (Status s = PullModel(client, tensors, params); !s.ok()) return s;
-    std::printf("final test accuracy %.4f after %d iterations per worker in %.1f s\n",
-                model.Accuracy(params, test->x.data(), test->y.data(), test->size), o.iterations,
-                secs);
-    std::fflush(stdout);
+  if (!test) return Status();
+  if (Status s = PullModel(client, tensors, params); !s.ok()) return s;
+  const double final_accuracy = model.Accuracy(params, test->x.data(), test->y.data(), test->size);
+  std::printf("final test accuracy %.4f after %d iterations per worker in %.1f s\n", final_accuracy,
+              o.iterations, secs);
+  if (!o.run_dir.empty()) {
+    RunSummary summary;
+    summary.test_accuracy = final_accuracy;
+    summary.wall_s = secs;
+    summary.iterations = o.iterations;
+    summary.workers = client.num_workers();
+    summary.samples = static_cast<int64_t>(o.iterations) * o.batch * client.num_workers();
+    summary.consistency = client.policy().consistency();
+    if (Status s = FinishRun(o.run_dir, summary); !s.ok()) return s;
+    std::printf("run files in %s: metrics.csv, plot.png, summary.json\n", o.run_dir.c_str());
   }
+  std::fflush(stdout);
   return Status();
 }
 

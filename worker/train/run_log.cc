@@ -1,0 +1,94 @@
+#include "worker/train/run_log.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace hetps {
+namespace {
+
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+constexpr char kHeader[] = "wall_s,clock,worker,loss,test_accuracy,staleness";
+
+}  // namespace
+
+StatusOr<RunLog> RunLog::Open(const std::string& dir, int rank) {
+  RunLog log;
+  if (dir.empty()) return log;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = fmt::format("{}/worker-{}.csv", dir, rank);
+  log.file_ = std::fopen(path.c_str(), "w");
+  if (log.file_ == nullptr) return Status::InvalidArgument(fmt::format("cannot write {}", path));
+  return log;
+}
+
+void RunLog::Record(int64_t clock, int rank, double loss, std::optional<double> accuracy,
+                    int64_t staleness) {
+  if (file_ == nullptr) return;
+  // Unix time here; FinishRun makes it relative to the run's first row.
+  std::fprintf(file_, "%.3f,%lld,%d,%.5f,%s,%lld\n", UnixSeconds(), static_cast<long long>(clock),
+               rank, loss, accuracy ? fmt::format("{:.4f}", *accuracy).c_str() : "",
+               static_cast<long long>(staleness));
+}
+
+void RunLog::Close() {
+  if (file_ != nullptr) std::fclose(file_);
+  file_ = nullptr;
+}
+
+Status FinishRun(const std::string& dir, const RunSummary& s) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<double, std::string>> rows;  // (unix time, rest of the row)
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("worker-", 0) != 0 || entry.path().extension() != ".csv") continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      const size_t comma = line.find(',');
+      if (comma == std::string::npos) continue;
+      rows.emplace_back(std::stod(line.substr(0, comma)), line.substr(comma + 1));
+    }
+    fs::remove(entry.path());
+  }
+  std::sort(rows.begin(), rows.end());
+  const std::string metrics = dir + "/metrics.csv";
+  {
+    std::ofstream out(metrics);
+    out << kHeader << "\n";
+    for (const auto& [t, rest] : rows)
+      out << fmt::format("{:.3f},{}\n", t - rows.front().first, rest);
+    if (!out) return Status::InvalidArgument(fmt::format("cannot write {}", metrics));
+  }
+  {
+    std::ofstream out(dir + "/summary.json");
+    out << fmt::format(
+        "{{\"test_accuracy\":{:.4f},\"wall_s\":{:.2f},\"iterations\":{},\"workers\":{},"
+        "\"samples_per_s\":{:.1f},\"consistency\":\"{}\"}}\n",
+        s.test_accuracy, s.wall_s, s.iterations, s.workers,
+        s.wall_s > 0 ? static_cast<double>(s.samples) / s.wall_s : 0.0, s.consistency);
+  }
+  const std::string script = fmt::format(
+      "set terminal pngcairo size 900,500; set output '{0}/plot.png';"
+      "set datafile separator ','; set key top center; set xlabel 'wall time (s)';"
+      "set ylabel 'training loss'; set y2label 'test accuracy'; set ytics nomirror; set y2tics;"
+      "plot '{1}' every ::1 using 1:4 with points pt 7 ps 0.3 title 'loss (every worker)',"
+      " '' every ::1 using 1:5 axes x1y2 with linespoints lw 2 title 'test accuracy'",
+      dir, metrics);
+  const std::string cmd = fmt::format("gnuplot -e \"{}\" 2>&1", script);
+  if (std::system(cmd.c_str()) != 0) {
+    spdlog::warn("no plot: gnuplot failed or is not installed (apt-get install gnuplot-nox)");
+  }
+  return Status();
+}
+
+}  // namespace hetps

@@ -1,0 +1,48 @@
+// A training run's folder: each worker appends its rows to <dir>/worker-<rank>.csv while it
+// trains; after the final barrier rank 0 merges them into metrics.csv (wall time from the run's
+// first row), writes summary.json and draws plot.png (accuracy and loss against wall time,
+// with gnuplot when installed).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+
+namespace hetps {
+
+class RunLog {
+ public:
+  RunLog() = default;  // records nothing
+  ~RunLog() { Close(); }
+  RunLog(RunLog&& other) noexcept : file_(other.file_) { other.file_ = nullptr; }
+  RunLog& operator=(RunLog&&) = delete;
+  RunLog(const RunLog&) = delete;
+
+  // Opens <dir>/worker-<rank>.csv; an empty dir gives a log that records nothing.
+  static StatusOr<RunLog> Open(const std::string& dir, int rank);
+  // One row; `accuracy` only on evaluations.
+  void Record(int64_t clock, int rank, double loss, std::optional<double> accuracy,
+              int64_t staleness);
+  void Close();
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+struct RunSummary {
+  double test_accuracy = 0;
+  double wall_s = 0;
+  int64_t iterations = 0;  // per worker
+  int workers = 0;
+  int64_t samples = 0;  // trained on, all workers
+  std::string consistency;
+};
+
+// Merges the workers' files into metrics.csv, writes summary.json and plot.png.
+// REQUIRES: every worker closed its RunLog (the caller passed a barrier after that).
+Status FinishRun(const std::string& dir, const RunSummary& summary);
+
+}  // namespace hetps
