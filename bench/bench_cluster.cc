@@ -99,6 +99,27 @@ StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(const BenchClusterOp
   return c;
 }
 
+void BenchCluster::StartWorker(const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {SelfDir() + "/hetps-worker", "--scheduler=" + endpoint_,
+                                   "--log_level=warn"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  worker_pids_.push_back(Spawn(argv));
+}
+
+Status BenchCluster::WaitWorkers() {
+  Status result;
+  for (pid_t pid : worker_pids_) {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    std::erase(pids_, pid);
+    if (result.ok() && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      result = Status::Internal(fmt::format("worker pid {} failed (see {})", pid, log_));
+    }
+  }
+  worker_pids_.clear();
+  return result;
+}
+
 StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Launch(
     const BenchClusterOptions& options, const std::vector<TensorSpec>& tensors) {
   auto cluster = Start(options);

@@ -36,6 +36,12 @@ class BenchCluster {
   Status ConnectAndDeclare(const std::vector<TensorSpec>& tensors);
   std::vector<std::unique_ptr<Client>>& clients() { return clients_; }
   const std::string& log_path() const { return log_; }
+  const std::string& dir() const { return dir_; }
+  const std::string& endpoint() const { return endpoint_; }
+  // Starts a hetps-worker process joining this cluster (its output goes to the log).
+  void StartWorker(const std::vector<std::string>& flags);
+  // Waits for every worker process; fails naming the first that did not exit 0.
+  Status WaitWorkers();
 
  private:
   BenchCluster() = default;
@@ -44,6 +50,7 @@ class BenchCluster {
   std::string dir_, log_, endpoint_;
   int workers_ = 0;
   std::vector<pid_t> pids_;
+  std::vector<pid_t> worker_pids_;
   std::vector<std::unique_ptr<Client>> clients_;
 };
 

@@ -8,6 +8,7 @@
 
 #include "bench/consistency.h"
 #include "bench/pushpull.h"
+#include "bench/train.h"
 #include "common/allocator.h"
 #include "common/int_list.h"
 
@@ -20,6 +21,10 @@ DEFINE_string(controllers, "bsp,ssp,dssp,backup,softsync,semi_async,asp",
               "consistency: controllers to run, in order");
 DEFINE_int32(backup_workers, 1, "consistency: b of backup");
 DEFINE_int32(softsync_n, 1, "consistency: n of softsync");
+DEFINE_string(model, "mlp", "train: the model");
+DEFINE_string(consistency, "ssp", "train: the servers' consistency");
+DEFINE_int32(iterations, 1500, "train: iterations per worker");
+DEFINE_double(target, 0.85, "train: test accuracy to time");
 DEFINE_int32(staleness, 3, "consistency: s of ssp");
 DEFINE_int32(dssp_lower, 3, "consistency: s_L of dssp");
 DEFINE_int32(dssp_range, 12, "consistency: r_max of dssp");
@@ -55,6 +60,19 @@ int PushPull() {
   return hetps::bench::RunPushPull(o);
 }
 
+int Train() {
+  hetps::bench::TrainBenchOptions o;
+  o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
+  o.workers = FLAGS_workers > 0 ? FLAGS_workers : 4;
+  o.model = FLAGS_model;
+  o.consistency = FLAGS_consistency;
+  o.staleness = FLAGS_staleness;
+  o.straggler_slowdown = FLAGS_straggler_slowdown;
+  o.iterations = FLAGS_iterations;
+  o.target = FLAGS_target;
+  return hetps::bench::RunTrainBench(o);
+}
+
 int Consistency() {
   hetps::bench::ConsistencyBenchOptions o;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
@@ -83,7 +101,8 @@ int Consistency() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T]\n"
-      "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]");
+      "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
+      "       hetps-bench train [--model mlp --workers W --consistency C --straggler_slowdown F]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   // The same tuning as the role processes, so the raw ZeroMQ ceiling measured here benefits
   // from it exactly as the clients do.
@@ -96,6 +115,7 @@ int main(int argc, char** argv) {
   }
   if (command == "pushpull") return PushPull();
   if (command == "consistency") return Consistency();
+  if (command == "train") return Train();
   std::fprintf(stderr, "usage: %s\n", gflags::ProgramUsage());
   return 2;
 }

@@ -1,0 +1,24 @@
+// `hetps-bench train`: real training (hetps-worker --workload=mlp processes on a benchmark
+// cluster, one of them optionally a straggler), measured from the run folder they write:
+// samples per second and the wall time until rank 0 first measured the target test accuracy.
+#pragma once
+
+#include <string>
+
+namespace hetps::bench {
+
+struct TrainBenchOptions {
+  int servers = 2;
+  int workers = 4;
+  std::string model = "mlp";
+  std::string consistency = "ssp";
+  int staleness = 2;
+  double straggler_slowdown = 1;  // > 1: the last worker computes this many times longer
+  int iterations = 1500;          // per worker
+  int eval_every = 50;
+  double target = 0.85;
+};
+
+int RunTrainBench(const TrainBenchOptions& options);
+
+}  // namespace hetps::bench
