@@ -28,7 +28,11 @@ double TimeToTarget(const std::string& metrics_csv, double target) {
     std::vector<std::string> f;
     std::stringstream row(line);
     for (std::string cell; std::getline(row, cell, ',');) f.push_back(cell);
-    if (f.size() >= 5 && !f[4].empty() && std::stod(f[4]) >= target) return std::stod(f[0]);
+    try {
+      if (f.size() >= 5 && !f[4].empty() && std::stod(f[4]) >= target) return std::stod(f[0]);
+    } catch (const std::exception&) {
+      // a malformed row measures nothing
+    }
   }
   return -1;
 }

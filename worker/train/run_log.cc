@@ -54,9 +54,14 @@ Status FinishRun(const std::string& dir, const RunSummary& s) {
     if (name.rfind("worker-", 0) != 0 || entry.path().extension() != ".csv") continue;
     std::ifstream in(entry.path());
     for (std::string line; std::getline(in, line);) {
+      // A worker killed mid-write leaves a partial last line: skip what does not parse.
       const size_t comma = line.find(',');
-      if (comma == std::string::npos) continue;
-      rows.emplace_back(std::stod(line.substr(0, comma)), line.substr(comma + 1));
+      if (comma == std::string::npos || std::count(line.begin(), line.end(), ',') != 5) continue;
+      try {
+        rows.emplace_back(std::stod(line.substr(0, comma)), line.substr(comma + 1));
+      } catch (const std::exception&) {
+        spdlog::warn("skipping malformed metrics row in {}: '{}'", name, line);
+      }
     }
     fs::remove(entry.path());
   }

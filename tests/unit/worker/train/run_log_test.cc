@@ -1,0 +1,63 @@
+#include "worker/train/run_log.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace hetps {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(RunLogTest, MergesWorkersByTimeAndSkipsATornLine) {
+  const std::string dir = ::testing::TempDir() + "/run_log_test";
+  std::filesystem::remove_all(dir);
+  {
+    auto a = RunLog::Open(dir, 0);
+    auto b = RunLog::Open(dir, 1);
+    ASSERT_TRUE(a.ok() && b.ok());
+    a->Record(10, 0, 1.5, std::nullopt, 1);
+    b->Record(10, 1, 1.4, 0.71, 0);
+    a->Record(20, 0, 0.9, 0.83, 2);
+  }
+  std::ofstream(dir + "/worker-1.csv", std::ios::app) << "1700000000.1,30,1,0.";  // torn
+  RunSummary s;
+  s.test_accuracy = 0.83;
+  s.wall_s = 2;
+  s.iterations = 20;
+  s.workers = 2;
+  s.samples = 2560;
+  s.consistency = "ssp";
+  ASSERT_TRUE(FinishRun(dir, s).ok());
+  const std::string metrics = Slurp(dir + "/metrics.csv");
+  std::istringstream lines(metrics);
+  std::string header, first, second, third, extra;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  std::getline(lines, third);
+  EXPECT_EQ(header, "wall_s,clock,worker,loss,test_accuracy,staleness");
+  EXPECT_EQ(first.substr(0, 6), "0.000,");  // relative to the first row
+  EXPECT_NE(third.find(",20,0,0.90000,0.8300,2"), std::string::npos) << metrics;
+  EXPECT_FALSE(std::getline(lines, extra));  // the torn line was dropped
+  EXPECT_FALSE(std::filesystem::exists(dir + "/worker-0.csv"));
+  EXPECT_EQ(Slurp(dir + "/summary.json"),
+            "{\"test_accuracy\":0.8300,\"wall_s\":2.00,\"iterations\":20,\"workers\":2,"
+            "\"samples_per_s\":1280.0,\"consistency\":\"ssp\"}\n");
+}
+
+TEST(RunLogTest, AnEmptyDirectoryRecordsNothing) {
+  auto log = RunLog::Open("", 3);
+  ASSERT_TRUE(log.ok());
+  log->Record(1, 3, 0.5, 0.5, 0);  // no file, no crash
+}
+
+}  // namespace
+}  // namespace hetps
