@@ -133,9 +133,6 @@ class Client {
   // Push and Init: one request per partition, each sending its slice of `data` zero-copy.
   Ticket Send(proto::MsgType type, const std::string& tensor, const float* data, int64_t n,
               double weight);
-  static Ticket MakeTicket(std::shared_ptr<Ticket::State> state) {
-    return Ticket(std::move(state));
-  }
   std::unique_ptr<Impl> impl_;
 };
 

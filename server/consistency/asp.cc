@@ -8,7 +8,6 @@ class Asp final : public ConsistencyController {
  public:
   explicit Asp(const std::vector<int32_t>& workers) : ConsistencyController(workers) {}
   std::string name() const override { return "asp"; }
-  int64_t bound() const override { return kUnbounded; }
   bool TryStart(int32_t, int64_t, double) override { return true; }
   bool ReadReady(int32_t, int64_t) const override { return true; }
 };

@@ -16,7 +16,6 @@ class Backup final : public ConsistencyController {
   Backup(const std::vector<int32_t>& workers, int64_t b)
       : ConsistencyController(workers), total_(static_cast<int64_t>(workers.size())), b_(b) {}
   std::string name() const override { return "backup"; }
-  int64_t bound() const override { return 0; }
   bool synchronous() const override { return true; }
 
   void OnClock(int32_t w, int64_t completed, double now) override {

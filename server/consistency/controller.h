@@ -33,8 +33,6 @@ class ConsistencyController {
   virtual ~ConsistencyController() = default;
 
   virtual std::string name() const = 0;
-  // The promised bound on (a running worker's clock - the slowest live worker's clock).
-  virtual int64_t bound() const = 0;
   virtual bool synchronous() const { return false; }
 
   // Worker `w` finished clock `completed` at time `now`.

@@ -39,7 +39,6 @@ class Dssp final : public ConsistencyController {
   Dssp(const std::vector<int32_t>& workers, int64_t lower, int64_t range)
       : ConsistencyController(workers), lower_(lower), range_(range) {}
   std::string name() const override { return "dssp"; }
-  int64_t bound() const override { return lower_ + range_; }
 
   void OnClock(int32_t w, int64_t completed, double now) override {
     clocks_.Advance(w, completed);

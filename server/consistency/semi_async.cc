@@ -38,7 +38,6 @@ class SemiAsync final : public ConsistencyController {
   SemiAsync(const std::vector<int32_t>& workers, int64_t quorum, double a, double timeout_s)
       : ConsistencyController(workers), quorum_(quorum), a_(a), timeout_s_(timeout_s) {}
   std::string name() const override { return "semi_async"; }
-  int64_t bound() const override { return kUnbounded; }
   bool synchronous() const override { return true; }
 
   void OnClock(int32_t w, int64_t completed, double now) override {

@@ -14,7 +14,6 @@ class Softsync final : public ConsistencyController {
   Softsync(const std::vector<int32_t>& workers, int64_t n)
       : ConsistencyController(workers), n_(n) {}
   std::string name() const override { return "softsync"; }
-  int64_t bound() const override { return kUnbounded; }
   bool TryStart(int32_t, int64_t, double) override { return true; }
   bool ReadReady(int32_t, int64_t) const override { return true; }
   int64_t window() const override {

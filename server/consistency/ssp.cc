@@ -12,7 +12,6 @@ class Ssp final : public ConsistencyController {
   Ssp(const std::vector<int32_t>& workers, int64_t s, bool synchronous)
       : ConsistencyController(workers), s_(s), synchronous_(synchronous) {}
   std::string name() const override { return synchronous_ ? "bsp" : "ssp"; }
-  int64_t bound() const override { return s_; }
   bool synchronous() const override { return synchronous_; }
   bool TryStart(int32_t, int64_t next, double) override { return next - clocks_.min() <= s_; }
   bool ReadReady(int32_t, int64_t clock) const override { return clocks_.min() >= clock - s_; }
