@@ -21,7 +21,7 @@ DEFINE_string(controllers, "bsp,ssp,dssp,backup,softsync,semi_async,asp",
               "consistency: controllers to run, in order");
 DEFINE_int32(backup_workers, 1, "consistency: b of backup");
 DEFINE_int32(softsync_n, 1, "consistency: n of softsync");
-DEFINE_string(model, "mlp", "train: the model");
+DEFINE_string(model, "mlp", "train: the model: mlp or cnn");
 DEFINE_string(consistency, "ssp", "train: the servers' consistency");
 DEFINE_int32(iterations, 1500, "train: iterations per worker");
 DEFINE_double(target, 0.85, "train: test accuracy to time");
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
-      "       hetps-bench train [--model mlp --workers W --consistency C --straggler_slowdown F]");
+      "       hetps-bench train [--model mlp|cnn --workers W --consistency C --straggler_slowdown F]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   // The same tuning as the role processes, so the raw ZeroMQ ceiling measured here benefits
   // from it exactly as the clients do.

@@ -40,8 +40,8 @@ double TimeToTarget(const std::string& metrics_csv, double target) {
 }  // namespace
 
 int RunTrainBench(const TrainBenchOptions& o) {
-  if (o.model != "mlp") {
-    std::fprintf(stderr, "hetps-bench train: --model=%s is not built yet (mlp)\n", o.model.c_str());
+  if (o.model != "mlp" && o.model != "cnn") {
+    std::fprintf(stderr, "hetps-bench train: unknown --model=%s (mlp, cnn)\n", o.model.c_str());
     return 2;
   }
   BenchClusterOptions co;
@@ -56,10 +56,12 @@ int RunTrainBench(const TrainBenchOptions& o) {
   }
   const std::string run_dir = (*cluster)->dir() + "/run";
   for (int i = 0; i < o.workers; ++i) {
-    std::vector<std::string> flags = {"--workload=mlp",
+    std::vector<std::string> flags = {"--workload=train",
+                                      "--model=" + o.model,
                                       fmt::format("--iterations={}", o.iterations),
                                       fmt::format("--eval_every={}", o.eval_every),
-                                      "--progress_every=1000000", "--run_dir=" + run_dir};
+                                      "--progress_every=1000000",
+                                      "--run_dir=" + run_dir};
     if (i == o.workers - 1 && o.straggler_slowdown > 1) {
       flags.push_back(fmt::format("--slowdown={}", o.straggler_slowdown));
     }

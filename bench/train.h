@@ -1,4 +1,4 @@
-// `hetps-bench train`: real training (hetps-worker --workload=mlp processes on a benchmark
+// `hetps-bench train`: real training (hetps-worker --workload=train processes on a benchmark
 // cluster, one of them optionally a straggler), measured from the run folder they write:
 // samples per second and the wall time until rank 0 first measured the target test accuracy.
 #pragma once

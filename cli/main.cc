@@ -16,7 +16,7 @@ constexpr char kUsage[] =
     "  launch   run a whole cluster (scheduler, S servers, W workers) on 127.0.0.1 on free\n"
     "           ports. Extra flags go to every role that defines them (see each binary's\n"
     "           --help), e.g. --optimizer=adam --lr=0.001 --iterations=100. The run's\n"
-    "           folder (default runs/<timestamp>) gets flags.txt and, from the mlp\n"
+    "           folder (default runs/<timestamp>) gets flags.txt and, from the train\n"
     "           workload, metrics.csv, plot.png and summary.json.\n"
     "\n"
     "usage: hetps ctl --scheduler=tcp://host:port [--timeout_ms=T] set key=value ...\n"

@@ -12,21 +12,25 @@
 
 DEFINE_string(scheduler, "", "scheduler endpoint, e.g. tcp://10.0.0.1:7000 (required)");
 DEFINE_string(workload, "synthetic",
-              "what to run: synthetic (quadratic objective, known optimum) or mlp (an MLP on "
+              "what to run: synthetic (quadratic objective, known optimum) or train (--model on "
               "Fashion-MNIST or any IDX pair)");
-DEFINE_int32(batch, 64, "mlp: minibatch size");
-DEFINE_int32(eval_every, 200, "mlp: rank 0 evaluates on the test set every N clocks");
-DEFINE_string(partition, "iid", "mlp: how the training set is split: iid or dirichlet");
-DEFINE_double(dirichlet_alpha, 0.5, "mlp: label skew of --partition=dirichlet (smaller: more)");
-DEFINE_string(hidden, "256,128", "mlp: hidden layer widths");
-DEFINE_uint64(data_seed, 1, "mlp: seed of the split, the minibatches and the initial weights");
+DEFINE_string(model, "mlp", "train: mlp (784-256-128-10, see --hidden) or cnn (LeNet-5 style)");
+DEFINE_string(device, "auto", "train: where to compute: auto (the GPU when usable), cpu, cuda");
+DEFINE_int32(compute_threads, 1,
+             "train: CPU threads for the model's arithmetic (more pays only on idle cores)");
+DEFINE_int32(batch, 64, "train: minibatch size");
+DEFINE_int32(eval_every, 200, "train: rank 0 evaluates on the test set every N clocks");
+DEFINE_string(partition, "iid", "train: how the training set is split: iid or dirichlet");
+DEFINE_double(dirichlet_alpha, 0.5, "train: label skew of --partition=dirichlet (smaller: more)");
+DEFINE_string(hidden, "256,128", "train: hidden layer widths");
+DEFINE_uint64(data_seed, 1, "train: seed of the split, the minibatches and the initial weights");
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
-              "mlp: folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz");
-DEFINE_string(train_images, "", "mlp: IDX images to train on (overrides --data_dir)");
-DEFINE_string(train_labels, "", "mlp: IDX labels to train on");
-DEFINE_string(test_images, "", "mlp: IDX images to evaluate on");
-DEFINE_string(test_labels, "", "mlp: IDX labels to evaluate on");
-DEFINE_string(run_dir, "", "mlp: write metrics.csv, summary.json and plot.png of the run here");
+              "train: folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz");
+DEFINE_string(train_images, "", "train: IDX images to train on (overrides --data_dir)");
+DEFINE_string(train_labels, "", "train: IDX labels to train on");
+DEFINE_string(test_images, "", "train: IDX images to evaluate on");
+DEFINE_string(test_labels, "", "train: IDX labels to evaluate on");
+DEFINE_string(run_dir, "", "train: write metrics.csv, summary.json and plot.png of the run here");
 DEFINE_int32(iterations, 50, "iterations (pull, compute, push, clock) per worker");
 DEFINE_string(tensor_elements, "100000,1000000,2500000",
               "synthetic: comma-separated element counts, one tensor each");
@@ -52,8 +56,20 @@ int main(int argc, char** argv) {
     spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
     return 2;
   }
-  if (FLAGS_workload != "synthetic" && FLAGS_workload != "mlp") {
-    spdlog::error("unknown --workload '{}' (known: synthetic, mlp)", FLAGS_workload);
+  if (FLAGS_workload != "synthetic" && FLAGS_workload != "train") {
+    spdlog::error("unknown --workload '{}' (known: synthetic, train)", FLAGS_workload);
+    return 2;
+  }
+  if (FLAGS_model != "mlp" && FLAGS_model != "cnn") {
+    spdlog::error("unknown --model '{}' (known: mlp, cnn)", FLAGS_model);
+    return 2;
+  }
+  if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
+    spdlog::error("unknown --device '{}' (known: auto, cpu, cuda)", FLAGS_device);
+    return 2;
+  }
+  if (FLAGS_compute_threads < 1) {
+    spdlog::error("--compute_threads must be >= 1");
     return 2;
   }
   hetps::SyntheticOptions workload;
@@ -89,6 +105,9 @@ int main(int argc, char** argv) {
   train.seed = FLAGS_data_seed;
   train.slowdown = FLAGS_slowdown;
   train.run_dir = FLAGS_run_dir;
+  train.model = FLAGS_model;
+  train.device = FLAGS_device;
+  train.compute_threads = FLAGS_compute_threads;
 
   hetps::ClientOptions options;
   options.scheduler = FLAGS_scheduler;
@@ -100,7 +119,7 @@ int main(int argc, char** argv) {
     spdlog::error("cannot join the cluster: {}", client.status().ToString());
     return 1;
   }
-  hetps::Status s = FLAGS_workload == "mlp"
+  hetps::Status s = FLAGS_workload == "train"
                         ? hetps::RunTraining(**client, train, signals.stop())
                         : hetps::RunSynthetic(**client, workload, signals.stop());
   hetps::Status left = (*client)->Finish();

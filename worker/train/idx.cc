@@ -80,6 +80,8 @@ StatusOr<Dataset> LoadIdxPair(const std::string& images, const std::string& labe
   }
   Dataset d;
   d.size = x->dims[0];
+  d.rows = x->dims[1];
+  d.cols = x->dims[2];
   d.features = static_cast<int64_t>(x->dims[1]) * x->dims[2];
   d.classes = classes;
   double sum = 0, sq = 0;

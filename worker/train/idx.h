@@ -23,7 +23,8 @@ StatusOr<IdxArray> ReadIdx(const std::string& path);
 // their labels.
 struct Dataset {
   int64_t size = 0;
-  int64_t features = 0;
+  int64_t features = 0;  // rows x cols
+  int32_t rows = 0, cols = 0;
   int32_t classes = 10;
   std::vector<float> x;    // size x features, row-major
   std::vector<int32_t> y;  // size labels in [0, classes)

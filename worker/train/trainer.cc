@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "worker/train/mlp.h"
+#include "worker/train/model.h"
 #include "worker/train/partitioner.h"
 #include "worker/train/run_log.h"
 
@@ -97,10 +97,12 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
   spdlog::info("rank {} trains on {} samples, labels [{}]", client.rank(),
                parts[client.rank()].size(), fmt::join(histogram[client.rank()], " "));
 
-  std::vector<int> sizes = {static_cast<int>(train->features)};
-  sizes.insert(sizes.end(), o.hidden.begin(), o.hidden.end());
-  sizes.push_back(train->classes);
-  Mlp model(sizes);
+  auto arch = BuildArchitecture(o.model, {1, train->rows, train->cols}, train->classes, o.hidden);
+  if (!arch.ok()) return arch.status();
+  SetComputeThreads(o.compute_threads);
+  auto made = MakeModel(std::move(*arch), o.device);
+  if (!made.ok()) return made.status();
+  Model& model = **made;
   const std::vector<TensorSpec> tensors = model.Tensors();
   if (Status s = client.DeclareTensors(tensors); !s.ok()) return s;
   // Every worker offers the same seeded start; the first Init of each partition wins (servers
@@ -132,7 +134,9 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
     }
     in_flight.clear();
     batches.Next(*train, o.batch, x, y);
-    const double loss = model.LossAndGradients(params, x.data(), y.data(), o.batch, g);
+    auto computed = model.LossAndGradients(params, x.data(), y.data(), o.batch, g);
+    if (!computed.ok()) return computed.status();
+    const double loss = *computed;
     loss_ewma = loss_ewma < 0 ? loss : 0.95 * loss_ewma + 0.05 * loss;
     if (o.slowdown > 1.0) {
       std::this_thread::sleep_for((Clock::now() - compute_start) * (o.slowdown - 1.0));
@@ -145,7 +149,11 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
     const int64_t clock = client.clock();
     const bool eval = test && (clock % o.eval_every == 0 || clock >= o.iterations);
     std::optional<double> accuracy;
-    if (eval) accuracy = model.Accuracy(params, test->x.data(), test->y.data(), test->size);
+    if (eval) {
+      auto a = model.Accuracy(params, test->x.data(), test->y.data(), test->size);
+      if (!a.ok()) return a.status();
+      accuracy = *a;
+    }
     if (clock % o.log_every == 0 || eval) {
       log->Record(clock, client.rank(), loss_ewma, accuracy, client.stats().max_staleness);
     }
@@ -167,7 +175,9 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
   if (Status s = client.Barrier(); !s.ok()) return s;
   if (!test) return Status();
   if (Status s = PullModel(client, tensors, params); !s.ok()) return s;
-  const double final_accuracy = model.Accuracy(params, test->x.data(), test->y.data(), test->size);
+  auto evaluated = model.Accuracy(params, test->x.data(), test->y.data(), test->size);
+  if (!evaluated.ok()) return evaluated.status();
+  const double final_accuracy = *evaluated;
   std::printf("final test accuracy %.4f after %d iterations per worker in %.1f s\n", final_accuracy,
               o.iterations, secs);
   if (!o.run_dir.empty()) {

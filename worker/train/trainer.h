@@ -1,7 +1,7 @@
-// The built-in training workload: an MLP on an IDX data set (Fashion-MNIST by default) trained
-// through the parameter server. Each iteration pulls every layer, computes the gradient of one
-// minibatch from this worker's partition, pushes it and ends the clock; the push stays in
-// flight while the next pull is issued (the connection is FIFO, so the server applies it
+// The built-in training workload: a model (mlp or cnn) on an IDX data set (Fashion-MNIST by
+// default) trained through the parameter server. Each iteration pulls every layer, computes the
+// gradient of one minibatch from this worker's partition, pushes it and ends the clock; the push
+// stays in flight while the next pull is issued (the connection is FIFO, so the server applies it
 // first). Rank 0 also evaluates on the test set every eval_every clocks, without stopping the
 // others.
 #pragma once
@@ -21,7 +21,10 @@ struct TrainOptions {
   std::string train_images, train_labels, test_images, test_labels;  // override data_dir
   std::string partition = "iid";                                     // iid | dirichlet
   double dirichlet_alpha = 0.5;
-  std::vector<int> hidden = {256, 128};
+  std::string model = "mlp";             // mlp | cnn
+  std::vector<int> hidden = {256, 128};  // mlp
+  std::string device = "auto";           // auto | cpu | cuda
+  int compute_threads = 1;
   int batch = 64;
   int iterations = 1000;  // clocks
   int eval_every = 200;
