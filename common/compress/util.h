@@ -1,0 +1,82 @@
+// Helpers shared by the codecs (CPU) and mirrored exactly by their CUDA kernels.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace hetps::compress {
+
+// Elements a sparsifier keeps of n at `density`: ceil(density * n), at least 1, at most n.
+inline int64_t KeepCount(int64_t n, double density) {
+  if (n <= 0) return 0;
+  const auto k = static_cast<int64_t>(std::ceil(density * static_cast<double>(n)));
+  return k < 1 ? 1 : (k > n ? n : k);
+}
+
+// Sums in a fixed order (kSumChunk consecutive elements in sequence, then the chunks in
+// sequence, in double, no fused multiply-add) so that a CUDA reduction that follows the same
+// order gets the identical bits.
+constexpr int64_t kSumChunk = 1024;
+
+template <typename F>
+double FixedOrderSum(int64_t n, F term) {
+  double total = 0;
+  for (int64_t begin = 0; begin < n; begin += kSumChunk) {
+    const int64_t end = begin + kSumChunk < n ? begin + kSumChunk : n;
+    double chunk = 0;
+    for (int64_t i = begin; i < end; ++i) chunk += term(i);
+    total += chunk;
+  }
+  return total;
+}
+
+// A little-endian bit stream: element i's w-bit code occupies bits [i*w, (i+1)*w).
+inline int64_t BitBytes(int64_t n, int width) { return (n * width + 7) / 8; }
+
+inline void PutBits(uint8_t* out, int64_t bit, uint32_t code, int width) {
+  for (int b = 0; b < width; ++b, ++bit) {
+    if (code >> b & 1u) out[bit >> 3] |= static_cast<uint8_t>(1u << (bit & 7));
+  }
+}
+
+inline uint32_t GetBits(const uint8_t* in, int64_t bit, int width) {
+  uint32_t code = 0;
+  for (int b = 0; b < width; ++b, ++bit)
+    code |= static_cast<uint32_t>(in[bit >> 3] >> (bit & 7) & 1u) << b;
+  return code;
+}
+
+template <typename T>
+void Append(std::vector<uint8_t>& out, const T& v) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v, sizeof(T));
+}
+
+template <typename T>
+T Load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// float -> IEEE half, round to nearest even; magnitudes beyond the half range saturate to
+// +-65504 (an overflowing gradient should not become infinity). NaN stays NaN.
+inline uint16_t ToHalf(float f) {
+  if (f > 65504.0f) f = 65504.0f;
+  if (f < -65504.0f) f = -65504.0f;
+  const _Float16 h = static_cast<_Float16>(f);
+  uint16_t bits;
+  std::memcpy(&bits, &h, sizeof(bits));
+  return bits;
+}
+
+inline float FromHalf(uint16_t bits) {
+  _Float16 h;
+  std::memcpy(&h, &bits, sizeof(bits));
+  return static_cast<float>(h);
+}
+
+}  // namespace hetps::compress
