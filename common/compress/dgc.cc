@@ -1,10 +1,10 @@
 // dgc (Deep Gradient Compression; density, momentum, sample, warmup, epoch): momentum
 // correction u <- m u + g, local accumulation v <- v + u; the threshold comes from the top
-// density of a strided sample of |v| (a `sample` fraction), re-adjusted (x1.3 / x0.8, at most
-// 10 times) until between 0.8k and 1.3k elements pass; those of v are sent and both v and u
-// are cleared there (momentum-factor masking). Warm-up: for the first `warmup` epochs of
-// `epoch` steps the density is density^((e+1)/(warmup+1)). Wire: uint32 count, then count
-// ascending indices and their values.
+// density of a strided sample of |v| (a `sample` fraction), re-adjusted (x1.3 / x0.8, then
+// bisection once bracketed; at most 10 times) until between 0.8k and 1.3k elements pass; those of v
+// are sent and both v and u are cleared there (momentum-factor masking). Warm-up: for the first
+// `warmup` epochs of `epoch` steps the density is density^((e+1)/(warmup+1)). Wire: uint32 count,
+// then count ascending indices and their values.
 #include <algorithm>
 #include <cmath>
 
@@ -68,15 +68,23 @@ class Dgc : public Codec {
       threshold = sample[rank - 1];
     }
     auto passes = [&](int64_t i) { return s.v[i] != 0.0f && std::fabs(s.v[i]) >= threshold; };
+    // Re-adjust x1.3 / x0.8 (at most 10 times); once the count has been on both sides of the
+    // band, bisect between the last thresholds that gave too many and too few.
+    float too_low = -1, too_high = -1;  // thresholds that passed too many / too few
     for (int adjust = 0; adjust < 10; ++adjust) {
       int64_t count = 0;
       for (int64_t i = 0; i < n; ++i) count += passes(i);
       if (count > 1.3 * k) {
-        threshold *= 1.3f;
+        too_low = threshold;
       } else if (count < 0.8 * k) {
-        threshold *= 0.8f;
+        too_high = threshold;
       } else {
         break;
+      }
+      if (too_low >= 0 && too_high >= 0) {
+        threshold = 0.5f * (too_low + too_high);
+      } else {
+        threshold *= count > 1.3 * k ? 1.3f : 0.8f;
       }
     }
     std::vector<uint32_t> sent;
