@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/cluster_view.h"
+#include "common/compress/codec.h"
 #include "common/logging.h"
 #include "common/message.h"
 #include "common/scheduler_link.h"
@@ -33,6 +34,8 @@ struct Shared {
   int32_t self = -1;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<PartitionStore> store;
+  const ShardMap* map = nullptr;
+  compress::CodecCache* codecs = nullptr;  // decodes compressed pushes, encodes pulls
   // Partition ids each owner serves: owned[0] the network thread, owned[1 + k] apply thread k.
   std::vector<std::vector<int32_t>> owned;
 };
@@ -89,6 +92,7 @@ Status CheckPayload(const proto::Header& h, const Message& m, const Partition& p
                                             p.length, h.num_elements()));
   }
   const size_t want = static_cast<size_t>(p.length) * sizeof(float);
+  if (!h.codec().empty() && m.payload.size() == 1) return Status();  // the decoder checks sizes
   if (m.payload.size() != 1 || m.payload[0].size() != want) {
     return Status::SizeMismatch(
         fmt::format("partition {} needs one payload frame of {} bytes, got {} frame(s) of {} bytes",
@@ -113,15 +117,37 @@ struct DataReply {
 };
 
 // A pull, answered zero-copy: the reply holds a snapshot of the values until ZeroMQ sent it.
+// Pulls may ask for these codecs (deterministic and stateless).
+bool PullCodecAllowed(const std::string& codec) { return codec == "none" || codec == "fp16"; }
+
 DataReply ServePull(const Shared& shared, const proto::Header& h, PartitionState& part) {
   using Snapshot = std::shared_ptr<const std::vector<float>>;
   const Partition& p = part.info();
   auto* snapshot = new Snapshot(part.Snapshot());
-  zmq::message_t values(
-      const_cast<float*>((*snapshot)->data()), static_cast<size_t>(p.length) * sizeof(float),
-      [](void*, void* hint) { delete static_cast<Snapshot*>(hint); }, snapshot);
+  zmq::message_t values;
   DataReply r;
+  if (!h.codec().empty() && h.codec() != "none") {
+    auto codec = PullCodecAllowed(h.codec())
+                     ? shared.codecs->Get(h.codec())
+                     : StatusOr<std::shared_ptr<const compress::Codec>>(Status::InvalidArgument(
+                           fmt::format("pulls may use codec none or fp16, not '{}'", h.codec())));
+    if (!codec.ok()) {
+      delete snapshot;
+      return {ErrorReply(h, codec.status(), shared.self), {}};
+    }
+    std::vector<uint8_t> bytes;
+    (*codec)->Encode((*snapshot)->data(), p.length, {}, nullptr, bytes);
+    delete snapshot;
+    values = zmq::message_t(bytes.data(), bytes.size());
+    r.header.set_codec(h.codec());
+  } else {
+    values = zmq::message_t(
+        const_cast<float*>((*snapshot)->data()), static_cast<size_t>(p.length) * sizeof(float),
+        [](void*, void* hint) { delete static_cast<Snapshot*>(hint); }, snapshot);
+  }
+  const std::string codec_name = r.header.codec();
   r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
+  r.header.set_codec(codec_name);
   r.header.set_dtype(proto::FLOAT32);
   r.header.set_num_elements(p.length);
   r.header.set_version(part.version());
@@ -132,10 +158,8 @@ DataReply ServePull(const Shared& shared, const proto::Header& h, PartitionState
 }
 
 // A push (held for its round, or handed to the aggregator) or an init, after validation.
-DataReply ServeUpdate(const Shared& shared, Message& m, PartitionState& part,
-                      std::vector<float>& scratch) {
+DataReply ServeUpdate(const Shared& shared, Message& m, PartitionState& part, const float* data) {
   const proto::Header& h = m.header;
-  const float* data = FloatsOf(m.payload[0], scratch);
   DataReply r;
   if (h.type() == proto::INIT) {
     part.InitializeFrom(data);
@@ -148,8 +172,10 @@ DataReply ServeUpdate(const Shared& shared, Message& m, PartitionState& part,
   const int64_t staleness = std::max<int64_t>(0, part.version() - h.version());
   if (h.hold()) {
     // Synchronous consistency: applied with the rest of its round (CompleteRound).
-    zmq::message_t frame = data == m.payload[0].data() ? std::move(m.payload[0])
-                                                       : zmq::message_t(data, m.payload[0].size());
+    zmq::message_t frame =
+        data == m.payload[0].data()
+            ? std::move(m.payload[0])
+            : zmq::message_t(data, static_cast<size_t>(part.info().length) * sizeof(float));
     part.Hold(h.clock(), h.sender(), std::move(frame), h.weight(), h.version());
   } else {
     PushInfo info;
@@ -187,7 +213,25 @@ DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratc
                  s.ToString());
     return {ErrorReply(h, s, shared.self), {}};
   }
-  return ServeUpdate(shared, m, *part, scratch);
+  if (h.codec().empty()) return ServeUpdate(shared, m, *part, FloatsOf(m.payload[0], scratch));
+  // Compressed: validated and decoded before anything reads it.
+  const Partition& p = part->info();
+  auto codec = shared.codecs->Get(h.codec());
+  Status s = codec.status();
+  if (s.ok()) {
+    compress::CodecContext ctx;
+    ctx.key = {0, h.partition(), h.clock()};
+    ctx.cols = compress::RowLength(shared.map->tensors()[p.tensor_id].shape, p.offset, p.length);
+    scratch.resize(p.length);
+    s = (*codec)->Decode(static_cast<const uint8_t*>(m.payload[0].data()), m.payload[0].size(),
+                         p.length, ctx, scratch.data());
+  }
+  if (!s.ok()) {
+    spdlog::warn("rejected {} from node {}: codec {}: {}", proto::MsgType_Name(h.type()),
+                 h.sender(), h.codec(), s.ToString());
+    return {ErrorReply(h, s, shared.self), {}};
+  }
+  return ServeUpdate(shared, m, *part, scratch.data());
 }
 
 // One apply thread: owns the large partitions with id % threads == index.
@@ -255,6 +299,7 @@ class Router {
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<Initializer> initializer_;
   std::optional<ShardMap> map_;
+  compress::CodecCache codecs_;
   Shared shared_;
   std::vector<float> scratch_;
   std::unordered_set<int32_t> dead_;
@@ -545,6 +590,8 @@ Status Router::InstallShardMap(const proto::ShardMap& proto_map) {
   if (!map.ok()) return map.status();
   map_ = std::move(*map);
   shared_.optimizer = std::move(optimizer_);
+  shared_.map = &*map_;
+  shared_.codecs = &codecs_;
   shared_.store = std::make_unique<PartitionStore>(*map_, link_->rank(), *shared_.optimizer,
                                                    *initializer_, options_.aggregation);
   shared_.owned.assign(1 + options_.threads, {});

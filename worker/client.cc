@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <zmq.hpp>
 
+#include "common/compress/codec.h"
 #include "common/logging.h"
 #include "common/message.h"
 #include "common/scheduler_link.h"
@@ -131,7 +132,18 @@ class Client::Impl {
   // from. Written by the I/O thread, read by pushing threads.
   std::unique_ptr<std::atomic<int64_t>[]> base_versions;
   std::atomic<int64_t> clock{0};
-  std::atomic<int64_t> bytes_pushed{0}, bytes_pulled{0}, requests{0};
+  std::atomic<int64_t> bytes_pushed{0}, raw_bytes_pushed{0}, bytes_pulled{0}, requests{0};
+  // Compression: the push codec of each layer, and per partition its encoder (null: raw).
+  compress::LayerCodecs push_codecs;
+  std::string pull_codec;  // empty: raw
+  std::shared_ptr<const compress::Codec> pull_decoder;
+  struct Encoder {
+    std::mutex mu;
+    std::unique_ptr<compress::PartitionEncoder> encoder;
+    std::string wire_name;
+    int64_t cols = 0;
+  };
+  std::vector<std::unique_ptr<Encoder>> encoders;
   std::atomic<int64_t> reads{0}, staleness_sum{0}, max_staleness{0}, dropped_pushes{0};
   std::atomic<int64_t> pushes_acked{0}, push_staleness_sum{0}, max_push_staleness{0};
 
@@ -309,13 +321,23 @@ void Client::Impl::OnReply(Envelope& env, int from) {
   }
   if (s.ok() && h.type() == proto::PULL_REPLY) {
     const size_t want = static_cast<size_t>(p.dst_len) * sizeof(float);
-    if (env.message.payload.size() != 1 || env.message.payload[0].size() != want) {
+    if (h.codec() != pull_codec) {
+      s = Status::Malformed(
+          fmt::format("server rank {} answered partition {} in codec '{}', not '{}'", from,
+                      h.partition(), h.codec(), pull_codec));
+    } else if (env.message.payload.size() != 1 ||
+               (pull_codec.empty() && env.message.payload[0].size() != want)) {
       s = Status::SizeMismatch(fmt::format("server rank {} answered partition {} with a wrong size",
                                            from, h.partition()));
+    } else if (!pull_codec.empty()) {
+      s = pull_decoder->Decode(static_cast<const uint8_t*>(env.message.payload[0].data()),
+                               env.message.payload[0].size(), p.dst_len, {}, p.dst);
     } else {
       std::memcpy(p.dst, env.message.payload[0].data(), want);
+    }
+    if (s.ok()) {
       base_versions[h.partition()].store(h.version(), std::memory_order_relaxed);
-      bytes_pulled += static_cast<int64_t>(want);
+      bytes_pulled += static_cast<int64_t>(env.message.payload[0].size());
       const int64_t staleness = std::max<int64_t>(0, p.clock - h.min_clock());
       ++reads;
       staleness_sum += staleness;
@@ -376,7 +398,20 @@ Client::~Client() { (void)Finish(); }
 
 StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.scheduler.empty()) return Status::InvalidArgument("no scheduler endpoint given");
+  auto push = compress::LayerCodecs::Parse(options.push_codec);
+  if (!push.ok()) return Status::InvalidArgument("push codec: " + push.status().message());
+  auto pull = compress::ParseCodecSpec(options.pull_codec);
+  if (!pull.ok()) return Status::InvalidArgument("pull codec: " + pull.status().message());
+  if (pull->name != "none" && (pull->name != "fp16" || !pull->params.empty() || pull->ef)) {
+    return Status::InvalidArgument(
+        fmt::format("pull codec: '{}' (pulls may use none or fp16)", options.pull_codec));
+  }
   auto impl = std::make_unique<Impl>(options);
+  impl->push_codecs = *push;
+  if (pull->name != "none") {
+    impl->pull_codec = pull->WireName();
+    impl->pull_decoder = *compress::MakeCodec(*pull);
+  }
   if (Status s = impl->Start(); !s.ok()) return s;
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -392,6 +427,7 @@ const ShardMap& Client::shard_map() const { return *impl_->map; }
 ClientStats Client::stats() const {
   ClientStats s;
   s.bytes_pushed = impl_->bytes_pushed.load();
+  s.raw_bytes_pushed = impl_->raw_bytes_pushed.load();
   s.bytes_pulled = impl_->bytes_pulled.load();
   s.requests = impl_->requests.load();
   s.reads = impl_->reads.load();
@@ -419,6 +455,19 @@ Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
     }
   }
   impl_->base_versions = std::make_unique<std::atomic<int64_t>[]>(map->partitions().size());
+  impl_->encoders.resize(map->partitions().size());
+  for (const Partition& p : map->partitions()) {
+    const TensorSpec& t = map->tensors()[p.tensor_id];
+    const compress::CodecSpec& spec = impl_->push_codecs.For(t.layer);
+    if (spec.name == "none") continue;
+    auto codec = compress::MakeCodec(spec);
+    if (!codec.ok()) return codec.status();
+    auto e = std::make_unique<Impl::Encoder>();
+    e->encoder = std::make_unique<compress::PartitionEncoder>(*codec, spec.ef, p.length);
+    e->wire_name = spec.WireName();
+    e->cols = compress::RowLength(t.shape, p.offset, p.length);
+    impl_->encoders[p.id] = std::move(e);
+  }
   impl_->map = std::move(*map);
   return Status();
 }
@@ -450,6 +499,8 @@ Ticket Client::Send(proto::MsgType type, const std::string& tensor, const float*
   // One reply plus one release of the caller's buffer per partition.
   auto op = std::make_shared<Ticket::State>(2 * static_cast<int>(parts.size()));
   std::vector<Outgoing> batch;
+  const int64_t step = clock();
+  int64_t sent_bytes = 0;
   for (int32_t pid : parts) {
     const Partition& p = impl_->map->partitions()[pid];
     Outgoing o;
@@ -457,18 +508,39 @@ Ticket Client::Send(proto::MsgType type, const std::string& tensor, const float*
     o.op = op;
     o.header.set_type(type);
     o.header.set_partition(pid);
-    o.header.set_clock(clock());
+    o.header.set_clock(step);
     o.header.set_dtype(proto::FLOAT32);
     o.header.set_num_elements(p.length);
     o.header.set_weight(weight);
     o.header.set_version(impl_->base_versions[pid].load(std::memory_order_relaxed));
     o.header.set_layer(impl_->map->tensors()[p.tensor_id].layer);
-    const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
-    o.payload.emplace_back(const_cast<float*>(data + p.offset), bytes, ReleaseCallerBuffer,
-                           new OpPtr(op));
+    Impl::Encoder* enc = type == proto::PUSH ? impl_->encoders[pid].get() : nullptr;
+    if (enc != nullptr) {
+      // Encoded on this thread into a frame ZeroMQ owns: the caller's buffer is free at once.
+      std::vector<uint8_t> bytes;
+      compress::CodecContext ctx;
+      ctx.key = {0, pid, step};
+      ctx.cols = enc->cols;
+      {
+        std::lock_guard<std::mutex> lock(enc->mu);
+        if (Status s = enc->encoder->Encode(data + p.offset, ctx, bytes); !s.ok()) {
+          return Ticket(Failed(s));
+        }
+      }
+      o.header.set_codec(enc->wire_name);
+      o.payload.emplace_back(bytes.data(), bytes.size());
+      sent_bytes += static_cast<int64_t>(bytes.size());
+      op->Complete(Status());
+    } else {
+      const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
+      o.payload.emplace_back(const_cast<float*>(data + p.offset), bytes, ReleaseCallerBuffer,
+                             new OpPtr(op));
+      sent_bytes += static_cast<int64_t>(bytes);
+    }
     batch.push_back(std::move(o));
   }
-  impl_->bytes_pushed += n * static_cast<int64_t>(sizeof(float));
+  impl_->bytes_pushed += sent_bytes;
+  impl_->raw_bytes_pushed += n * static_cast<int64_t>(sizeof(float));
   impl_->Submit(std::move(batch));
   return Ticket(op);
 }
@@ -494,6 +566,7 @@ Ticket Client::Pull(const std::string& tensor, float* out, int64_t n) {
     o.op = op;
     o.header.set_type(proto::PULL);
     o.header.set_partition(pid);
+    o.header.set_codec(impl_->pull_codec);
     o.header.set_clock(clock());
     o.header.set_dtype(proto::FLOAT32);
     o.dst = out + p.offset;

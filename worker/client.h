@@ -47,12 +47,19 @@ struct ClientOptions {
   int heartbeat_interval_ms = 500;
   int join_timeout_ms = 60000;              // how long Connect waits for the cluster to form
   const std::atomic<bool>* stop = nullptr;  // optional: abort Connect/waits when set
+  // Gradient compression of pushes (common/compress/codec.h): one spec for every layer,
+  // "topk:density=0.01,ef=1", or per layer, "default=topk:density=0.01;layer0=none". Each
+  // partition is encoded on the pushing thread; error-feedback residuals live here, per
+  // partition.
+  std::string push_codec = "none";
+  std::string pull_codec = "none";  // codec of pull replies: none or fp16
 };
 
 struct ClientStats {
-  int64_t bytes_pushed = 0;  // payload bytes sent by Push and Init
-  int64_t bytes_pulled = 0;  // payload bytes received by Pull
-  int64_t requests = 0;      // partition requests sent
+  int64_t bytes_pushed = 0;      // payload bytes sent by Push and Init (after compression)
+  int64_t raw_bytes_pushed = 0;  // the same as float32, before compression
+  int64_t bytes_pulled = 0;      // payload bytes received by Pull
+  int64_t requests = 0;          // partition requests sent
   // Read staleness: for every partition read, this worker's clock minus the slowest live
   // worker's clock when the server answered (0 under bsp, <= s under ssp).
   int64_t reads = 0;
@@ -130,7 +137,8 @@ class Client {
  private:
   class Impl;
   explicit Client(std::unique_ptr<Impl> impl);
-  // Push and Init: one request per partition, each sending its slice of `data` zero-copy.
+  // Push and Init: one request per partition, each sending its slice of `data` zero-copy, or
+  // its encoding when the partition's layer has a codec (pushes only).
   Ticket Send(proto::MsgType type, const std::string& tensor, const float* data, int64_t n,
               double weight);
   std::unique_ptr<Impl> impl_;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/allocator.h"
+#include "common/compress/codec.h"
 #include "common/int_list.h"
 #include "common/logging.h"
 #include "common/signals.h"
@@ -41,6 +42,11 @@ DEFINE_double(slowdown, 1.0,
 DEFINE_int32(progress_every, 10, "print a progress line every N iterations");
 DEFINE_int32(heartbeat_interval_ms, 500, "heartbeat period to the scheduler");
 DEFINE_int32(join_timeout_ms, 60000, "how long to wait for the cluster to form");
+DEFINE_string(codec, "none",
+              "push compression: SPEC for every layer (e.g. topk:density=0.01,ef=1) or per layer "
+              "(default=topk:density=0.01,ef=1;layer0=none;layer3=qsgd:levels=16); codecs: none, "
+              "fp16, topk, randomk, dgc, qsgd, terngrad, onebit, efsign, powersgd");
+DEFINE_string(pull_codec, "none", "compression of pulled values: none or fp16");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
 
 int main(int argc, char** argv) {
@@ -66,6 +72,14 @@ int main(int argc, char** argv) {
   }
   if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
     spdlog::error("unknown --device '{}' (known: auto, cpu, cuda)", FLAGS_device);
+    return 2;
+  }
+  if (auto codecs = hetps::compress::LayerCodecs::Parse(FLAGS_codec); !codecs.ok()) {
+    spdlog::error("--codec: {}", codecs.status().message());
+    return 2;
+  }
+  if (FLAGS_pull_codec != "none" && FLAGS_pull_codec != "fp16") {
+    spdlog::error("--pull_codec must be none or fp16, not '{}'", FLAGS_pull_codec);
     return 2;
   }
   if (FLAGS_compute_threads < 1) {
@@ -113,6 +127,8 @@ int main(int argc, char** argv) {
   options.scheduler = FLAGS_scheduler;
   options.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   options.join_timeout_ms = FLAGS_join_timeout_ms;
+  options.push_codec = FLAGS_codec;
+  options.pull_codec = FLAGS_pull_codec;
   options.stop = &signals.stop();
   auto client = hetps::Client::Connect(options);
   if (!client.ok()) {

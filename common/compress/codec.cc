@@ -214,6 +214,24 @@ StatusOr<std::shared_ptr<const Codec>> MakeCodec(const CodecSpec& spec) {
   return std::shared_ptr<const Codec>(it->second.make(spec));
 }
 
+StatusOr<std::shared_ptr<const Codec>> CodecCache::Get(const std::string& wire_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = codecs_.find(wire_name);
+  if (it != codecs_.end()) return it->second;
+  auto spec = ParseCodecSpec(wire_name);
+  if (!spec.ok()) return spec.status();
+  auto codec = MakeCodec(*spec);
+  if (!codec.ok()) return codec.status();
+  if (codecs_.size() < 256) codecs_[wire_name] = *codec;  // bounded: names come from peers
+  return *codec;
+}
+
+int64_t RowLength(const std::vector<int64_t>& shape, int64_t offset, int64_t length) {
+  if (shape.size() < 2 || shape.back() < 1) return 0;
+  const int64_t cols = shape.back();
+  return offset % cols == 0 && length % cols == 0 ? cols : 0;
+}
+
 PartitionEncoder::PartitionEncoder(std::shared_ptr<const Codec> codec, bool ef, int64_t n)
     : codec_(std::move(codec)), ef_(ef), n_(n), state_(codec_->NewState(n)) {
   if (ef_) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,21 @@ class Codec {
 };
 
 StatusOr<std::shared_ptr<const Codec>> MakeCodec(const CodecSpec& spec);
+
+// Codecs by wire name, parsed once (a server decodes many pushes with a few specs).
+// Thread-safe.
+class CodecCache {
+ public:
+  StatusOr<std::shared_ptr<const Codec>> Get(const std::string& wire_name);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Codec>> codecs_;
+};
+
+// The row length a codec may treat a partition as a matrix with: the tensor's trailing
+// dimension when it has two or more and the partition is whole rows; else 0.
+int64_t RowLength(const std::vector<int64_t>& shape, int64_t offset, int64_t length);
 
 // Encodes successive gradients of one partition, with error feedback when the spec asks:
 // p = g + e; m = C(p); e = p - D(m) (ALGORITHMS.md §8). Not thread-safe.

@@ -193,6 +193,40 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     expect_error(raw.Call(stranger, h), proto::UNREGISTERED, "unregistered at scheduler");
   }
 
+  // 13. Compressed payloads: an unknown codec, an encoding of the wrong size, indices outside
+  // the partition, and a pull in a codec pulls do not take.
+  {
+    proto::Header h = push(on0, len0);
+    h.set_codec("zip");
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(4));
+    expect_error(raw.Call(srv, h, std::move(p)), proto::INVALID_ARGUMENT, "unknown codec");
+  }
+  {
+    proto::Header h = push(on0, len0);
+    h.set_codec("topk:density=0.01");  // k = 10: 80 bytes
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(19));
+    expect_error(raw.Call(srv, h, std::move(p)), proto::SIZE_MISMATCH, "short encoding");
+  }
+  {
+    proto::Header h = push(on0, len0);
+    h.set_codec("topk:density=0.01");
+    std::vector<uint32_t> bytes(20, 0);
+    for (int j = 0; j < 10; ++j) bytes[j] = static_cast<uint32_t>(len0 + j);  // out of range
+    std::vector<zmq::message_t> p;
+    p.emplace_back(bytes.data(), bytes.size() * 4);
+    expect_error(raw.Call(srv, h, std::move(p)), proto::MALFORMED, "index out of range");
+  }
+  {
+    proto::Header h;
+    h.set_type(proto::PULL);
+    h.set_sender(me);
+    h.set_partition(on0);
+    h.set_codec("topk:density=0.5");
+    expect_error(raw.Call(srv, h), proto::INVALID_ARGUMENT, "pull codec");
+  }
+
   // The server still serves: a valid push from the raw worker, then the real client sees it.
   {
     std::vector<float> ones(len0, 1.0f);

@@ -171,6 +171,12 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
   }
   if (stop.load()) return Status::Aborted("interrupted");
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  const ClientStats stats = client.stats();
+  std::printf(
+      "rank %d pushed %lld bytes (%lld as float32: %.1fx less)\n", client.rank(),
+      static_cast<long long>(stats.bytes_pushed), static_cast<long long>(stats.raw_bytes_pushed),
+      stats.bytes_pushed ? static_cast<double>(stats.raw_bytes_pushed) / stats.bytes_pushed : 0.0);
+  std::fflush(stdout);
   log->Close();  // before the barrier: rank 0 merges every worker's file after it
   if (Status s = client.Barrier(); !s.ok()) return s;
   if (!test) return Status();
