@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "bench/codec.h"
 #include "bench/consistency.h"
 #include "bench/pushpull.h"
 #include "bench/train.h"
@@ -28,6 +29,9 @@ DEFINE_double(target, 0.85, "train: test accuracy to time");
 DEFINE_int32(staleness, 3, "consistency: s of ssp");
 DEFINE_int32(dssp_lower, 3, "consistency: s_L of dssp");
 DEFINE_int32(dssp_range, 12, "consistency: r_max of dssp");
+DEFINE_string(codec, "topk:density=0.01", "codec: the codec spec to measure");
+DEFINE_int64(elements, 16 << 20, "codec: float32 elements per encode");
+DEFINE_string(device, "cpu", "codec: cpu or gpu");
 DEFINE_string(mb, "1,16,64", "pushpull: tensor sizes in MiB, comma-separated");
 DEFINE_double(seconds, 6,
               "pushpull: measuring time per size (raw, push and pull slices alternate)");
@@ -73,6 +77,15 @@ int Train() {
   return hetps::bench::RunTrainBench(o);
 }
 
+int Codec() {
+  hetps::bench::CodecBenchOptions o;
+  o.codec = FLAGS_codec;
+  o.elements = FLAGS_elements;
+  o.device = FLAGS_device;
+  o.seconds = std::min(FLAGS_seconds, 3.0);
+  return hetps::bench::RunCodecBench(o);
+}
+
 int Consistency() {
   hetps::bench::ConsistencyBenchOptions o;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
@@ -102,7 +115,8 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
-      "       hetps-bench train [--model mlp|cnn --workers W --consistency C --straggler_slowdown F]");
+      "       hetps-bench train [--model mlp|cnn --workers W --consistency C --straggler_slowdown F]\n"
+      "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   // The same tuning as the role processes, so the raw ZeroMQ ceiling measured here benefits
   // from it exactly as the clients do.
@@ -116,6 +130,7 @@ int main(int argc, char** argv) {
   if (command == "pushpull") return PushPull();
   if (command == "consistency") return Consistency();
   if (command == "train") return Train();
+  if (command == "codec") return Codec();
   std::fprintf(stderr, "usage: %s\n", gflags::ProgramUsage());
   return 2;
 }

@@ -15,18 +15,26 @@ inline int64_t KeepCount(int64_t n, double density) {
   return k < 1 ? 1 : (k > n ? n : k);
 }
 
-// Sums in a fixed order (kSumChunk consecutive elements in sequence, then the chunks in
-// sequence, in double, no fused multiply-add) so that a CUDA reduction that follows the same
-// order gets the identical bits.
+// Sums in a fixed order so that a CUDA reduction that follows it gets the identical bits: in
+// double, without fused multiply-add; within each chunk of kSumChunk elements, element i goes
+// to lane i % kSumLanes (each lane in sequence), the lanes are added in order, then the chunk
+// totals in order. The independent lanes let the compiler vectorize without reordering.
 constexpr int64_t kSumChunk = 1024;
+constexpr int kSumLanes = 8;
 
 template <typename F>
 double FixedOrderSum(int64_t n, F term) {
   double total = 0;
   for (int64_t begin = 0; begin < n; begin += kSumChunk) {
     const int64_t end = begin + kSumChunk < n ? begin + kSumChunk : n;
+    double lane[kSumLanes] = {};
+    int64_t i = begin;
+    for (; i + kSumLanes <= end; i += kSumLanes) {
+      for (int l = 0; l < kSumLanes; ++l) lane[l] += term(i + l);
+    }
+    for (int l = 0; i < end; ++i, ++l) lane[l] += term(i);
     double chunk = 0;
-    for (int64_t i = begin; i < end; ++i) chunk += term(i);
+    for (int l = 0; l < kSumLanes; ++l) chunk += lane[l];
     total += chunk;
   }
   return total;
@@ -64,10 +72,14 @@ T Load(const uint8_t* p) {
 
 // float -> IEEE half, round to nearest even; magnitudes beyond the half range saturate to
 // +-65504 (an overflowing gradient should not become infinity). NaN stays NaN.
+inline float SaturateHalf(float f) {
+  if (f > 65504.0f) return 65504.0f;
+  if (f < -65504.0f) return -65504.0f;
+  return f;
+}
+
 inline uint16_t ToHalf(float f) {
-  if (f > 65504.0f) f = 65504.0f;
-  if (f < -65504.0f) f = -65504.0f;
-  const _Float16 h = static_cast<_Float16>(f);
+  const _Float16 h = static_cast<_Float16>(SaturateHalf(f));
   uint16_t bits;
   std::memcpy(&bits, &h, sizeof(bits));
   return bits;
@@ -78,5 +90,9 @@ inline float FromHalf(uint16_t bits) {
   std::memcpy(&h, &bits, sizeof(bits));
   return static_cast<float>(h);
 }
+
+// Whole arrays, with the CPU's F16C conversions when it has them (same rounding).
+void ToHalf(const float* x, int64_t n, uint16_t* out);
+void FromHalf(const uint16_t* in, int64_t n, float* out);
 
 }  // namespace hetps::compress

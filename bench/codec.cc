@@ -1,0 +1,89 @@
+#include "bench/codec.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "common/compress/codec.h"
+#include "worker/compress/gpu_codec.h"
+
+namespace hetps::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Median seconds of one call of `op`, repeated for about `budget` seconds (at least 5 times).
+double MedianSeconds(const std::function<void()>& op, double budget) {
+  std::vector<double> times;
+  const auto start = Clock::now();
+  while (times.size() < 5 ||
+         (std::chrono::duration<double>(Clock::now() - start).count() < budget &&
+          times.size() < 1000)) {
+    const auto t0 = Clock::now();
+    op();
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int RunCodecBench(const CodecBenchOptions& o) {
+  auto spec = compress::ParseCodecSpec(o.codec);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "hetps-bench codec: %s\n", spec.status().message().c_str());
+    return 2;
+  }
+  if (o.elements < 1 || (o.device != "cpu" && o.device != "gpu")) {
+    std::fprintf(stderr, "hetps-bench codec: --elements >= 1 and --device cpu|gpu\n");
+    return 2;
+  }
+  const int64_t n = o.elements;
+  std::vector<float> x(n);
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> d;
+  for (float& v : x) v = d(rng);
+  const double gb = static_cast<double>(n) * sizeof(float) / 1e9;
+  compress::CodecContext ctx;
+  ctx.key = {0, 0, 1};
+  ctx.cols = 1024;  // powersgd: treat the vector as rows of 1024
+  std::vector<uint8_t> bytes;
+  std::vector<float> y(n), copy(n);
+  double encode_s = 0, decode_s = 0;
+  if (o.device == "gpu") {
+    auto gpu = compress::gpu::Benchmark(*spec, x, ctx, o.seconds, bytes);
+    if (!gpu.ok()) {
+      std::fprintf(stderr, "hetps-bench codec: %s\n", gpu.status().message().c_str());
+      return 1;
+    }
+    encode_s = gpu->encode_s;
+    decode_s = gpu->decode_s;
+  } else {
+    auto codec = compress::MakeCodec(*spec);
+    auto state = (*codec)->NewState(n);
+    encode_s =
+        MedianSeconds([&] { (*codec)->Encode(x.data(), n, ctx, state.get(), bytes); }, o.seconds);
+    decode_s = MedianSeconds(
+        [&] {
+          if (!(*codec)->Decode(bytes.data(), bytes.size(), n, ctx, y.data()).ok()) std::abort();
+        },
+        o.seconds);
+  }
+  const double memcpy_s =
+      MedianSeconds([&] { std::memcpy(copy.data(), x.data(), n * sizeof(float)); }, o.seconds);
+  std::printf(
+      "{\"bench\":\"codec\",\"codec\":\"%s\",\"device\":\"%s\",\"elements\":%lld,"
+      "\"encode_gbps\":%.3f,\"decode_gbps\":%.3f,\"ratio\":%.2f,\"encoded_bytes\":%zu,"
+      "\"memcpy_gbps\":%.3f,\"encode_vs_memcpy\":%.3f}\n",
+      spec->ToString().c_str(), o.device.c_str(), static_cast<long long>(n), gb / encode_s,
+      gb / decode_s, static_cast<double>(n) * sizeof(float) / bytes.size(), bytes.size(),
+      gb / memcpy_s, memcpy_s / encode_s);
+  return 0;
+}
+
+}  // namespace hetps::bench

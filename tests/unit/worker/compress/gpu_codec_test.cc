@@ -1,0 +1,99 @@
+// The CUDA codecs against their CPU references: byte-identical encodings on shared vectors,
+// the same decodes and the same error-feedback residuals. Skipped visibly without a GPU.
+#include "worker/compress/gpu_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace hetps::compress::gpu {
+namespace {
+
+std::vector<float> Data(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> x(n);
+  for (float& v : x) v = d(rng);
+  if (n > 40) {  // ties, zeros, large values and a negative zero
+    x[3] = x[17] = x[29] = 2.5f;
+    x[5] = 0.0f;
+    x[6] = -0.0f;
+    x[11] = 1e6f;
+  }
+  return x;
+}
+
+const std::vector<std::string> kCodecs = {"none",
+                                          "fp16",
+                                          "topk:density=0.01",
+                                          "topk:density=0.3",
+                                          "randomk:density=0.05,seed=4",
+                                          "randomk:density=0.1,unbiased=0",
+                                          "qsgd:levels=16",
+                                          "qsgd:levels=3",
+                                          "onebit",
+                                          "efsign"};
+
+TEST(GpuCodecTest, UnavailableWithoutAGpuSaysWhy) {
+  std::string why;
+  if (Usable(&why)) GTEST_SKIP() << "a GPU is present";
+  EXPECT_FALSE(why.empty());
+  auto e = Encoder::Create(*ParseCodecSpec("fp16"), 10);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), proto::FAILED_PRECONDITION);
+}
+
+TEST(GpuCodecTest, EncodingsAreByteIdenticalToTheCpu) {
+  std::string why;
+  if (!Usable(&why)) GTEST_SKIP() << "no GPU: " << why;
+  for (const std::string& text : kCodecs) {
+    for (int64_t n : {1, 7, 1000, 4099, 1 << 20}) {
+      CodecSpec spec = *ParseCodecSpec(text);
+      spec.ef = false;
+      auto gpu = Encoder::Create(spec, n);
+      ASSERT_TRUE(gpu.ok()) << text << ": " << gpu.status().message();
+      auto cpu = *MakeCodec(spec);
+      const auto x = Data(n, n);
+      for (int64_t step = 0; step < 2; ++step) {
+        CodecContext ctx;
+        ctx.key = {0, 5, step};
+        std::vector<uint8_t> want, got;
+        cpu->Encode(x.data(), n, ctx, nullptr, want);
+        ASSERT_TRUE((*gpu)->Encode(x.data(), ctx, got).ok()) << text;
+        ASSERT_EQ(got, want) << text << " n " << n << " step " << step;
+        std::vector<float> dc(n), dg(n);
+        ASSERT_TRUE(cpu->Decode(want.data(), want.size(), n, ctx, dc.data()).ok());
+        ASSERT_TRUE((*gpu)->Decode(want, ctx, dg.data()).ok()) << text;
+        ASSERT_EQ(dg, dc) << text << " n " << n;
+      }
+    }
+  }
+}
+
+TEST(GpuCodecTest, ErrorFeedbackResidualMatchesTheCpu) {
+  std::string why;
+  if (!Usable(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const int64_t n = 10000;
+  for (const std::string& text : kCodecs) {
+    CodecSpec spec = *ParseCodecSpec(text);
+    spec.ef = true;
+    auto gpu = Encoder::Create(spec, n);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+    PartitionEncoder cpu(*MakeCodec(spec), true, n);
+    for (int64_t step = 0; step < 5; ++step) {
+      const auto g = Data(n, 100 + step);
+      CodecContext ctx;
+      ctx.key = {0, 2, step};
+      std::vector<uint8_t> want, got;
+      ASSERT_TRUE(cpu.Encode(g.data(), ctx, want).ok());
+      ASSERT_TRUE((*gpu)->Encode(g.data(), ctx, got).ok());
+      ASSERT_EQ(got, want) << text << " step " << step;
+    }
+    auto residual = (*gpu)->Residual();
+    ASSERT_TRUE(residual.ok());
+    EXPECT_EQ(*residual, cpu.residual()) << text;
+  }
+}
+
+}  // namespace
+}  // namespace hetps::compress::gpu

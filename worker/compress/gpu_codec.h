@@ -1,0 +1,50 @@
+// Gradient compression on the GPU: CUDA twins of the CPU codecs in common/compress (fp16, topk,
+// randomk, qsgd, onebit, efsign; none is a copy) with the error-feedback residual kept on the
+// device. Gradients are device pointers; only the encoded bytes cross to the host, through a
+// pinned buffer. Encodings are byte-identical to the CPU codec's for the same input and
+// context (deterministic codecs by construction; stochastic ones draw the same Philox numbers),
+// so servers decode them with the CPU codecs. Builds without CUDA: then nothing is usable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/compress/codec.h"
+#include "common/status.h"
+
+namespace hetps::compress::gpu {
+
+// Whether this build has the kernels and a GPU to run them on; `why` says otherwise.
+bool Usable(std::string* why);
+// Codecs with CUDA kernels.
+bool Supported(const std::string& codec);
+
+class Encoder {
+ public:
+  // REQUIRES: Usable() and Supported(spec.name). Allocates the residual (zeros) when spec.ef.
+  static StatusOr<std::unique_ptr<Encoder>> Create(const CodecSpec& spec, int64_t n);
+  virtual ~Encoder() = default;
+  // Encodes the n floats at device pointer `g` (plus the residual when ef; the residual is
+  // updated to p - D(m) on the device) into `out`.
+  virtual Status EncodeDevice(const float* g, const CodecContext& ctx,
+                              std::vector<uint8_t>& out) = 0;
+  // The same from host memory (copied in first).
+  virtual Status Encode(const float* host_g, const CodecContext& ctx,
+                        std::vector<uint8_t>& out) = 0;
+  // Decodes on the device into host `out` (n floats).
+  virtual Status Decode(const std::vector<uint8_t>& in, const CodecContext& ctx, float* out) = 0;
+  // The residual, copied to the host (empty without ef).
+  virtual StatusOr<std::vector<float>> Residual() = 0;
+};
+
+struct BenchResult {
+  double encode_s = 0, decode_s = 0;  // median seconds per call, device to device plus bytes
+};
+// Times encode (device gradient to host bytes) and decode of x on the GPU.
+StatusOr<BenchResult> Benchmark(const CodecSpec& spec, const std::vector<float>& x,
+                                const CodecContext& ctx, double seconds,
+                                std::vector<uint8_t>& bytes);
+
+}  // namespace hetps::compress::gpu
