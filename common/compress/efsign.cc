@@ -31,7 +31,7 @@ class EfSign : public Codec {
     if (!std::isfinite(scale) || scale < 0) {
       return Status::Malformed(fmt::format("efsign: scale {} is not finite and >= 0", scale));
     }
-    for (int64_t i = 0; i < n; ++i) out[i] = Negative(data + 4, i) ? -scale : scale;
+    DecodeSigns(data + 4, n, -scale, scale, out);
     return Status();
   }
 };

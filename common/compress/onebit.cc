@@ -1,6 +1,7 @@
 // onebit (1-bit SGD, error feedback on by default): bit i = [p_i < 0]; decodes to the mean of
 // the negative elements where set and the mean of the non-negative ones elsewhere, so the sum
 // of each sign's elements is kept. Wire: float negative mean, float non-negative mean, n bits.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -19,9 +20,11 @@ class OneBit : public Codec {
               std::vector<uint8_t>& out) const override {
     out.assign(8 + BitBytes(n, 1), 0);
     const double negative_sum =
-        FixedOrderSum(n, [&](int64_t i) { return x[i] < 0 ? static_cast<double>(x[i]) : 0.0; });
+        FixedOrderSum(n, [&](int64_t i) { return static_cast<double>(x[i] < 0.0f ? x[i] : 0.0f); });
     const double total = FixedOrderSum(n, [&](int64_t i) { return static_cast<double>(x[i]); });
-    const double negatives = FixedOrderSum(n, [&](int64_t i) { return x[i] < 0 ? 1.0 : 0.0; });
+    int64_t negative_count = 0;  // exact in any order (the GPU sums it as doubles, also exact)
+    for (int64_t i = 0; i < n; ++i) negative_count += x[i] < 0.0f;
+    const auto negatives = static_cast<double>(negative_count);
     const float means[2] = {
         negatives > 0 ? static_cast<float>(negative_sum / negatives) : 0.0f,
         n - negatives > 0 ? static_cast<float>((total - negative_sum) / (n - negatives)) : 0.0f};
@@ -37,7 +40,7 @@ class OneBit : public Codec {
       return Status::Malformed(fmt::format(
           "onebit: means {} / {} are not finite with the right signs", negative, positive));
     }
-    for (int64_t i = 0; i < n; ++i) out[i] = Negative(data + 8, i) ? negative : positive;
+    DecodeSigns(data + 8, n, negative, positive, out);
     return Status();
   }
 };
