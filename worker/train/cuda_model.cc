@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "worker/compress/gpu_codec.h"
 #include "worker/train/cuda_kernels.h"
 #include "worker/train/model.h"
 
@@ -302,17 +303,8 @@ class CudaModel : public Model {
 
 }  // namespace
 
-bool CudaUsable(std::string* why) {
-  int count = 0;  // left unwritten on some errors
-  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0) {
-    if (why) {
-      *why = e != cudaSuccess ? fmt::format("no usable GPU: {}", cudaGetErrorString(e))
-                              : "no GPU present";
-    }
-    return false;
-  }
-  return true;
-}
+// One probe for every CUDA path of the worker.
+bool CudaUsable(std::string* why) { return compress::gpu::Usable(why); }
 
 StatusOr<std::unique_ptr<Model>> MakeCudaModel(Architecture arch) {
   std::string why;

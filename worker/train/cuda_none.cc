@@ -1,12 +1,10 @@
 // Builds without nvcc: the CUDA path reports itself unavailable.
+#include "worker/compress/gpu_codec.h"
 #include "worker/train/model.h"
 
 namespace hetps {
 
-bool CudaUsable(std::string* why) {
-  if (why) *why = "this build has no CUDA (nvcc was not found at configure time)";
-  return false;
-}
+bool CudaUsable(std::string* why) { return compress::gpu::Usable(why); }
 
 StatusOr<std::unique_ptr<Model>> MakeCudaModel(Architecture) {
   std::string why;
