@@ -123,7 +123,7 @@ bool PullCodecAllowed(const std::string& codec) { return codec == "none" || code
 DataReply ServePull(const Shared& shared, const proto::Header& h, PartitionState& part) {
   using Snapshot = std::shared_ptr<const std::vector<float>>;
   const Partition& p = part.info();
-  auto* snapshot = new Snapshot(part.Snapshot());
+  Snapshot snapshot = part.Snapshot();
   zmq::message_t values;
   DataReply r;
   if (!h.codec().empty() && h.codec() != "none") {
@@ -131,19 +131,16 @@ DataReply ServePull(const Shared& shared, const proto::Header& h, PartitionState
                      ? shared.codecs->Get(h.codec())
                      : StatusOr<std::shared_ptr<const compress::Codec>>(Status::InvalidArgument(
                            fmt::format("pulls may use codec none or fp16, not '{}'", h.codec())));
-    if (!codec.ok()) {
-      delete snapshot;
-      return {ErrorReply(h, codec.status(), shared.self), {}};
-    }
+    if (!codec.ok()) return {ErrorReply(h, codec.status(), shared.self), {}};
     std::vector<uint8_t> bytes;
-    (*codec)->Encode((*snapshot)->data(), p.length, {}, nullptr, bytes);
-    delete snapshot;
+    (*codec)->Encode(snapshot->data(), p.length, {}, nullptr, bytes);
     values = zmq::message_t(bytes.data(), bytes.size());
     r.header.set_codec(h.codec());
   } else {
+    auto* held = new Snapshot(std::move(snapshot));  // released when ZeroMQ has sent it
     values = zmq::message_t(
-        const_cast<float*>((*snapshot)->data()), static_cast<size_t>(p.length) * sizeof(float),
-        [](void*, void* hint) { delete static_cast<Snapshot*>(hint); }, snapshot);
+        const_cast<float*>((*held)->data()), static_cast<size_t>(p.length) * sizeof(float),
+        [](void*, void* hint) { delete static_cast<Snapshot*>(hint); }, held);
   }
   const std::string codec_name = r.header.codec();
   r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
