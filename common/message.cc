@@ -62,6 +62,13 @@ bool SendRouted(zmq::socket_t& socket, const std::string& identity, const proto:
   }
 }
 
+zmq::message_t OwnedFrame(std::vector<uint8_t> bytes) {
+  auto* held = new std::vector<uint8_t>(std::move(bytes));
+  return zmq::message_t(
+      held->data(), held->size(),
+      [](void*, void* hint) { delete static_cast<std::vector<uint8_t>*>(hint); }, held);
+}
+
 proto::Header ReplyTo(const proto::Header& request, proto::MsgType type, int32_t self) {
   proto::Header h;
   h.set_type(type);

@@ -43,6 +43,9 @@ bool SendRouted(zmq::socket_t& socket, const std::string& identity, const proto:
                 std::vector<zmq::message_t> payload = {});
 
 // A reply header for `request`: same request id, sender = `self`.
+// A payload frame that takes over `bytes` without copying them (freed once ZeroMQ sent it).
+zmq::message_t OwnedFrame(std::vector<uint8_t> bytes);
+
 proto::Header ReplyTo(const proto::Header& request, proto::MsgType type, int32_t self);
 // An ERROR reply header for `request` carrying `status`.
 proto::Header ErrorReply(const proto::Header& request, const Status& status, int32_t self);

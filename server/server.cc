@@ -134,7 +134,7 @@ DataReply ServePull(const Shared& shared, const proto::Header& h, PartitionState
     if (!codec.ok()) return {ErrorReply(h, codec.status(), shared.self), {}};
     std::vector<uint8_t> bytes;
     (*codec)->Encode(snapshot->data(), p.length, {}, nullptr, bytes);
-    values = zmq::message_t(bytes.data(), bytes.size());
+    values = OwnedFrame(std::move(bytes));
     r.header.set_codec(h.codec());
   } else {
     auto* held = new Snapshot(std::move(snapshot));  // released when ZeroMQ has sent it

@@ -528,8 +528,8 @@ Ticket Client::Send(proto::MsgType type, const std::string& tensor, const float*
         }
       }
       o.header.set_codec(enc->wire_name);
-      o.payload.emplace_back(bytes.data(), bytes.size());
       sent_bytes += static_cast<int64_t>(bytes.size());
+      o.payload.push_back(OwnedFrame(std::move(bytes)));
       op->Complete(Status());
     } else {
       const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);

@@ -74,9 +74,10 @@ class Codec {
   virtual Status Decode(const uint8_t* data, size_t size, int64_t n, const CodecContext& ctx,
                         float* out) const = 0;
 
- protected:
   // Numeric parameter `key` of the spec (validated at parse time), or `fallback`.
   double Param(const std::string& key, double fallback) const;
+
+ protected:
   Status SizeError(size_t size, int64_t want, int64_t n) const;
 
  private:

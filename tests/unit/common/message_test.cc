@@ -92,5 +92,14 @@ TEST(MessageHelpersTest, ErrorReplyCarriesStatus) {
   EXPECT_TRUE(StatusOf(req).ok());
 }
 
+TEST(OwnedFrameTest, TakesTheBytesWithoutACopy) {
+  std::vector<uint8_t> bytes = {1, 2, 3, 4, 5};
+  const uint8_t* data = bytes.data();
+  zmq::message_t frame = OwnedFrame(std::move(bytes));
+  ASSERT_EQ(frame.size(), 5u);
+  EXPECT_EQ(frame.data(), data);
+  EXPECT_EQ(static_cast<const uint8_t*>(frame.data())[4], 5);
+}
+
 }  // namespace
 }  // namespace hetps

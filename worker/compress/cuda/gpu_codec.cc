@@ -200,10 +200,7 @@ class CudaEncoder : public Encoder {
   float* decoded() const { return decoded_.get<float>(); }
 
  private:
-  double Param(const std::string& key, double fallback) const {
-    auto it = spec_.params.find(key);
-    return it == spec_.params.end() ? fallback : std::stod(it->second);
-  }
+  double Param(const std::string& key, double fallback) const { return cpu_->Param(key, fallback); }
 
   CodecSpec spec_;
   std::shared_ptr<const Codec> cpu_;  // sizes, and the reference
