@@ -43,6 +43,28 @@ Status ReadFlagfile(const std::string& path, std::vector<std::string>& out) {
   return Status();
 }
 
+// "RANK:FACTOR", e.g. "2:3" (worker rank 2 computes 3x slower).
+Status ParseSlowWorker(const std::string& value, std::map<int, double>& out) {
+  const size_t colon = value.find(':');
+  auto bad = [&] {
+    return Status::InvalidArgument(fmt::format(
+        "--slow_worker needs RANK:FACTOR with RANK >= 0 and FACTOR >= 1, got '{}'", value));
+  };
+  if (colon == std::string::npos) return bad();
+  auto rank = ParseCount("slow_worker", value.substr(0, colon), 0);
+  if (!rank.ok()) return bad();
+  try {
+    size_t used = 0;
+    const std::string f = value.substr(colon + 1);
+    const double factor = std::stod(f, &used);
+    if (used != f.size() || !(factor >= 1) || factor > 1e6) return bad();
+    out[*rank] = factor;
+  } catch (const std::exception&) {
+    return bad();
+  }
+  return Status();
+}
+
 }  // namespace
 
 std::string FlagName(const std::string& flag) {
@@ -63,7 +85,8 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
           fmt::format("unexpected argument '{}' (flags are --name=value)", a));
     }
     const bool own = name == "servers" || name == "workers" || name == "flagfile" ||
-                     name == "bin_dir" || name == "grace_ms" || name == "run_dir";
+                     name == "bin_dir" || name == "grace_ms" || name == "run_dir" ||
+                     name == "slow_worker";
     if (!own) {
       command_line.push_back(a);
       continue;
@@ -84,6 +107,8 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
       flagfile = value;
     } else if (name == "run_dir") {
       out.run_dir = value;
+    } else if (name == "slow_worker") {
+      if (Status s = ParseSlowWorker(value, out.slow_workers); !s.ok()) return s;
     } else {
       out.bin_dir = value;
     }
@@ -93,6 +118,18 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
   }
   // The command line comes after the flagfile, so it wins (gflags keeps the last value).
   out.extra_flags.insert(out.extra_flags.end(), command_line.begin(), command_line.end());
+  for (const std::string& f : out.extra_flags) {
+    if (FlagName(f) == "rank") {
+      return Status::InvalidArgument("hetps launch gives each worker its rank; drop --rank");
+    }
+  }
+  for (const auto& [rank, factor] : out.slow_workers) {
+    if (rank >= out.workers) {
+      return Status::InvalidArgument(
+          fmt::format("--slow_worker={}:{}: there are {} workers (ranks 0..{})", rank, factor,
+                      out.workers, out.workers - 1));
+    }
+  }
   return out;
 }
 

@@ -18,10 +18,12 @@ struct LaunchArgs {
   int grace_ms = 10000;                  // how long processes get to exit after a stop
   std::string run_dir;                   // the run's folder; default runs/<timestamp>
   std::vector<std::string> extra_flags;  // "--name=value", flagfile lines first
+  std::map<int, double> slow_workers;    // worker rank -> slowdown factor (--slow_worker)
 };
 
 // Parses `--servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G] [--run_dir R]
-// [--flag=value]...`
+// [--slow_worker=RANK:FACTOR]... [--flag=value]...`; a slowed rank must be < W and its factor
+// >= 1 (the worker's --slowdown).
 // (also --servers=S forms). Reads the flagfile: one flag per line, '#' starts a comment.
 StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args);
 

@@ -206,6 +206,15 @@ void Cluster::StopAll() {
   while (live() > 0) Pump(50);
 }
 
+// The value of the last "--name=value" in `flags` (gflags keeps the last), or "".
+std::string LastFlagValue(const std::vector<std::string>& flags, const std::string& name) {
+  std::string value;
+  for (const std::string& f : flags) {
+    if (FlagName(f) == name && f.find('=') != std::string::npos) value = f.substr(f.find('=') + 1);
+  }
+  return value;
+}
+
 std::string BinDir(const LaunchArgs& args) {
   if (!args.bin_dir.empty()) return args.bin_dir;
   std::error_code ec;
@@ -278,14 +287,26 @@ int Run(const LaunchArgs& args, Cluster& cluster,
   }
   Say(fmt::format("scheduler at {}; starting {} servers and {} workers", endpoint, args.servers,
                   args.workers));
+  if (const std::string port = LastFlagValue(routed.at("scheduler"), "http_port");
+      !port.empty() && port != "-1") {
+    Say(port == "0" ? "status over HTTP on a free port (see the scheduler's log)"
+                    : fmt::format("dashboard: http://127.0.0.1:{}/  metrics: /metrics  status: "
+                                  "hetps status --scheduler={}",
+                                  port, endpoint));
+  }
   const std::string sched_flag = "--scheduler=" + endpoint;
   for (int i = 0; i < args.servers; ++i) {
     cluster.Spawn("server", i, bin_dir + "/hetps-server",
                   Concat({sched_flag, "--bind=tcp://127.0.0.1:*"}, routed.at("server")));
   }
   for (int i = 0; i < args.workers; ++i) {
-    cluster.Spawn("worker", i, bin_dir + "/hetps-worker",
-                  Concat({sched_flag, "--run_dir=" + run_dir}, routed.at("worker")));
+    std::vector<std::string> flags = {sched_flag, "--run_dir=" + run_dir,
+                                      fmt::format("--rank={}", i)};
+    if (auto slow = args.slow_workers.find(i); slow != args.slow_workers.end()) {
+      flags.push_back(fmt::format("--slowdown={}", slow->second));
+      Say(fmt::format("worker {} computes {}x slower (--slow_worker)", i, slow->second));
+    }
+    cluster.Spawn("worker", i, bin_dir + "/hetps-worker", Concat(flags, routed.at("worker")));
   }
 
   std::optional<Clock::time_point> workers_done_at;

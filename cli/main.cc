@@ -1,4 +1,4 @@
-// hetps: the operator's command: `hetps launch` and `hetps ctl`.
+// hetps: the operator's command: `hetps launch`, `hetps ctl` and `hetps status`.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -6,24 +6,34 @@
 #include "cli/ctl.h"
 #include "cli/launch_args.h"
 #include "cli/launcher.h"
+#include "cli/status.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "usage: hetps launch --servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G]\n"
-    "                    [--run_dir R] [--any_role_flag=value ...]\n"
+    "                    [--run_dir R] [--slow_worker=RANK:FACTOR ...] [--http_port=P]\n"
+    "                    [--any_role_flag=value ...]\n"
     "\n"
     "  launch   run a whole cluster (scheduler, S servers, W workers) on 127.0.0.1 on free\n"
     "           ports. Extra flags go to every role that defines them (see each binary's\n"
     "           --help), e.g. --optimizer=adam --lr=0.001 --iterations=100. The run's\n"
     "           folder (default runs/<timestamp>) gets flags.txt and, from the train\n"
-    "           workload, metrics.csv, plot.png and summary.json.\n"
+    "           workload, metrics.csv, plot.png and summary.json. --slow_worker=2:3 makes\n"
+    "           worker 2 compute 3x slower (repeatable); --http_port=P serves the dashboard,\n"
+    "           /metrics and /api/status on http://127.0.0.1:P/.\n"
     "\n"
     "usage: hetps ctl --scheduler=tcp://host:port [--timeout_ms=T] set key=value ...\n"
     "\n"
     "  ctl set  change the policy of a running cluster on every server, e.g.\n"
     "           set consistency=ssp staleness=4 | set consistency=dssp dssp_lower=2\n"
-    "           dssp_range=8 | set consistency=bsp | set consistency=asp\n";
+    "           dssp_range=8 | set consistency=bsp | set consistency=asp\n"
+    "\n"
+    "usage: hetps status --scheduler=tcp://host:port [--watch[=SECONDS]] [--json]\n"
+    "                    [--timeout_ms=T]\n"
+    "\n"
+    "  status   workers (clock, iteration time, gate wait, staleness, bytes, straggler flag),\n"
+    "           servers and layers in tables; --watch refreshes like top (default every 2 s).\n";
 
 }  // namespace
 
@@ -46,6 +56,14 @@ int main(int argc, char** argv) {
     }
     std::printf("consistency %s applied on every server\n", args->policy.consistency().c_str());
     return 0;
+  }
+  if (command == "status") {
+    auto args = hetps::ParseStatusArgs(std::vector<std::string>(argv + 2, argv + argc));
+    if (!args.ok()) {
+      std::fprintf(stderr, "hetps status: %s\n\n%s", args.status().message().c_str(), kUsage);
+      return 2;
+    }
+    return hetps::RunStatus(*args);
   }
   if (command != "launch") {
     std::fprintf(stderr, "hetps: unknown command '%s'\n\n%s", command.c_str(), kUsage);

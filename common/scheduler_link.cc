@@ -42,6 +42,7 @@ void SchedulerLink::MaybeHeartbeat() {
   last_heartbeat_ = now;
   proto::Header h;
   h.set_type(proto::HEARTBEAT);
+  if (reporter_ && !view_.proto().nodes().empty()) reporter_(h);
   Send(h);
 }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <zmq.hpp>
 
@@ -40,6 +41,11 @@ class SchedulerLink {
   void Send(proto::Header header);
   // Sends a heartbeat when one is due; call on every turn of the owner's loop.
   void MaybeHeartbeat();
+  // Fills each heartbeat's report (a worker's or server's figures for the scheduler's status),
+  // on the owner's thread. Reports ride on heartbeats: no extra message, no extra round trip.
+  void SetReporter(std::function<void(proto::Header&)> reporter) {
+    reporter_ = std::move(reporter);
+  }
   // Records that a message from the scheduler arrived; the owner calls it for every one.
   void Heard() { last_heard_ = std::chrono::steady_clock::now(); }
   // True once the scheduler has been silent for longer than the heartbeat timeout it announced
@@ -54,6 +60,7 @@ class SchedulerLink {
   std::chrono::steady_clock::time_point last_heartbeat_{};
   std::chrono::steady_clock::time_point last_heard_{};
   proto::Header registration_;
+  std::function<void(proto::Header&)> reporter_;
   int32_t id_ = -1;
   int32_t rank_ = -1;
   ClusterView view_;

@@ -19,14 +19,32 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
   }
   int& count = role == proto::SERVER ? servers_ : workers_;
   const int expected = role == proto::SERVER ? num_servers_ : num_workers_;
+  const char* plural = role == proto::SERVER ? "servers" : "workers";
   if (count >= expected) {
-    return Status::FailedPrecondition(fmt::format("the cluster already has its {} {}", expected,
-                                                  role == proto::SERVER ? "servers" : "workers"));
+    return Status::FailedPrecondition(
+        fmt::format("the cluster already has its {} {}", expected, plural));
   }
+  std::set<int32_t>& taken = role == proto::SERVER ? server_ranks_ : worker_ranks_;
+  int32_t rank = 0;
+  if (request.has_rank()) {  // asked for (hetps launch numbers its workers)
+    rank = request.rank();
+    if (rank < 0 || rank >= expected) {
+      return Status::InvalidArgument(
+          fmt::format("rank {} asked for, but the cluster has {} {} (0..{})", rank, expected,
+                      plural, expected - 1));
+    }
+    if (taken.contains(rank)) {
+      return Status::FailedPrecondition(fmt::format("rank {} is already taken", rank));
+    }
+  } else {
+    while (taken.contains(rank)) ++rank;
+  }
+  taken.insert(rank);
+  ++count;
   Member m;
   m.info.set_id(static_cast<int32_t>(members_.size()) + 1);
   m.info.set_role(role);
-  m.info.set_rank(count++);
+  m.info.set_rank(rank);
   m.info.set_address(request.address());
   m.info.set_host(request.host());
   m.info.set_pid(request.pid());

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,9 @@ class Membership {
   Membership(int num_servers, int num_workers);
 
   // Admits a node, or returns the member already registered under `identity` (a retried
-  // REGISTER). Fails when the role is full or the request is unusable.
+  // REGISTER). Its rank is the one it asked for (request.rank, when set) or the smallest free
+  // one. Fails when the role is full, the rank is taken or out of range, or the request is
+  // unusable.
   StatusOr<const Member*> Register(const std::string& identity, const proto::Header& request,
                                    SteadyTime now);
   // True once every expected server and worker has registered.
@@ -57,6 +60,7 @@ class Membership {
  private:
   int num_servers_, num_workers_;
   int servers_ = 0, workers_ = 0;
+  std::set<int32_t> server_ranks_, worker_ranks_;
   std::deque<Member> members_;  // index = id - 1; deque: pointers stay valid as nodes join
 };
 

@@ -12,6 +12,8 @@
 #include "common/cluster_view.h"
 #include "common/message.h"
 #include "scheduler/barrier.h"
+#include "scheduler/cluster_stats.h"
+#include "scheduler/http_status.h"
 #include "scheduler/membership.h"
 
 namespace hetps {
@@ -38,6 +40,7 @@ class Loop {
       : options_(options),
         stop_(stop),
         members_(options.num_servers, options.num_workers),
+        stats_(options.num_servers, options.num_workers, {.straggler = options.straggler}),
         router_(ctx_, zmq::socket_type::router) {}
 
   Status Run();
@@ -60,10 +63,20 @@ class Loop {
   }
   void Broadcast(proto::Header h);
   void Shutdown(bool everyone);
+  // Straggler flags and figures: recomputed, hinted to the servers, published over HTTP.
+  void Observe();
+  void SendHints();
+  double Now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
   const SchedulerOptions& options_;
   const std::atomic<bool>& stop_;
   Membership members_;
+  ClusterStats stats_;
+  std::unique_ptr<StatusHttp> http_;
+  const Clock::time_point start_ = Clock::now();
+  double last_observed_ = -1;
+  std::vector<int32_t> hinted_stragglers_;
+  int64_t hinted_quorum_ = -1;
   zmq::context_t ctx_{1};
   zmq::socket_t router_;
   bool view_sent_ = false;
@@ -102,6 +115,12 @@ Status Loop::Run() {
   }
   spdlog::info("listening on {}; waiting for {} servers and {} workers", endpoint,
                options_.num_servers, options_.num_workers);
+  if (options_.http_port >= 0) {
+    http_ = std::make_unique<StatusHttp>(
+        options_.http_host, options_.http_port,
+        options_.dashboard_dir.empty() ? DefaultDashboardDir() : options_.dashboard_dir);
+    if (Status s = http_->Start(); !s.ok()) return s;
+  }
 
   const auto timeout = std::chrono::milliseconds(options_.heartbeat_timeout_ms);
   zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
@@ -117,6 +136,7 @@ Status Loop::Run() {
       Handle(*env);
     }
     for (int32_t id : members_.ExpireSilent(Clock::now(), timeout)) OnDead(id);
+    if (Now() - last_observed_ >= 0.2) Observe();
   }
   return Status();
 }
@@ -136,6 +156,12 @@ void Loop::Handle(Envelope& env) {
     StartPolicyChange(env);
     return;
   }
+  if (h.type() == proto::STATUS) {  // likewise
+    stats_.Update(Now());
+    proto::Header r = ReplyTo(h, proto::STATUS, kSchedulerId);
+    r.set_status_json(stats_.StatusJson(Now()));
+    return Reply(env.identity, r);
+  }
   Member* m = members_.Touch(env.identity, Clock::now());
   if (m == nullptr || m->state == Member::State::kDead) {
     Status s = Status::Unregistered(m == nullptr ? "register first"
@@ -144,8 +170,14 @@ void Loop::Handle(Envelope& env) {
     return;
   }
   const bool worker = m->info.role() == proto::WORKER;
+  stats_.OnHeard(m->info.id(), Now());
   switch (h.type()) {
     case proto::HEARTBEAT:
+      if (worker && h.has_worker_report()) {
+        stats_.OnWorkerReport(m->info.id(), h.worker_report(), Now());
+      } else if (!worker && h.has_server_report()) {
+        stats_.OnServerReport(m->info.id(), h.server_report(), Now());
+      }
       return Reply(env.identity, ReplyTo(h, proto::HEARTBEAT, kSchedulerId));
     case proto::DECLARE_TENSORS:
       if (worker) return HandleDeclare(env, *m);
@@ -200,6 +232,7 @@ void Loop::HandleRegister(const Envelope& env) {
     return;
   }
   const proto::NodeInfo& info = (*m)->info;
+  stats_.OnJoin(info, Now());
   if (info.role() == proto::SERVER && h.has_policy()) {
     if (!policy_) {
       policy_ = h.policy();
@@ -281,6 +314,7 @@ Status Loop::CheckAgainstMap(const proto::Header& declare) const {
 void Loop::HandleLeave(const Envelope& env, const Member& m) {
   const int32_t id = m.info.id();
   members_.MarkLeft(id);
+  stats_.OnLeft(id, Now());
   barrier_.Remove(id);
   declare_.Remove(id);
   Reply(env.identity, ReplyTo(env.message.header, proto::LEAVE, kSchedulerId));
@@ -306,6 +340,7 @@ void Loop::OnDead(int32_t id) {
   h.set_sender(kSchedulerId);
   h.set_node(id);
   Broadcast(h);
+  stats_.OnDead(id, Now());
   barrier_.Remove(id);
   declare_.Remove(id);
   pending_acks_.erase(id);
@@ -433,6 +468,46 @@ void Loop::BuildShardMap(const std::vector<Arrival>& waiting) {
     pending_acks_.insert(m->info.id());
     Reply(m->identity, h);
   }
+}
+
+void Loop::Observe() {
+  const double now = Now();
+  last_observed_ = now;
+  if (stats_.Update(now)) {
+    for (const auto& [id, w] : stats_.detector().workers()) {
+      const Member* m = members_.ById(id);
+      const std::string reason = stats_.detector().Reason(id);
+      const bool hinted = std::find(hinted_stragglers_.begin(), hinted_stragglers_.end(), id) !=
+                          hinted_stragglers_.end();
+      if (!reason.empty() && !hinted) {
+        spdlog::warn(
+            "worker rank {} (node {}) is a straggler ({}): iteration {:.1f} ms EWMA, "
+            "{:.1f} ms under way, others' median {:.1f} ms",
+            m->info.rank(), id, reason, w.ewma_ms, w.busy_ms, stats_.detector().Reference(id));
+      } else if (reason.empty() && hinted) {
+        spdlog::info("worker rank {} (node {}) recovered: iteration {:.1f} ms EWMA", m->info.rank(),
+                     id, w.ewma_ms);
+      }
+    }
+  }
+  SendHints();
+  if (http_) http_->Publish(stats_.StatusJson(now), stats_.Metrics(now));
+}
+
+// Servers learn the flags and the quorum when they change (semi_async --quorum=auto and backup
+// --backup_workers=auto follow them).
+void Loop::SendHints() {
+  std::vector<int32_t> stragglers = stats_.Stragglers();
+  const int64_t quorum = stats_.Quorum();
+  if (!view_sent_ || (stragglers == hinted_stragglers_ && quorum == hinted_quorum_)) return;
+  proto::Header h;
+  h.set_type(proto::POLICY_HINT);
+  h.set_sender(kSchedulerId);
+  for (int32_t id : stragglers) h.add_stragglers(id);
+  h.set_quorum(quorum);
+  for (int32_t id : members_.LiveServers()) Reply(members_.ById(id)->identity, h);
+  hinted_stragglers_ = std::move(stragglers);
+  hinted_quorum_ = quorum;
 }
 
 void Loop::Broadcast(proto::Header h) {

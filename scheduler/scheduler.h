@@ -2,7 +2,10 @@
 // workers, broadcasts the cluster view, builds and installs the shard map from the workers'
 // declared tensors, runs barriers, detects dead nodes from missed heartbeats, and shuts the
 // servers down once every worker has left or died. It is on the control plane only: no tensor
-// ever passes through it.
+// ever passes through it. It is also the policy brain and the observer: the reports riding on
+// heartbeats feed ClusterStats (clocks, iteration times, staleness, stragglers, per-layer and
+// per-server figures), served over HTTP and to `hetps status`, and straggler flags with the
+// resulting quorum go to the servers as POLICY_HINT.
 #pragma once
 
 #include <atomic>
@@ -11,6 +14,7 @@
 
 #include "common/shard_map.h"
 #include "common/status.h"
+#include "scheduler/straggler.h"
 
 namespace hetps {
 
@@ -21,6 +25,11 @@ struct SchedulerOptions {
   int num_workers = 1;
   int64_t partition_bytes = kDefaultPartitionBytes;
   int heartbeat_timeout_ms = 5000;
+  // HTTP status (scheduler/http_status.h): -1 off, 0 any free port.
+  int http_port = -1;
+  std::string http_host = "127.0.0.1";
+  std::string dashboard_dir;  // empty: DefaultDashboardDir()
+  StragglerOptions straggler;
 };
 
 class SchedulerNode {

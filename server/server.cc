@@ -4,8 +4,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -38,7 +40,24 @@ struct Shared {
   compress::CodecCache* codecs = nullptr;  // decodes compressed pushes, encodes pulls
   // Partition ids each owner serves: owned[0] the network thread, owned[1 + k] apply thread k.
   std::vector<std::vector<int32_t>> owned;
+  // Per layer, counted by whichever thread applies a push; read for the scheduler's report.
+  struct LayerCounters {
+    std::atomic<int64_t> pushes{0}, bytes{0}, staleness_sum{0}, max_staleness{0};
+  };
+  std::map<int32_t, std::unique_ptr<LayerCounters>> layers;  // keys fixed with the shard map
 };
+
+void CountPush(const Shared& shared, const Partition& p, size_t bytes, int64_t staleness) {
+  auto it = shared.layers.find(shared.map->tensors()[p.tensor_id].layer);
+  if (it == shared.layers.end()) return;
+  Shared::LayerCounters& c = *it->second;
+  c.pushes.fetch_add(1, std::memory_order_relaxed);
+  c.bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  c.staleness_sum.fetch_add(staleness, std::memory_order_relaxed);
+  int64_t seen = c.max_staleness.load(std::memory_order_relaxed);
+  while (staleness > seen && !c.max_staleness.compare_exchange_weak(seen, staleness)) {
+  }
+}
 
 RoundSpec RoundFromHeader(const proto::Header& h) {
   RoundSpec r;
@@ -210,7 +229,14 @@ DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratc
                  s.ToString());
     return {ErrorReply(h, s, shared.self), {}};
   }
-  if (h.codec().empty()) return ServeUpdate(shared, m, *part, FloatsOf(m.payload[0], scratch));
+  const size_t bytes = m.payload[0].size();
+  auto counted = [&](DataReply r) {
+    if (h.type() == proto::PUSH) CountPush(shared, part->info(), bytes, r.header.staleness());
+    return r;
+  };
+  if (h.codec().empty()) {
+    return counted(ServeUpdate(shared, m, *part, FloatsOf(m.payload[0], scratch)));
+  }
   // Compressed: validated and decoded before anything reads it.
   const Partition& p = part->info();
   auto codec = shared.codecs->Get(h.codec());
@@ -228,7 +254,7 @@ DataReply ServeData(const Shared& shared, Message& m, std::vector<float>& scratc
                  h.sender(), h.codec(), s.ToString());
     return {ErrorReply(h, s, shared.self), {}};
   }
-  return ServeUpdate(shared, m, *part, scratch.data());
+  return counted(ServeUpdate(shared, m, *part, scratch.data()));
 }
 
 // One apply thread: owns the large partitions with id % threads == index.
@@ -285,6 +311,7 @@ class Router {
     SendRouted(*router_, identity, header);
   }
   void StopApplyThreads();
+  void FillReport(proto::Header& h) const;
 
   const ServerOptions& options_;
   const std::atomic<bool>& stop_;
@@ -360,6 +387,7 @@ Status Router::Run() {
   if (Status s = Setup(); !s.ok()) return s;
   if (Status s = link_->Join(stop_, options_.join_timeout_ms); !s.ok()) return s;
   SetLogNode("server", link_->id());
+  link_->SetReporter([this](proto::Header& h) { FillReport(h); });
   shared_.self = link_->id();
   std::vector<int32_t> workers;
   for (const proto::NodeInfo& w : link_->view().workers()) workers.push_back(w.id());
@@ -407,6 +435,27 @@ Status Router::Run() {
   spdlog::info("stopped: {} pushes, {} pulls served, {} requests rejected, {} late pushes dropped",
                pushes_, pulls_, errors_, dropped_);
   return Status();
+}
+
+void Router::FillReport(proto::Header& h) const {
+  proto::ServerReport& r = *h.mutable_server_report();
+  r.set_pushes(pushes_);
+  r.set_pulls(pulls_);
+  r.set_errors(errors_);
+  r.set_parked_pulls(static_cast<int64_t>(parked_reads_.size()));
+  r.set_parked_clocks(static_cast<int64_t>(parked_clocks_.size()));
+  r.set_consistency(Describe(policy_));
+  if (!map_) return;
+  r.set_partitions(shared_.store->num_partitions());
+  r.set_bytes_held(shared_.store->bytes());
+  for (const auto& [layer, c] : shared_.layers) {
+    proto::LayerReport& l = *r.add_layers();
+    l.set_layer(layer);
+    l.set_pushes(c->pushes.load(std::memory_order_relaxed));
+    l.set_bytes(c->bytes.load(std::memory_order_relaxed));
+    l.set_staleness_sum(c->staleness_sum.load(std::memory_order_relaxed));
+    l.set_max_staleness(c->max_staleness.load(std::memory_order_relaxed));
+  }
 }
 
 void Router::StopApplyThreads() {
@@ -591,6 +640,11 @@ Status Router::InstallShardMap(const proto::ShardMap& proto_map) {
   shared_.codecs = &codecs_;
   shared_.store = std::make_unique<PartitionStore>(*map_, link_->rank(), *shared_.optimizer,
                                                    *initializer_, options_.aggregation);
+  for (const Partition& p : map_->partitions()) {
+    if (p.server_rank != link_->rank()) continue;
+    auto& slot = shared_.layers[map_->tensors()[p.tensor_id].layer];
+    if (!slot) slot = std::make_unique<Shared::LayerCounters>();
+  }
   shared_.owned.assign(1 + options_.threads, {});
   for (const Partition& p : map_->partitions()) {
     if (p.server_rank == link_->rank()) shared_.owned[Owner(p)].push_back(p.id);
@@ -630,6 +684,15 @@ void Router::HandleControl(Envelope& env) {
                          : ErrorReply(h, s, link_->id()));
       break;
     }
+    case proto::POLICY_HINT:
+      if (controller_) {
+        controller_->OnHint({h.stragglers().begin(), h.stragglers().end()}, h.quorum());
+        if (map_) {
+          CompleteRounds();
+          Release();
+        }
+      }
+      break;
     case proto::SHUTDOWN:
       spdlog::info("shutdown requested by the scheduler");
       shutdown_ = true;

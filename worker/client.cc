@@ -60,6 +60,10 @@ namespace {
 using OpPtr = std::shared_ptr<Ticket::State>;
 constexpr int kToScheduler = -1;
 constexpr int kStopGraceMs = 5000;  // how long Finish waits for unanswered requests
+// Push staleness is reported exactly up to this many versions; the last bucket holds the rest.
+constexpr int64_t kReportedStalenessBuckets = 33;
+// Trainer figures held for one heartbeat at most.
+constexpr size_t kMetricPoints = 64;
 
 std::shared_ptr<Ticket::State> Failed(const Status& s) {
   auto op = std::make_shared<Ticket::State>(1);
@@ -108,6 +112,7 @@ class Client::Impl {
   Status Start() {
     static const std::atomic<bool> never{false};
     const std::atomic<bool>& stop = options_.stop ? *options_.stop : never;
+    if (options_.rank >= 0) link_.registration().set_rank(options_.rank);
     if (Status s = link_.Join(stop, options_.join_timeout_ms); !s.ok()) return s;
     SetLogNode("worker", link_.id());
     for (const proto::NodeInfo& server : link_.view().servers()) {
@@ -118,6 +123,7 @@ class Client::Impl {
       sock.set(zmq::sockopt::linger, 0);
       sock.connect(server.address());
     }
+    link_.SetReporter([this](proto::Header& h) { FillReport(h); });
     wake_in_.bind(fmt::format("inproc://client-wake-{}", link_.id()));
     wake_out_.connect(fmt::format("inproc://client-wake-{}", link_.id()));
     io_thread_ = std::thread([this] { IoLoop(); });
@@ -146,6 +152,42 @@ class Client::Impl {
   std::vector<std::unique_ptr<Encoder>> encoders;
   std::atomic<int64_t> reads{0}, staleness_sum{0}, max_staleness{0}, dropped_pushes{0};
   std::atomic<int64_t> pushes_acked{0}, push_staleness_sum{0}, max_push_staleness{0};
+
+  // What the next heartbeat tells the scheduler (WorkerReport). Iteration timing is written by
+  // the thread calling Clock(), read by the I/O thread; staleness counts by the I/O thread only.
+  using Steady = std::chrono::steady_clock;
+  struct Timing {
+    std::vector<double> iteration_ms, wait_ms;  // since the last report
+    Steady::time_point iteration_start = Steady::now();
+    bool in_clock = false;
+    std::vector<proto::MetricPoint> metrics;  // since the last report, at most kMetricPoints
+  };
+  std::mutex timing_mu;
+  Timing timing;
+  std::vector<int64_t> staleness_counts;  // I/O thread
+
+  void FillReport(proto::Header& h) {
+    proto::WorkerReport& r = *h.mutable_worker_report();
+    r.set_clock(clock.load());
+    {
+      std::lock_guard<std::mutex> lock(timing_mu);
+      for (double ms : timing.iteration_ms) r.add_iteration_ms(ms);
+      for (double ms : timing.wait_ms) r.add_wait_ms(ms);
+      timing.iteration_ms.clear();
+      timing.wait_ms.clear();
+      r.set_busy_ms(timing.in_clock ? 0.0
+                                    : std::chrono::duration<double, std::milli>(
+                                          Steady::now() - timing.iteration_start)
+                                          .count());
+      for (proto::MetricPoint& p : timing.metrics) *r.add_metrics() = std::move(p);
+      timing.metrics.clear();
+    }
+    for (int64_t n : staleness_counts) r.add_staleness_counts(n);
+    staleness_counts.clear();
+    r.set_bytes_pushed(bytes_pushed.load());
+    r.set_raw_bytes_pushed(raw_bytes_pushed.load());
+    r.set_bytes_pulled(bytes_pulled.load());
+  }
 
   // Queues requests for the I/O thread.
   void Submit(std::vector<Outgoing> batch) {
@@ -317,6 +359,10 @@ void Client::Impl::OnReply(Envelope& env, int from) {
   if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) {
     ++pushes_acked;
     push_staleness_sum += h.staleness();
+    const size_t bucket =
+        static_cast<size_t>(std::clamp<int64_t>(h.staleness(), 0, kReportedStalenessBuckets - 1));
+    if (staleness_counts.size() <= bucket) staleness_counts.resize(bucket + 1, 0);
+    ++staleness_counts[bucket];
     if (h.staleness() > max_push_staleness) max_push_staleness = h.staleness();
   }
   if (s.ok() && h.type() == proto::PULL_REPLY) {
@@ -469,6 +515,8 @@ Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
     impl_->encoders[p.id] = std::move(e);
   }
   impl_->map = std::move(*map);
+  std::lock_guard<std::mutex> lock(impl_->timing_mu);
+  impl_->timing.iteration_start = Impl::Steady::now();  // the first iteration starts now
   return Status();
 }
 
@@ -577,7 +625,38 @@ Ticket Client::Pull(const std::string& tensor, float* out, int64_t n) {
   return Ticket(op);
 }
 
+void Client::ReportMetrics(const std::map<std::string, double>& metrics) {
+  proto::MetricPoint p;
+  p.set_clock(clock());
+  p.mutable_values()->insert(metrics.begin(), metrics.end());
+  std::lock_guard<std::mutex> lock(impl_->timing_mu);
+  std::vector<proto::MetricPoint>& points = impl_->timing.metrics;
+  if (points.size() >= kMetricPoints) {  // a trainer reporting faster than heartbeats
+    points.erase(points.begin() + 1);    // the first and the newest stay
+  }
+  points.push_back(std::move(p));
+}
+
 Status Client::Clock() {
+  using Steady = Impl::Steady;
+  const Steady::time_point called = Steady::now();
+  {
+    std::lock_guard<std::mutex> lock(impl_->timing_mu);
+    impl_->timing.iteration_ms.push_back(
+        std::chrono::duration<double, std::milli>(called - impl_->timing.iteration_start).count());
+    impl_->timing.in_clock = true;
+  }
+  Status s = ClockAllServers();
+  const Steady::time_point released = Steady::now();
+  std::lock_guard<std::mutex> lock(impl_->timing_mu);
+  impl_->timing.wait_ms.push_back(
+      std::chrono::duration<double, std::milli>(released - called).count());
+  impl_->timing.in_clock = false;
+  impl_->timing.iteration_start = released;
+  return s;
+}
+
+Status Client::ClockAllServers() {
   const int servers = num_servers();
   auto op = std::make_shared<Ticket::State>(servers);
   std::vector<Outgoing> batch;

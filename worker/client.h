@@ -33,6 +33,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,9 +44,10 @@
 namespace hetps {
 
 struct ClientOptions {
-  std::string scheduler;  // tcp://host:port
-  int heartbeat_interval_ms = 500;
-  int join_timeout_ms = 60000;              // how long Connect waits for the cluster to form
+  std::string scheduler;            // tcp://host:port
+  int heartbeat_interval_ms = 500;  // heartbeats carry this worker's report to the scheduler
+  int rank = -1;                    // the rank to ask for (-1: any free one)
+  int join_timeout_ms = 60000;      // how long Connect waits for the cluster to form
   const std::atomic<bool>* stop = nullptr;  // optional: abort Connect/waits when set
   // Gradient compression of pushes (common/compress/codec.h): one spec for every layer,
   // "topk:density=0.01,ef=1", or per layer, "default=topk:density=0.01;layer0=none". Each
@@ -124,8 +126,14 @@ class Client {
   // --init=worker), later ones have no effect.
   Ticket Init(const std::string& tensor, const float* values, int64_t n);
 
-  // Ends this worker's iteration: tells every server, then advances clock().
+  // Ends this worker's iteration: tells every server, then advances clock(). The time between
+  // Clock() calls, less the time blocked inside them, is this worker's iteration time: the
+  // scheduler's straggler detection and status see it (reported on heartbeats).
   Status Clock();
+  // Figures the trainer wants on the scheduler's status and dashboard ("loss", "accuracy"),
+  // tagged with the current clock; sent with the next heartbeat (at most 64 points per
+  // heartbeat; beyond that the oldest but the first are dropped).
+  void ReportMetrics(const std::map<std::string, double>& metrics);
   int64_t clock() const;
   // Blocks until every live worker has called Barrier (dead workers are not waited for).
   Status Barrier();
@@ -137,6 +145,7 @@ class Client {
  private:
   class Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+  Status ClockAllServers();
   // Push and Init: one request per partition, each sending its slice of `data` zero-copy, or
   // its encoding when the partition's layer has a codec (pushes only).
   Ticket Send(proto::MsgType type, const std::string& tensor, const float* data, int64_t n,

@@ -40,7 +40,9 @@ DEFINE_double(compute_ms, 0, "synthetic: simulated compute time per iteration, i
 DEFINE_double(slowdown, 1.0,
               "multiplies this worker's compute time (>= 1): a reproducible straggler");
 DEFINE_int32(progress_every, 10, "print a progress line every N iterations");
-DEFINE_int32(heartbeat_interval_ms, 500, "heartbeat period to the scheduler");
+DEFINE_int32(heartbeat_interval_ms, 500,
+             "heartbeat period to the scheduler (each carries this worker's report)");
+DEFINE_int32(rank, -1, "the worker rank to ask the scheduler for (-1: any free one)");
 DEFINE_int32(join_timeout_ms, 60000, "how long to wait for the cluster to form");
 DEFINE_string(codec, "none",
               "push compression: SPEC for every layer (e.g. topk:density=0.01,ef=1) or per layer "
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
   hetps::ClientOptions options;
   options.scheduler = FLAGS_scheduler;
   options.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
+  options.rank = FLAGS_rank;
   options.join_timeout_ms = FLAGS_join_timeout_ms;
   options.push_codec = FLAGS_codec;
   options.pull_codec = FLAGS_pull_codec;

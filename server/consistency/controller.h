@@ -59,6 +59,9 @@ class ConsistencyController {
   virtual int64_t window() const { return 0; }
   // Called on every turn of the server loop (at least every 100 ms), for deadlines.
   virtual void Tick(double /*now*/) {}
+  // The scheduler's view of the whole cluster (POLICY_HINT): workers flagged as stragglers
+  // now and the quorum it derives (live workers not flagged). semi_async --quorum=auto takes it.
+  virtual void OnHint(const std::vector<int32_t>& /*stragglers*/, int64_t /*quorum*/) {}
 
   const ClockTable& clocks() const { return clocks_; }
   // Takes over the clocks of the controller it replaces (live switch).

@@ -27,9 +27,10 @@ namespace {
 // worker's finished clock is its upload. A round closes at the K-th upload since the last one
 // closed: those K workers' held updates become one step, weighted by samples * (1 + sigma)^-a,
 // and only those K go on (their Clock() returns); the others keep training on their stale base
-// and join a later round. Every upload is used once. quorum = 0 picks K automatically (see
-// AutoQuorum over each worker's training time from release to upload, EWMA with beta = 0.5;
-// N until every worker has one). K never
+// and join a later round. Every upload is used once. quorum = 0 picks K automatically: the
+// scheduler's hint when one came (live workers not flagged as stragglers, the same K on every
+// server), else AutoQuorum over each worker's training time from release to upload (EWMA with
+// beta = 0.5; N until every worker has one). K never
 // exceeds the live workers, so a dead worker stalls no round, and a round closes with what it
 // has once its first upload has waited round_timeout (workers that stopped uploading, e.g. at
 // the end of a job, stall none either).
@@ -75,10 +76,16 @@ class SemiAsync final : public ConsistencyController {
     Close();
   }
   std::vector<Round> TakeRounds() override { return std::exchange(closed_, {}); }
+  void OnHint(const std::vector<int32_t>&, int64_t quorum) override {
+    hinted_quorum_ = quorum;
+    Close();
+  }
   int64_t Quorum() const {
     const int64_t live = static_cast<int64_t>(clocks_.all().size());
     int64_t k = quorum_;
-    if (k == 0) {
+    if (k == 0 && hinted_quorum_ > 0) {
+      k = hinted_quorum_;  // the same K on every server, from the scheduler's straggler flags
+    } else if (k == 0) {
       std::vector<double> measured;
       for (const auto& [w, c] : clocks_.all()) {
         auto it = intervals_.find(w);
@@ -111,6 +118,7 @@ class SemiAsync final : public ConsistencyController {
   }
 
   int64_t quorum_;
+  int64_t hinted_quorum_ = 0;  // from the scheduler; 0: none yet
   double a_;
   double timeout_s_;
   double first_upload_ = 0;      // of the round being collected

@@ -155,6 +155,11 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
       accuracy = *a;
     }
     if (clock % o.log_every == 0 || eval) {
+      if (accuracy) {
+        client.ReportMetrics({{"loss", loss_ewma}, {"accuracy", *accuracy}});
+      } else {
+        client.ReportMetrics({{"loss", loss_ewma}});
+      }
       log->Record(clock, client.rank(), loss_ewma, accuracy, client.stats().max_staleness);
     }
     if (clock % o.progress_every == 0 || eval) {

@@ -1,0 +1,195 @@
+#include "cli/status.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/message.h"
+
+namespace hetps {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.1f} {}", b, units[u]);
+}
+
+// A number, or "-" for null (not measured yet).
+std::string Num(const Json& v, const char* format = "{:.1f}") {
+  if (!v.is_number()) return "-";
+  return fmt::format(fmt::runtime(format), v.get<double>());
+}
+
+std::atomic<bool> interrupted{false};
+
+}  // namespace
+
+StatusOr<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args) {
+  StatusArgs out;
+  for (const std::string& a : args) {
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    if (name == "--scheduler" && !value.empty()) {
+      out.scheduler = value;
+    } else if (name == "--json" && eq == std::string::npos) {
+      out.json = true;
+    } else if (name == "--watch") {
+      out.watch_s = 2;
+      if (eq != std::string::npos) {
+        char* end = nullptr;
+        out.watch_s = std::strtod(value.c_str(), &end);
+        if (value.empty() || *end != '\0' || !(out.watch_s >= 0.1) || out.watch_s > 3600) {
+          return Status::InvalidArgument(
+              fmt::format("--watch takes seconds in [0.1, 3600], got '{}'", value));
+        }
+      }
+    } else if (name == "--timeout_ms" && !value.empty()) {
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (*end != '\0' || v < 1) {
+        return Status::InvalidArgument(
+            fmt::format("--timeout_ms needs an integer >= 1, got '{}'", value));
+      }
+      out.timeout_ms = static_cast<int>(v);
+    } else {
+      return Status::InvalidArgument(fmt::format("unknown argument '{}'", a));
+    }
+  }
+  if (out.scheduler.empty())
+    return Status::InvalidArgument("--scheduler=tcp://host:port is required");
+  return out;
+}
+
+StatusOr<std::string> FetchStatus(const std::string& scheduler, int timeout_ms) {
+  zmq::context_t ctx(1);
+  zmq::socket_t socket(ctx, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::rcvtimeo, timeout_ms);
+  try {
+    socket.connect(scheduler);
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument(fmt::format("cannot connect to '{}': {}", scheduler, e.what()));
+  }
+  proto::Header h;
+  h.set_type(proto::STATUS);
+  h.set_sender(-1);
+  h.set_request_id(1);
+  Send(socket, h);
+  auto env = Receive(socket, zmq::recv_flags::none, /*routed=*/false);
+  if (!env) {
+    return Status::DeadlineExceeded(
+        fmt::format("no answer from {} in {} ms", scheduler, timeout_ms));
+  }
+  if (!env->status.ok()) return env->status;
+  if (Status s = StatusOf(env->message.header); !s.ok()) return s;
+  return env->message.header.status_json();
+}
+
+StatusOr<std::string> RenderStatus(const std::string& status_json) {
+  const Json j = Json::parse(status_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("workers")) {
+    return Status::Malformed("the scheduler's status is not the JSON expected");
+  }
+  try {
+    const Json& c = j.at("cluster");
+    std::string out = fmt::format(
+        "hetps  up {:.0f} s  consistency {}  workers {}  servers {}  clocks {}..{}  quorum {}  "
+        "stragglers {}\n\n",
+        c.at("uptime_s").get<double>(), c.at("consistency").get<std::string>(),
+        c.at("workers").get<int>(), c.at("servers").get<int>(), c.at("min_clock").get<int64_t>(),
+        c.at("max_clock").get<int64_t>(), c.at("quorum").get<int64_t>(), c.at("stragglers").size());
+    out += fmt::format(
+        "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:>7} "
+        "{:>8}  {}\n",
+        "RANK", "NODE", "STATE", "CLOCK", "ITER_MS", "±SD", "WAIT_MS", "BUSY_MS", "STALE", "PUSHED",
+        "PULLED", "HB_MS", "LOSS", "FLAG");
+    for (const Json& w : j.at("workers")) {
+      const Json& m = w.at("metrics");
+      std::string flag = w.at("straggler").get<bool>()
+                             ? "STRAGGLER (" + w.at("straggler_reason").get<std::string>() + ")"
+                             : "";
+      out += fmt::format(
+          "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:>7.0f} {:>8}  "
+          "{}\n",
+          w.at("rank").get<int>(), w.at("id").get<int>(), w.at("state").get<std::string>(),
+          w.at("clock").get<int64_t>(), Num(w.at("iteration_ms")), Num(w.at("iteration_ms_stddev")),
+          Num(w.at("wait_ms")), Num(w.at("busy_ms"), "{:.0f}"), Num(w.at("staleness"), "{:.2f}"),
+          Bytes(w.at("bytes_pushed").get<double>()), Bytes(w.at("bytes_pulled").get<double>()),
+          w.at("heartbeat_age_ms").get<double>(),
+          m.contains("loss") ? Num(m.at("loss"), "{:.4f}") : "-", flag);
+    }
+    out += fmt::format("\n{:>4} {:>4} {:<6} {:>10} {:>10} {:>9} {:>11} {:>12}  {}\n", "RANK",
+                       "NODE", "STATE", "PARTITIONS", "HELD", "REQ/S", "PARKED_PULL",
+                       "PARKED_CLOCK", "ADDRESS");
+    for (const Json& s : j.at("servers")) {
+      out += fmt::format("{:>4} {:>4} {:<6} {:>10} {:>10} {:>9.0f} {:>11} {:>12}  {}\n",
+                         s.at("rank").get<int>(), s.at("id").get<int>(),
+                         s.at("state").get<std::string>(), s.at("partitions").get<int64_t>(),
+                         Bytes(s.at("bytes_held").get<double>()),
+                         s.at("requests_per_s").get<double>(), s.at("parked_pulls").get<int64_t>(),
+                         s.at("parked_clocks").get<int64_t>(), s.at("address").get<std::string>());
+    }
+    if (!j.at("layers").empty()) {
+      out += fmt::format("\n{:>5} {:>10} {:>10} {:>12} {:>10} {:>9}\n", "LAYER", "PUSHES",
+                         "PUSH/MIN", "BYTES", "STALE_AVG", "STALE_MAX");
+      for (const Json& l : j.at("layers")) {
+        out +=
+            fmt::format("{:>5} {:>10} {:>10.0f} {:>12} {:>10.2f} {:>9}\n", l.at("layer").get<int>(),
+                        l.at("pushes").get<int64_t>(), l.at("pushes_per_min").get<double>(),
+                        Bytes(l.at("bytes").get<double>()), l.at("mean_staleness").get<double>(),
+                        l.at("max_staleness").get<int64_t>());
+      }
+    }
+    return out;
+  } catch (const Json::exception& e) {
+    return Status::Malformed(fmt::format("the scheduler's status lacks a field: {}", e.what()));
+  }
+}
+
+int RunStatus(const StatusArgs& args) {
+  if (args.watch_s > 0) {
+    struct sigaction sa = {};
+    sa.sa_handler = [](int) { interrupted = true; };
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+  }
+  do {
+    auto json = FetchStatus(args.scheduler, args.timeout_ms);
+    std::string text;
+    if (!json.ok()) {
+      text = fmt::format("hetps status: {}\n", json.status().ToString());
+      if (args.watch_s <= 0) return std::fputs(text.c_str(), stderr), 1;
+    } else if (args.json) {
+      text = *json + "\n";
+    } else {
+      auto rendered = RenderStatus(*json);
+      if (!rendered.ok()) {
+        std::fprintf(stderr, "hetps status: %s\n", rendered.status().ToString().c_str());
+        return 1;
+      }
+      text = *rendered;
+    }
+    if (args.watch_s > 0 && !args.json) std::fputs("\033[H\033[2J", stdout);  // like top
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(args.watch_s);
+    while (args.watch_s > 0 && !interrupted && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } while (args.watch_s > 0 && !interrupted);
+  return 0;
+}
+
+}  // namespace hetps

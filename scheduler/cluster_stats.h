@@ -1,0 +1,130 @@
+// ClusterStats: the scheduler's live picture of a run, built from the reports that ride on
+// every node's heartbeat (no extra message on the data path), and rendered for people and
+// tools: /api/status JSON, /metrics in the Prometheus text format, and the policy hints
+// (straggler flags, quorum) the scheduler pushes to the servers.
+//
+// Per worker: clock, iteration time (EWMA, deviation, histogram), time waiting at the gate,
+// push staleness (histogram of server version at apply minus base version), bytes, last
+// heartbeat, straggler flags (scheduler/straggler.h) and the trainer's loss/accuracy. Per
+// server: partitions, bytes held, requests per second, parked pulls and clocks. Per layer:
+// pushes (total and per minute), bytes, mean and max staleness, summed over the servers.
+//
+// Time is passed in (seconds on any monotonic origin), so tests drive it by hand.
+// Thread-safety: none; owned by the scheduler's loop thread, which publishes the rendered text.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hetps.pb.h"
+#include "scheduler/straggler.h"
+
+namespace hetps {
+
+// Prometheus-style cumulative histogram over fixed upper bounds (+Inf implied).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void Add(double v, int64_t n = 1);
+  const std::vector<double>& bounds() const { return bounds_; }
+  // counts()[i]: observations <= bounds()[i] and > the bound before (last: above every bound).
+  const std::vector<int64_t>& counts() const { return counts_; }
+  int64_t count() const { return count_; }
+  double sum() const { return sum_; }
+  void Merge(const Histogram& other);
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<int64_t> counts_;
+  int64_t count_ = 0;
+  double sum_ = 0;
+};
+
+// Push staleness is counted exactly up to this value; the last bucket holds it and above.
+constexpr int kStalenessBuckets = 33;
+
+struct ClusterStatsOptions {
+  StragglerOptions straggler;
+  size_t curve_points = 4000;   // loss/accuracy points kept (oldest thinned out first)
+  size_t history_points = 900;  // clock samples kept, one per history_every_s
+  double history_every_s = 1.0;
+};
+
+class ClusterStats {
+ public:
+  explicit ClusterStats(int num_servers, int num_workers, ClusterStatsOptions options = {});
+
+  void OnJoin(const proto::NodeInfo& node, double now);
+  void OnHeard(int32_t id, double now);  // any message from the node
+  void OnLeft(int32_t id, double now);
+  void OnDead(int32_t id, double now);
+  void OnWorkerReport(int32_t id, const proto::WorkerReport& report, double now);
+  void OnServerReport(int32_t id, const proto::ServerReport& report, double now);
+  void SetPolicy(const proto::Policy& policy) { policy_ = policy; }
+
+  // Recomputes straggler flags and samples the clock history; true when the flags changed.
+  bool Update(double now);
+  // Ids of the workers flagged now.
+  std::vector<int32_t> Stragglers() const { return detector_.Flagged(); }
+  // Live workers that are not flagged (at least 1): the quorum a semi_async round waits for.
+  int64_t Quorum() const;
+
+  std::string StatusJson(double now) const;
+  std::string Metrics(double now) const;
+
+  const StragglerDetector& detector() const { return detector_; }
+
+ private:
+  struct WorkerRecord {
+    proto::NodeInfo info;
+    std::string state = "alive";
+    double joined = 0, last_heard = 0, last_report = -1;
+    int64_t clock = 0;
+    double wait_ewma_ms = -1;
+    double wait_total_ms = 0;
+    Histogram iteration{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
+    std::vector<int64_t> staleness = std::vector<int64_t>(kStalenessBuckets, 0);
+    int64_t bytes_pushed = 0, raw_bytes_pushed = 0, bytes_pulled = 0;
+    std::map<std::string, double> metrics;
+    int64_t metrics_clock = 0;
+  };
+  struct LayerRecord {
+    proto::LayerReport totals;
+    double per_minute = -1;  // EWMA of the rate between reports
+  };
+  struct ServerRecord {
+    proto::NodeInfo info;
+    std::string state = "alive";
+    double joined = 0, last_heard = 0, last_report = -1;
+    proto::ServerReport report;
+    double requests_per_s = 0;
+    std::map<int32_t, LayerRecord> layers;
+  };
+  struct CurvePoint {
+    int32_t rank;
+    int64_t clock;
+    double time_s;
+    std::map<std::string, double> metrics;
+  };
+
+  WorkerRecord* Worker(int32_t id);
+  ServerRecord* Server(int32_t id);
+  std::map<int32_t, LayerRecord> Layers() const;  // summed over servers
+  std::vector<int64_t> StalenessTotals() const;   // every worker's, exact counts
+
+  int num_servers_, num_workers_;
+  ClusterStatsOptions options_;
+  StragglerDetector detector_;
+  proto::Policy policy_;
+  std::map<int32_t, WorkerRecord> workers_;  // by node id
+  std::map<int32_t, ServerRecord> servers_;
+  std::vector<CurvePoint> curve_;
+  std::vector<double> history_t_;
+  std::map<int32_t, std::vector<int64_t>> history_clock_;  // by rank, aligned with history_t_
+  double start_ = -1;
+};
+
+}  // namespace hetps
