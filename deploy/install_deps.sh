@@ -9,19 +9,28 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libzstd-dev zlib1g-dev
   libcpp-httplib-dev nlohmann-json3-dev libeigen3-dev
   dataset-fashion-mnist gnuplot-nox
+  prometheus chromium
 )
+# npm fetches the dashboard's charting library; any npm will do (Debian's, or one that came
+# with a Node.js install).
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "hetps: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "hetps: installing ${missing[*]}"
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The dashboard's charting library (uPlot), pinned by package-lock.json; the build bundles it.
+dashboard="$(dirname "$0")/../scheduler/dashboard"
+if [ ! -f "$dashboard/node_modules/uplot/dist/uPlot.iife.min.js" ]; then
+  echo "hetps: fetching the dashboard's charting library from the npm registry"
+  (cd "$dashboard" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi

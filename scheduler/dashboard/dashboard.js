@@ -1,0 +1,177 @@
+// The hetps dashboard: polls /api/status once a second and redraws the tables and charts.
+// Charts are uPlot, bundled by the build from the npm registry; nothing loads from the network.
+"use strict";
+
+const COLORS = ["#4a90d9", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#d35400",
+                "#2c3e50", "#f1c40f", "#7f8c8d"];
+const charts = {};  // id -> {plot, key}
+
+function fmtBytes(b) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let u = 0;
+  while (b >= 1024 && u < units.length - 1) { b /= 1024; u++; }
+  return u === 0 ? `${b} B` : `${b.toFixed(1)} ${units[u]}`;
+}
+const num = (v, digits = 1) => (typeof v === "number" ? v.toFixed(digits) : "–");
+
+function fillTable(id, rows, cells, rowClass) {
+  const body = document.querySelector(`#${id} tbody`);
+  body.replaceChildren(...rows.map((r) => {
+    const tr = document.createElement("tr");
+    tr.className = rowClass ? rowClass(r) : "";
+    for (const c of cells(r)) {
+      const td = document.createElement("td");
+      if (typeof c === "object") { td.textContent = c.text; td.className = c.cls; } else { td.textContent = c; }
+      tr.appendChild(td);
+    }
+    if (r.rank !== undefined) tr.dataset.rank = r.rank;
+    return tr;
+  }));
+}
+
+// Creates the uPlot chart `id` (or recreates it when its series change) and sets its data.
+function plot(id, key, makeOpts, data) {
+  const el = document.getElementById(id);
+  let c = charts[id];
+  if (!c || c.key !== key) {
+    if (c) c.plot.destroy();
+    el.replaceChildren();
+    const opts = makeOpts();
+    opts.width = Math.max(300, el.clientWidth);
+    opts.height = 220;
+    c = charts[id] = { key, plot: new uPlot(opts, data, el) };
+  } else {
+    c.plot.setData(data);
+  }
+}
+
+function drawClocks(s) {
+  const ranks = Object.keys(s.history.clock).sort((a, b) => a - b);
+  const data = [s.history.t, ...ranks.map((r) => s.history.clock[r])];
+  plot("chart-clocks", ranks.join(","), () => ({
+    scales: { x: { time: false } },
+    axes: [{ label: "seconds" }, { label: "clock" }],
+    series: [{ label: "t (s)" }, ...ranks.map((r, i) => ({
+      label: `worker ${r}`, stroke: COLORS[i % COLORS.length], width: 2 }))],
+  }), data);
+}
+
+function bars(id, labels, values, label, color) {
+  const xs = labels.map((_, i) => i);
+  plot(id, labels.join(","), () => ({
+    scales: { x: { time: false, range: [-0.5, Math.max(labels.length - 0.5, 0.5)] },
+              y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+    axes: [{ values: (u, ticks) => ticks.map((t) => (labels[t] !== undefined && Number.isInteger(t) ? labels[t] : "")) },
+           { label }],
+    series: [{}, { label, fill: color + "aa", stroke: color,
+                   paths: uPlot.paths.bars({ size: [0.7, 60] }), points: { show: false } }],
+    legend: { show: false },
+  }), [xs, values]);
+}
+
+function drawStaleness(s) {
+  const counts = s.staleness_histogram.counts;
+  const labels = counts.map((_, i) => (s.staleness_histogram.last_bucket_open && i === counts.length - 1 ? `${i}+` : `${i}`));
+  bars("chart-staleness", labels, counts, "pushes", "#4a90d9");
+}
+
+function drawLayers(s) {
+  bars("chart-layers", s.layers.map((l) => `layer ${l.layer}`), s.layers.map((l) => l.pushes_per_min),
+       "pushes / min", "#27ae60");
+}
+
+// Iteration-time EWMA per worker against the straggler threshold (factor x the others' median).
+function drawStragglers(s) {
+  const el = document.getElementById("chart-stragglers");
+  const live = s.workers.filter((w) => w.state === "alive" && typeof w.iteration_ms === "number");
+  const times = live.map((w) => w.iteration_ms).sort((a, b) => a - b);
+  const median = times.length ? times[Math.floor((times.length - 1) / 2)] : 0;
+  const threshold = s.cluster.straggler_factor * median;
+  const max = Math.max(threshold, ...times, 1e-9) * 1.1;
+  const wrap = document.createElement("div");
+  wrap.className = "bars";
+  for (const w of live) {
+    const row = document.createElement("div");
+    row.className = "bar-row";
+    row.dataset.rank = w.rank;
+    row.innerHTML = `<span class="bar-label">worker ${w.rank}</span>` +
+      `<span class="bar-track"><span class="bar${w.straggler ? " flagged" : ""}" style="width:${(100 * w.iteration_ms / max).toFixed(1)}%; display:block"></span>` +
+      `<span class="threshold" style="left:${(100 * threshold / max).toFixed(1)}%"></span></span>` +
+      `<span class="bar-value">${w.iteration_ms.toFixed(1)} ms${w.straggler ? " ⚑ " + w.straggler_reason : ""}</span>`;
+    wrap.appendChild(row);
+  }
+  const note = document.createElement("div");
+  note.className = "note";
+  note.textContent = `red line: straggler threshold ${s.cluster.straggler_factor}× the median (${threshold.toFixed(1)} ms); ` +
+                     `flagged: ${s.cluster.stragglers.length ? s.cluster.stragglers.map((id) => "node " + id).join(", ") : "none"}`;
+  wrap.appendChild(note);
+  el.replaceChildren(wrap);
+}
+
+function drawCurve(s) {
+  // Loss and accuracy by clock; each worker's points, merged on the clock axis.
+  const byClock = new Map();
+  for (const p of s.curve) {
+    const e = byClock.get(p.clock) || { loss: [], accuracy: [] };
+    if (typeof p.loss === "number") e.loss.push(p.loss);
+    if (typeof p.accuracy === "number") e.accuracy.push(p.accuracy);
+    byClock.set(p.clock, e);
+  }
+  const clocks = [...byClock.keys()].sort((a, b) => a - b);
+  const mean = (a) => (a.length ? a.reduce((x, y) => x + y, 0) / a.length : null);
+  const loss = clocks.map((c) => mean(byClock.get(c).loss));
+  const acc = clocks.map((c) => mean(byClock.get(c).accuracy));
+  plot("chart-curve", "curve", () => ({
+    scales: { x: { time: false }, acc: { range: [0, 1] } },
+    axes: [{ label: "clock" }, { label: "loss" }, { side: 1, scale: "acc", label: "accuracy", grid: { show: false } }],
+    series: [{ label: "clock" },
+             { label: "loss (mean of workers)", stroke: "#e67e22", width: 2, spanGaps: true },
+             { label: "test accuracy", stroke: "#27ae60", width: 2, scale: "acc", spanGaps: true,
+               points: { show: true, size: 6 } }],
+  }), [clocks, loss, acc]);
+}
+
+function render(s) {
+  const c = s.cluster;
+  document.getElementById("summary").textContent =
+    `${c.consistency || "–"} · ${c.workers} workers · ${c.servers} servers · clocks ${c.min_clock}..${c.max_clock}` +
+    ` · quorum ${c.quorum} · stragglers ${c.stragglers.length} · up ${c.uptime_s.toFixed(0)} s`;
+  fillTable("workers", s.workers, (w) => [
+    w.rank, w.id, w.state, w.clock, num(w.iteration_ms), num(w.iteration_ms_stddev), num(w.wait_ms),
+    `${num(w.staleness, 2)} (max ${w.staleness_max})`, fmtBytes(w.bytes_pushed), fmtBytes(w.bytes_pulled),
+    num(w.heartbeat_age_ms, 0), num(w.metrics.loss, 4), num(w.metrics.accuracy, 4),
+    { text: w.straggler ? `STRAGGLER (${w.straggler_reason})` : "", cls: "flag" },
+  ], (w) => (w.straggler ? "straggler" : w.state !== "alive" ? "gone" : ""));
+  fillTable("servers", s.servers, (v) => [
+    v.rank, v.id, v.state, v.partitions, fmtBytes(v.bytes_held), num(v.requests_per_s, 0),
+    v.parked_pulls, v.parked_clocks, v.address]);
+  fillTable("layers", s.layers, (l) => [
+    l.layer, l.pushes, num(l.pushes_per_min, 0), fmtBytes(l.bytes), num(l.mean_staleness, 2), l.max_staleness]);
+  if (typeof uPlot === "undefined") {
+    document.getElementById("error").hidden = false;
+    document.getElementById("error").textContent =
+      "charting library missing: build with deploy/install_deps.sh run first (it bundles uPlot)";
+  } else {
+    drawClocks(s);
+    drawStaleness(s);
+    drawLayers(s);
+    drawCurve(s);
+  }
+  drawStragglers(s);
+  document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
+}
+
+async function poll() {
+  try {
+    const r = await fetch("api/status", { cache: "no-store" });
+    if (!r.ok) throw new Error(`HTTP ${r.status}`);
+    render(await r.json());
+    document.getElementById("error").hidden = typeof uPlot === "undefined" ? false : true;
+  } catch (e) {
+    const el = document.getElementById("error");
+    el.hidden = false;
+    el.textContent = `scheduler unreachable: ${e.message}`;
+  }
+  setTimeout(poll, 1000);
+}
+poll();
