@@ -100,7 +100,7 @@ class ClusterStats {
     std::string state = "alive";
     double joined = 0, last_heard = 0, last_report = -1;
     proto::ServerReport report;
-    double requests_per_s = 0;
+    double requests_per_s = -1;  // EWMA of pushes + pulls per second; -1: not yet
     std::map<int32_t, LayerRecord> layers;
   };
   struct CurvePoint {

@@ -25,14 +25,19 @@ void StragglerDetector::SetBusy(int32_t id, double ms) {
 }
 
 double StragglerDetector::Reference(int32_t id) const {
-  std::vector<double> others;
+  std::vector<double> all, others;
   for (const auto& [other, w] : workers_) {
-    if (other != id && w.ewma_ms >= 0) others.push_back(w.ewma_ms);
+    if (w.ewma_ms < 0) continue;
+    all.push_back(w.ewma_ms);
+    if (other != id) others.push_back(w.ewma_ms);
   }
-  if (others.empty()) return -1;
-  std::sort(others.begin(), others.end());
-  const size_t n = others.size();
-  return n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
+  // With two workers the median of both is their mean, which a straggler can never exceed by
+  // more than 2x: compare with the other one instead.
+  std::vector<double>& v = all.size() >= 3 ? all : others;
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 bool StragglerDetector::Update() {

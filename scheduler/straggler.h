@@ -10,8 +10,8 @@
 //    and factor * its own ewma; it clears when an iteration finishes in time. A hung worker keeps
 //    heartbeating but stays late, which is how a hang differs from a death (silence). When half
 //    the workers or more are late at once (everyone evaluating, a cluster-wide pause) nobody is.
-// The reference is the median ewma of the *other* workers: with two workers the median of all
-// would be their mean, which a straggler can never exceed by more than 2x.
+// The reference is the median ewma of the measured workers; with only two, the other one's
+// ewma (the median of two is their mean, which a straggler can never exceed by 2x or more).
 //
 // Thread-safety: none; owned by the scheduler's loop thread.
 #pragma once
@@ -58,7 +58,8 @@ class StragglerDetector {
   std::vector<int32_t> Flagged() const;
   // Why `id` is flagged: "slow", "late", "slow, late" or "".
   std::string Reason(int32_t id) const;
-  // The median ewma of the workers other than `id` with an iteration (-1 if none).
+  // What `id`'s ewma is compared with: the median ewma of the measured workers, or with two of
+  // them the other's (-1 while there is nothing to compare with).
   double Reference(int32_t id) const;
   const StragglerOptions& options() const { return options_; }
 

@@ -67,6 +67,25 @@ TEST(LaunchArgsTest, RoutesFlagsToTheRolesThatDefineThem) {
   EXPECT_NE(unknown.status().message().find("--lrr"), std::string::npos);
 }
 
+TEST(LaunchArgsTest, SlowWorkers) {
+  auto a = ParseLaunchArgs({"--workers=4", "--slow_worker=2:3", "--slow_worker", "0:1.5"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->slow_workers, (std::map<int, double>{{0, 1.5}, {2, 3.0}}));
+  EXPECT_TRUE(a->extra_flags.empty());
+  for (const char* bad : {"--slow_worker=2", "--slow_worker=x:3", "--slow_worker=1:0.5",
+                          "--slow_worker=-1:2", "--slow_worker=1:2x", "--slow_worker=1:nan"}) {
+    auto r = ParseLaunchArgs({"--workers=4", bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("RANK:FACTOR"), std::string::npos) << bad;
+  }
+  auto beyond = ParseLaunchArgs({"--workers=2", "--slow_worker=2:3"});
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.status().message().find("ranks 0..1"), std::string::npos);
+  auto rank = ParseLaunchArgs({"--workers=2", "--rank=1"});
+  ASSERT_FALSE(rank.ok());
+  EXPECT_NE(rank.status().message().find("drop --rank"), std::string::npos);
+}
+
 TEST(LaunchArgsTest, FlagName) {
   EXPECT_EQ(FlagName("--lr=0.1"), "lr");
   EXPECT_EQ(FlagName("--verbose"), "verbose");

@@ -74,5 +74,30 @@ TEST(MembershipTest, LeftNodesDoNotExpire) {
   EXPECT_TRUE(m.ExpireSilent(SteadyTime{} + milliseconds(10000), milliseconds(1)).empty());
 }
 
+TEST(MembershipTest, HonoursRequestedRanks) {
+  Membership m(1, 3);
+  proto::Header want2 = Reg(proto::WORKER);
+  want2.set_rank(2);
+  auto a = m.Register("a", want2, {});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ((*a)->info.rank(), 2);
+  auto b = m.Register("b", Reg(proto::WORKER), {});  // any rank: the smallest free one
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->info.rank(), 0);
+  auto taken = m.Register("c", want2, {});
+  ASSERT_FALSE(taken.ok());
+  EXPECT_NE(taken.status().message().find("rank 2 is already taken"), std::string::npos);
+  proto::Header want9 = Reg(proto::WORKER);
+  want9.set_rank(9);
+  auto out_of_range = m.Register("d", want9, {});
+  ASSERT_FALSE(out_of_range.ok());
+  EXPECT_EQ(out_of_range.status().code(), proto::INVALID_ARGUMENT);
+  auto c = m.Register("e", Reg(proto::WORKER), {});  // refusals took nothing
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->info.rank(), 1);
+  EXPECT_TRUE(m.Register("s", Reg(proto::SERVER, "tcp://h:1"), {}).ok());
+  EXPECT_TRUE(m.complete());
+}
+
 }  // namespace
 }  // namespace hetps

@@ -32,6 +32,33 @@ TEST(SemiAsyncTest, RoundFiresExactlyAtTheKthUploadAndReleasesOnlyThoseK) {
   EXPECT_TRUE(c->TryStart(1, 1, 1.5));
 }
 
+TEST(SemiAsyncTest, AutoQuorumFollowsTheSchedulersHint) {
+  auto c = Make(SemiAsyncPolicy(0), 4);
+  // Before any measurement the automatic quorum waits for everyone; the scheduler flagged one
+  // straggler, so K = 3 on every server alike.
+  c->OnHint({3}, 3);
+  c->OnClock(0, 0, 1.0);
+  c->OnClock(1, 0, 1.1);
+  EXPECT_TRUE(c->TakeRounds().empty());
+  c->OnClock(2, 0, 1.2);
+  auto rounds = c->TakeRounds();
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_EQ(rounds[0].workers, (std::vector<int32_t>{0, 1, 2}));
+  // A hint that lowers K closes what is waiting at once.
+  c->OnClock(0, 1, 2.0);
+  EXPECT_TRUE(c->TakeRounds().empty());
+  c->OnHint({2, 3}, 1);
+  EXPECT_EQ(c->TakeRounds().size(), 1u);
+}
+
+TEST(SemiAsyncTest, AFixedQuorumIgnoresHints) {
+  auto c = Make(SemiAsyncPolicy(2), 4);
+  c->OnHint({}, 4);
+  c->OnClock(0, 0, 1.0);
+  c->OnClock(1, 0, 1.1);
+  EXPECT_EQ(c->TakeRounds().size(), 1u);
+}
+
 TEST(SemiAsyncTest, EveryUploadIsUsedExactlyOnce) {
   auto c = Make(SemiAsyncPolicy(3), 5);
   SimResult r = Simulate(*c, {1.0, 1.3, 1.7, 2.2, 6.0}, 300);

@@ -1,0 +1,76 @@
+#include "cli/status.h"
+
+#include <gtest/gtest.h>
+
+#include "scheduler/cluster_stats.h"
+
+namespace hetps {
+namespace {
+
+TEST(StatusArgsTest, Parses) {
+  auto a = ParseStatusArgs({"--scheduler=tcp://127.0.0.1:7000", "--watch"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->scheduler, "tcp://127.0.0.1:7000");
+  EXPECT_DOUBLE_EQ(a->watch_s, 2);
+  EXPECT_FALSE(a->json);
+  auto b = ParseStatusArgs({"--scheduler=tcp://h:1", "--watch=0.5", "--json", "--timeout_ms=9"});
+  ASSERT_TRUE(b.ok());
+  EXPECT_DOUBLE_EQ(b->watch_s, 0.5);
+  EXPECT_TRUE(b->json);
+  EXPECT_EQ(b->timeout_ms, 9);
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--watch"},
+                                       {"--scheduler=tcp://h:1", "--watch=0.01"},
+                                       {"--scheduler=tcp://h:1", "--watch=x"},
+                                       {"--scheduler=tcp://h:1", "--top"},
+                                       {"--scheduler=tcp://h:1", "--timeout_ms=0"}}) {
+    EXPECT_FALSE(ParseStatusArgs(bad).ok()) << bad.back();
+  }
+}
+
+TEST(StatusRenderTest, TablesShowWorkersServersLayersAndTheStraggler) {
+  ClusterStats stats(1, 2);
+  proto::NodeInfo s;
+  s.set_id(1);
+  s.set_role(proto::SERVER);
+  s.set_address("tcp://127.0.0.1:5555");
+  stats.OnJoin(s, 0);
+  for (int32_t r = 0; r < 2; ++r) {
+    proto::NodeInfo w;
+    w.set_id(2 + r);
+    w.set_role(proto::WORKER);
+    w.set_rank(r);
+    stats.OnJoin(w, 0);
+  }
+  proto::WorkerReport fast, slow;
+  fast.set_clock(40);
+  slow.set_clock(12);
+  for (int i = 0; i < 4; ++i) fast.add_iteration_ms(10), slow.add_iteration_ms(40);
+  stats.OnWorkerReport(2, fast, 1);
+  stats.OnWorkerReport(3, slow, 1);
+  proto::ServerReport sr;
+  sr.set_partitions(3);
+  proto::LayerReport* l = sr.add_layers();
+  l->set_layer(0);
+  l->set_pushes(52);
+  stats.OnServerReport(1, sr, 1);
+  stats.Update(1);
+  auto text = RenderStatus(stats.StatusJson(1));
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find("stragglers 1"), std::string::npos) << *text;
+  EXPECT_NE(text->find("STRAGGLER (slow)"), std::string::npos) << *text;
+  EXPECT_NE(text->find("tcp://127.0.0.1:5555"), std::string::npos) << *text;
+  EXPECT_NE(text->find("LAYER"), std::string::npos) << *text;
+  // The straggler's row is rank 1's.
+  const size_t row = text->find("\n   1    3 alive");
+  ASSERT_NE(row, std::string::npos) << *text;
+  EXPECT_LT(text->find("STRAGGLER", row), text->find('\n', row + 1));
+}
+
+TEST(StatusRenderTest, RejectsWhatIsNotAStatus) {
+  EXPECT_EQ(RenderStatus("not json").status().code(), proto::MALFORMED);
+  EXPECT_EQ(RenderStatus("{\"workers\": []}").status().code(), proto::MALFORMED);
+  EXPECT_EQ(RenderStatus("[1, 2]").status().code(), proto::MALFORMED);
+}
+
+}  // namespace
+}  // namespace hetps

@@ -1,0 +1,129 @@
+#include "scheduler/straggler.h"
+
+#include <gtest/gtest.h>
+
+namespace hetps {
+namespace {
+
+// Feeds `n` iterations of `ms` to each worker of `times` (id -> ms) and updates the flags.
+void Feed(StragglerDetector& d, const std::map<int32_t, double>& times, int n) {
+  for (int i = 0; i < n; ++i) {
+    for (const auto& [id, ms] : times) d.OnIteration(id, ms);
+    d.Update();
+  }
+}
+
+StragglerDetector Detector(int workers) {
+  StragglerDetector d;
+  for (int32_t id = 1; id <= workers; ++id) d.AddWorker(id);
+  return d;
+}
+
+TEST(StragglerTest, FlagsExactlyTheSlowWorker) {
+  StragglerDetector d = Detector(4);
+  Feed(d, {{1, 10}, {2, 11}, {3, 30}, {4, 9}}, 5);
+  EXPECT_EQ(d.Flagged(), std::vector<int32_t>{3});
+  EXPECT_EQ(d.Reason(3), "slow");
+  EXPECT_EQ(d.workers().at(3).times_flagged, 1);
+  EXPECT_DOUBLE_EQ(d.Reference(3), 10.5);  // median of 9, 10, 11 and its own EWMA
+}
+
+TEST(StragglerTest, TwoWorkersCompareWithTheOther) {
+  // The median of both would be their mean (20 for 10 and 30): 30 < 1.5 * 20 would hide it.
+  StragglerDetector d = Detector(2);
+  Feed(d, {{1, 10}, {2, 30}}, 3);
+  EXPECT_EQ(d.Flagged(), std::vector<int32_t>{2});
+}
+
+TEST(StragglerTest, NeedsMinSamplesBeforeSlow) {
+  StragglerDetector d = Detector(3);
+  Feed(d, {{1, 10}, {2, 10}, {3, 100}}, 1);
+  EXPECT_TRUE(d.Flagged().empty());  // one iteration may be warm-up
+  Feed(d, {{1, 10}, {2, 10}, {3, 100}}, 1);
+  EXPECT_EQ(d.Flagged(), std::vector<int32_t>{3});
+}
+
+TEST(StragglerTest, EwmaFollowsBetaHalf) {
+  StragglerDetector d = Detector(1);
+  d.OnIteration(1, 10);
+  d.OnIteration(1, 20);
+  EXPECT_DOUBLE_EQ(d.workers().at(1).ewma_ms, 15);
+  EXPECT_DOUBLE_EQ(d.workers().at(1).var_ms2, 50);  // 0.5 * 0 + 0.5 * (20 - 10)^2
+  d.OnIteration(1, 15);
+  EXPECT_DOUBLE_EQ(d.workers().at(1).ewma_ms, 15);
+}
+
+TEST(StragglerTest, HysteresisKeepsTheFlagBetweenTheThresholds) {
+  StragglerDetector d = Detector(3);
+  Feed(d, {{1, 10}, {2, 10}, {3, 20}}, 6);
+  ASSERT_EQ(d.Flagged(), std::vector<int32_t>{3});
+  // 1.4x the median: below the flag threshold (1.5) but above the clear one (1.25): stays.
+  Feed(d, {{1, 10}, {2, 10}, {3, 14}}, 10);
+  EXPECT_EQ(d.Flagged(), std::vector<int32_t>{3});
+  // A fresh worker at 1.4x is not flagged: the band only holds a flag, never raises one.
+  StragglerDetector fresh = Detector(3);
+  Feed(fresh, {{1, 10}, {2, 10}, {3, 14}}, 10);
+  EXPECT_TRUE(fresh.Flagged().empty());
+}
+
+TEST(StragglerTest, RecoveryClearsTheFlag) {
+  StragglerDetector d = Detector(3);
+  Feed(d, {{1, 10}, {2, 10}, {3, 40}}, 4);
+  ASSERT_EQ(d.Flagged(), std::vector<int32_t>{3});
+  Feed(d, {{1, 10}, {2, 10}, {3, 10}}, 8);
+  EXPECT_TRUE(d.Flagged().empty());
+  EXPECT_EQ(d.workers().at(3).times_flagged, 1);
+  // Slowing down again flags it a second time.
+  Feed(d, {{1, 10}, {2, 10}, {3, 40}}, 4);
+  EXPECT_EQ(d.workers().at(3).times_flagged, 2);
+}
+
+TEST(StragglerTest, MissedDeadlineFlagsAHungWorkerUntilItFinishes) {
+  StragglerDetector d = Detector(3);
+  Feed(d, {{1, 10}, {2, 10}, {3, 10}}, 4);
+  d.SetBusy(3, 14);  // within 1.5x: fine
+  d.Update();
+  EXPECT_TRUE(d.Flagged().empty());
+  d.SetBusy(3, 500);  // heartbeats arrive, the iteration does not finish
+  d.Update();
+  EXPECT_EQ(d.Flagged(), std::vector<int32_t>{3});
+  EXPECT_EQ(d.Reason(3), "late");
+  d.OnIteration(3, 10);  // it finished after all (busy resets)
+  d.Update();
+  EXPECT_TRUE(d.Flagged().empty());
+}
+
+TEST(StragglerTest, AClusterWidePauseFlagsNobody) {
+  StragglerDetector d = Detector(4);
+  Feed(d, {{1, 10}, {2, 10}, {3, 10}, {4, 10}}, 4);
+  for (int32_t id = 1; id <= 2; ++id) d.SetBusy(id, 400);  // half of them at once: a pause
+  d.Update();
+  EXPECT_TRUE(d.Flagged().empty());
+  d.SetBusy(2, 0);
+  d.Update();
+  EXPECT_EQ(d.Flagged(), std::vector<int32_t>{1});  // one of four: a straggler
+}
+
+TEST(StragglerTest, TheMajorityDefinesNormal) {
+  StragglerDetector d = Detector(3);
+  Feed(d, {{1, 10}, {2, 100}, {3, 100}}, 4);
+  EXPECT_TRUE(d.Flagged().empty());  // one fast worker is not a reason to flag two
+  EXPECT_DOUBLE_EQ(d.Reference(1), 100);
+  d.RemoveWorker(1);
+  d.Update();
+  EXPECT_TRUE(d.Flagged().empty());
+  EXPECT_DOUBLE_EQ(d.Reference(2), 100);  // two left: the other one
+}
+
+TEST(StragglerTest, IgnoresNonsense) {
+  StragglerDetector d = Detector(2);
+  d.OnIteration(1, -5);
+  d.OnIteration(7, 10);  // unknown worker
+  d.SetBusy(1, -1);
+  EXPECT_EQ(d.workers().at(1).iterations, 0);
+  EXPECT_FALSE(d.Update());
+  EXPECT_LT(d.Reference(1), 0);  // nobody measured yet
+}
+
+}  // namespace
+}  // namespace hetps
