@@ -160,6 +160,8 @@ class Client::Impl {
     std::vector<double> iteration_ms, wait_ms;  // since the last report
     Steady::time_point iteration_start = Steady::now();
     bool in_clock = false;
+    bool explicit_begin = false;  // the trainer marks its iterations with BeginIteration()
+    bool in_iteration = true;
     std::vector<proto::MetricPoint> metrics;  // since the last report, at most kMetricPoints
   };
   std::mutex timing_mu;
@@ -175,10 +177,11 @@ class Client::Impl {
       for (double ms : timing.wait_ms) r.add_wait_ms(ms);
       timing.iteration_ms.clear();
       timing.wait_ms.clear();
-      r.set_busy_ms(timing.in_clock ? 0.0
-                                    : std::chrono::duration<double, std::milli>(
-                                          Steady::now() - timing.iteration_start)
-                                          .count());
+      r.set_busy_ms(
+          timing.in_clock || !timing.in_iteration
+              ? 0.0
+              : std::chrono::duration<double, std::milli>(Steady::now() - timing.iteration_start)
+                    .count());
       for (proto::MetricPoint& p : timing.metrics) *r.add_metrics() = std::move(p);
       timing.metrics.clear();
     }
@@ -625,6 +628,13 @@ Ticket Client::Pull(const std::string& tensor, float* out, int64_t n) {
   return Ticket(op);
 }
 
+void Client::BeginIteration() {
+  std::lock_guard<std::mutex> lock(impl_->timing_mu);
+  impl_->timing.explicit_begin = true;
+  impl_->timing.in_iteration = true;
+  impl_->timing.iteration_start = Impl::Steady::now();
+}
+
 void Client::ReportMetrics(const std::map<std::string, double>& metrics) {
   proto::MetricPoint p;
   p.set_clock(clock());
@@ -653,6 +663,7 @@ Status Client::Clock() {
       std::chrono::duration<double, std::milli>(released - called).count());
   impl_->timing.in_clock = false;
   impl_->timing.iteration_start = released;
+  impl_->timing.in_iteration = !impl_->timing.explicit_begin;
   return s;
 }
 

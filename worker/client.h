@@ -130,6 +130,11 @@ class Client {
   // Clock() calls, less the time blocked inside them, is this worker's iteration time: the
   // scheduler's straggler detection and status see it (reported on heartbeats).
   Status Clock();
+  // Optional: marks the start of an iteration. A trainer that calls it at the top of each
+  // iteration keeps what it does between Clock() and the next BeginIteration() (evaluation,
+  // logging) out of its iteration time, so it is not mistaken for a straggler. Without it an
+  // iteration runs from one Clock() to the next.
+  void BeginIteration();
   // Figures the trainer wants on the scheduler's status and dashboard ("loss", "accuracy"),
   // tagged with the current clock; sent with the next heartbeat (at most 64 points per
   // heartbeat; beyond that the oldest but the first are dropped).

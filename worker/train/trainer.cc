@@ -126,6 +126,7 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
   const auto start = Clock::now();
   double loss_ewma = -1;
   for (int it = 0; client.clock() < o.iterations && !stop.load(); ++it) {
+    client.BeginIteration();  // evaluation below is not iteration time
     if (Status s = PullModel(client, tensors, params); !s.ok()) return s;
     const auto compute_start = Clock::now();
     Params& g = grads[it % 2];

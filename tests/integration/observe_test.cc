@@ -1,0 +1,270 @@
+// Observability end to end: `hetps launch --slow_worker=1:4 --http_port=P` runs a real training
+// cluster; the scheduler's /api/status must flag exactly the slowed worker within a few
+// iterations, /metrics must pass `promtool check metrics`, a real Prometheus must scrape it and
+// answer a PromQL query for the straggler with that worker, the dashboard must render its rows
+// and charts in headless Chromium (screenshot saved under build/test-artifacts/), and
+// `hetps status` must show the flag. Prometheus and Chromium come from deploy/install_deps.sh;
+// without them those checks skip visibly.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "tests/integration/local_cluster.h"
+
+namespace hetps::testing {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool Have(const std::string& tool) {
+  return std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// Runs a shell command; returns its exit code and output (stdout and stderr).
+std::pair<int, std::string> Shell(const std::string& command) {
+  std::string out;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// A child process whose output is collected on a thread.
+class Child {
+ public:
+  explicit Child(const std::string& command) {
+    int fds[2];
+    EXPECT_EQ(pipe(fds), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), nullptr);
+      _exit(127);
+    }
+    close(fds[1]);
+    reader_ = std::thread([this, fd = fds[0]] {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) {
+        std::lock_guard<std::mutex> lock(mu_);
+        output_.append(buf, n);
+      }
+      close(fd);
+    });
+  }
+  ~Child() { Stop(); }
+  std::string output() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return output_;
+  }
+  // SIGTERM, then the exit code (128 + signal when killed by one).
+  int Stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+      code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      pid_ = -1;
+      reader_.join();
+    }
+    return code_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int code_ = -1;
+  std::thread reader_;
+  std::mutex mu_;
+  std::string output_;
+};
+
+Json GetJson(httplib::Client& http, const std::string& path) {
+  auto r = http.Get(path.c_str());
+  if (!r || r->status != 200) return Json();
+  return Json::parse(r->body, nullptr, false);
+}
+
+TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli) {
+  const int port = FreePort();
+  const fs::path artifacts = fs::path(HETPS_BIN_DIR) / ".." / "test-artifacts";
+  fs::create_directories(artifacts);
+  const fs::path tmp = fs::temp_directory_path() / ("hetps-observe-" + std::to_string(getpid()));
+  fs::create_directories(tmp);
+  Child launch(Bin("hetps") + " launch --servers 2 --workers 3 --slow_worker=1:4" +
+               " --http_port=" + std::to_string(port) + " --run_dir=" + (tmp / "run").string() +
+               " --workload=train --model=mlp --consistency=ssp --staleness=2 --optimizer=adam"
+               " --lr=0.001 --init=worker --iterations=100000 --eval_every=100"
+               " --heartbeat_interval_ms=200");
+
+  // The launcher names the scheduler and the dashboard.
+  std::smatch m;
+  std::string endpoint;
+  for (auto start = Clock::now(); Clock::now() - start < std::chrono::seconds(30);) {
+    const std::string out = launch.output();
+    if (std::regex_search(out, m, std::regex("scheduler at (tcp://[0-9.]+:[0-9]+)"))) {
+      endpoint = m[1];
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(endpoint.empty()) << launch.output();
+  EXPECT_NE(launch.output().find("worker 1 computes 4x slower"), std::string::npos);
+
+  // /api/status flags exactly rank 1, within a few of its iterations, and keeps it flagged.
+  httplib::Client http("127.0.0.1", port);
+  int64_t flagged_at_clock = -1;
+  int32_t slow_id = -1;
+  Json status;
+  for (auto start = Clock::now(); Clock::now() - start < std::chrono::seconds(40);) {
+    status = GetJson(http, "/api/status");
+    if (status.is_object() && !status["cluster"]["stragglers"].empty()) {
+      for (const Json& w : status["workers"]) {
+        if (w["rank"] == 1) slow_id = w["id"], flagged_at_clock = w["clock"];
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(flagged_at_clock, 0) << status.dump() << "\n" << launch.output();
+  std::printf("rank 1 flagged at its clock %lld\n", static_cast<long long>(flagged_at_clock));
+  EXPECT_LE(flagged_at_clock, 60);
+  for (int i = 0; i < 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    status = GetJson(http, "/api/status");
+    ASSERT_TRUE(status.is_object());
+    EXPECT_EQ(status["cluster"]["stragglers"], Json::array({slow_id})) << status.dump();
+    for (const Json& w : status["workers"]) {
+      EXPECT_EQ(w["straggler"].get<bool>(), w["rank"] == 1) << w.dump();
+      if (w["rank"] == 1) {
+        EXPECT_EQ(w["straggler_reason"], "slow") << w.dump();
+      }
+    }
+  }
+  EXPECT_EQ(status["cluster"]["quorum"], 2);
+  EXPECT_EQ(status["workers"].size(), 3u);
+  EXPECT_EQ(status["servers"].size(), 2u);
+  EXPECT_EQ(status["layers"].size(), 3u);  // the MLP's three layers
+  for (const Json& l : status["layers"]) EXPECT_GT(l["pushes"].get<int64_t>(), 0);
+
+  // /metrics: valid exposition with the expected families.
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  for (const char* name :
+       {"hetps_worker_straggler{", "hetps_worker_clock{", "hetps_worker_iteration_seconds_bucket{",
+        "hetps_worker_push_staleness_bucket{", "hetps_worker_pushed_bytes_total{",
+        "hetps_server_requests_per_second{", "hetps_layer_pushes_total{"}) {
+    EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
+  }
+  EXPECT_NE(metrics->body.find("hetps_worker_straggler{worker=\"1\",node=\"" +
+                               std::to_string(slow_id) + "\"} 1\n"),
+            std::string::npos);
+  if (Have("promtool")) {
+    std::ofstream(tmp / "metrics.txt") << metrics->body;
+    auto [code, out] = Shell("promtool check metrics < " + (tmp / "metrics.txt").string());
+    EXPECT_EQ(code, 0) << out;
+  } else {
+    std::printf("SKIPPED: promtool check (install the Debian package prometheus)\n");
+  }
+
+  // A real Prometheus scrapes it; PromQL finds the straggler.
+  if (Have("prometheus")) {
+    const int prom_port = FreePort();
+    std::ofstream(tmp / "prometheus.yml")
+        << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        << "scrape_configs:\n  - job_name: hetps\n    static_configs:\n"
+        << "      - targets: ['127.0.0.1:" << port << "']\n";
+    Child prom("prometheus --config.file=" + (tmp / "prometheus.yml").string() +
+               " --storage.tsdb.path=" + (tmp / "tsdb").string() +
+               " --web.listen-address=127.0.0.1:" + std::to_string(prom_port));
+    httplib::Client api("127.0.0.1", prom_port);
+    Json result;
+    for (auto start = Clock::now(); Clock::now() - start < std::chrono::seconds(40);) {
+      Json q = GetJson(api, "/api/v1/query?query=hetps_worker_straggler%20%3D%3D%201");
+      if (q.is_object() && q["status"] == "success" && !q["data"]["result"].empty()) {
+        result = q["data"]["result"];
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    ASSERT_EQ(result.size(), 1u) << result.dump() << prom.output();
+    EXPECT_EQ(result[0]["metric"]["worker"], "1");
+    EXPECT_EQ(result[0]["metric"]["job"], "hetps");
+    prom.Stop();
+  } else {
+    std::printf("SKIPPED: Prometheus scrape (install the Debian package prometheus)\n");
+  }
+
+  // The dashboard in headless Chromium: worker rows, the flagged row, the charts.
+  if (Have("chromium")) {
+    const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
+    const std::string chromium =
+        "chromium --headless --no-sandbox --disable-gpu "
+        "--disable-dev-shm-usage --user-data-dir=" +
+        (tmp / "chromium").string() + " --window-size=1400,1800 --virtual-time-budget=5000 ";
+    auto [code, dom] = Shell(chromium + "--dump-dom " + url + " 2>/dev/null");
+    EXPECT_EQ(code, 0);
+    EXPECT_NE(dom.find("class=\"straggler\" data-rank=\"1\""), std::string::npos) << dom;
+    EXPECT_NE(dom.find("data-rank=\"0\""), std::string::npos);
+    EXPECT_NE(dom.find("data-rank=\"2\""), std::string::npos);
+    EXPECT_NE(dom.find("STRAGGLER (slow)"), std::string::npos);
+    EXPECT_NE(dom.find("class=\"bar flagged\""), std::string::npos);  // the flag chart
+    int plots = 0;
+    for (size_t at = 0; (at = dom.find("class=\"uplot", at)) != std::string::npos; ++at) ++plots;
+    EXPECT_EQ(plots, 4) << "clocks, staleness, layers, loss/accuracy";
+    EXPECT_EQ(dom.find("charting library missing"), std::string::npos);
+    EXPECT_TRUE(std::regex_search(dom, std::regex("data-updates=\"[1-9]")));
+    const fs::path shot = artifacts / "dashboard.png";
+    auto [shot_code, shot_out] = Shell(chromium + "--screenshot=" + shot.string() + " " + url);
+    EXPECT_EQ(shot_code, 0) << shot_out;
+    EXPECT_GT(fs::exists(shot) ? fs::file_size(shot) : 0, 10000u);
+    std::printf("dashboard screenshot: %s\n", fs::canonical(shot).c_str());
+  } else {
+    std::printf("SKIPPED: dashboard in Chromium (install the Debian package chromium)\n");
+  }
+
+  // hetps status: the same picture as a table.
+  auto [code, table] = Shell(Bin("hetps") + " status --scheduler=" + endpoint);
+  EXPECT_EQ(code, 0) << table;
+  std::smatch row;
+  ASSERT_TRUE(std::regex_search(table, row, std::regex("\n +1 +[0-9]+ alive[^\n]*"))) << table;
+  EXPECT_NE(row.str().find("STRAGGLER (slow)"), std::string::npos) << table;
+  EXPECT_NE(table.find("stragglers 1"), std::string::npos) << table;
+
+  EXPECT_EQ(launch.Stop(), 128 + SIGTERM);
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace hetps::testing
