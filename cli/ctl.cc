@@ -63,6 +63,10 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
       out.policy.set_quorum(0);
       continue;
     }
+    if (key == "backup_workers" && value == "auto") {
+      out.policy.set_backup_workers(-1);
+      continue;
+    }
     auto v = NonNegative(key, value);
     if (!v.ok()) return v.status();
     if (key == "staleness") {

@@ -26,7 +26,9 @@ DEFINE_string(
 DEFINE_int64(staleness, 2, "ssp: a worker runs at most this many clocks ahead of the slowest");
 DEFINE_int64(dssp_lower, 3, "dssp: lower staleness bound s_L");
 DEFINE_int64(dssp_range, 12, "dssp: most extra iterations r_max (upper bound s_L + r_max)");
-DEFINE_int64(backup_workers, 1, "backup: b; each step applies the first N - b of N workers");
+DEFINE_int64(backup_workers, 1,
+             "backup: b; each step applies the first N - b of N workers (-1: auto, b = the "
+             "workers the scheduler flags as stragglers)");
 DEFINE_int64(softsync_n, 1, "softsync: n; each step takes floor(workers / n) gradients");
 DEFINE_int64(round_timeout_ms, 2000,
              "semi_async: a round closes this long after its first upload, with what arrived");

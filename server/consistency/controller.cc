@@ -14,7 +14,10 @@ std::string Describe(const proto::Policy& p) {
   if (p.consistency() == "dssp") {
     return fmt::format("dssp(s_L={}, r_max={})", p.dssp_lower(), p.dssp_range());
   }
-  if (p.consistency() == "backup") return fmt::format("backup(b={})", p.backup_workers());
+  if (p.consistency() == "backup") {
+    return p.backup_workers() < 0 ? "backup(b=auto)"
+                                  : fmt::format("backup(b={})", p.backup_workers());
+  }
   if (p.consistency() == "softsync") return fmt::format("softsync(n={})", p.softsync_n());
   if (p.consistency() == "semi_async") {
     return p.quorum() > 0 ? fmt::format("semi_async(K={})", p.quorum()) : "semi_async(K=auto)";
@@ -41,9 +44,9 @@ StatusOr<std::unique_ptr<ConsistencyController>> MakeController(
     return MakeDssp(workers, p.dssp_lower(), p.dssp_range());
   }
   if (name == "backup") {
-    if (p.backup_workers() < 0) {
+    if (p.backup_workers() < -1) {
       return Status::InvalidArgument(
-          fmt::format("backup_workers must be >= 0, got {}", p.backup_workers()));
+          fmt::format("backup_workers must be >= 0 (or -1: auto), got {}", p.backup_workers()));
     }
     return MakeBackup(workers, p.backup_workers());
   }

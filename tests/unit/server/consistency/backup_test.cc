@@ -13,6 +13,24 @@ proto::Policy BackupPolicy(int64_t b) {
   return p;
 }
 
+TEST(BackupTest, AutoWaitsForEveryoneButTheFlaggedStragglers) {
+  auto c = Make(BackupPolicy(-1), 4);
+  c->OnClock(0, 0, 1.0);
+  c->OnClock(1, 0, 1.1);
+  c->OnClock(2, 0, 1.2);
+  EXPECT_TRUE(c->TakeRounds().empty());  // no hint yet: all four
+  c->OnHint({3}, 3);                     // worker 3 flagged: the step closes with three
+  auto rounds = c->TakeRounds();
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_EQ(rounds[0].workers, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_FALSE(c->Accepts(0));  // the straggler's step-0 gradient comes too late
+  c->OnHint({}, 4);             // it recovered: everyone again
+  for (int32_t w = 0; w < 3; ++w) c->OnClock(w, 1, 2.0);
+  EXPECT_TRUE(c->TakeRounds().empty());
+  c->OnClock(3, 1, 2.5);
+  EXPECT_EQ(c->TakeRounds().size(), 1u);
+}
+
 TEST(BackupTest, EveryStepTakesExactlyNDistinctWorkersInOrder) {
   auto c = Make(BackupPolicy(1), 4);  // N = 3 of 4
   ASSERT_TRUE(c->synchronous());
