@@ -34,6 +34,15 @@ int64_t MaxOf(const std::vector<int64_t>& counts) {
   return 0;
 }
 
+std::string WorkerLabels(const proto::NodeInfo& n) {
+  return fmt::format("worker=\"{}\",node=\"{}\"", n.rank(), n.id());
+}
+std::string ServerLabels(const proto::NodeInfo& n) {
+  return fmt::format("server=\"{}\",node=\"{}\"", n.rank(), n.id());
+}
+
+}  // namespace
+
 // Prometheus text exposition: one family at a time, HELP and TYPE first.
 class Exposition {
  public:
@@ -69,15 +78,6 @@ class Exposition {
  private:
   std::string out_;
 };
-
-std::string WorkerLabels(const proto::NodeInfo& n) {
-  return fmt::format("worker=\"{}\",node=\"{}\"", n.rank(), n.id());
-}
-std::string ServerLabels(const proto::NodeInfo& n) {
-  return fmt::format("server=\"{}\",node=\"{}\"", n.rank(), n.id());
-}
-
-}  // namespace
 
 void Histogram::Add(double v, int64_t n) {
   if (n <= 0) return;
@@ -254,17 +254,11 @@ std::vector<int64_t> ClusterStats::StalenessTotals() const {
   return total;
 }
 
-std::string ClusterStats::StatusJson(double now) const {
-  Json j;
-  int64_t min_clock = -1, max_clock = 0;
+nlohmann::json ClusterStats::WorkersJson(double now) const {
   Json workers = Json::array();
   for (const auto& [id, w] : workers_) {
     const StragglerDetector::Worker* d = nullptr;
     if (auto it = detector_.workers().find(id); it != detector_.workers().end()) d = &it->second;
-    if (w.state == "alive") {
-      min_clock = min_clock < 0 ? w.clock : std::min(min_clock, w.clock);
-      max_clock = std::max(max_clock, w.clock);
-    }
     Json metrics = Json::object();
     for (const auto& [k, v] : w.metrics) metrics[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
     workers.push_back({
@@ -292,10 +286,12 @@ std::string ClusterStats::StatusJson(double now) const {
         {"metrics_clock", w.metrics_clock},
     });
   }
+  return workers;
+}
+
+nlohmann::json ClusterStats::ServersJson(double now) const {
   Json servers = Json::array();
-  std::string consistency;
   for (const auto& [id, s] : servers_) {
-    if (consistency.empty() && s.state == "alive") consistency = s.report.consistency();
     servers.push_back({
         {"id", id},
         {"rank", s.info.rank()},
@@ -315,6 +311,10 @@ std::string ClusterStats::StatusJson(double now) const {
         {"heartbeat_age_ms", std::max(0.0, (now - s.last_heard) * 1000.0)},
     });
   }
+  return servers;
+}
+
+nlohmann::json ClusterStats::LayersJson() const {
   Json layers = Json::array();
   for (const auto& [layer, rec] : Layers()) {
     const proto::LayerReport& t = rec.totals;
@@ -326,6 +326,21 @@ std::string ClusterStats::StatusJson(double now) const {
         {"mean_staleness", t.pushes() ? static_cast<double>(t.staleness_sum()) / t.pushes() : 0.0},
         {"max_staleness", t.max_staleness()},
     });
+  }
+  return layers;
+}
+
+std::string ClusterStats::StatusJson(double now) const {
+  Json j;
+  int64_t min_clock = -1, max_clock = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w.state != "alive") continue;
+    min_clock = min_clock < 0 ? w.clock : std::min(min_clock, w.clock);
+    max_clock = std::max(max_clock, w.clock);
+  }
+  std::string consistency;
+  for (const auto& [id, s] : servers_) {
+    if (consistency.empty() && s.state == "alive") consistency = s.report.consistency();
   }
   Json curve = Json::array();
   for (const CurvePoint& p : curve_) {
@@ -346,9 +361,9 @@ std::string ClusterStats::StatusJson(double now) const {
       {"stragglers", Stragglers()},
       {"straggler_factor", options_.straggler.factor},
   };
-  j["workers"] = std::move(workers);
-  j["servers"] = std::move(servers);
-  j["layers"] = std::move(layers);
+  j["workers"] = WorkersJson(now);
+  j["servers"] = ServersJson(now);
+  j["layers"] = LayersJson();
   std::vector<int64_t> staleness = StalenessTotals();
   while (staleness.size() > 1 && staleness.back() == 0) staleness.pop_back();
   j["staleness_histogram"] = {{"counts", staleness},
@@ -370,6 +385,13 @@ std::string ClusterStats::Metrics(double now) const {
            "Live workers not flagged as stragglers (the automatic quorum).");
   e.Sample("hetps_cluster_quorum", "", static_cast<double>(Quorum()));
 
+  WorkerMetrics(e, now);
+  ServerMetrics(e);
+  LayerMetrics(e);
+  return e.Take();
+}
+
+void ClusterStats::WorkerMetrics(Exposition& e, double now) const {
   e.Family("hetps_worker_clock", "gauge", "Clocks (iterations) the worker has finished.");
   for (const auto& [id, w] : workers_) {
     e.Sample("hetps_worker_clock", WorkerLabels(w.info), static_cast<double>(w.clock));
@@ -445,7 +467,9 @@ std::string ClusterStats::Metrics(double now) const {
       e.Sample("hetps_worker_test_accuracy_ratio", WorkerLabels(w.info), it->second);
     }
   }
+}
 
+void ClusterStats::ServerMetrics(Exposition& e) const {
   e.Family("hetps_server_up", "gauge", "1 while the server is alive.");
   for (const auto& [id, s] : servers_) {
     e.Sample("hetps_server_up", ServerLabels(s.info), s.state == "alive");
@@ -475,7 +499,9 @@ std::string ClusterStats::Metrics(double now) const {
     e.Family(name, th.substr(0, space).c_str(), th.substr(space + 1).c_str());
     for (const auto& [id, s] : servers_) e.Sample(name, ServerLabels(s.info), value(s));
   }
+}
 
+void ClusterStats::LayerMetrics(Exposition& e) const {
   const auto layers = Layers();
   e.Family("hetps_layer_pushes_total", "counter", "Partition pushes of the layer, all servers.");
   for (const auto& [layer, rec] : layers) {
@@ -498,7 +524,6 @@ std::string ClusterStats::Metrics(double now) const {
     e.Sample("hetps_layer_push_staleness_mean", fmt::format("layer=\"{}\"", layer),
              t.pushes() ? static_cast<double>(t.staleness_sum()) / t.pushes() : 0.0);
   }
-  return e.Take();
 }
 
 }  // namespace hetps

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ class Histogram {
   int64_t count_ = 0;
   double sum_ = 0;
 };
+
+class Exposition;  // Prometheus text being written (cluster_stats.cc)
 
 // Push staleness is counted exactly up to this value; the last bucket holds it and above.
 constexpr int kStalenessBuckets = 33;
@@ -110,6 +113,12 @@ class ClusterStats {
     std::map<std::string, double> metrics;
   };
 
+  nlohmann::json WorkersJson(double now) const;
+  nlohmann::json ServersJson(double now) const;
+  nlohmann::json LayersJson() const;
+  void WorkerMetrics(Exposition& e, double now) const;
+  void ServerMetrics(Exposition& e) const;
+  void LayerMetrics(Exposition& e) const;
   WorkerRecord* Worker(int32_t id);
   ServerRecord* Server(int32_t id);
   std::map<int32_t, LayerRecord> Layers() const;  // summed over servers
