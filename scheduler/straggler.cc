@@ -47,8 +47,9 @@ bool StragglerDetector::Update() {
     const double ref = Reference(id);
     bool is_late = false;
     if (ref > 0) {
-      const double own = std::max(w.ewma_ms, 0.0);
-      is_late = w.busy_ms > options_.factor * ref && w.busy_ms > options_.factor * own;
+      const double deadline =
+          std::max(options_.deadline_factor * std::max(ref, w.ewma_ms), options_.deadline_min_ms);
+      is_late = w.busy_ms > deadline;
     }
     late[id] = is_late;
     late_count += is_late;

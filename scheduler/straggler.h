@@ -6,10 +6,11 @@
 // fast worker held back by a slow one does not look slow). Two flags:
 //  - slow: ewma > factor * reference, once the worker has min_samples iterations; it clears only
 //    when ewma < clear_factor * reference (hysteresis: a worker at the threshold does not flap).
-//  - late (missed deadline): the iteration under way has run for longer than factor * reference
-//    and factor * its own ewma; it clears when an iteration finishes in time. A hung worker keeps
-//    heartbeating but stays late, which is how a hang differs from a death (silence). When half
-//    the workers or more are late at once (everyone evaluating, a cluster-wide pause) nobody is.
+//  - late (missed deadline): the iteration under way has run for longer than its deadline,
+//    max(deadline_factor * max(reference, own ewma), deadline_min_ms); it clears when an
+//    iteration finishes. A hung worker keeps heartbeating but stays late, which is how a hang
+//    differs from a death (silence). When half the workers or more are late at once (a
+//    cluster-wide pause) nobody is.
 // The reference is the median ewma of the measured workers; with only two, the other one's
 // ewma (the median of two is their mean, which a straggler can never exceed by 2x or more).
 //
@@ -27,7 +28,11 @@ struct StragglerOptions {
   double factor = 1.5;         // flag above this multiple of the reference
   double clear_factor = 1.25;  // a flagged worker clears below this multiple
   double beta = 0.5;           // EWMA memory
-  int min_samples = 2;         // iterations before a worker can be called slow
+  int min_samples = 5;         // iterations before a worker can be called slow (warm-up)
+  // An iteration is late past max(deadline_factor x max(reference, own ewma), deadline_min_ms):
+  // a hang lasts seconds, while a loaded machine delays millisecond iterations by several x.
+  double deadline_factor = 4;
+  double deadline_min_ms = 1000;
 };
 
 class StragglerDetector {

@@ -1,10 +1,11 @@
-// Observability end to end: `hetps launch --slow_worker=1:4 --http_port=P` runs a real training
+// Observability end to end: `hetps launch --slow_worker=1:8 --http_port=P` runs a real training
 // cluster; the scheduler's /api/status must flag exactly the slowed worker within a few
 // iterations, /metrics must pass `promtool check metrics`, a real Prometheus must scrape it and
 // answer a PromQL query for the straggler with that worker, the dashboard must render its rows
 // and charts in headless Chromium (screenshot saved under build/test-artifacts/), and
 // `hetps status` must show the flag. Prometheus and Chromium come from deploy/install_deps.sh;
-// without them those checks skip visibly.
+// without them those checks skip visibly. It runs alone (RUN_SERIAL): the straggler must be
+// told apart by timing, which other tests on the same 2 cores would blur.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -122,10 +123,10 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
   fs::create_directories(artifacts);
   const fs::path tmp = fs::temp_directory_path() / ("hetps-observe-" + std::to_string(getpid()));
   fs::create_directories(tmp);
-  Child launch(Bin("hetps") + " launch --servers 2 --workers 3 --slow_worker=1:4" +
+  Child launch(Bin("hetps") + " launch --servers 2 --workers 3 --slow_worker=1:8" +
                " --http_port=" + std::to_string(port) + " --run_dir=" + (tmp / "run").string() +
                " --workload=train --model=mlp --consistency=ssp --staleness=2 --optimizer=adam"
-               " --lr=0.001 --init=worker --iterations=100000 --eval_every=100"
+               " --lr=0.001 --init=worker --iterations=100000 --eval_every=100 --batch=256"
                " --heartbeat_interval_ms=200");
 
   // The launcher names the scheduler and the dashboard.
@@ -140,7 +141,7 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_FALSE(endpoint.empty()) << launch.output();
-  EXPECT_NE(launch.output().find("worker 1 computes 4x slower"), std::string::npos);
+  EXPECT_NE(launch.output().find("worker 1 computes 8x slower"), std::string::npos);
 
   // /api/status flags exactly rank 1, within a few of its iterations, and keeps it flagged.
   httplib::Client http("127.0.0.1", port);
@@ -149,12 +150,13 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
   Json status;
   for (auto start = Clock::now(); Clock::now() - start < std::chrono::seconds(40);) {
     status = GetJson(http, "/api/status");
-    if (status.is_object() && !status["cluster"]["stragglers"].empty()) {
-      for (const Json& w : status["workers"]) {
-        if (w["rank"] == 1) slow_id = w["id"], flagged_at_clock = w["clock"];
+    bool flagged = false;
+    for (const Json& w : status.is_object() ? status["workers"] : Json::array()) {
+      if (w["rank"] == 1 && w["straggler"].get<bool>()) {
+        slow_id = w["id"], flagged_at_clock = w["clock"], flagged = true;
       }
-      break;
     }
+    if (flagged) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_GE(flagged_at_clock, 0) << status.dump() << "\n" << launch.output();

@@ -44,7 +44,7 @@ TEST(StatusRenderTest, TablesShowWorkersServersLayersAndTheStraggler) {
   proto::WorkerReport fast, slow;
   fast.set_clock(40);
   slow.set_clock(12);
-  for (int i = 0; i < 4; ++i) fast.add_iteration_ms(10), slow.add_iteration_ms(40);
+  for (int i = 0; i < 6; ++i) fast.add_iteration_ms(10), slow.add_iteration_ms(40);
   stats.OnWorkerReport(2, fast, 1);
   stats.OnWorkerReport(3, slow, 1);
   proto::ServerReport sr;

@@ -43,26 +43,26 @@ const Json* WorkerOf(const Json& status, int rank) {
 
 TEST(ClusterStatsTest, StatusFlagsTheSlowWorkerAndLowersTheQuorum) {
   ClusterStats stats = Cluster();
-  for (int t = 1; t <= 4; ++t) {
+  for (int t = 1; t <= 6; ++t) {
     stats.OnWorkerReport(3, Iterations(t * 10, {10, 10}), t);
     stats.OnWorkerReport(4, Iterations(t * 3, {35}), t);
     stats.OnWorkerReport(5, Iterations(t * 10, {11, 9}), t);
   }
-  EXPECT_TRUE(stats.Update(4));
+  EXPECT_TRUE(stats.Update(6));
   EXPECT_EQ(stats.Stragglers(), std::vector<int32_t>{4});
   EXPECT_EQ(stats.Quorum(), 2);
-  const Json s = Json::parse(stats.StatusJson(4.5));
+  const Json s = Json::parse(stats.StatusJson(6.5));
   const Json* slow = WorkerOf(s, 1);
   ASSERT_NE(slow, nullptr);
   EXPECT_TRUE((*slow)["straggler"].get<bool>());
   EXPECT_EQ((*slow)["straggler_reason"], "slow");
-  EXPECT_EQ((*slow)["clock"], 12);
+  EXPECT_EQ((*slow)["clock"], 18);
   EXPECT_DOUBLE_EQ((*slow)["iteration_ms"].get<double>(), 35);
   EXPECT_FALSE((*WorkerOf(s, 0))["straggler"].get<bool>());
   EXPECT_EQ(s["cluster"]["stragglers"], Json::array({4}));
   EXPECT_EQ(s["cluster"]["quorum"], 2);
-  EXPECT_EQ(s["cluster"]["min_clock"], 12);
-  EXPECT_EQ(s["cluster"]["max_clock"], 40);
+  EXPECT_EQ(s["cluster"]["min_clock"], 18);
+  EXPECT_EQ(s["cluster"]["max_clock"], 60);
   EXPECT_NEAR((*WorkerOf(s, 2))["heartbeat_age_ms"].get<double>(), 500, 1e-6);
 }
 

@@ -13,8 +13,8 @@ void Feed(StragglerDetector& d, const std::map<int32_t, double>& times, int n) {
   }
 }
 
-StragglerDetector Detector(int workers) {
-  StragglerDetector d;
+StragglerDetector Detector(int workers, StragglerOptions options = {.min_samples = 2}) {
+  StragglerDetector d(options);
   for (int32_t id = 1; id <= workers; ++id) d.AddWorker(id);
   return d;
 }
@@ -36,11 +36,22 @@ TEST(StragglerTest, TwoWorkersCompareWithTheOther) {
 }
 
 TEST(StragglerTest, NeedsMinSamplesBeforeSlow) {
-  StragglerDetector d = Detector(3);
-  Feed(d, {{1, 10}, {2, 10}, {3, 100}}, 1);
-  EXPECT_TRUE(d.Flagged().empty());  // one iteration may be warm-up
+  StragglerDetector d = Detector(3, {});  // the default: 5 iterations of warm-up
+  Feed(d, {{1, 10}, {2, 10}, {3, 100}}, 4);
+  EXPECT_TRUE(d.Flagged().empty());
   Feed(d, {{1, 10}, {2, 10}, {3, 100}}, 1);
   EXPECT_EQ(d.Flagged(), std::vector<int32_t>{3});
+}
+
+TEST(StragglerTest, DeadlineScalesWithTheIterationTime) {
+  StragglerDetector d = Detector(3);
+  Feed(d, {{1, 400}, {2, 400}, {3, 400}}, 3);
+  d.SetBusy(2, 1500);  // past the 1 s floor but within 4x 400 ms
+  d.Update();
+  EXPECT_TRUE(d.Flagged().empty());
+  d.SetBusy(2, 1700);
+  d.Update();
+  EXPECT_EQ(d.Flagged(), std::vector<int32_t>{2});
 }
 
 TEST(StragglerTest, EwmaFollowsBetaHalf) {
@@ -81,10 +92,10 @@ TEST(StragglerTest, RecoveryClearsTheFlag) {
 TEST(StragglerTest, MissedDeadlineFlagsAHungWorkerUntilItFinishes) {
   StragglerDetector d = Detector(3);
   Feed(d, {{1, 10}, {2, 10}, {3, 10}}, 4);
-  d.SetBusy(3, 14);  // within 1.5x: fine
+  d.SetBusy(3, 900);  // 90x its usual time, but under the 1 s floor: a loaded machine
   d.Update();
   EXPECT_TRUE(d.Flagged().empty());
-  d.SetBusy(3, 500);  // heartbeats arrive, the iteration does not finish
+  d.SetBusy(3, 1500);  // heartbeats arrive, the iteration does not finish
   d.Update();
   EXPECT_EQ(d.Flagged(), std::vector<int32_t>{3});
   EXPECT_EQ(d.Reason(3), "late");
@@ -96,7 +107,7 @@ TEST(StragglerTest, MissedDeadlineFlagsAHungWorkerUntilItFinishes) {
 TEST(StragglerTest, AClusterWidePauseFlagsNobody) {
   StragglerDetector d = Detector(4);
   Feed(d, {{1, 10}, {2, 10}, {3, 10}, {4, 10}}, 4);
-  for (int32_t id = 1; id <= 2; ++id) d.SetBusy(id, 400);  // half of them at once: a pause
+  for (int32_t id = 1; id <= 2; ++id) d.SetBusy(id, 4000);  // half of them at once: a pause
   d.Update();
   EXPECT_TRUE(d.Flagged().empty());
   d.SetBusy(2, 0);
