@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "common/quorum.h"
+
 namespace hetps {
 namespace {
 
@@ -219,14 +221,18 @@ bool ClusterStats::Update(double now) {
 }
 
 int64_t ClusterStats::Quorum() const {
-  int64_t live = 0, flagged = 0;
+  std::vector<double> ewmas;
+  int64_t live = 0;
   for (const auto& [id, w] : workers_) {
     if (w.state != "alive") continue;
     ++live;
     auto it = detector_.workers().find(id);
-    if (it != detector_.workers().end() && it->second.flagged()) ++flagged;
+    if (it != detector_.workers().end() && it->second.ewma_ms >= 0) {
+      ewmas.push_back(it->second.ewma_ms);
+    }
   }
-  return std::max<int64_t>(1, live - flagged);
+  if (static_cast<int64_t>(ewmas.size()) < live) return std::max<int64_t>(1, live);
+  return std::max<int64_t>(1, AutoQuorum(std::move(ewmas)));
 }
 
 std::map<int32_t, ClusterStats::LayerRecord> ClusterStats::Layers() const {
@@ -382,7 +388,7 @@ std::string ClusterStats::Metrics(double now) const {
     e.Sample("hetps_cluster_workers", fmt::format("state=\"{}\"", state), n);
   }
   e.Family("hetps_cluster_quorum", "gauge",
-           "Live workers not flagged as stragglers (the automatic quorum).");
+           "The automatic quorum: K maximizing K / (K-th smallest iteration time).");
   e.Sample("hetps_cluster_quorum", "", static_cast<double>(Quorum()));
 
   WorkerMetrics(e, now);

@@ -72,7 +72,8 @@ class ClusterStats {
   bool Update(double now);
   // Ids of the workers flagged now.
   std::vector<int32_t> Stragglers() const { return detector_.Flagged(); }
-  // Live workers that are not flagged (at least 1): the quorum a semi_async round waits for.
+  // The automatic quorum of semi_async rounds: AutoQuorum (common/quorum.h) over the live
+  // workers' iteration-time EWMAs; every live worker until each has one.
   int64_t Quorum() const;
 
   std::string StatusJson(double now) const;

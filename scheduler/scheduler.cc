@@ -494,8 +494,8 @@ void Loop::Observe() {
   if (http_) http_->Publish(stats_.StatusJson(now), stats_.Metrics(now));
 }
 
-// Servers learn the flags and the quorum when they change (semi_async --quorum=auto and backup
-// --backup_workers=auto follow them).
+// Servers learn the flags and the quorum when they change (semi_async --quorum=auto takes the
+// quorum, backup --backup_workers=-1 the flags).
 void Loop::SendHints() {
   std::vector<int32_t> stragglers = stats_.Stragglers();
   const int64_t quorum = stats_.Quorum();

@@ -11,8 +11,8 @@ namespace {
 // gradients for k are dropped, as is any gradient tagged with an already closed step. A worker
 // may start step k + 1 once step k closed; a late one continues at the open step (like
 // SyncReplicasOptimizer's global step). If workers die, the quorum shrinks to the live ones.
-// b = -1 (auto) lets the scheduler choose: each step waits for every live worker not flagged
-// as a straggler (its POLICY_HINT), and for all of them until a hint came.
+// b = -1 (auto) lets the scheduler choose: each step waits for every live worker it has not
+// flagged as a straggler (POLICY_HINT), and for all of them until a hint came.
 class Backup final : public ConsistencyController {
  public:
   Backup(const std::vector<int32_t>& workers, int64_t b)
@@ -39,8 +39,8 @@ class Backup final : public ConsistencyController {
     Close();
   }
   std::vector<Round> TakeRounds() override { return std::exchange(closed_, {}); }
-  void OnHint(const std::vector<int32_t>&, int64_t quorum) override {
-    hinted_quorum_ = quorum;
+  void OnHint(const std::vector<int32_t>& stragglers, int64_t) override {
+    stragglers_ = stragglers;
     Close();
   }
 
@@ -48,7 +48,9 @@ class Backup final : public ConsistencyController {
   int64_t Quorum() const {
     const int64_t live = static_cast<int64_t>(clocks_.all().size());
     if (b_ < 0) {  // auto: every live worker but the flagged stragglers
-      return std::max<int64_t>(1, hinted_quorum_ > 0 ? std::min(hinted_quorum_, live) : live);
+      int64_t flagged = 0;
+      for (int32_t w : stragglers_) flagged += clocks_.all().contains(w);
+      return std::max<int64_t>(1, live - flagged);
     }
     return std::max<int64_t>(1, std::min(total_ - b_, live));
   }
@@ -69,8 +71,8 @@ class Backup final : public ConsistencyController {
   }
 
   int64_t total_, b_;
-  int64_t hinted_quorum_ = 0;  // the scheduler's (b = auto); 0: none yet
-  int64_t open_ = 0;           // the step being collected; every step below it is closed
+  std::vector<int32_t> stragglers_;  // the scheduler's flags (b = auto)
+  int64_t open_ = 0;                 // the step being collected; every step below it is closed
   std::map<int64_t, std::vector<int32_t>> arrivals_;
   std::vector<Round> closed_;
 };

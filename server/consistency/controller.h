@@ -59,8 +59,9 @@ class ConsistencyController {
   virtual int64_t window() const { return 0; }
   // Called on every turn of the server loop (at least every 100 ms), for deadlines.
   virtual void Tick(double /*now*/) {}
-  // The scheduler's view of the whole cluster (POLICY_HINT): workers flagged as stragglers
-  // now and the quorum it derives (live workers not flagged). semi_async --quorum=auto takes it.
+  // The scheduler's view of the whole cluster (POLICY_HINT): the workers flagged as stragglers
+  // now (backup --backup_workers=-1 waits for the others) and its automatic quorum, AutoQuorum
+  // over the workers' iteration-time EWMAs (semi_async --quorum=auto takes it).
   virtual void OnHint(const std::vector<int32_t>& /*stragglers*/, int64_t /*quorum*/) {}
 
   const ClockTable& clocks() const { return clocks_; }
@@ -91,9 +92,6 @@ std::unique_ptr<ConsistencyController> MakeSoftsync(const std::vector<int32_t>& 
 std::unique_ptr<ConsistencyController> MakeSemiAsync(const std::vector<int32_t>& workers,
                                                      int64_t quorum, double staleness_exponent,
                                                      double round_timeout_s);
-// semi_async's automatic quorum: the K maximizing K / t_(K), where t_(K) is the K-th smallest
-// of the workers' measured training times, release to upload (exposed for its test).
-int64_t AutoQuorum(std::vector<double> intervals);
 // DSSP's predictor (dssp.cc): extra iterations r in [0, r_max] for the fastest worker whose
 // last push was at t_f with interval i_f, given the slowest's t_s and i_s.
 int64_t DsspExtraIterations(double t_f, double i_f, double t_s, double i_s, int64_t r_max);

@@ -2,24 +2,10 @@
 #include <deque>
 #include <map>
 
+#include "common/quorum.h"
 #include "server/consistency/controller.h"
 
 namespace hetps {
-
-int64_t AutoQuorum(std::vector<double> intervals) {
-  std::sort(intervals.begin(), intervals.end());
-  int64_t best = static_cast<int64_t>(intervals.size());
-  double best_rate = 0;
-  for (size_t k = 1; k <= intervals.size(); ++k) {
-    const double t = std::max(intervals[k - 1], 1e-9);
-    const double rate = static_cast<double>(k) / t;  // updates per unit time at quorum k
-    if (rate >= best_rate) {                         // ties: the larger quorum
-      best_rate = rate;
-      best = static_cast<int64_t>(k);
-    }
-  }
-  return best;
-}
 
 namespace {
 
@@ -27,10 +13,11 @@ namespace {
 // worker's finished clock is its upload. A round closes at the K-th upload since the last one
 // closed: those K workers' held updates become one step, weighted by samples * (1 + sigma)^-a,
 // and only those K go on (their Clock() returns); the others keep training on their stale base
-// and join a later round. Every upload is used once. quorum = 0 picks K automatically: the
-// scheduler's hint when one came (live workers not flagged as stragglers, the same K on every
-// server), else AutoQuorum over each worker's training time from release to upload (EWMA with
-// beta = 0.5; N until every worker has one). K never
+// and join a later round. Every upload is used once. quorum = 0 picks K automatically
+// (common/quorum.h): the scheduler's hint when one came (AutoQuorum over the iteration-time
+// EWMAs it sees, the same K on every server), else AutoQuorum over each worker's training time
+// from release to upload as this server measured it (EWMA with beta = 0.5; N until every
+// worker has one). K never
 // exceeds the live workers, so a dead worker stalls no round, and a round closes with what it
 // has once its first upload has waited round_timeout (workers that stopped uploading, e.g. at
 // the end of a job, stall none either).
