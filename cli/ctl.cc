@@ -2,9 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <zmq.hpp>
-
-#include "common/message.h"
+#include "cli/scheduler_call.h"
 
 namespace hetps {
 namespace {
@@ -98,24 +96,10 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
 }
 
 Status RunCtl(const CtlArgs& args) {
-  zmq::context_t ctx(1);
-  zmq::socket_t socket(ctx, zmq::socket_type::dealer);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.set(zmq::sockopt::rcvtimeo, args.timeout_ms);
-  socket.connect(args.scheduler);
   proto::Header h;
   h.set_type(proto::SET_POLICY);
-  h.set_sender(-1);
-  h.set_request_id(1);
   *h.mutable_policy() = args.policy;
-  Send(socket, h);
-  auto env = Receive(socket, zmq::recv_flags::none, /*routed=*/false);
-  if (!env) {
-    return Status::DeadlineExceeded(
-        fmt::format("no answer from {} in {} ms", args.scheduler, args.timeout_ms));
-  }
-  if (!env->status.ok()) return env->status;
-  return StatusOf(env->message.header);
+  return CallScheduler(args.scheduler, std::move(h), args.timeout_ms).status();
 }
 
 }  // namespace hetps

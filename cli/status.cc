@@ -8,9 +8,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
-#include <zmq.hpp>
 
-#include "common/message.h"
+#include "cli/scheduler_call.h"
 
 namespace hetps {
 namespace {
@@ -72,28 +71,11 @@ StatusOr<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args) {
 }
 
 StatusOr<std::string> FetchStatus(const std::string& scheduler, int timeout_ms) {
-  zmq::context_t ctx(1);
-  zmq::socket_t socket(ctx, zmq::socket_type::dealer);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.set(zmq::sockopt::rcvtimeo, timeout_ms);
-  try {
-    socket.connect(scheduler);
-  } catch (const zmq::error_t& e) {
-    return Status::InvalidArgument(fmt::format("cannot connect to '{}': {}", scheduler, e.what()));
-  }
   proto::Header h;
   h.set_type(proto::STATUS);
-  h.set_sender(-1);
-  h.set_request_id(1);
-  Send(socket, h);
-  auto env = Receive(socket, zmq::recv_flags::none, /*routed=*/false);
-  if (!env) {
-    return Status::DeadlineExceeded(
-        fmt::format("no answer from {} in {} ms", scheduler, timeout_ms));
-  }
-  if (!env->status.ok()) return env->status;
-  if (Status s = StatusOf(env->message.header); !s.ok()) return s;
-  return env->message.header.status_json();
+  auto reply = CallScheduler(scheduler, std::move(h), timeout_ms);
+  if (!reply.ok()) return reply.status();
+  return reply->status_json();
 }
 
 StatusOr<std::string> RenderStatus(const std::string& status_json) {

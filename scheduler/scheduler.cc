@@ -63,7 +63,8 @@ class Loop {
   }
   void Broadcast(proto::Header h);
   void Shutdown(bool everyone);
-  // Straggler flags and figures: recomputed, hinted to the servers, published over HTTP.
+  // Straggler flags and figures: recomputed, hinted to the servers, published over HTTP (every
+  // 200 ms).
   void Observe();
   void SendHints();
   double Now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
@@ -156,8 +157,7 @@ void Loop::Handle(Envelope& env) {
     StartPolicyChange(env);
     return;
   }
-  if (h.type() == proto::STATUS) {  // likewise
-    stats_.Update(Now());
+  if (h.type() == proto::STATUS) {  // likewise; as of the last Observe(), at most 200 ms ago
     proto::Header r = ReplyTo(h, proto::STATUS, kSchedulerId);
     r.set_status_json(stats_.StatusJson(Now()));
     return Reply(env.identity, r);
@@ -473,33 +473,32 @@ void Loop::BuildShardMap(const std::vector<Arrival>& waiting) {
 void Loop::Observe() {
   const double now = Now();
   last_observed_ = now;
-  if (stats_.Update(now)) {
-    for (const auto& [id, w] : stats_.detector().workers()) {
-      const Member* m = members_.ById(id);
-      const std::string reason = stats_.detector().Reason(id);
-      const bool hinted = std::find(hinted_stragglers_.begin(), hinted_stragglers_.end(), id) !=
-                          hinted_stragglers_.end();
-      if (!reason.empty() && !hinted) {
-        spdlog::warn(
-            "worker rank {} (node {}) is a straggler ({}): iteration {:.1f} ms EWMA, "
-            "{:.1f} ms under way, others' median {:.1f} ms",
-            m->info.rank(), id, reason, w.ewma_ms, w.busy_ms, stats_.detector().Reference(id));
-      } else if (reason.empty() && hinted) {
-        spdlog::info("worker rank {} (node {}) recovered: iteration {:.1f} ms EWMA", m->info.rank(),
-                     id, w.ewma_ms);
-      }
-    }
-  }
+  stats_.Update(now);
   SendHints();
   if (http_) http_->Publish(stats_.StatusJson(now), stats_.Metrics(now));
 }
 
 // Servers learn the flags and the quorum when they change (semi_async --quorum=auto takes the
-// quorum, backup --backup_workers=-1 the flags).
+// quorum, backup --backup_workers=-1 the flags); the operator reads each flag change in the log.
 void Loop::SendHints() {
   std::vector<int32_t> stragglers = stats_.Stragglers();
   const int64_t quorum = stats_.Quorum();
   if (!view_sent_ || (stragglers == hinted_stragglers_ && quorum == hinted_quorum_)) return;
+  const StragglerDetector& d = stats_.detector();
+  for (const auto& [id, w] : d.workers()) {
+    const bool now_flagged = std::ranges::find(stragglers, id) != stragglers.end();
+    const bool was_flagged = std::ranges::find(hinted_stragglers_, id) != hinted_stragglers_.end();
+    const int32_t rank = members_.ById(id)->info.rank();
+    if (now_flagged && !was_flagged) {
+      spdlog::warn(
+          "worker rank {} (node {}) is a straggler ({}): iteration {:.1f} ms EWMA, {:.1f} "
+          "ms under way, median {:.1f} ms",
+          rank, id, d.Reason(id), w.ewma_ms, w.busy_ms, d.Reference(id));
+    } else if (!now_flagged && was_flagged) {
+      spdlog::info("worker rank {} (node {}) recovered: iteration {:.1f} ms EWMA", rank, id,
+                   w.ewma_ms);
+    }
+  }
   proto::Header h;
   h.set_type(proto::POLICY_HINT);
   h.set_sender(kSchedulerId);
