@@ -89,14 +89,6 @@ void Histogram::Add(double v, int64_t n) {
   sum_ += v * static_cast<double>(n);
 }
 
-void Histogram::Merge(const Histogram& other) {
-  for (size_t i = 0; i < counts_.size() && i < other.counts_.size(); ++i) {
-    counts_[i] += other.counts_[i];
-  }
-  count_ += other.count_;
-  sum_ += other.sum_;
-}
-
 ClusterStats::ClusterStats(int num_servers, int num_workers, ClusterStatsOptions options)
     : num_servers_(num_servers),
       num_workers_(num_workers),
@@ -118,12 +110,12 @@ void ClusterStats::OnJoin(const proto::NodeInfo& node, double now) {
   if (node.role() == proto::WORKER) {
     WorkerRecord& w = workers_[node.id()];
     w.info = node;
-    w.joined = w.last_heard = now;
+    w.last_heard = now;
     detector_.AddWorker(node.id());
   } else if (node.role() == proto::SERVER) {
     ServerRecord& s = servers_[node.id()];
     s.info = node;
-    s.joined = s.last_heard = now;
+    s.last_heard = now;
   }
 }
 
@@ -148,7 +140,7 @@ void ClusterStats::OnDead(int32_t id, double) {
 void ClusterStats::OnWorkerReport(int32_t id, const proto::WorkerReport& r, double now) {
   WorkerRecord* w = Worker(id);
   if (w == nullptr || w->state != "alive") return;
-  w->last_heard = w->last_report = now;
+  w->last_heard = now;
   w->clock = std::max(w->clock, r.clock());
   for (double ms : r.iteration_ms()) {
     if (!(ms >= 0) || !std::isfinite(ms)) continue;  // a confused worker skews nothing

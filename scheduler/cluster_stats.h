@@ -35,7 +35,6 @@ class Histogram {
   const std::vector<int64_t>& counts() const { return counts_; }
   int64_t count() const { return count_; }
   double sum() const { return sum_; }
-  void Merge(const Histogram& other);
 
  private:
   std::vector<double> bounds_;
@@ -66,7 +65,6 @@ class ClusterStats {
   void OnDead(int32_t id, double now);
   void OnWorkerReport(int32_t id, const proto::WorkerReport& report, double now);
   void OnServerReport(int32_t id, const proto::ServerReport& report, double now);
-  void SetPolicy(const proto::Policy& policy) { policy_ = policy; }
 
   // Recomputes straggler flags and samples the clock history; true when the flags changed.
   bool Update(double now);
@@ -85,7 +83,7 @@ class ClusterStats {
   struct WorkerRecord {
     proto::NodeInfo info;
     std::string state = "alive";
-    double joined = 0, last_heard = 0, last_report = -1;
+    double last_heard = 0;
     int64_t clock = 0;
     double wait_ewma_ms = -1;
     double wait_total_ms = 0;
@@ -102,7 +100,7 @@ class ClusterStats {
   struct ServerRecord {
     proto::NodeInfo info;
     std::string state = "alive";
-    double joined = 0, last_heard = 0, last_report = -1;
+    double last_heard = 0, last_report = -1;  // last_report: for rates between reports
     proto::ServerReport report;
     double requests_per_s = -1;  // EWMA of pushes + pulls per second; -1: not yet
     std::map<int32_t, LayerRecord> layers;
@@ -128,7 +126,6 @@ class ClusterStats {
   int num_servers_, num_workers_;
   ClusterStatsOptions options_;
   StragglerDetector detector_;
-  proto::Policy policy_;
   std::map<int32_t, WorkerRecord> workers_;  // by node id
   std::map<int32_t, ServerRecord> servers_;
   std::vector<CurvePoint> curve_;

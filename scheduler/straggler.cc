@@ -24,27 +24,35 @@ void StragglerDetector::SetBusy(int32_t id, double ms) {
   if (it != workers_.end() && ms >= 0) it->second.busy_ms = ms;
 }
 
-double StragglerDetector::Reference(int32_t id) const {
-  std::vector<double> all, others;
-  for (const auto& [other, w] : workers_) {
-    if (w.ewma_ms < 0) continue;
-    all.push_back(w.ewma_ms);
-    if (other != id) others.push_back(w.ewma_ms);
+double StragglerDetector::MedianOfAll() const {
+  std::vector<double> v;
+  for (const auto& [id, w] : workers_) {
+    if (w.ewma_ms >= 0) v.push_back(w.ewma_ms);
   }
-  // With two workers the median of both is their mean, which a straggler can never exceed by
-  // more than 2x: compare with the other one instead.
-  std::vector<double>& v = all.size() >= 3 ? all : others;
-  if (v.empty()) return -1;
+  if (v.size() < 3) return -1;
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double StragglerDetector::ReferenceGiven(int32_t id, double median_of_all) const {
+  if (median_of_all >= 0) return median_of_all;
+  // Two measured workers: the median of both is their mean, which a straggler can never exceed
+  // by 2x or more, so each compares with the other.
+  for (const auto& [other, w] : workers_) {
+    if (other != id && w.ewma_ms >= 0) return w.ewma_ms;
+  }
+  return -1;
+}
+
+double StragglerDetector::Reference(int32_t id) const { return ReferenceGiven(id, MedianOfAll()); }
+
 bool StragglerDetector::Update() {
+  const double median = MedianOfAll();  // once per update, not once per worker
   std::map<int32_t, bool> late;
   size_t late_count = 0;
   for (auto& [id, w] : workers_) {
-    const double ref = Reference(id);
+    const double ref = ReferenceGiven(id, median);
     bool is_late = false;
     if (ref > 0) {
       const double deadline =
@@ -58,7 +66,7 @@ bool StragglerDetector::Update() {
   bool changed = false;
   for (auto& [id, w] : workers_) {
     const bool was = w.flagged();
-    const double ref = Reference(id);
+    const double ref = ReferenceGiven(id, median);
     bool slow = w.slow;
     if (ref <= 0 || w.ewma_ms < 0) {
       slow = false;

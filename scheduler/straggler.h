@@ -66,9 +66,11 @@ class StragglerDetector {
   // What `id`'s ewma is compared with: the median ewma of the measured workers, or with two of
   // them the other's (-1 while there is nothing to compare with).
   double Reference(int32_t id) const;
-  const StragglerOptions& options() const { return options_; }
 
  private:
+  double MedianOfAll() const;  // of the measured workers' ewma; -1 with fewer than three
+  double ReferenceGiven(int32_t id, double median_of_all) const;
+
   StragglerOptions options_;
   std::map<int32_t, Worker> workers_;
 };

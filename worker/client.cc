@@ -159,9 +159,8 @@ class Client::Impl {
   struct Timing {
     std::vector<double> iteration_ms, wait_ms;  // since the last report
     Steady::time_point iteration_start = Steady::now();
-    bool in_clock = false;
+    bool in_iteration = true;     // false inside Clock() and, with BeginIteration(), after it
     bool explicit_begin = false;  // the trainer marks its iterations with BeginIteration()
-    bool in_iteration = true;
     std::vector<proto::MetricPoint> metrics;  // since the last report, at most kMetricPoints
   };
   std::mutex timing_mu;
@@ -177,11 +176,10 @@ class Client::Impl {
       for (double ms : timing.wait_ms) r.add_wait_ms(ms);
       timing.iteration_ms.clear();
       timing.wait_ms.clear();
-      r.set_busy_ms(
-          timing.in_clock || !timing.in_iteration
-              ? 0.0
-              : std::chrono::duration<double, std::milli>(Steady::now() - timing.iteration_start)
-                    .count());
+      r.set_busy_ms(!timing.in_iteration ? 0.0
+                                         : std::chrono::duration<double, std::milli>(
+                                               Steady::now() - timing.iteration_start)
+                                               .count());
       for (proto::MetricPoint& p : timing.metrics) *r.add_metrics() = std::move(p);
       timing.metrics.clear();
     }
@@ -654,14 +652,13 @@ Status Client::Clock() {
     std::lock_guard<std::mutex> lock(impl_->timing_mu);
     impl_->timing.iteration_ms.push_back(
         std::chrono::duration<double, std::milli>(called - impl_->timing.iteration_start).count());
-    impl_->timing.in_clock = true;
+    impl_->timing.in_iteration = false;
   }
   Status s = ClockAllServers();
   const Steady::time_point released = Steady::now();
   std::lock_guard<std::mutex> lock(impl_->timing_mu);
   impl_->timing.wait_ms.push_back(
       std::chrono::duration<double, std::milli>(released - called).count());
-  impl_->timing.in_clock = false;
   impl_->timing.iteration_start = released;
   impl_->timing.in_iteration = !impl_->timing.explicit_begin;
   return s;
