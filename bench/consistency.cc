@@ -71,17 +71,8 @@ WorkerResult RunWorker(Client& c, const std::vector<TensorSpec>& tensors, double
   return r;
 }
 
-std::vector<std::string> ServerFlags(const ConsistencyBenchOptions& o, const std::string& name) {
-  std::vector<std::string> f = {"--consistency=" + name, "--optimizer=sgd", "--lr=0.05",
-                                "--init=zeros"};
-  if (name == "ssp") f.push_back(fmt::format("--staleness={}", o.staleness));
-  if (name == "dssp") {
-    f.push_back(fmt::format("--dssp_lower={}", o.dssp_lower));
-    f.push_back(fmt::format("--dssp_range={}", o.dssp_range));
-  }
-  if (name == "backup") f.push_back(fmt::format("--backup_workers={}", o.backup_workers));
-  if (name == "softsync") f.push_back(fmt::format("--softsync_n={}", o.softsync_n));
-  return f;
+std::vector<std::string> ServerFlags(const std::string& consistency) {
+  return {"--consistency=" + consistency, "--optimizer=sgd:lr=0.05", "--init=zeros"};
 }
 
 }  // namespace
@@ -92,7 +83,7 @@ int RunConsistencyBench(const ConsistencyBenchOptions& o) {
     BenchClusterOptions co;
     co.servers = o.servers;
     co.workers = o.workers;
-    co.server_flags = ServerFlags(o, name);
+    co.server_flags = ServerFlags(name);
     auto cluster = BenchCluster::Launch(co, tensors);
     if (!cluster.ok()) {
       std::fprintf(stderr, "hetps-bench: %s\n", cluster.status().ToString().c_str());

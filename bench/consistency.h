@@ -13,12 +13,10 @@ struct ConsistencyBenchOptions {
   double straggler_slowdown = 3;  // the last worker computes this many times longer
   double seconds = 5;             // per controller
   double compute_ms = 10;         // simulated compute per iteration of a normal worker
-  std::vector<std::string> controllers = {"bsp",      "ssp",        "dssp", "backup",
-                                          "softsync", "semi_async", "asp"};
-  int staleness = 3;  // ssp
-  int dssp_lower = 3, dssp_range = 12;
-  int backup_workers = 1;
-  int softsync_n = 1;
+  // Consistency specs (server/consistency/), run in this order.
+  std::vector<std::string> controllers = {
+      "bsp",      "ssp:staleness=3", "dssp:lower=3,range=12", "backup:backups=1",
+      "softsync:n=1", "semi_async", "asp"};
 };
 
 int RunConsistencyBench(const ConsistencyBenchOptions& options);

@@ -18,17 +18,14 @@ DEFINE_int32(workers, 0, "workers, in-process clients (default: pushpull 1, cons
 DEFINE_double(straggler_slowdown, 3,
               "consistency: the last worker computes this many times longer");
 DEFINE_double(compute_ms, 10, "consistency: simulated compute per iteration of a normal worker");
-DEFINE_string(controllers, "bsp,ssp,dssp,backup,softsync,semi_async,asp",
-              "consistency: controllers to run, in order");
-DEFINE_int32(backup_workers, 1, "consistency: b of backup");
-DEFINE_int32(softsync_n, 1, "consistency: n of softsync");
+DEFINE_string(controllers,
+              "bsp;ssp:staleness=3;dssp:lower=3,range=12;backup:backups=1;softsync:n=1;"
+              "semi_async;asp",
+              "consistency: consistency specs to run, in order, separated by ';'");
 DEFINE_string(model, "mlp", "train: the model: mlp or cnn");
-DEFINE_string(consistency, "ssp", "train: the servers' consistency");
+DEFINE_string(consistency, "ssp:staleness=2", "train: the servers' consistency spec");
 DEFINE_int32(iterations, 1500, "train: iterations per worker");
 DEFINE_double(target, 0.85, "train: test accuracy to time");
-DEFINE_int32(staleness, 3, "consistency: s of ssp");
-DEFINE_int32(dssp_lower, 3, "consistency: s_L of dssp");
-DEFINE_int32(dssp_range, 12, "consistency: r_max of dssp");
 DEFINE_string(codec, "topk:density=0.01", "codec: the codec spec to measure");
 DEFINE_int64(elements, 16 << 20, "codec: float32 elements per encode");
 DEFINE_string(device, "cpu", "codec: cpu or gpu");
@@ -70,7 +67,6 @@ int Train() {
   o.workers = FLAGS_workers > 0 ? FLAGS_workers : 4;
   o.model = FLAGS_model;
   o.consistency = FLAGS_consistency;
-  o.staleness = FLAGS_staleness;
   o.straggler_slowdown = FLAGS_straggler_slowdown;
   o.iterations = FLAGS_iterations;
   o.target = FLAGS_target;
@@ -93,14 +89,11 @@ int Consistency() {
   o.seconds = FLAGS_seconds;
   o.straggler_slowdown = FLAGS_straggler_slowdown;
   o.compute_ms = FLAGS_compute_ms;
-  o.staleness = FLAGS_staleness;
-  o.dssp_lower = FLAGS_dssp_lower;
-  o.dssp_range = FLAGS_dssp_range;
-  o.backup_workers = FLAGS_backup_workers;
-  o.softsync_n = FLAGS_softsync_n;
   o.controllers.clear();
-  std::stringstream names(FLAGS_controllers);
-  for (std::string n; std::getline(names, n, ',');) o.controllers.push_back(n);
+  std::stringstream specs(FLAGS_controllers);
+  for (std::string n; std::getline(specs, n, ';');) {
+    if (!n.empty()) o.controllers.push_back(n);
+  }
   if (o.workers < 2 || !(o.straggler_slowdown >= 1) || o.compute_ms < 0) {
     std::fprintf(
         stderr, "consistency needs --workers >= 2, --straggler_slowdown >= 1, --compute_ms >= 0\n");
@@ -115,7 +108,7 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
-      "       hetps-bench train [--model mlp|cnn --workers W --consistency C --straggler_slowdown "
+      "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC --straggler_slowdown "
       "F]\n"
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);

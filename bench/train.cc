@@ -47,8 +47,8 @@ int RunTrainBench(const TrainBenchOptions& o) {
   BenchClusterOptions co;
   co.servers = o.servers;
   co.workers = o.workers;
-  co.server_flags = {"--consistency=" + o.consistency, fmt::format("--staleness={}", o.staleness),
-                     "--optimizer=adam", "--lr=0.001", "--init=worker"};
+  co.server_flags = {"--consistency=" + o.consistency, "--optimizer=adam:lr=0.001",
+                     "--init=worker"};
   auto cluster = BenchCluster::Start(co);
   if (!cluster.ok()) {
     std::fprintf(stderr, "hetps-bench: %s\n", cluster.status().ToString().c_str());

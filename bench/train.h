@@ -11,8 +11,7 @@ struct TrainBenchOptions {
   int servers = 2;
   int workers = 4;
   std::string model = "mlp";
-  std::string consistency = "ssp";
-  int staleness = 2;
+  std::string consistency = "ssp:staleness=2";  // a consistency spec
   double straggler_slowdown = 1;  // > 1: the last worker computes this many times longer
   int iterations = 1500;          // per worker
   int eval_every = 50;

@@ -21,13 +21,6 @@ StatusOr<int64_t> NonNegative(const std::string& key, const std::string& value) 
 
 StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
   CtlArgs out;
-  out.policy.set_staleness(2);
-  out.policy.set_dssp_lower(3);
-  out.policy.set_dssp_range(12);
-  out.policy.set_backup_workers(1);
-  out.policy.set_softsync_n(1);
-  out.policy.set_staleness_exponent(0.5);
-  out.policy.set_round_timeout_ms(2000);
   size_t i = 0;
   for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {
     const std::string& a = args[i];
@@ -44,7 +37,7 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
   if (out.scheduler.empty())
     return Status::InvalidArgument("--scheduler=tcp://host:port is required");
   if (i >= args.size() || args[i] != "set") {
-    return Status::InvalidArgument("expected: set key=value ...");
+    return Status::InvalidArgument("expected: set consistency=SPEC");
   }
   for (++i; i < args.size(); ++i) {
     const std::string& kv = args[i];
@@ -53,44 +46,19 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
       return Status::InvalidArgument(fmt::format("'{}' is not key=value", kv));
     }
     const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (key == "consistency") {
-      out.policy.set_consistency(value);
-      continue;
+    if (key != "consistency") {
+      return Status::InvalidArgument(fmt::format(
+          "unknown key '{}' (known: consistency; parameters go in its spec, e.g. "
+          "consistency=ssp:staleness=4)",
+          key));
     }
-    if (key == "quorum" && value == "auto") {
-      out.policy.set_quorum(0);
-      continue;
+    if (value.empty() || value.front() == ':') {
+      return Status::InvalidArgument("consistency needs a spec, e.g. ssp:staleness=4");
     }
-    if (key == "backup_workers" && value == "auto") {
-      out.policy.set_backup_workers(-1);
-      continue;
-    }
-    auto v = NonNegative(key, value);
-    if (!v.ok()) return v.status();
-    if (key == "staleness") {
-      out.policy.set_staleness(*v);
-    } else if (key == "dssp_lower") {
-      out.policy.set_dssp_lower(*v);
-    } else if (key == "dssp_range") {
-      out.policy.set_dssp_range(*v);
-    } else if (key == "backup_workers") {
-      out.policy.set_backup_workers(*v);
-    } else if (key == "softsync_n") {
-      out.policy.set_softsync_n(*v);
-    } else if (key == "quorum") {
-      out.policy.set_quorum(*v);
-    } else if (key == "round_timeout_ms") {
-      out.policy.set_round_timeout_ms(*v);
-    } else {
-      return Status::InvalidArgument(
-          fmt::format("unknown key '{}' (known: consistency, staleness, dssp_lower, dssp_range, "
-                      "backup_workers, softsync_n, quorum, round_timeout_ms)",
-                      key));
-    }
+    out.policy.set_consistency(value);
   }
   if (out.policy.consistency().empty()) {
-    return Status::InvalidArgument(
-        "set needs consistency=asp|bsp|ssp|dssp|backup|softsync|semi_async");
+    return Status::InvalidArgument("set needs consistency=SPEC, e.g. consistency=ssp:staleness=4");
   }
   return out;
 }

@@ -1,10 +1,9 @@
-// `hetps ctl --scheduler=tcp://host:port set key=value ...`: changes the cluster's policy while
-// it trains. Keys: consistency (asp|bsp|ssp|dssp|backup|softsync|semi_async), staleness,
-// dssp_lower, dssp_range, backup_workers (b or auto), softsync_n, quorum (K or auto); a key left
-// out takes the servers' flag default (staleness 2, dssp_lower 3, dssp_range 12, backup_workers 1,
-// softsync_n 1, quorum auto). The scheduler
-// passes the change to every server, each switches at once (nothing held is lost), and the
-// command returns when all have, or with the first refusal.
+// `hetps ctl --scheduler=tcp://host:port set consistency=SPEC`: changes the cluster's policy
+// while it trains. SPEC is a consistency spec of the controller registry, e.g. `ssp:staleness=4`,
+// `dssp:lower=2`, `backup:backups=auto`, `semi_async:quorum=3` (`hetps-server --list` shows them
+// all); parameters left out take their registered defaults. The scheduler passes the change to
+// every server, each validates it (against its aggregator too) and switches at once (nothing
+// held is lost), and the command returns when all have, or with the first refusal.
 #pragma once
 
 #include <string>

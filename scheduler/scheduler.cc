@@ -370,9 +370,8 @@ void Loop::StartPolicyChange(const Envelope& env) {
   out.set_request_id(id);
   *out.mutable_policy() = h.policy();
   for (int32_t s : servers) Reply(members_.ById(s)->identity, out);
-  spdlog::info("operator requested consistency '{}' (staleness {}, dssp {}+{}); asking {} servers",
-               h.policy().consistency(), h.policy().staleness(), h.policy().dssp_lower(),
-               h.policy().dssp_range(), servers.size());
+  spdlog::info("operator requested consistency '{}'; asking {} servers", h.policy().consistency(),
+               servers.size());
 }
 
 void Loop::OnPolicyAnswer(const Member& server, const proto::Header& h) {
@@ -478,8 +477,8 @@ void Loop::Observe() {
   if (http_) http_->Publish(stats_.StatusJson(now), stats_.Metrics(now));
 }
 
-// Servers learn the flags and the quorum when they change (semi_async --quorum=auto takes the
-// quorum, backup --backup_workers=-1 the flags); the operator reads each flag change in the log.
+// Servers learn the flags and the quorum when they change (semi_async:quorum=auto takes the
+// quorum, backup:backups=auto the flags); the operator reads each flag change in the log.
 void Loop::SendHints() {
   std::vector<int32_t> stragglers = stats_.Stragglers();
   const int64_t quorum = stats_.Quorum();

@@ -113,12 +113,13 @@ int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& roun
 }
 
 PartitionStore::PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,
-                               const Initializer& initializer, const AggregatorOptions& aggregation)
+                               const Initializer& initializer, const AlgorithmSpec* aggregation)
     : by_id_(map.partitions().size()) {
+  const AlgorithmSpec spec = aggregation ? *aggregation : *Aggregators().Parse("sum");
   for (const Partition& p : map.partitions()) {
     if (p.server_rank != server_rank) continue;
     auto state = std::make_unique<PartitionState>(p, optimizer.num_slots());
-    state->set_aggregator(MakeAggregator(aggregation, optimizer));
+    state->set_aggregator(Aggregators().EntryFor(spec.name()).make(spec, optimizer));
     if (!initializer.from_worker()) {
       initializer.Fill(map.tensors()[p.tensor_id].name, p.offset, state->mutable_values(),
                        p.length);

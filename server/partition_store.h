@@ -83,10 +83,10 @@ class PartitionState {
 class PartitionStore {
  public:
   // Holds every partition that `map` places on `server_rank`; seeded rules fill them now.
-  // Each partition gets its own aggregator. REQUIRES: ValidateAggregator(aggregation).ok();
-  // `optimizer` outlives the store.
+  // Each partition gets its own aggregator, made from `aggregation` (a parsed spec; none:
+  // sum). REQUIRES: `optimizer` outlives the store.
   PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,
-                 const Initializer& initializer, const AggregatorOptions& aggregation = {});
+                 const Initializer& initializer, const AlgorithmSpec* aggregation = nullptr);
 
   // nullptr when partition `id` is not held here (or does not exist).
   PartitionState* Find(int32_t id) {

@@ -298,7 +298,6 @@ class Router {
   void BroadcastRound(const RoundSpec& round);
   void RemoveWorker(int32_t w, const char* why);
   Status SwitchPolicy(const proto::Policy& policy);
-  Status CheckCombination(const proto::Policy& policy) const;
   int Owner(const Partition& p) const {
     return p.length * static_cast<int64_t>(sizeof(float)) <= options_.inline_apply_bytes
                ? 0
@@ -321,13 +320,14 @@ class Router {
   std::vector<std::thread> apply_threads_;
   std::unique_ptr<SchedulerLink> link_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::optional<AlgorithmSpec> aggregator_;
   std::optional<Initializer> initializer_;
   std::optional<ShardMap> map_;
   compress::CodecCache codecs_;
   Shared shared_;
   std::vector<float> scratch_;
   std::unordered_set<int32_t> dead_;
-  proto::Policy policy_;
+  std::optional<AlgorithmSpec> consistency_;
   std::unique_ptr<ConsistencyController> controller_;
   std::deque<Envelope> parked_clocks_, parked_reads_;
   int64_t dropped_ = 0;  // pushes too late for their round (backup)
@@ -341,16 +341,19 @@ Status Router::Setup() {
     return Status::InvalidArgument(
         fmt::format("threads must be in [1, 64], got {}", options_.threads));
   }
-  auto opt = MakeOptimizer(options_.optimizer, options_.optimizer_options);
+  auto opt = MakeOptimizer(options_.optimizer);
   if (!opt.ok()) return opt.status();
   optimizer_ = std::move(*opt);
   auto init = Initializer::Make(options_.init);
   if (!init.ok()) return init.status();
   initializer_ = std::move(*init);
-  if (auto c = MakeController(options_.policy, {}); !c.ok()) return c.status();
-  if (Status s = ValidateAggregator(options_.aggregation); !s.ok()) return s;
-  if (Status s = CheckCombination(options_.policy); !s.ok()) return s;
-  policy_ = options_.policy;
+  auto consistency = Controllers().Parse(options_.consistency);
+  if (!consistency.ok()) return consistency.status();
+  auto aggregator = Aggregators().Parse(options_.aggregator);
+  if (!aggregator.ok()) return aggregator.status();
+  if (Status s = CheckCombination(*aggregator, *consistency); !s.ok()) return s;
+  consistency_ = std::move(*consistency);
+  aggregator_ = std::move(*aggregator);
 
   router_.emplace(ctx_, zmq::socket_type::router);
   router_->set(zmq::sockopt::linger, 0);
@@ -377,9 +380,9 @@ Status Router::Setup() {
   }
   link_ = std::make_unique<SchedulerLink>(ctx_, options_.scheduler, proto::SERVER, address,
                                           options_.heartbeat_interval_ms);
-  *link_->registration().mutable_policy() = options_.policy;
+  link_->registration().mutable_policy()->set_consistency(consistency_->Full());
   spdlog::info("listening on {} (advertised {}), {} apply threads, optimizer {}", endpoint, address,
-               options_.threads, options_.optimizer);
+               options_.threads, Optimizers().Parse(options_.optimizer)->Full());
   return Status();
 }
 
@@ -391,8 +394,8 @@ Status Router::Run() {
   shared_.self = link_->id();
   std::vector<int32_t> workers;
   for (const proto::NodeInfo& w : link_->view().workers()) workers.push_back(w.id());
-  controller_ = std::move(*MakeController(policy_, workers));
-  spdlog::info("consistency {}, aggregator {}", Describe(policy_), options_.aggregation.name);
+  controller_ = MakeController(*consistency_, workers);
+  spdlog::info("consistency {}, aggregator {}", consistency_->Full(), aggregator_->Full());
   spdlog::info("joined: {} servers, {} workers", link_->view().num_servers(),
                link_->view().num_workers());
 
@@ -444,7 +447,7 @@ void Router::FillReport(proto::Header& h) const {
   r.set_errors(errors_);
   r.set_parked_pulls(static_cast<int64_t>(parked_reads_.size()));
   r.set_parked_clocks(static_cast<int64_t>(parked_clocks_.size()));
-  r.set_consistency(Describe(policy_));
+  r.set_consistency(consistency_->Full());
   if (!map_) return;
   r.set_partitions(shared_.store->num_partitions());
   r.set_bytes_held(shared_.store->bytes());
@@ -573,10 +576,6 @@ void Router::Release() {
 
 void Router::CompleteRounds() {
   for (RoundSpec round : controller_->TakeRounds()) {
-    if (options_.aggregation.name == "fedavg" && round.combine == RoundSpec::Combine::kSum) {
-      round.combine = RoundSpec::Combine::kWeighted;  // sample-weighted mean of the deltas
-      round.staleness_exponent = 0;
-    }
     BroadcastRound(round);
   }
 }
@@ -600,32 +599,23 @@ void Router::RemoveWorker(int32_t w, const char* why) {
   Release();
 }
 
-// fedavg and temporal are ways of combining bsp's rounds; nothing else produces them.
-Status Router::CheckCombination(const proto::Policy& policy) const {
-  const std::string& a = options_.aggregation.name;
-  if ((a == "fedavg" || a == "temporal") && policy.consistency() != "bsp") {
-    return Status::InvalidArgument(fmt::format(
-        "aggregator {} combines bsp's rounds; consistency {} has none", a, policy.consistency()));
-  }
-  return Status();
-}
-
 Status Router::SwitchPolicy(const proto::Policy& policy) {
-  if (Status s = CheckCombination(policy); !s.ok()) return s;
+  auto spec = Controllers().Parse(policy.consistency());
+  if (!spec.ok()) return spec.status();
+  if (Status s = CheckCombination(*aggregator_, *spec); !s.ok()) return s;
   std::vector<int32_t> workers;
   for (const auto& [w, c] : controller_->clocks().all()) workers.push_back(w);
-  auto next = MakeController(policy, workers);
-  if (!next.ok()) return next.status();
-  (*next)->AdoptClocks(controller_->clocks());
+  std::unique_ptr<ConsistencyController> next = MakeController(*spec, workers);
+  next->AdoptClocks(controller_->clocks());
   if (controller_->synchronous() || controller_->window() > 0) {
     RoundSpec flush;  // nothing held is lost: apply it all now
     flush.clock = kUnbounded;
     BroadcastRound(flush);
   }
-  spdlog::info("consistency {} -> {} at clocks {}..{}", Describe(policy_), Describe(policy),
+  spdlog::info("consistency {} -> {} at clocks {}..{}", consistency_->Full(), spec->Full(),
                controller_->clocks().min(), controller_->clocks().max());
-  controller_ = std::move(*next);
-  policy_ = policy;
+  controller_ = std::move(next);
+  consistency_ = std::move(*spec);
   Release();
   return Status();
 }
@@ -639,7 +629,7 @@ Status Router::InstallShardMap(const proto::ShardMap& proto_map) {
   shared_.map = &*map_;
   shared_.codecs = &codecs_;
   shared_.store = std::make_unique<PartitionStore>(*map_, link_->rank(), *shared_.optimizer,
-                                                   *initializer_, options_.aggregation);
+                                                   *initializer_, &*aggregator_);
   for (const Partition& p : map_->partitions()) {
     if (p.server_rank != link_->rank()) continue;
     auto& slot = shared_.layers[map_->tensors()[p.tensor_id].layer];
@@ -679,7 +669,7 @@ void Router::HandleControl(Envelope& env) {
       break;
     case proto::SET_POLICY: {
       Status s = SwitchPolicy(h.policy());
-      if (!s.ok()) spdlog::warn("policy {} refused: {}", Describe(h.policy()), s.ToString());
+      if (!s.ok()) spdlog::warn("consistency '{}' refused: {}", h.policy().consistency(), s.ToString());
       link_->Send(s.ok() ? ReplyTo(h, proto::POLICY_ACK, link_->id())
                          : ErrorReply(h, s, link_->id()));
       break;

@@ -31,11 +31,12 @@ struct ServerOptions {
   std::string advertise;                 // address workers dial; default: the bound endpoint
   int threads = 2;                       // apply threads
   int64_t inline_apply_bytes = 1 << 20;  // partitions up to this size are served inline
+  // Spec strings of the registries (common/registry.h): the server-side update rule, how
+  // pushes combine, and when they apply and reads answer (switchable while running).
   std::string optimizer = "sgd";
-  OptimizerOptions optimizer_options;
+  std::string aggregator = "sum";
+  std::string consistency = "asp";
   InitOptions init;
-  AggregatorOptions aggregation;  // how pushes combine: sum, fedbuff, fedasync
-  proto::Policy policy;           // consistency: asp, bsp, ssp, dssp and parameters
   int heartbeat_interval_ms = 500;
   int join_timeout_ms = 60000;
 };

@@ -107,8 +107,9 @@ class Client {
   int rank() const;    // 0 .. num_workers() - 1
   int num_workers() const;
   int num_servers() const;
-  // The consistency policy the servers ran when this worker joined.
-  const proto::Policy& policy() const;
+  // The consistency spec the servers ran when this worker joined, every parameter spelled out
+  // (e.g. "ssp:staleness=2"; `hetps ctl` may have switched it since).
+  std::string consistency() const;
 
   // Declares the tensors this worker uses and blocks until the shard map is installed on every
   // server. Collective: returns once every live worker has declared (the map holds the union).

@@ -1,77 +1,24 @@
 #include "common/compress/codec.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
-#include <functional>
-#include <set>
 
 #include "common/compress/codecs.h"
 
 namespace hetps::compress {
-namespace {
 
-// A parameter's accepted range; integral ones must be whole numbers.
-struct ParamRule {
-  double min, max;
-  bool min_open = false;
-  bool integral = false;
-};
-
-struct CodecInfo {
-  std::unique_ptr<Codec> (*make)(const CodecSpec&);
-  std::map<std::string, ParamRule> params;
-  bool ef_default = false;
-};
-
-const std::map<std::string, CodecInfo>& Registry() {
-  const ParamRule density{0, 1, /*min_open=*/true};
-  const ParamRule seed{0, 4294967295.0, false, true};
-  const ParamRule flag{0, 1, false, true};
-  static const std::map<std::string, CodecInfo> r = {
-      {"none", {MakeNone, {}}},
-      {"fp16", {MakeFp16, {}}},
-      {"topk", {MakeTopK, {{"density", density}}}},
-      {"randomk", {MakeRandomK, {{"density", density}, {"seed", seed}, {"unbiased", flag}}}},
-      {"dgc",
-       {MakeDgc,
-        {{"density", density},
-         {"momentum", {0, 1}},
-         {"warmup", {0, 1000, false, true}},
-         {"epoch", {1, 1e12, false, true}},
-         {"sample", density}}}},
-      {"qsgd", {MakeQsgd, {{"levels", {1, 65535, false, true}}, {"seed", seed}}}},
-      {"terngrad", {MakeTernGrad, {{"seed", seed}}}},
-      {"onebit", {MakeOneBit, {}, true}},
-      {"efsign", {MakeEfSign, {}, true}},
-      {"powersgd", {MakePowerSgd, {{"rank", {1, 1024, false, true}}, {"seed", seed}}, true}},
-  };
-  return r;
+const CodecRegistry& Codecs() {
+  static const CodecRegistry* r = [] {
+    auto* r = new CodecRegistry("codec");
+#define HETPS_CODEC(Class) Register##Class(*r);
+#include "common/compress/codecs.def"
+#undef HETPS_CODEC
+    return r;
+  }();
+  return *r;
 }
-
-std::string Known() {
-  std::string names;
-  for (const auto& [name, info] : Registry()) names += (names.empty() ? "" : ", ") + name;
-  return names;
-}
-
-StatusOr<double> Number(const std::string& key, const std::string& text, const ParamRule& rule) {
-  double v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return Status::InvalidArgument(fmt::format("{}={}: not a number", key, text));
-  }
-  const bool below = rule.min_open ? v <= rule.min : v < rule.min;
-  if (below || v > rule.max ||
-      (rule.integral && v != static_cast<double>(static_cast<int64_t>(v)))) {
-    return Status::InvalidArgument(fmt::format("{}={}: must be a {} in {}{}, {}]", key, text,
-                                               rule.integral ? "whole number" : "number",
-                                               rule.min_open ? "(" : "[", rule.min, rule.max));
-  }
-  return v;
-}
-
-}  // namespace
 
 std::string CodecSpec::WireName() const {
   if (params.empty()) return name;
@@ -91,53 +38,13 @@ std::string CodecSpec::ToString() const {
 }
 
 StatusOr<CodecSpec> ParseCodecSpec(const std::string& text) {
+  auto parsed = Codecs().Parse(text);
+  if (!parsed.ok()) return parsed.status();
   CodecSpec spec;
-  const size_t colon = text.find(':');
-  spec.name = text.substr(0, colon);
-  auto it = Registry().find(spec.name);
-  if (it == Registry().end()) {
-    return Status::InvalidArgument(
-        fmt::format("unknown codec '{}' (known: {})", spec.name, Known()));
-  }
-  spec.ef = it->second.ef_default;
-  if (colon == std::string::npos) return spec;
-  const std::string rest = text.substr(colon + 1);
-  size_t begin = 0;
-  while (begin <= rest.size()) {
-    size_t end = rest.find(',', begin);
-    if (end == std::string::npos) end = rest.size();
-    const std::string item = rest.substr(begin, end - begin);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Status::InvalidArgument(
-          fmt::format("codec '{}': expected key=value, got '{}'", spec.name, item));
-    }
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "ef") {
-      auto v = Number(key, value, {0, 1, false, true});
-      if (!v.ok())
-        return Status::InvalidArgument(
-            fmt::format("codec '{}': {}", spec.name, v.status().message()));
-      spec.ef = *v == 1;
-    } else {
-      auto rule = it->second.params.find(key);
-      if (rule == it->second.params.end()) {
-        std::string keys = "ef";
-        for (const auto& [k, r] : it->second.params) keys += ", " + k;
-        return Status::InvalidArgument(
-            fmt::format("codec '{}' has no parameter '{}' (known: {})", spec.name, key, keys));
-      }
-      auto v = Number(key, value, rule->second);
-      if (!v.ok())
-        return Status::InvalidArgument(
-            fmt::format("codec '{}': {}", spec.name, v.status().message()));
-      if (spec.params.count(key)) {
-        return Status::InvalidArgument(fmt::format("codec '{}': '{}' given twice", spec.name, key));
-      }
-      spec.params[key] = value;
-    }
-    begin = end + 1;
-  }
+  spec.name = parsed->name();
+  spec.params = parsed->given();
+  spec.params.erase("ef");
+  spec.ef = parsed->Is("ef", "1");
   return spec;
 }
 
@@ -195,9 +102,11 @@ std::string LayerCodecs::ToString() const {
   return s;
 }
 
-double Codec::Param(const std::string& key, double fallback) const {
+double Codec::Param(const std::string& key) const {
   auto it = spec_.params.find(key);
-  return it == spec_.params.end() ? fallback : std::stod(it->second);
+  if (it != spec_.params.end()) return std::stod(it->second);
+  const ParamDef* def = Codecs().Find(spec_.name)->Param(key);
+  return def == nullptr ? 0 : std::stod(def->default_value);
 }
 
 Status Codec::SizeError(size_t size, int64_t want, int64_t n) const {
@@ -206,12 +115,11 @@ Status Codec::SizeError(size_t size, int64_t want, int64_t n) const {
 }
 
 StatusOr<std::shared_ptr<const Codec>> MakeCodec(const CodecSpec& spec) {
-  auto it = Registry().find(spec.name);
-  if (it == Registry().end()) {
-    return Status::InvalidArgument(
-        fmt::format("unknown codec '{}' (known: {})", spec.name, Known()));
+  if (Codecs().Find(spec.name) == nullptr) {
+    return Status::InvalidArgument(fmt::format("unknown codec '{}' (known: {})", spec.name,
+                                               fmt::join(Codecs().Names(), ", ")));
   }
-  return std::shared_ptr<const Codec>(it->second.make(spec));
+  return std::shared_ptr<const Codec>(Codecs().EntryFor(spec.name).make(spec));
 }
 
 StatusOr<std::shared_ptr<const Codec>> CodecCache::Get(const std::string& wire_name) {

@@ -1,5 +1,5 @@
 // Gradient compression codecs (ALGORITHMS.md §8): one interface, one file per codec, chosen by
-// a spec string such as "topk:density=0.01,ef=1". Workers encode each partition of a push;
+// a spec string such as "topk:density=0.01,ef=1" from the codec registry (common/registry.h). Workers encode each partition of a push;
 // servers validate and decode before aggregating. The CPU codecs are the reference for the
 // CUDA kernels in worker/compress/cuda/.
 //
@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "common/compress/philox.h"
+#include "common/registry.h"
 #include "common/status.h"
 
 namespace hetps::compress {
@@ -28,6 +30,14 @@ struct CodecSpec {
   std::string WireName() const;
   std::string ToString() const;  // WireName plus ef=1 when set
 };
+
+class Codec;
+struct CodecEntry {
+  std::function<std::unique_ptr<Codec>(const CodecSpec&)> make;
+};
+using CodecRegistry = Registry<CodecEntry>;
+// Every codec (codecs.def), with its parameters; "ef" is one of each codec's parameters.
+const CodecRegistry& Codecs();
 
 // Parses "name[:key=value,...]". Unknown codecs and parameters, and bad values, are errors.
 StatusOr<CodecSpec> ParseCodecSpec(const std::string& text);
@@ -74,8 +84,9 @@ class Codec {
   virtual Status Decode(const uint8_t* data, size_t size, int64_t n, const CodecContext& ctx,
                         float* out) const = 0;
 
-  // Numeric parameter `key` of the spec (validated at parse time), or `fallback`.
-  double Param(const std::string& key, double fallback) const;
+  // Numeric parameter `key` of the spec (validated at parse time), or its registered default;
+  // 0 for a parameter this codec does not take (the seed of a deterministic codec).
+  double Param(const std::string& key) const;
 
  protected:
   Status SizeError(size_t size, int64_t want, int64_t n) const;

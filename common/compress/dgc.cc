@@ -23,11 +23,11 @@ class Dgc : public Codec {
  public:
   explicit Dgc(const CodecSpec& spec)
       : Codec(spec),
-        density_(Param("density", 0.001)),
-        momentum_(static_cast<float>(Param("momentum", 0.9))),
-        sample_(Param("sample", 0.01)),
-        warmup_(static_cast<int64_t>(Param("warmup", 0))),
-        epoch_(static_cast<int64_t>(Param("epoch", 1000))) {}
+        density_(Param("density")),
+        momentum_(static_cast<float>(Param("momentum"))),
+        sample_(Param("sample")),
+        warmup_(static_cast<int64_t>(Param("warmup"))),
+        epoch_(static_cast<int64_t>(Param("epoch"))) {}
 
   std::unique_ptr<CodecState> NewState(int64_t n) const override {
     return std::make_unique<DgcState>(n);
@@ -125,6 +125,10 @@ class Dgc : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> MakeDgc(const CodecSpec& spec) { return std::make_unique<Dgc>(spec); }
+void RegisterDgc(CodecRegistry& r) {
+  r.Add({"dgc", "Deep Gradient Compression: momentum correction, sampled threshold, warm-up",
+         {Density("0.001"), ParamDef::Real("momentum", "0.9", 0, 1, "momentum correction m"), ParamDef::Real("sample", "0.01", 0, 1, "fraction of |v| sampled for the threshold", true), ParamDef::Int("warmup", "0", 0, 1000, "warm-up epochs"), ParamDef::Int("epoch", "1000", 1, 1e12, "steps per warm-up epoch"), EfParam(false)}},
+        {[](const CodecSpec& spec) { return std::make_unique<Dgc>(spec); }});
+}
 
 }  // namespace hetps::compress

@@ -38,6 +38,10 @@ class EfSign : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> MakeEfSign(const CodecSpec& spec) { return std::make_unique<EfSign>(spec); }
+void RegisterEfSign(CodecRegistry& r) {
+  r.Add({"efsign", "EF-SignSGD: (||p||_1 / n) sgn(p)",
+         {EfParam(true)}},
+        {[](const CodecSpec& spec) { return std::make_unique<EfSign>(spec); }});
+}
 
 }  // namespace hetps::compress

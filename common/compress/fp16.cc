@@ -69,6 +69,10 @@ void FromHalf(const uint16_t* in, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = FromHalf(in[i]);
 }
 
-std::unique_ptr<Codec> MakeFp16(const CodecSpec& spec) { return std::make_unique<Fp16>(spec); }
+void RegisterFp16(CodecRegistry& r) {
+  r.Add({"fp16", "IEEE half precision, round to nearest even, saturating (2 bytes per value)",
+         {EfParam(false)}},
+        {[](const CodecSpec& spec) { return std::make_unique<Fp16>(spec); }});
+}
 
 }  // namespace hetps::compress

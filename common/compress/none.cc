@@ -25,6 +25,10 @@ class None : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> MakeNone(const CodecSpec& spec) { return std::make_unique<None>(spec); }
+void RegisterNone(CodecRegistry& r) {
+  r.Add({"none", "float32 as it is (4 bytes per value)",
+         {EfParam(false)}},
+        {[](const CodecSpec& spec) { return std::make_unique<None>(spec); }});
+}
 
 }  // namespace hetps::compress

@@ -47,6 +47,10 @@ class OneBit : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> MakeOneBit(const CodecSpec& spec) { return std::make_unique<OneBit>(spec); }
+void RegisterOneBit(CodecRegistry& r) {
+  r.Add({"onebit", "1-bit SGD: sign bits, each sign decoded to its mean",
+         {EfParam(true)}},
+        {[](const CodecSpec& spec) { return std::make_unique<OneBit>(spec); }});
+}
 
 }  // namespace hetps::compress

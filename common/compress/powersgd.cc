@@ -27,8 +27,8 @@ class PowerSgd : public Codec {
  public:
   explicit PowerSgd(const CodecSpec& spec)
       : Codec(spec),
-        rank_(static_cast<int64_t>(Param("rank", 2))),
-        seed_(static_cast<uint64_t>(Param("seed", 0))) {}
+        rank_(static_cast<int64_t>(Param("rank"))),
+        seed_(static_cast<uint64_t>(Param("seed"))) {}
 
   std::unique_ptr<CodecState> NewState(int64_t) const override {
     return std::make_unique<PowerSgdState>();
@@ -122,8 +122,10 @@ class PowerSgd : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> MakePowerSgd(const CodecSpec& spec) {
-  return std::make_unique<PowerSgd>(spec);
+void RegisterPowerSgd(CodecRegistry& r) {
+  r.Add({"powersgd", "PowerSGD: rank-r factors P, Q of whole-row matrix partitions",
+         {ParamDef::Int("rank", "2", 1, 1024, "rank r"), Seed(), EfParam(true)}},
+        {[](const CodecSpec& spec) { return std::make_unique<PowerSgd>(spec); }});
 }
 
 }  // namespace hetps::compress

@@ -16,9 +16,9 @@ class Qsgd : public Codec {
  public:
   explicit Qsgd(const CodecSpec& spec)
       : Codec(spec),
-        levels_(static_cast<uint32_t>(Param("levels", 16))),
+        levels_(static_cast<uint32_t>(Param("levels"))),
         width_(QsgdWidth(levels_)),
-        seed_(static_cast<uint64_t>(Param("seed", 0))) {}
+        seed_(static_cast<uint64_t>(Param("seed"))) {}
   int64_t EncodedBytes(int64_t n, const CodecContext&) const override {
     return 4 + BitBytes(n, width_);
   }
@@ -64,6 +64,10 @@ class Qsgd : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> MakeQsgd(const CodecSpec& spec) { return std::make_unique<Qsgd>(spec); }
+void RegisterQsgd(CodecRegistry& r) {
+  r.Add({"qsgd", "QSGD: stochastic quantisation to s levels of |v_i| / ||v||",
+         {ParamDef::Int("levels", "16", 1, 65535, "quantisation levels s"), Seed(), EfParam(false)}},
+        {[](const CodecSpec& spec) { return std::make_unique<Qsgd>(spec); }});
+}
 
 }  // namespace hetps::compress

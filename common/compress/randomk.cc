@@ -11,9 +11,9 @@ class RandomK : public Codec {
  public:
   explicit RandomK(const CodecSpec& spec)
       : Codec(spec),
-        density_(Param("density", 0.01)),
-        seed_(static_cast<uint64_t>(Param("seed", 0))),
-        unbiased_(Param("unbiased", 1) == 1) {}
+        density_(Param("density")),
+        seed_(static_cast<uint64_t>(Param("seed"))),
+        unbiased_(Param("unbiased") == 1) {}
   int64_t EncodedBytes(int64_t n, const CodecContext&) const override {
     return 4 * KeepCount(n, density_);
   }
@@ -52,8 +52,10 @@ class RandomK : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> MakeRandomK(const CodecSpec& spec) {
-  return std::make_unique<RandomK>(spec);
+void RegisterRandomK(CodecRegistry& r) {
+  r.Add({"randomk", "k = ceil(density n) indices from a keyed permutation; only values travel",
+         {Density("0.01"), Seed(), ParamDef::Int("unbiased", "1", 0, 1, "scale by n / k"), EfParam(false)}},
+        {[](const CodecSpec& spec) { return std::make_unique<RandomK>(spec); }});
 }
 
 }  // namespace hetps::compress

@@ -14,7 +14,7 @@ namespace {
 class TernGrad : public Codec {
  public:
   explicit TernGrad(const CodecSpec& spec)
-      : Codec(spec), seed_(static_cast<uint64_t>(Param("seed", 0))) {}
+      : Codec(spec), seed_(static_cast<uint64_t>(Param("seed"))) {}
   int64_t EncodedBytes(int64_t n, const CodecContext&) const override { return 4 + BitBytes(n, 2); }
   void Encode(const float* x, int64_t n, const CodecContext& ctx, CodecState*,
               std::vector<uint8_t>& out) const override {
@@ -59,8 +59,10 @@ class TernGrad : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> MakeTernGrad(const CodecSpec& spec) {
-  return std::make_unique<TernGrad>(spec);
+void RegisterTernGrad(CodecRegistry& r) {
+  r.Add({"terngrad", "TernGrad: clipped at 2.5 sigma, values in {-s, 0, s}, 2 bits each",
+         {Seed(), EfParam(false)}},
+        {[](const CodecSpec& spec) { return std::make_unique<TernGrad>(spec); }});
 }
 
 }  // namespace hetps::compress

@@ -15,7 +15,7 @@ inline float Magnitude(float v) { return v == v ? std::fabs(v) : 0.0f; }
 
 class TopK : public Codec {
  public:
-  explicit TopK(const CodecSpec& spec) : Codec(spec), density_(Param("density", 0.01)) {}
+  explicit TopK(const CodecSpec& spec) : Codec(spec), density_(Param("density")) {}
   int64_t EncodedBytes(int64_t n, const CodecContext&) const override {
     return 8 * KeepCount(n, density_);
   }
@@ -90,6 +90,10 @@ void SelectTopK(const float* x, int64_t n, int64_t k, std::vector<uint32_t>& ind
   }
 }
 
-std::unique_ptr<Codec> MakeTopK(const CodecSpec& spec) { return std::make_unique<TopK>(spec); }
+void RegisterTopK(CodecRegistry& r) {
+  r.Add({"topk", "the k = ceil(density n) largest magnitudes as (index, value) pairs",
+         {Density("0.01"), EfParam(false)}},
+        {[](const CodecSpec& spec) { return std::make_unique<TopK>(spec); }});
+}
 
 }  // namespace hetps::compress

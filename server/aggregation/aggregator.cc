@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace hetps {
@@ -15,42 +16,36 @@ double HingeStaleness(int64_t sigma, double a, double b) {
   return s <= b ? 1.0 : 1.0 / (a * (s - b) + 1.0);
 }
 
-Status ValidateAggregator(const AggregatorOptions& o) {
-  if (o.name != "sum" && o.name != "fedavg" && o.name != "fedbuff" && o.name != "fedasync" &&
-      o.name != "temporal") {
-    return Status::InvalidArgument(fmt::format(
-        "unknown aggregator '{}' (known: sum, fedavg, fedbuff, fedasync, temporal)", o.name));
-  }
-  if (o.staleness_lr != "none" && o.staleness_lr != "inverse") {
-    return Status::InvalidArgument(
-        fmt::format("staleness_lr must be none or inverse, got '{}'", o.staleness_lr));
-  }
-  if (o.delay_compensation != "none" && o.delay_compensation != "dcasgd") {
-    return Status::InvalidArgument(
-        fmt::format("delay_compensation must be none or dcasgd, got '{}'", o.delay_compensation));
-  }
-  if (o.fedbuff_k < 1) return Status::InvalidArgument("fedbuff_k must be >= 1");
-  if (o.staleness_exponent < 0 || o.hinge_a <= 0 || o.hinge_b < 0 || o.dcasgd_lambda < 0) {
-    return Status::InvalidArgument(
-        "staleness_exponent, hinge_b and dcasgd_lambda must be >= 0, hinge_a > 0");
-  }
-  if (!(o.fedasync_alpha > 0 && o.fedasync_alpha <= 1)) {
-    return Status::InvalidArgument("fedasync_alpha must be in (0, 1]");
-  }
-  if (o.fedasync_staleness != "constant" && o.fedasync_staleness != "polynomial" &&
-      o.fedasync_staleness != "hinge") {
-    return Status::InvalidArgument(
-        fmt::format("fedasync_staleness must be constant, polynomial or hinge, got '{}'",
-                    o.fedasync_staleness));
-  }
-  return Status();
+const AggregatorRegistry& Aggregators() {
+  static const AggregatorRegistry* r = [] {
+    auto* r = new AggregatorRegistry("aggregator");
+#define HETPS_AGGREGATOR(Name) Register##Name(*r);
+#include "server/aggregation/aggregators.def"
+#undef HETPS_AGGREGATOR
+    return r;
+  }();
+  return *r;
 }
 
-std::unique_ptr<Aggregator> MakeAggregator(const AggregatorOptions& o, const Optimizer& optimizer) {
-  if (o.name == "fedbuff") return MakeFedBuff(o, optimizer);
-  if (o.name == "fedasync") return MakeFedAsync(o);
-  if (o.name == "temporal") return MakeTemporal();
-  return MakeSum(o, optimizer);
+Status CheckCombination(const AlgorithmSpec& aggregator, const AlgorithmSpec& consistency) {
+  const ApplySchedule schedule = Controllers().EntryFor(consistency.name()).schedule;
+  Status s = Aggregators().EntryFor(aggregator.name()).fits(aggregator, schedule);
+  if (s.ok()) return s;
+  return Status::InvalidArgument(fmt::format("aggregator {} does not combine with consistency {}: {}",
+                                             aggregator.Full(), consistency.Full(), s.message()));
+}
+
+std::function<Status(const AlgorithmSpec&, ApplySchedule)> OnlyUnder(
+    std::vector<ApplySchedule> schedules) {
+  return [schedules](const AlgorithmSpec& spec, ApplySchedule schedule) {
+    if (std::find(schedules.begin(), schedules.end(), schedule) != schedules.end()) {
+      return Status();
+    }
+    std::string known;
+    for (ApplySchedule k : schedules) known += (known.empty() ? "" : ", ") + std::string(ScheduleName(k));
+    return Status::InvalidArgument(fmt::format("{} is defined only for {}; this controller has {}",
+                                               spec.name(), known, ScheduleName(schedule)));
+  };
 }
 
 }  // namespace hetps

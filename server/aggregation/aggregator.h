@@ -1,43 +1,26 @@
-// Aggregator: *how* the pushes to one partition combine into its values (ALGORITHMS.md §3-4,
-// §6), orthogonal to the consistency controller, which decides *when*. One instance per
-// partition, driven only by the partition's owning thread. Chosen by --aggregator:
-//   sum      every gradient through the server optimizer (under softsync, c of them per step,
-//            averaged, each scaled by alpha0/sigma); --staleness_lr=inverse scales a
-//            gradient of staleness sigma by 1/sigma (alpha0/sigma, §3); --delay_compensation=
-//            dcasgd adds lambda * g*g*(w - w_pull) for the worker's last read w_pull (§6)
-//   fedavg   with bsp: each round is one step on the sample-weighted mean of the workers'
-//            deltas (the round does the weighting; a push outside rounds is summed)
-//   temporal with bsp: per partition (so per layer) the average of every client's latest
-//            uploaded model, weighted by samples * (e/2)^-(rounds since its upload); a
-//            partition nobody uploaded in a round (a deep layer off its rounds) is unchanged
-//   fedbuff  buffers K deltas weighted by (1+sigma)^-a, then one optimizer step on their mean
-//   fedasync mixes x = (1 - alpha_t) x + alpha_t (x_base - delta), alpha_t = alpha * s(sigma)
+// Aggregator: *how* the pushes to one partition combine into its values (ALGORITHMS.md §3-6),
+// orthogonal to the consistency controller, which decides *when*. One instance per partition,
+// driven only by the partition's owning thread. Chosen by a spec string
+// (--aggregator=fedbuff:k=8,exponent=0.5) from the registry below; each aggregator declares
+// which of the controllers' apply schedules it is defined for (Fits), and every other
+// combination is refused at start and on a live switch. `hetps-server --list` prints them all.
 // Staleness sigma = the partition's version now - the version the push was computed from.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/registry.h"
 #include "common/status.h"
+#include "server/consistency/controller.h"
 #include "server/optimizer/optimizer.h"
 
 namespace hetps {
 
 class PartitionState;
-
-struct AggregatorOptions {
-  std::string name = "sum";
-  std::string staleness_lr = "none";        // sum: none | inverse
-  std::string delay_compensation = "none";  // sum: none | dcasgd
-  double dcasgd_lambda = 0.04;
-  int fedbuff_k = 4;
-  double staleness_exponent = 0.5;  // fedbuff, fedasync polynomial: a in (1+sigma)^-a
-  double fedasync_alpha = 0.6;
-  std::string fedasync_staleness = "polynomial";  // constant | polynomial | hinge
-  double hinge_a = 4, hinge_b = 2;
-};
 
 struct PushInfo {
   int32_t worker = 0;
@@ -57,30 +40,38 @@ class Aggregator {
   virtual void OnPull(PartitionState& /*part*/, int32_t /*worker*/) {}
   // Applies whatever a consistency window left partially filled (on a policy switch).
   virtual void Flush(PartitionState& /*part*/) {}
-  // Round-based aggregators (temporal): a closed round hands over each of its updates, then
-  // ends. An aggregator that returns false from rounds() leaves rounds to RoundSpec's combine.
+  // Round-based aggregators (fedavg, temporal): a closed round hands over each of its updates,
+  // then ends. An aggregator that returns false from rounds() leaves rounds to RoundSpec's
+  // combine.
   virtual bool rounds() const { return false; }
   virtual void Upload(PartitionState& /*part*/, const PushInfo& /*info*/, const float* /*update*/) {
   }
   virtual void EndRound(PartitionState& /*part*/, int64_t /*clock*/) {}
 };
 
-// Checks the options once (at startup), so making per-partition instances cannot fail.
-Status ValidateAggregator(const AggregatorOptions& options);
-// REQUIRES: ValidateAggregator(options).ok(); `optimizer` outlives the aggregator.
-std::unique_ptr<Aggregator> MakeAggregator(const AggregatorOptions& options,
-                                           const Optimizer& optimizer);
+struct AggregatorEntry {
+  // REQUIRES: `optimizer` outlives the aggregator.
+  std::function<std::unique_ptr<Aggregator>(const AlgorithmSpec&, const Optimizer&)> make;
+  // Whether the aggregator, as `spec` configures it, is defined under `schedule`; an error
+  // says why not.
+  std::function<Status(const AlgorithmSpec& spec, ApplySchedule schedule)> fits;
+};
+using AggregatorRegistry = Registry<AggregatorEntry>;
+// Every aggregator (aggregators.def).
+const AggregatorRegistry& Aggregators();
+// `aggregator` under the controller `consistency` (both validated specs), or why not.
+Status CheckCombination(const AlgorithmSpec& aggregator, const AlgorithmSpec& consistency);
+// A Fits for aggregators defined under the listed schedules only.
+std::function<Status(const AlgorithmSpec&, ApplySchedule)> OnlyUnder(
+    std::vector<ApplySchedule> schedules);
+
+#define HETPS_AGGREGATOR(Name) void Register##Name(AggregatorRegistry& r);
+#include "server/aggregation/aggregators.def"
+#undef HETPS_AGGREGATOR
 
 // Staleness weights, each 1 at sigma = 0 and non-increasing.
 double PolynomialStaleness(int64_t sigma, double a);       // (1 + sigma)^-a
 double HingeStaleness(int64_t sigma, double a, double b);  // 1 if sigma <= b, else 1/(a(sigma-b)+1)
-
-// One factory per aggregator, each in its own file.
-std::unique_ptr<Aggregator> MakeSum(const AggregatorOptions& options, const Optimizer& optimizer);
-std::unique_ptr<Aggregator> MakeFedBuff(const AggregatorOptions& options,
-                                        const Optimizer& optimizer);
-std::unique_ptr<Aggregator> MakeFedAsync(const AggregatorOptions& options);
-std::unique_ptr<Aggregator> MakeTemporal();
 
 // Temporal weights n_k * a^-(t - ts_k), a = e/2, normalized to sum to 1 (ALGORITHMS.md §5).
 std::vector<double> TemporalWeights(const std::vector<double>& samples,

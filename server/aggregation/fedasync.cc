@@ -12,11 +12,16 @@ namespace {
 // current values if none). s: constant 1, polynomial (1 + sigma)^-a, or hinge.
 class FedAsync final : public Aggregator {
  public:
-  explicit FedAsync(const AggregatorOptions& o) : o_(o) {}
+  explicit FedAsync(const AlgorithmSpec& spec)
+      : alpha_(spec.Number("alpha")),
+        staleness_(spec.Text("staleness")),
+        exponent_(spec.Number("exponent")),
+        hinge_a_(spec.Number("a")),
+        hinge_b_(spec.Number("b")) {}
 
   void OnPush(PartitionState& part, const PushInfo& info, const float* delta) override {
     const int64_t sigma = part.version() - info.base_version;
-    const float alpha = static_cast<float>(o_.fedasync_alpha * Weight(sigma));
+    const float alpha = static_cast<float>(alpha_ * Weight(sigma));
     auto base = bases_.find(info.worker);
     const float* x_tau = base != bases_.end() ? base->second->data() : part.values();
     const int64_t n = part.info().length;
@@ -33,20 +38,35 @@ class FedAsync final : public Aggregator {
 
  private:
   double Weight(int64_t sigma) const {
-    if (o_.fedasync_staleness == "constant") return 1.0;
-    if (o_.fedasync_staleness == "hinge") return HingeStaleness(sigma, o_.hinge_a, o_.hinge_b);
-    return PolynomialStaleness(sigma, o_.staleness_exponent);
+    if (staleness_ == "constant") return 1.0;
+    if (staleness_ == "hinge") return HingeStaleness(sigma, hinge_a_, hinge_b_);
+    return PolynomialStaleness(sigma, exponent_);
   }
 
-  AggregatorOptions o_;
+  double alpha_;
+  std::string staleness_;
+  double exponent_, hinge_a_, hinge_b_;
   std::map<int32_t, std::shared_ptr<const std::vector<float>>> bases_;
   std::vector<float> mixed_;
 };
 
 }  // namespace
 
-std::unique_ptr<Aggregator> MakeFedAsync(const AggregatorOptions& options) {
-  return std::make_unique<FedAsync>(options);
+void RegisterFedAsync(AggregatorRegistry& r) {
+  r.Add({"fedasync",
+         "mixes x = (1 - alpha_t) x + alpha_t x_new per client update, alpha_t = alpha * "
+         "s(staleness) (Xie, Koyejo, Gupta 2019)",
+         {ParamDef::Real("alpha", "0.6", 0, 1, "mixing weight alpha", /*min_open=*/true),
+          ParamDef::Choice("staleness", "polynomial", {"constant", "polynomial", "hinge"},
+                           "s: 1, (1 + sigma)^-exponent, or the hinge"),
+          ParamDef::Real("exponent", "0.5", 0, 100, "polynomial: the exponent"),
+          ParamDef::Real("a", "4", 0, 1e6, "hinge: 1 / (a (sigma - b) + 1) past b",
+                         /*min_open=*/true),
+          ParamDef::Real("b", "2", 0, 1e6, "hinge: staleness with full weight")}},
+        {[](const AlgorithmSpec& spec, const Optimizer&) {
+           return std::make_unique<FedAsync>(spec);
+         },
+         OnlyUnder({ApplySchedule::kOnArrival})});
 }
 
 }  // namespace hetps

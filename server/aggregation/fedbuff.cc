@@ -9,8 +9,10 @@ namespace {
 // then the buffer starts over. s(sigma) = (1 + sigma)^-a (FLSim's polynomial weight).
 class FedBuff final : public Aggregator {
  public:
-  FedBuff(const AggregatorOptions& o, const Optimizer& optimizer)
-      : optimizer_(optimizer), k_(o.fedbuff_k), a_(o.staleness_exponent) {}
+  FedBuff(const AlgorithmSpec& spec, const Optimizer& optimizer)
+      : optimizer_(optimizer),
+        k_(static_cast<int>(spec.Int("k"))),
+        a_(spec.Number("exponent")) {}
 
   void OnPush(PartitionState& part, const PushInfo& info, const float* delta) override {
     const int64_t n = part.info().length;
@@ -33,9 +35,18 @@ class FedBuff final : public Aggregator {
 
 }  // namespace
 
-std::unique_ptr<Aggregator> MakeFedBuff(const AggregatorOptions& options,
-                                        const Optimizer& optimizer) {
-  return std::make_unique<FedBuff>(options, optimizer);
+// Each push is one client's delta, buffered on arrival; rounds or softsync's windows would
+// bypass the buffer.
+void RegisterFedBuff(AggregatorRegistry& r) {
+  r.Add({"fedbuff",
+         "buffers K deltas weighted by (1 + staleness)^-a, then one optimizer step on their "
+         "mean (Nguyen et al., AISTATS'22)",
+         {ParamDef::Int("k", "4", 1, 1e6, "deltas per server step"),
+          ParamDef::Real("exponent", "0.5", 0, 100, "a in (1 + staleness)^-a")}},
+        {[](const AlgorithmSpec& spec, const Optimizer& optimizer) {
+           return std::make_unique<FedBuff>(spec, optimizer);
+         },
+         OnlyUnder({ApplySchedule::kOnArrival})});
 }
 
 }  // namespace hetps

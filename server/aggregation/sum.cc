@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include <map>
 
 #include "server/aggregation/aggregator.h"
@@ -13,11 +15,11 @@ namespace {
 // at a time as their mean.
 class Sum final : public Aggregator {
  public:
-  Sum(const AggregatorOptions& o, const Optimizer& optimizer)
+  Sum(const AlgorithmSpec& spec, const Optimizer& optimizer)
       : optimizer_(optimizer),
-        inverse_(o.staleness_lr == "inverse"),
-        dcasgd_(o.delay_compensation == "dcasgd"),
-        lambda_(static_cast<float>(o.dcasgd_lambda)) {}
+        inverse_(spec.Is("staleness_lr", "inverse")),
+        dcasgd_(spec.Is("compensation", "dcasgd")),
+        lambda_(static_cast<float>(spec.Number("lambda"))) {}
 
   void OnPush(PartitionState& part, const PushInfo& info, const float* g) override {
     const int64_t sigma = part.version() - info.base_version;
@@ -69,10 +71,35 @@ class Sum final : public Aggregator {
   int64_t in_window_ = 0;
 };
 
+// Rounds (bsp, backup, semi_async) combine held gradients themselves (RoundSpec): every
+// gradient of a round shares its base, and neither 1/sigma nor DC-ASGD's correction apply.
+Status SumFits(const AlgorithmSpec& spec, ApplySchedule schedule) {
+  const bool per_push =
+      schedule == ApplySchedule::kOnArrival || schedule == ApplySchedule::kWindowed;
+  if (per_push || (spec.Is("staleness_lr", "none") && spec.Is("compensation", "none"))) {
+    return Status();
+  }
+  return Status::InvalidArgument(fmt::format(
+      "staleness_lr=inverse and compensation=dcasgd act per push; with {} a round combines its "
+      "gradients itself",
+      ScheduleName(schedule)));
+}
+
 }  // namespace
 
-std::unique_ptr<Aggregator> MakeSum(const AggregatorOptions& options, const Optimizer& optimizer) {
-  return std::make_unique<Sum>(options, optimizer);
+void RegisterSum(AggregatorRegistry& r) {
+  r.Add({"sum",
+         "every gradient through the server optimizer; optionally scaled by 1/staleness "
+         "(Zhang et al., IJCAI'16) or delay-compensated (DC-ASGD, Zheng et al., ICML'17)",
+         {ParamDef::Choice("staleness_lr", "none", {"none", "inverse"},
+                           "inverse: a gradient of staleness s counts 1/s"),
+          ParamDef::Choice("compensation", "none", {"none", "dcasgd"},
+                           "dcasgd: g + lambda g*g*(w - w_read)"),
+          ParamDef::Real("lambda", "0.04", 0, 1e6, "DC-ASGD's lambda")}},
+        {[](const AlgorithmSpec& spec, const Optimizer& optimizer) {
+           return std::make_unique<Sum>(spec, optimizer);
+         },
+         SumFits});
 }
 
 }  // namespace hetps

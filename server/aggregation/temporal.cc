@@ -83,6 +83,14 @@ class Temporal final : public Aggregator {
 
 }  // namespace
 
-std::unique_ptr<Aggregator> MakeTemporal() { return std::make_unique<Temporal>(); }
+// Its rounds are bsp's clocks: every live client uploads (or skips a layer) each round.
+void RegisterTemporal(AggregatorRegistry& r) {
+  r.Add({"temporal",
+         "per layer, the average of every client's latest model weighted by samples * "
+         "(e/2)^-(rounds since upload) (Chen, Sun, Jin, TNNLS'19)",
+         {}},
+        {[](const AlgorithmSpec&, const Optimizer&) { return std::make_unique<Temporal>(); },
+         OnlyUnder({ApplySchedule::kLockstepRounds})});
+}
 
 }  // namespace hetps

@@ -14,8 +14,12 @@ class Asp final : public ConsistencyController {
 
 }  // namespace
 
-std::unique_ptr<ConsistencyController> MakeAsp(const std::vector<int32_t>& workers) {
-  return std::make_unique<Asp>(workers);
+void RegisterAsp(ControllerRegistry& r) {
+  r.Add({"asp", "asynchronous parallel: never waits; every push applied on arrival", {}},
+        {[](const AlgorithmSpec&, const std::vector<int32_t>& workers) {
+           return std::make_unique<Asp>(workers);
+         },
+         ApplySchedule::kOnArrival});
 }
 
 }  // namespace hetps

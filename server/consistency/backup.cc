@@ -79,9 +79,20 @@ class Backup final : public ConsistencyController {
 
 }  // namespace
 
-std::unique_ptr<ConsistencyController> MakeBackup(const std::vector<int32_t>& workers,
-                                                  int64_t backup_workers) {
-  return std::make_unique<Backup>(workers, backup_workers);
+void RegisterBackup(ControllerRegistry& r) {
+  ParamDef backups = ParamDef::Int(
+      "backups", "1", 0, 1e6,
+      "b: each step applies the first N - b of N workers; auto: the scheduler's unflagged ones");
+  backups.words = {"auto"};
+  r.Add({"backup",
+         "synchronous SGD with backup workers: each step averages the first N - b gradients and "
+         "drops the late ones (Chen et al. 2016)",
+         {backups}},
+        {[](const AlgorithmSpec& spec, const std::vector<int32_t>& workers) {
+           return std::make_unique<Backup>(workers,
+                                           spec.Is("backups", "auto") ? -1 : spec.Int("backups"));
+         },
+         ApplySchedule::kQuorumRounds});
 }
 
 }  // namespace hetps

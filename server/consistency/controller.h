@@ -4,23 +4,23 @@
 //  - a PULL is answered only once ReadReady() holds for the reader's clock, else it is parked;
 //  - synchronous() controllers hold pushes and apply them when every live worker finished
 //    their clock, one step per clock with the workers' updates summed in worker-id order.
-// How updates combine is the aggregator's business, not this one's. Chosen by name
-// (--consistency=asp|bsp|ssp|dssp|backup|softsync|semi_async); a new controller is one file
-// plus a
-// registry line.
+// How updates combine is the aggregator's business, not this one's. Chosen by a spec string
+// (--consistency=ssp:staleness=4) from the registry below; a new controller is one file with
+// its Register function, one line in controllers.def, and its test.
 //
 // Thread-safety: none; owned by the server's network thread. Time is passed in (seconds on any
 // monotonic origin), so tests drive it with a simulated clock.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
-#include "hetps.pb.h"
+#include "common/registry.h"
 #include "server/consistency/clock_table.h"
 #include "server/round.h"
 
@@ -60,8 +60,8 @@ class ConsistencyController {
   // Called on every turn of the server loop (at least every 100 ms), for deadlines.
   virtual void Tick(double /*now*/) {}
   // The scheduler's view of the whole cluster (POLICY_HINT): the workers flagged as stragglers
-  // now (backup --backup_workers=-1 waits for the others) and its automatic quorum, AutoQuorum
-  // over the workers' iteration-time EWMAs (semi_async --quorum=auto takes it).
+  // now (backup:backups=auto waits for the others) and its automatic quorum, AutoQuorum
+  // over the workers' iteration-time EWMAs (semi_async:quorum=auto takes it).
   virtual void OnHint(const std::vector<int32_t>& /*stragglers*/, int64_t /*quorum*/) {}
 
   const ClockTable& clocks() const { return clocks_; }
@@ -73,25 +73,37 @@ class ConsistencyController {
   ClockTable clocks_;
 };
 
-// Validates `policy` and builds its controller over `workers` (all at clock 0).
-StatusOr<std::unique_ptr<ConsistencyController>> MakeController(
-    const proto::Policy& policy, const std::vector<int32_t>& workers);
-std::vector<std::string> ControllerNames();
-// "ssp(s=3)", "dssp(s_L=3, r_max=12)", for logs.
-std::string Describe(const proto::Policy& policy);
+// How a controller's accepted pushes reach the partition's values. Aggregators declare which
+// they support (aggregator.h), so a combination is either defined or refused.
+enum class ApplySchedule {
+  kOnArrival,       // each push goes to the aggregator as it arrives (asp, ssp, dssp)
+  kWindowed,        // each push goes to the aggregator with a window of c per step (softsync)
+  kLockstepRounds,  // held; each clock of every live worker is one round (bsp)
+  kQuorumRounds,    // held; a round takes the first K workers' uploads (backup, semi_async)
+};
+const char* ScheduleName(ApplySchedule schedule);
 
-// One factory per controller, each in its own file.
-std::unique_ptr<ConsistencyController> MakeAsp(const std::vector<int32_t>& workers);
-std::unique_ptr<ConsistencyController> MakeSsp(const std::vector<int32_t>& workers,
-                                               int64_t staleness, bool synchronous);
-std::unique_ptr<ConsistencyController> MakeDssp(const std::vector<int32_t>& workers, int64_t lower,
-                                                int64_t range);
-std::unique_ptr<ConsistencyController> MakeBackup(const std::vector<int32_t>& workers,
-                                                  int64_t backup_workers);
-std::unique_ptr<ConsistencyController> MakeSoftsync(const std::vector<int32_t>& workers, int64_t n);
-std::unique_ptr<ConsistencyController> MakeSemiAsync(const std::vector<int32_t>& workers,
-                                                     int64_t quorum, double staleness_exponent,
-                                                     double round_timeout_s);
+struct ControllerEntry {
+  std::function<std::unique_ptr<ConsistencyController>(const AlgorithmSpec&,
+                                                       const std::vector<int32_t>& workers)>
+      make;
+  ApplySchedule schedule;
+};
+using ControllerRegistry = Registry<ControllerEntry>;
+// Every controller (controllers.def).
+const ControllerRegistry& Controllers();
+
+// Builds the controller of a validated spec over `workers` (all at clock 0).
+std::unique_ptr<ConsistencyController> MakeController(const AlgorithmSpec& spec,
+                                                      const std::vector<int32_t>& workers);
+// Parses `spec` ("ssp:staleness=4") and builds its controller.
+StatusOr<std::unique_ptr<ConsistencyController>> MakeController(
+    const std::string& spec, const std::vector<int32_t>& workers);
+
+#define HETPS_CONTROLLER(Name) void Register##Name(ControllerRegistry& r);
+#include "server/consistency/controllers.def"
+#undef HETPS_CONTROLLER
+
 // DSSP's predictor (dssp.cc): extra iterations r in [0, r_max] for the fastest worker whose
 // last push was at t_f with interval i_f, given the slowest's t_s and i_s.
 int64_t DsspExtraIterations(double t_f, double i_f, double t_s, double i_s, int64_t r_max);

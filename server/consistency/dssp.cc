@@ -108,9 +108,16 @@ class Dssp final : public ConsistencyController {
 
 }  // namespace
 
-std::unique_ptr<ConsistencyController> MakeDssp(const std::vector<int32_t>& workers, int64_t lower,
-                                                int64_t range) {
-  return std::make_unique<Dssp>(workers, lower, range);
+void RegisterDssp(ControllerRegistry& r) {
+  r.Add({"dssp",
+         "dynamic SSP: the bound moves inside [lower, lower + range] from the workers' measured "
+         "clock intervals (Zhao et al., ICDCS'19)",
+         {ParamDef::Int("lower", "3", 0, 1e9, "lower staleness bound s_L"),
+          ParamDef::Int("range", "12", 0, 1e9, "most extra iterations r_max")}},
+        {[](const AlgorithmSpec& spec, const std::vector<int32_t>& workers) {
+           return std::make_unique<Dssp>(workers, spec.Int("lower"), spec.Int("range"));
+         },
+         ApplySchedule::kOnArrival});
 }
 
 }  // namespace hetps

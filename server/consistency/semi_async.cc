@@ -116,10 +116,23 @@ class SemiAsync final : public ConsistencyController {
 
 }  // namespace
 
-std::unique_ptr<ConsistencyController> MakeSemiAsync(const std::vector<int32_t>& workers,
-                                                     int64_t quorum, double staleness_exponent,
-                                                     double round_timeout_s) {
-  return std::make_unique<SemiAsync>(workers, quorum, staleness_exponent, round_timeout_s);
+void RegisterSemiAsync(ControllerRegistry& r) {
+  ParamDef quorum = ParamDef::Int("quorum", "auto", 1, 1e6,
+                                  "K: a round closes at its K-th upload; auto: K maximizing "
+                                  "K / t_(K) over the workers' iteration times");
+  quorum.words = {"auto"};
+  r.Add({"semi_async",
+         "K-of-N rounds (FedSA): a step on the first K uploads weighted by samples * (1 + "
+         "staleness)^-a; the others keep training on their stale base (Ma et al., JSAC'21)",
+         {quorum, ParamDef::Real("exponent", "0.5", 0, 100, "a in (1 + staleness)^-a"),
+          ParamDef::Int("timeout_ms", "2000", 1, 1e9,
+                        "a round closes this long after its first upload")}},
+        {[](const AlgorithmSpec& spec, const std::vector<int32_t>& workers) {
+           return std::make_unique<SemiAsync>(
+               workers, spec.Is("quorum", "auto") ? 0 : spec.Int("quorum"),
+               spec.Number("exponent"), spec.Number("timeout_ms") / 1000.0);
+         },
+         ApplySchedule::kQuorumRounds});
 }
 
 }  // namespace hetps

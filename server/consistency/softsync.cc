@@ -27,9 +27,15 @@ class Softsync final : public ConsistencyController {
 
 }  // namespace
 
-std::unique_ptr<ConsistencyController> MakeSoftsync(const std::vector<int32_t>& workers,
-                                                    int64_t n) {
-  return std::make_unique<Softsync>(workers, n);
+void RegisterSoftsync(ControllerRegistry& r) {
+  r.Add({"softsync",
+         "n-softsync: never waits; one step per floor(workers / n) gradients, each scaled by "
+         "alpha0 / staleness (Zhang et al., IJCAI'16)",
+         {ParamDef::Int("n", "1", 1, 1e6, "n: a step takes floor(workers / n) gradients")}},
+        {[](const AlgorithmSpec& spec, const std::vector<int32_t>& workers) {
+           return std::make_unique<Softsync>(workers, spec.Int("n"));
+         },
+         ApplySchedule::kWindowed});
 }
 
 }  // namespace hetps

@@ -34,9 +34,25 @@ class Ssp final : public ConsistencyController {
 
 }  // namespace
 
-std::unique_ptr<ConsistencyController> MakeSsp(const std::vector<int32_t>& workers,
-                                               int64_t staleness, bool synchronous) {
-  return std::make_unique<Ssp>(workers, staleness, synchronous);
+// bsp is ssp at s = 0 with each clock's pushes held and applied as one summed step, so both
+// register here.
+void RegisterSsp(ControllerRegistry& r) {
+  r.Add({"ssp",
+         "stale synchronous parallel: a worker starts clock c only while c - slowest <= s, and "
+         "a read at c waits for the slowest to finish c - s (Ho et al., NIPS'13)",
+         {ParamDef::Int("staleness", "2", 0, 1e9, "clocks s a worker may run ahead")}},
+        {[](const AlgorithmSpec& spec, const std::vector<int32_t>& workers) {
+           return std::make_unique<Ssp>(workers, spec.Int("staleness"), false);
+         },
+         ApplySchedule::kOnArrival});
+  r.Add({"bsp",
+         "bulk synchronous parallel: a barrier every clock, its pushes summed into one step "
+         "(exactly sequential mini-batch SGD)",
+         {}},
+        {[](const AlgorithmSpec&, const std::vector<int32_t>& workers) {
+           return std::make_unique<Ssp>(workers, 0, true);
+         },
+         ApplySchedule::kLockstepRounds});
 }
 
 }  // namespace hetps

@@ -29,8 +29,13 @@ class Adagrad final : public Optimizer {
 
 }  // namespace
 
-std::unique_ptr<Optimizer> MakeAdagrad(const OptimizerOptions& options) {
-  return std::make_unique<Adagrad>(options);
+void RegisterAdagrad(OptimizerRegistry& r) {
+  std::vector<ParamDef> params = CommonOptimizerParams();
+  params.push_back(ParamDef::Real("epsilon", "1e-8", 0, 1, "denominator guard"));
+  r.Add({"adagrad", "Adagrad: per-coordinate lr / sqrt(sum of g^2)", params},
+        {[](const AlgorithmSpec& spec) {
+          return std::make_unique<Adagrad>(OptimizerOptions::FromSpec(spec));
+        }});
 }
 
 }  // namespace hetps

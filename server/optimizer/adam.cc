@@ -33,8 +33,15 @@ class Adam final : public Optimizer {
 
 }  // namespace
 
-std::unique_ptr<Optimizer> MakeAdam(const OptimizerOptions& options) {
-  return std::make_unique<Adam>(options);
+void RegisterAdam(OptimizerRegistry& r) {
+  std::vector<ParamDef> params = CommonOptimizerParams();
+  params.push_back(ParamDef::Real("beta1", "0.9", 0, 1, "first-moment decay"));
+  params.push_back(ParamDef::Real("beta2", "0.999", 0, 1, "second-moment decay"));
+  params.push_back(ParamDef::Real("epsilon", "1e-8", 0, 1, "denominator guard"));
+  r.Add({"adam", "Adam with bias correction (Kingma and Ba)", params},
+        {[](const AlgorithmSpec& spec) {
+          return std::make_unique<Adam>(OptimizerOptions::FromSpec(spec));
+        }});
 }
 
 }  // namespace hetps

@@ -26,8 +26,13 @@ class Momentum final : public Optimizer {
 
 }  // namespace
 
-std::unique_ptr<Optimizer> MakeMomentum(const OptimizerOptions& options) {
-  return std::make_unique<Momentum>(options);
+void RegisterMomentum(OptimizerRegistry& r) {
+  std::vector<ParamDef> params = CommonOptimizerParams();
+  params.push_back(ParamDef::Real("momentum", "0.9", 0, 1, "m"));
+  r.Add({"momentum", "heavy-ball momentum: u = m u + g; w -= lr u", params},
+        {[](const AlgorithmSpec& spec) {
+          return std::make_unique<Momentum>(OptimizerOptions::FromSpec(spec));
+        }});
 }
 
 }  // namespace hetps

@@ -1,20 +1,24 @@
 // Optimizer: the server-side update rule applied to one partition for one (aggregated)
-// gradient. Chosen by name (--optimizer=sgd|momentum|adam|adagrad); adding a rule is one file
-// plus a line in optimizer.cc's registry.
+// gradient. Chosen by a spec string (--optimizer=adam:lr=1e-3,beta1=0.9) from the registry
+// below; adding a rule is one file with its Register function, one line in optimizers.def, and
+// its test.
 //
 // Thread-safety: Apply is const and keeps no state of its own; the caller owns the partition's
 // values and slots and must not apply to one partition from two threads at once.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/registry.h"
 #include "common/status.h"
 
 namespace hetps {
 
+// The hyper-parameters of every rule, read by name from a spec (FromSpec); a rule uses its own.
 struct OptimizerOptions {
   double lr = 0.01;
   double momentum = 0.9;
@@ -22,6 +26,8 @@ struct OptimizerOptions {
   double beta2 = 0.999;
   double epsilon = 1e-8;
   double weight_decay = 0.0;  // L2, added to the gradient
+  // The parameters `spec` has, by name; the others keep their defaults above.
+  static OptimizerOptions FromSpec(const AlgorithmSpec& spec);
 };
 
 class Optimizer {
@@ -35,14 +41,20 @@ class Optimizer {
                      float scale) const = 0;
 };
 
-StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const std::string& name,
-                                                   const OptimizerOptions& options);
-std::vector<std::string> OptimizerNames();
+struct OptimizerEntry {
+  std::function<std::unique_ptr<Optimizer>(const AlgorithmSpec&)> make;
+};
+using OptimizerRegistry = Registry<OptimizerEntry>;
+// Every rule (optimizers.def).
+const OptimizerRegistry& Optimizers();
+// Parses `spec` ("adam:lr=1e-3") and builds its rule.
+StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const std::string& spec);
 
-// One factory per rule, each in its own file.
-std::unique_ptr<Optimizer> MakeSgd(const OptimizerOptions& options);
-std::unique_ptr<Optimizer> MakeMomentum(const OptimizerOptions& options);
-std::unique_ptr<Optimizer> MakeAdam(const OptimizerOptions& options);
-std::unique_ptr<Optimizer> MakeAdagrad(const OptimizerOptions& options);
+// The parameters every rule takes: lr and weight_decay.
+std::vector<ParamDef> CommonOptimizerParams();
+
+#define HETPS_OPTIMIZER(Name) void Register##Name(OptimizerRegistry& r);
+#include "server/optimizer/optimizers.def"
+#undef HETPS_OPTIMIZER
 
 }  // namespace hetps

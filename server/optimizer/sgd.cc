@@ -25,8 +25,12 @@ class Sgd final : public Optimizer {
 
 }  // namespace
 
-std::unique_ptr<Optimizer> MakeSgd(const OptimizerOptions& options) {
-  return std::make_unique<Sgd>(options);
+void RegisterSgd(OptimizerRegistry& r) {
+  std::vector<ParamDef> params = CommonOptimizerParams();
+  r.Add({"sgd", "plain SGD: w -= lr (g + weight_decay w)", params},
+        {[](const AlgorithmSpec& spec) {
+          return std::make_unique<Sgd>(OptimizerOptions::FromSpec(spec));
+        }});
 }
 
 }  // namespace hetps

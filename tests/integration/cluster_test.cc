@@ -19,7 +19,7 @@ TEST(ClusterTest, EveryWorkerPullsTheExactSumOfAllPushes) {
   LocalCluster cluster({.servers = 2,
                         .workers = kWorkers,
                         .scheduler_flags = {"--partition_bytes=65536"},
-                        .server_flags = {"--optimizer=sgd", "--lr=1", "--init=zeros"}});
+                        .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros"}});
   auto clients = cluster.ConnectClients(kWorkers);
   LocalCluster::RunEach(kWorkers,
                         [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(kTensors).ok()); });
@@ -96,7 +96,7 @@ TEST(ClusterTest, OptimizerStateLivesOnTheServer) {
   LocalCluster cluster(
       {.servers = 1,
        .workers = 1,
-       .server_flags = {"--optimizer=momentum", "--lr=0.5", "--momentum=0.5", "--init=zeros"}});
+       .server_flags = {"--optimizer=momentum:lr=0.5,momentum=0.5", "--init=zeros"}});
   auto clients = cluster.ConnectClients(1);
   ASSERT_TRUE(clients[0]->DeclareTensors({{"v", {4}, 0}}).ok());
   std::vector<float> g(4, 1.0f), out(4);
@@ -110,7 +110,7 @@ TEST(ClusterTest, PushesCarryTheVersionTheyWereComputedFrom) {
   LocalCluster cluster(
       {.servers = 1,
        .workers = 1,
-       .server_flags = {"--aggregator=sum", "--staleness_lr=inverse", "--lr=1", "--init=zeros"}});
+       .server_flags = {"--aggregator=sum:staleness_lr=inverse", "--optimizer=sgd:lr=1", "--init=zeros"}});
   auto clients = cluster.ConnectClients(1);
   Client& c = *clients[0];
   ASSERT_TRUE(c.DeclareTensors({{"w", {3}, 0}}).ok());

@@ -66,7 +66,7 @@ TEST(ConsistencyTest, BspReadsAreNeverStale) {
 }
 
 TEST(ConsistencyTest, SspStalenessStaysWithinS) {
-  auto reports = RunWithStraggler({"--consistency=ssp", "--staleness=2"});
+  auto reports = RunWithStraggler({"--consistency=ssp:staleness=2"});
   int64_t worst = 0;
   for (const WorkerReport& r : reports) {
     EXPECT_LE(r.max_staleness, 2);
@@ -77,7 +77,7 @@ TEST(ConsistencyTest, SspStalenessStaysWithinS) {
 
 TEST(ConsistencyTest, DsspStalenessStaysWithinItsUpperBound) {
   for (const WorkerReport& r :
-       RunWithStraggler({"--consistency=dssp", "--dssp_lower=1", "--dssp_range=2"})) {
+       RunWithStraggler({"--consistency=dssp:lower=1,range=2"})) {
     EXPECT_LE(r.max_staleness, 1 + 2);
   }
 }
@@ -93,7 +93,7 @@ TEST(ConsistencyTest, AspNeverHoldsTheFastWorkersBack) {
 }
 
 TEST(ConsistencyTest, BackupWorkersLeaveTheStragglerBehind) {
-  auto reports = RunWithStraggler({"--consistency=backup", "--backup_workers=1"});
+  auto reports = RunWithStraggler({"--consistency=backup:backups=1"});
   // Waiting for the straggler every step would take at least 30 x 16 ms of its compute; the
   // first N = 2 never wait for it. (The straggler itself skips to the open step, so it ends
   // early: its own time says nothing.)
@@ -103,13 +103,13 @@ TEST(ConsistencyTest, BackupWorkersLeaveTheStragglerBehind) {
 }
 
 TEST(ConsistencyTest, SoftsyncRunsWithoutBlockingAndConverges) {
-  auto reports = RunWithStraggler({"--consistency=softsync", "--softsync_n=1"});
+  auto reports = RunWithStraggler({"--consistency=softsync:n=1"});
   for (int i = 0; i < 2; ++i) EXPECT_LT(reports[i].loop_s, 0.5 * reports[2].loop_s);
 }
 
 TEST(ConsistencyTest, SemiAsyncRoundsDoNotWaitForTheStraggler) {
   auto reports =
-      RunWithStraggler({"--consistency=semi_async", "--quorum=2", "--round_timeout_ms=50"});
+      RunWithStraggler({"--consistency=semi_async:quorum=2,timeout_ms=50"});
   const double straggler_bound_s = 30 * 0.016;  // what waiting for it every round would cost
   for (int i = 0; i < 2; ++i) EXPECT_LT(reports[i].loop_s, 0.8 * straggler_bound_s);
 }
@@ -118,7 +118,7 @@ TEST(ConsistencyTest, FedAvgAveragesEachRoundBySampleCount) {
   LocalCluster cluster(
       {.servers = 1,
        .workers = 2,
-       .server_flags = {"--consistency=bsp", "--aggregator=fedavg", "--lr=1", "--init=zeros"}});
+       .server_flags = {"--consistency=bsp", "--aggregator=fedavg", "--optimizer=sgd:lr=1", "--init=zeros"}});
   auto clients = cluster.ConnectClients(2);
   LocalCluster::RunEach(2, [&](int i) {
     ASSERT_TRUE(clients[i]->DeclareTensors({{"w", {4}, 0}}).ok());
@@ -181,7 +181,7 @@ TEST(ConsistencyTest, LiveSwitchLosesAndDuplicatesNothing) {
       {.servers = 2,
        .workers = kWorkers,
        .scheduler_flags = {"--partition_bytes=65536"},
-       .server_flags = {"--consistency=bsp", "--optimizer=sgd", "--lr=1", "--init=zeros"}});
+       .server_flags = {"--consistency=bsp", "--optimizer=sgd:lr=1", "--init=zeros"}});
   const std::vector<TensorSpec> tensors = {{"a", {10}, 0}, {"big", {100000}, 1}};
   auto clients = cluster.ConnectClients(kWorkers);
   LocalCluster::RunEach(kWorkers,
@@ -209,7 +209,7 @@ TEST(ConsistencyTest, LiveSwitchLosesAndDuplicatesNothing) {
     });
   });
   // Switch back and forth while the workers are mid-run.
-  for (const char* policy : {"consistency=asp", "consistency=ssp staleness=1", "consistency=bsp"}) {
+  for (const char* policy : {"consistency=asp", "consistency=ssp:staleness=1", "consistency=bsp"}) {
     std::this_thread::sleep_for(120ms);
     EXPECT_EQ(cluster.Ctl(std::string("set ") + policy), 0) << policy;
     EXPECT_FALSE(straggler_done.load()) << "training ended before the switch to " << policy;

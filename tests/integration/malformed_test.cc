@@ -44,7 +44,7 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
       {.servers = 2,
        .workers = 2,
        .scheduler_flags = {"--partition_bytes=4000", "--heartbeat_timeout_ms=60000"},
-       .server_flags = {"--init=zeros", "--lr=1"}});
+       .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1"}});
   const std::vector<TensorSpec> tensors = {{"t", {3000}, 0}};  // 3 partitions of 1000
   auto real = std::async(std::launch::async, [&] {
     auto c = Client::Connect(cluster.ClientOpts());

@@ -25,8 +25,8 @@ std::string Slurp(const std::string& path) {
 // Runs `workers` trainer processes with `flags`; returns their outputs.
 std::vector<std::string> Train(int servers, int workers, const std::vector<std::string>& flags,
                                std::vector<std::string> server_flags = {
-                                   "--consistency=ssp", "--staleness=2", "--optimizer=adam",
-                                   "--lr=0.001", "--init=worker"}) {
+                                   "--consistency=ssp:staleness=2", "--optimizer=adam:lr=0.001",
+                                   "--init=worker"}) {
   LocalCluster cluster(
       {.servers = servers, .workers = workers, .server_flags = std::move(server_flags)});
   std::vector<std::unique_ptr<Process>> procs;
@@ -94,7 +94,7 @@ TEST(TrainTest, CnnOnFashionMnistExceedsEightyPercent) {
 // iterations, pushing >= 30x fewer bytes. bsp makes both runs deterministic; plain SGD, since
 // Adam's per-coordinate scaling magnifies sparse updates.
 TEST(TrainTest, TopKWithErrorFeedbackMatchesUncompressedWithThirtyTimesFewerBytes) {
-  const std::vector<std::string> servers = {"--consistency=bsp", "--optimizer=sgd", "--lr=0.1",
+  const std::vector<std::string> servers = {"--consistency=bsp", "--optimizer=sgd:lr=0.1",
                                             "--init=worker"};
   const std::vector<std::string> flags = {"--iterations=600", "--eval_every=600", "--data_seed=3"};
   auto compressed_flags = flags;
@@ -142,7 +142,7 @@ TEST(TrainTest, LaunchWritesTheRunFolder) {
           .string();
   std::filesystem::remove_all(dir);
   const std::string cmd = Bin("hetps") + " launch --servers 1 --workers 2 --run_dir=" + dir +
-                          " --workload=train --consistency=bsp --optimizer=adam --lr=0.001"
+                          " --workload=train --consistency=bsp --optimizer=adam:lr=0.001"
                           " --init=worker --iterations=40 --eval_every=20 > " +
                           dir + ".log 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << Slurp(dir + ".log");

@@ -199,7 +199,7 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
     summary.iterations = o.iterations;
     summary.workers = client.num_workers();
     summary.samples = static_cast<int64_t>(o.iterations) * o.batch * client.num_workers();
-    summary.consistency = client.policy().consistency();
+    summary.consistency = client.consistency();
     if (Status s = FinishRun(o.run_dir, summary); !s.ok()) return s;
     std::printf("run files in %s: metrics.csv, plot.png, summary.json\n", o.run_dir.c_str());
   }

@@ -7,25 +7,21 @@
 namespace hetps {
 namespace {
 
-std::unique_ptr<Optimizer> Make(const std::string& name, OptimizerOptions o = {}) {
-  auto opt = MakeOptimizer(name, o);
+std::unique_ptr<Optimizer> Make(const std::string& spec) {
+  auto opt = MakeOptimizer(spec);
   EXPECT_TRUE(opt.ok()) << opt.status().ToString();
   return std::move(*opt);
 }
 
 TEST(OptimizerTest, UnknownNameAndBadLrAreErrors) {
-  auto bad = MakeOptimizer("rmsprop", {});
+  auto bad = MakeOptimizer("rmsprop");
   EXPECT_EQ(bad.status().code(), proto::INVALID_ARGUMENT);
   EXPECT_NE(bad.status().message().find("sgd"), std::string::npos);  // lists the known ones
-  OptimizerOptions o;
-  o.lr = 0;
-  EXPECT_FALSE(MakeOptimizer("sgd", o).ok());
+  EXPECT_FALSE(MakeOptimizer("sgd:lr=0").ok());
 }
 
 TEST(OptimizerTest, SgdWithUnitLrSubtractsExactly) {
-  OptimizerOptions o;
-  o.lr = 1.0;
-  auto sgd = Make("sgd", o);
+  auto sgd = Make("sgd:lr=1.0");
   std::vector<float> w = {1, 2, 3}, g = {0.5f, -1, 4};
   sgd->Apply(w.data(), g.data(), 3, nullptr, 1, 1.0f);
   EXPECT_EQ(w, (std::vector<float>{0.5f, 3, -1}));
@@ -34,10 +30,7 @@ TEST(OptimizerTest, SgdWithUnitLrSubtractsExactly) {
 }
 
 TEST(OptimizerTest, MomentumMatchesHandComputation) {
-  OptimizerOptions o;
-  o.lr = 0.1;
-  o.momentum = 0.9;
-  auto m = Make("momentum", o);
+  auto m = Make("momentum:lr=0.1,momentum=0.9");
   ASSERT_EQ(m->num_slots(), 1);
   std::vector<float> w = {1.0f}, g = {2.0f}, v = {0.0f};
   float* slots[] = {v.data()};
@@ -50,9 +43,7 @@ TEST(OptimizerTest, MomentumMatchesHandComputation) {
 }
 
 TEST(OptimizerTest, AdamFirstStepMovesByLr) {
-  OptimizerOptions o;
-  o.lr = 0.01;
-  auto adam = Make("adam", o);
+  auto adam = Make("adam:lr=0.01");
   ASSERT_EQ(adam->num_slots(), 2);
   std::vector<float> w = {1.0f, 1.0f}, g = {3.0f, -0.5f}, m(2), v(2);
   float* slots[] = {m.data(), v.data()};
@@ -68,10 +59,7 @@ TEST(OptimizerTest, AdamFirstStepMovesByLr) {
 }
 
 TEST(OptimizerTest, AdagradAccumulatesSquares) {
-  OptimizerOptions o;
-  o.lr = 0.5;
-  o.epsilon = 0;
-  auto a = Make("adagrad", o);
+  auto a = Make("adagrad:lr=0.5,epsilon=0");
   std::vector<float> w = {0.0f}, g = {2.0f}, h = {0.0f};
   float* slots[] = {h.data()};
   a->Apply(w.data(), g.data(), 1, slots, 1, 1.0f);  // h = 4, w = -0.5 * 2 / 2
@@ -81,10 +69,7 @@ TEST(OptimizerTest, AdagradAccumulatesSquares) {
 }
 
 TEST(OptimizerTest, WeightDecayAddsL2Term) {
-  OptimizerOptions o;
-  o.lr = 0.1;
-  o.weight_decay = 0.5;
-  auto sgd = Make("sgd", o);
+  auto sgd = Make("sgd:lr=0.1,weight_decay=0.5");
   std::vector<float> w = {2.0f}, g = {0.0f};
   sgd->Apply(w.data(), g.data(), 1, nullptr, 1, 1.0f);  // w -= 0.1 * 0.5 * 2
   EXPECT_FLOAT_EQ(w[0], 1.9f);

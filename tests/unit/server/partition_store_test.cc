@@ -15,9 +15,7 @@ class PartitionStoreTest : public ::testing::Test {
     auto map = ShardMap::Build({{"a", {1000}, 0}, {"b", {300}, 1}}, 2, 400 * 4);
     ASSERT_TRUE(map.ok());
     map_ = *map;
-    OptimizerOptions o;
-    o.lr = 1.0;
-    sgd_ = std::move(*MakeOptimizer("sgd", o));
+    sgd_ = std::move(*MakeOptimizer("sgd:lr=1.0"));
   }
   ShardMap map_;
   std::unique_ptr<Optimizer> sgd_;
@@ -82,9 +80,7 @@ TEST(PartitionStateTest, SnapshotIsNotChangedByLaterUpdates) {
   Partition p;
   p.length = 4;
   PartitionState state(p, 0);
-  OptimizerOptions o;
-  o.lr = 1.0;
-  auto sgd = std::move(*MakeOptimizer("sgd", o));
+  auto sgd = std::move(*MakeOptimizer("sgd:lr=1.0"));
   std::vector<float> init = {1, 2, 3, 4}, g = {1, 1, 1, 1};
   ASSERT_TRUE(state.InitializeFrom(init.data()));
   auto snapshot = state.Snapshot();
@@ -117,10 +113,7 @@ TEST(PartitionStateTest, HeldRoundsAreBitIdenticalToSequentialMiniBatchSgd) {
   const int kWorkers = 4, kClocks = 5, n = 1000;
   Partition p;
   p.length = n;
-  OptimizerOptions o;
-  o.lr = 0.05;
-  o.momentum = 0.9;
-  auto opt = std::move(*MakeOptimizer("momentum", o));
+  auto opt = std::move(*MakeOptimizer("momentum:lr=0.05,momentum=0.9"));
   std::mt19937 rng(7);
   std::normal_distribution<float> dist;
   std::vector<std::vector<std::vector<float>>> g(kClocks);  // [clock][worker][i]
@@ -163,9 +156,7 @@ TEST(PartitionStateTest, HeldRoundsAreBitIdenticalToSequentialMiniBatchSgd) {
 TEST(PartitionStateTest, BspRoundCoversOnlyFinishedClocks) {
   Partition p;
   p.length = 2;
-  OptimizerOptions o;
-  o.lr = 1.0;
-  auto sgd = std::move(*MakeOptimizer("sgd", o));
+  auto sgd = std::move(*MakeOptimizer("sgd:lr=1.0"));
   PartitionState s(p, 0);
   std::vector<float> zero = {0, 0}, one = {1, 1};
   ASSERT_TRUE(s.InitializeFrom(zero.data()));
@@ -188,9 +179,7 @@ namespace {
 TEST(PartitionStateTest, RoundOfNamedWorkersAveragesThemAndDropsTheRest) {
   Partition p;
   p.length = 1;
-  OptimizerOptions o;
-  o.lr = 1.0;
-  auto sgd = std::move(*MakeOptimizer("sgd", o));
+  auto sgd = std::move(*MakeOptimizer("sgd:lr=1.0"));
   PartitionState s(p, 0);
   float zero = 0, one = 1, two = 2, ten = 10, hundred = 100;
   ASSERT_TRUE(s.InitializeFrom(&zero));
@@ -216,9 +205,7 @@ namespace hetps {
 namespace {
 
 std::unique_ptr<Optimizer> UnitSgd() {
-  OptimizerOptions o;
-  o.lr = 1.0;
-  return std::move(*MakeOptimizer("sgd", o));
+  return std::move(*MakeOptimizer("sgd:lr=1.0"));
 }
 
 // FedSA with K = N and fresh uploads is FedAvg: one step on the sample-weighted mean.

@@ -143,7 +143,7 @@ class CudaEncoder : public Encoder {
   Status EncodeOn(const float* x, const CodecContext& ctx, uint8_t* out) {
     const std::string& name = spec_.name;
     RngKey key = ctx.key;
-    key.seed = static_cast<uint64_t>(Param("seed", 0));
+    key.seed = static_cast<uint64_t>(Param("seed"));
     double* chunks = sums_.get<double>() + cuda::kSums;
     double* sums = sums_.get<double>();
     if (name == "none") {
@@ -151,19 +151,19 @@ class CudaEncoder : public Encoder {
     } else if (name == "fp16") {
       cuda::Fp16Encode(stream_, x, n_, out);
     } else if (name == "randomk") {
-      const int64_t k = KeepCount(n_, Param("density", 0.01));
+      const int64_t k = KeepCount(n_, Param("density"));
       const float scale =
-          Param("unbiased", 1) == 1 ? static_cast<float>(n_) / static_cast<float>(k) : 1.0f;
+          Param("unbiased") == 1 ? static_cast<float>(n_) / static_cast<float>(k) : 1.0f;
       cuda::RandomKEncode(stream_, x, n_, k, key, scale, out);
     } else if (name == "qsgd") {
-      const auto levels = static_cast<uint32_t>(Param("levels", 16));
+      const auto levels = static_cast<uint32_t>(Param("levels"));
       cuda::FixedOrderSums(stream_, x, n_, chunks, sums);
       cuda::QsgdEncode(stream_, x, n_, sums, levels, QsgdWidth(levels), key, out);
     } else if (name == "onebit" || name == "efsign") {
       cuda::FixedOrderSums(stream_, x, n_, chunks, sums);
       (name == "onebit" ? cuda::OneBitEncode : cuda::EfSignEncode)(stream_, x, n_, sums, out);
     } else if (name == "topk") {
-      const int64_t k = KeepCount(n_, Param("density", 0.01));
+      const int64_t k = KeepCount(n_, Param("density"));
       HETPS_CUDA(cuda::TopKEncode(stream_, x, n_, k, scratch_.get(), out));
     } else {
       return Status::InvalidArgument(fmt::format("codec '{}' has no CUDA kernels", name));
@@ -174,20 +174,20 @@ class CudaEncoder : public Encoder {
   Status DecodeOn(const uint8_t* in, const CodecContext& ctx, float* out) {
     const std::string& name = spec_.name;
     RngKey key = ctx.key;
-    key.seed = static_cast<uint64_t>(Param("seed", 0));
+    key.seed = static_cast<uint64_t>(Param("seed"));
     if (name == "none") {
       HETPS_CUDA(cudaMemcpyAsync(out, in, n_ * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
     } else if (name == "fp16") {
       cuda::Fp16Decode(stream_, in, n_, out);
     } else if (name == "randomk") {
-      cuda::RandomKDecode(stream_, in, n_, KeepCount(n_, Param("density", 0.01)), key, out);
+      cuda::RandomKDecode(stream_, in, n_, KeepCount(n_, Param("density")), key, out);
     } else if (name == "qsgd") {
-      const auto levels = static_cast<uint32_t>(Param("levels", 16));
+      const auto levels = static_cast<uint32_t>(Param("levels"));
       cuda::QsgdDecode(stream_, in, n_, levels, QsgdWidth(levels), out);
     } else if (name == "onebit" || name == "efsign") {
       cuda::SignDecode(stream_, in, n_, name == "onebit" ? 2 : 1, out);
     } else if (name == "topk") {
-      cuda::SparseDecode(stream_, in, n_, KeepCount(n_, Param("density", 0.01)), out);
+      cuda::SparseDecode(stream_, in, n_, KeepCount(n_, Param("density")), out);
     } else {
       return Status::InvalidArgument(fmt::format("codec '{}' has no CUDA kernels", name));
     }
@@ -200,7 +200,7 @@ class CudaEncoder : public Encoder {
   float* decoded() const { return decoded_.get<float>(); }
 
  private:
-  double Param(const std::string& key, double fallback) const { return cpu_->Param(key, fallback); }
+  double Param(const std::string& key) const { return cpu_->Param(key); }
 
   CodecSpec spec_;
   std::shared_ptr<const Codec> cpu_;  // sizes, and the reference

@@ -24,9 +24,7 @@ TEST(FedAsyncTest, StalenessFunctionsStartAtOneAndNeverIncrease) {
 
 TEST(FedAsyncTest, EveryCoordinateLandsBetweenOldAndNew) {
   for (const char* fn : {"constant", "polynomial", "hinge"}) {
-    AggregatorOptions o = Options("fedasync");
-    o.fedasync_staleness = fn;
-    o.fedasync_alpha = 0.9;
+    const std::string o = "fedasync:alpha=0.9,staleness=" + std::string(fn);
     std::mt19937 rng(3);
     std::normal_distribution<float> d;
     std::vector<float> init(64);
@@ -61,11 +59,7 @@ TEST(FedAsyncTest, EveryCoordinateLandsBetweenOldAndNew) {
 }
 
 TEST(FedAsyncTest, MixesTowardsTheClientModelByAlphaTimesStalenessWeight) {
-  AggregatorOptions o = Options("fedasync");
-  o.fedasync_alpha = 0.5;
-  o.fedasync_staleness = "polynomial";
-  o.staleness_exponent = 1.0;
-  OnePartition p(o, {10, -10});
+  OnePartition p("fedasync:alpha=0.5,staleness=polynomial,exponent=1.0", {10, -10});
   p.Pull(0);              // client 0 reads x_tau = {10, -10}
   p.Push(0, 0, {2, -2});  // sigma 0: x_new = {8, -8}, alpha_t = 0.5
   EXPECT_EQ(p.values(), (std::vector<float>{9, -9}));

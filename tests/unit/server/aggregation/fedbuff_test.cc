@@ -8,9 +8,8 @@
 namespace hetps::testing {
 namespace {
 
-AggregatorOptions FedBuffK(int k) {
-  AggregatorOptions o = Options("fedbuff");
-  o.fedbuff_k = k;
+std::string FedBuffK(int k) {
+  const std::string o = "fedbuff:k=" + std::to_string(k);
   return o;
 }
 

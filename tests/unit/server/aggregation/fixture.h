@@ -1,7 +1,10 @@
 // A single partition with an aggregator, for aggregator unit tests.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "server/aggregation/aggregator.h"
@@ -10,15 +13,16 @@
 namespace hetps::testing {
 
 struct OnePartition {
-  OnePartition(const AggregatorOptions& options, std::vector<float> init, double lr = 1.0) {
+  // `spec`: an aggregator spec ("fedbuff:k=3"); the optimizer is SGD with `lr`.
+  OnePartition(const std::string& spec, std::vector<float> init, double lr = 1.0) {
     Partition p;
     p.length = static_cast<int64_t>(init.size());
-    OptimizerOptions o;
-    o.lr = lr;
-    optimizer = std::move(*MakeOptimizer("sgd", o));
+    optimizer = std::move(*MakeOptimizer(fmt::format("sgd:lr={}", lr)));
     state = std::make_unique<PartitionState>(p, 0);
     state->InitializeFrom(init.data());
-    state->set_aggregator(MakeAggregator(options, *optimizer));
+    auto parsed = Aggregators().Parse(spec);
+    EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+    state->set_aggregator(Aggregators().EntryFor(parsed->name()).make(*parsed, *optimizer));
   }
   void Push(int32_t worker, int64_t base, const std::vector<float>& g) {
     PushInfo info;
@@ -34,11 +38,5 @@ struct OnePartition {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<PartitionState> state;
 };
-
-inline AggregatorOptions Options(const std::string& name) {
-  AggregatorOptions o;
-  o.name = name;
-  return o;
-}
 
 }  // namespace hetps::testing

@@ -18,16 +18,14 @@ void PushWindowed(OnePartition& p, int32_t worker, int64_t base, int64_t window,
 
 TEST(SoftsyncTest, WindowIsFloorOfLearnersOverN) {
   std::vector<int32_t> eight = {0, 1, 2, 3, 4, 5, 6, 7};
-  proto::Policy p;
-  p.set_consistency("softsync");
   for (auto [n, c] : std::vector<std::pair<int, int>>{{1, 8}, {2, 4}, {3, 2}, {8, 1}, {20, 1}}) {
-    p.set_softsync_n(n);
-    EXPECT_EQ((*MakeController(p, eight))->window(), c) << "n=" << n;
+    const std::string spec = "softsync:n=" + std::to_string(n);
+    EXPECT_EQ((*MakeController(spec, eight))->window(), c) << spec;
   }
 }
 
 TEST(SoftsyncTest, VersionAdvancesExactlyOncePerWindow) {
-  OnePartition p(Options("sum"), {0});
+  OnePartition p("sum", {0});
   for (int i = 1; i <= 13; ++i) {
     PushWindowed(p, i % 3, p.state->version(), 4, 1.0f);
     EXPECT_EQ(p.state->version(), i / 4) << "after " << i << " pushes";
@@ -35,7 +33,7 @@ TEST(SoftsyncTest, VersionAdvancesExactlyOncePerWindow) {
 }
 
 TEST(SoftsyncTest, AStalerGradientCountsLess) {
-  OnePartition p(Options("sum"), {0});
+  OnePartition p("sum", {0});
   for (int i = 0; i < 4; ++i) PushWindowed(p, 0, i, 1, 0.0f);  // version 4
   PushWindowed(p, 1, 0, 2, 8.0f);                              // sigma 4: contributes 8/4
   PushWindowed(p, 2, 3, 2, 8.0f);                              // sigma 1: contributes 8
@@ -46,7 +44,7 @@ TEST(SoftsyncTest, AStalerGradientCountsLess) {
 TEST(SoftsyncTest, UniformSpeedsGiveMeanStalenessNearN) {
   const int learners = 8;
   for (int n : {1, 2, 4, 8}) {
-    OnePartition p(Options("sum"), {0}, /*lr=*/1e-3);
+    OnePartition p("sum", {0}, /*lr=*/1e-3);
     const int64_t window = std::max(1, learners / n);
     std::vector<int64_t> base(learners, 0);
     double sigma_sum = 0;

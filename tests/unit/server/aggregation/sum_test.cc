@@ -6,7 +6,7 @@ namespace hetps::testing {
 namespace {
 
 TEST(SumTest, PlainSumAppliesEveryGradientThroughTheOptimizer) {
-  OnePartition p(Options("sum"), {1, 1});
+  OnePartition p("sum", {1, 1});
   p.Push(0, 0, {0.5f, 1});
   p.Push(1, 0, {0.5f, 1});
   EXPECT_EQ(p.values(), (std::vector<float>{0, -1}));
@@ -14,9 +14,7 @@ TEST(SumTest, PlainSumAppliesEveryGradientThroughTheOptimizer) {
 }
 
 TEST(SumTest, InverseStalenessScalesByOneOverSigma) {
-  AggregatorOptions o = Options("sum");
-  o.staleness_lr = "inverse";
-  OnePartition p(o, {0, 0, 0});
+  OnePartition p("sum:staleness_lr=inverse", {0, 0, 0});
   for (int i = 0; i < 5; ++i) p.Push(0, i, {0, 0, 0});  // version 5, all fresh
   ASSERT_EQ(p.state->version(), 5);
   p.Push(1, 1, {4, 0, 0});  // sigma = 4 (5 - 1): contributes 1
@@ -28,10 +26,7 @@ TEST(SumTest, InverseStalenessScalesByOneOverSigma) {
 }
 
 TEST(SumTest, DcasgdIsPlainSgdWhenNothingChangedSinceTheRead) {
-  AggregatorOptions o = Options("sum");
-  o.delay_compensation = "dcasgd";
-  o.dcasgd_lambda = 0.5;
-  OnePartition dc(o, {1, 2}), plain(Options("sum"), {1, 2});
+  OnePartition dc("sum:compensation=dcasgd,lambda=0.5", {1, 2}), plain("sum", {1, 2});
   dc.Pull(0);  // w_bak = w
   dc.Push(0, 0, {0.3f, -0.7f});
   plain.Push(0, 0, {0.3f, -0.7f});
@@ -39,10 +34,7 @@ TEST(SumTest, DcasgdIsPlainSgdWhenNothingChangedSinceTheRead) {
 }
 
 TEST(SumTest, DcasgdCompensatesElementWise) {
-  AggregatorOptions o = Options("sum");
-  o.delay_compensation = "dcasgd";
-  o.dcasgd_lambda = 0.5;
-  OnePartition p(o, {1, 2}, /*lr=*/0.1);
+  OnePartition p("sum:compensation=dcasgd,lambda=0.5", {1, 2}, /*lr=*/0.1);
   p.Pull(7);                // worker 7 reads w0 = {1, 2}
   p.Push(8, 0, {10, -10});  // someone else moves w to {0, 3}
   const std::vector<float> w1 = p.values();
@@ -59,18 +51,11 @@ TEST(SumTest, DcasgdCompensatesElementWise) {
 }
 
 TEST(SumTest, BadOptionsAreRefused) {
-  AggregatorOptions o = Options("median");
-  EXPECT_EQ(ValidateAggregator(o).code(), proto::INVALID_ARGUMENT);
-  o = Options("sum");
-  o.staleness_lr = "sqrt";
-  EXPECT_FALSE(ValidateAggregator(o).ok());
-  o = Options("fedasync");
-  o.fedasync_alpha = 0;
-  EXPECT_FALSE(ValidateAggregator(o).ok());
-  o = Options("fedbuff");
-  o.fedbuff_k = 0;
-  EXPECT_FALSE(ValidateAggregator(o).ok());
-  EXPECT_TRUE(ValidateAggregator(Options("fedbuff")).ok());
+  EXPECT_EQ(Aggregators().Parse("median").status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_FALSE(Aggregators().Parse("sum:staleness_lr=sqrt").ok());
+  EXPECT_FALSE(Aggregators().Parse("fedasync:alpha=0").ok());
+  EXPECT_FALSE(Aggregators().Parse("fedbuff:k=0").ok());
+  EXPECT_TRUE(Aggregators().Parse("fedbuff").ok());
 }
 
 }  // namespace

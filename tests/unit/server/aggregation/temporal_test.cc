@@ -29,7 +29,7 @@ RoundSpec Round(int64_t clock) {
 }
 
 TEST(TemporalTest, AveragesEveryClientsLatestModelAndSkipsRoundsWithoutUploads) {
-  OnePartition p(Options("temporal"), {10});
+  OnePartition p("temporal", {10});
   ASSERT_TRUE(p.state->aggregator()->rounds());
   p.Pull(1);
   p.Pull(2);

@@ -7,10 +7,8 @@
 namespace hetps::testing {
 namespace {
 
-proto::Policy BackupPolicy(int64_t b) {
-  proto::Policy p = Policy("backup");
-  p.set_backup_workers(b);
-  return p;
+std::string BackupPolicy(int64_t b) {
+  return b < 0 ? "backup:backups=auto" : "backup:backups=" + std::to_string(b);
 }
 
 TEST(BackupTest, AutoWaitsForEveryoneButTheFlaggedStragglers) {

@@ -16,8 +16,8 @@ TEST(DsspTest, WorkedExampleGivesThreeExtraIterations) {
 
 TEST(DsspTest, EqualSpeedsBehaveExactlyLikeSspAtTheLowerBound) {
   for (int64_t lower : {0, 2, 3}) {
-    auto dssp = Make(Policy("dssp", 0, lower, 12), 4);
-    auto ssp = Make(Policy("ssp", lower), 4);
+    auto dssp = Make(fmt::format("dssp:lower={},range={}", lower, 12), 4);
+    auto ssp = Make("ssp:staleness=" + std::to_string(lower), 4);
     SimResult a = Simulate(*dssp, {1, 1, 1, 1}, 200);
     SimResult b = Simulate(*ssp, {1, 1, 1, 1}, 200);
     EXPECT_EQ(a.grants, b.grants) << "s_L=" << lower;
@@ -27,7 +27,7 @@ TEST(DsspTest, EqualSpeedsBehaveExactlyLikeSspAtTheLowerBound) {
 
 TEST(DsspTest, GapStaysWithinUpperBoundAndExceedsTheLowerOne) {
   const int64_t lower = 3, range = 12;
-  auto c = Make(Policy("dssp", 0, lower, range), 3);
+  auto c = Make(fmt::format("dssp:lower={},range={}", lower, range), 3);
   SimResult r = Simulate(*c, {1.0, 1.1, 4.0}, 2000);
   EXPECT_LE(r.max_gap, lower + range + 1);
   EXPECT_GT(r.max_gap, lower);  // the controller did grant extra iterations
@@ -35,7 +35,7 @@ TEST(DsspTest, GapStaysWithinUpperBoundAndExceedsTheLowerOne) {
 }
 
 TEST(DsspTest, RemovingTheSlowestReleasesTheOthers) {
-  auto c = Make(Policy("dssp", 0, 1, 2), 2);
+  auto c = Make(fmt::format("dssp:lower={},range={}", 1, 2), 2);
   const double inf = std::numeric_limits<double>::infinity();
   SimResult r = Simulate(*c, {1.0, inf}, 100);
   EXPECT_LE(r.finished[0], 1 + 2 + 1);

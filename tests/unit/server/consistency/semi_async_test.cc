@@ -8,12 +8,10 @@
 namespace hetps::testing {
 namespace {
 
-proto::Policy SemiAsyncPolicy(int64_t k) {
-  proto::Policy p = Policy("semi_async");
-  p.set_quorum(k);
-  p.set_staleness_exponent(0.5);
-  p.set_round_timeout_ms(1000000);  // the simulations run on their own clock
-  return p;
+// The simulations run on their own clock: rounds never time out unless a test says so.
+std::string SemiAsyncPolicy(int64_t k, int64_t timeout_ms = 1000000) {
+  return fmt::format("semi_async:quorum={},exponent=0.5,timeout_ms={}",
+                     k == 0 ? "auto" : std::to_string(k), timeout_ms);
 }
 
 TEST(SemiAsyncTest, RoundFiresExactlyAtTheKthUploadAndReleasesOnlyThoseK) {
@@ -94,9 +92,7 @@ TEST(SemiAsyncTest, AutoQuorumWaitsForEveryoneUntilMeasured) {
 }
 
 TEST(SemiAsyncTest, ARoundClosesWithWhatArrivedAtItsDeadline) {
-  proto::Policy p = SemiAsyncPolicy(3);
-  p.set_round_timeout_ms(500);
-  auto c = Make(p, 3);
+  auto c = Make(SemiAsyncPolicy(3, 500), 3);
   c->OnClock(0, 0, 10.0);
   c->Tick(10.4);
   EXPECT_TRUE(c->TakeRounds().empty());
@@ -110,8 +106,7 @@ TEST(SemiAsyncTest, ARoundClosesWithWhatArrivedAtItsDeadline) {
 }
 
 TEST(SemiAsyncTest, AutoQuorumLeavesOutAStragglerFromItsTrainingTime) {
-  proto::Policy p = SemiAsyncPolicy(0);
-  auto c = Make(p, 4);
+  auto c = Make(SemiAsyncPolicy(0), 4);
   SimResult r = Simulate(*c, {1.0, 1.0, 1.0, 3.0}, 300);
   // After the first rounds the measured training times are {1, 1, 1, 3}: K = 3, so the fast
   // workers go on without the straggler and upload about 3x as often.

@@ -9,6 +9,8 @@
 #include <limits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "server/consistency/controller.h"
 
 namespace hetps::testing {
@@ -79,19 +81,11 @@ inline std::vector<int32_t> Ids(int n) {
   return ids;
 }
 
-inline proto::Policy Policy(const std::string& name, int64_t s = 0, int64_t lower = 0,
-                            int64_t range = 0) {
-  proto::Policy p;
-  p.set_consistency(name);
-  p.set_staleness(s);
-  p.set_dssp_lower(lower);
-  p.set_dssp_range(range);
-  return p;
-}
-
-// The controller for `policy` over workers 0..n-1 (the policy must be valid).
-inline std::unique_ptr<ConsistencyController> Make(const proto::Policy& policy, int n) {
-  auto c = MakeController(policy, Ids(n));
+// The controller of consistency spec `spec` ("ssp:staleness=2") over workers 0..n-1 (the spec
+// must be valid).
+inline std::unique_ptr<ConsistencyController> Make(const std::string& spec, int n) {
+  auto c = MakeController(spec, Ids(n));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
   return c.ok() ? std::move(*c) : nullptr;
 }
 

@@ -7,7 +7,7 @@ namespace {
 
 TEST(SspTest, GapAndReadStalenessNeverExceedS) {
   for (int64_t s : {0, 1, 2, 4}) {
-    auto c = Make(Policy("ssp", s), 4);
+    auto c = Make("ssp:staleness=" + std::to_string(s), 4);
     SimResult r = Simulate(*c, {1.0, 1.3, 2.0, 7.0}, 500);
     EXPECT_LE(r.max_gap, s) << "s=" << s;
     EXPECT_LE(r.max_read_staleness, s) << "s=" << s;
@@ -20,7 +20,7 @@ TEST(SspTest, GapAndReadStalenessNeverExceedS) {
 }
 
 TEST(SspTest, ReadAtClockCSeesEveryUpdateTaggedUpToCMinusSMinusOne) {
-  auto c = Make(Policy("ssp", 2), 2);
+  auto c = Make("ssp:staleness=" + std::to_string(2), 2);
   for (int64_t k = 0; k < 3; ++k) c->OnClock(0, k, 1.0);  // worker 0 is at clock 3
   // Worker 1 finished nothing yet: reads at clocks 0..2 only.
   EXPECT_TRUE(c->ReadReady(0, 2));
@@ -30,7 +30,7 @@ TEST(SspTest, ReadAtClockCSeesEveryUpdateTaggedUpToCMinusSMinusOne) {
 }
 
 TEST(SspTest, BspIsABarrierEveryClock) {
-  auto c = Make(Policy("bsp"), 3);
+  auto c = Make("bsp", 3);
   EXPECT_TRUE(c->synchronous());
   SimResult r = Simulate(*c, {1.0, 2.0, 5.0}, 100);
   EXPECT_EQ(r.max_gap, 0);
@@ -42,7 +42,7 @@ TEST(SspTest, BspIsABarrierEveryClock) {
 }
 
 TEST(SspTest, AspNeverBlocksWhenAWorkerIsPaused) {
-  auto c = Make(Policy("asp"), 3);
+  auto c = Make("asp", 3);
   const double inf = std::numeric_limits<double>::infinity();
   SimResult r = Simulate(*c, {1.0, 2.0, inf}, 100);
   EXPECT_EQ(r.finished[0], 100);
@@ -51,7 +51,7 @@ TEST(SspTest, AspNeverBlocksWhenAWorkerIsPaused) {
 }
 
 TEST(SspTest, PausedWorkerBlocksSspUntilItIsRemoved) {
-  auto c = Make(Policy("ssp", 2), 2);
+  auto c = Make("ssp:staleness=" + std::to_string(2), 2);
   const double inf = std::numeric_limits<double>::infinity();
   SimResult r = Simulate(*c, {1.0, inf}, 100);
   EXPECT_EQ(r.finished[0], 3);  // finished clocks 0..2, may not start 3
@@ -63,9 +63,9 @@ TEST(SspTest, PausedWorkerBlocksSspUntilItIsRemoved) {
 }
 
 TEST(SspTest, UnknownNameAndBadParametersAreErrors) {
-  EXPECT_EQ(MakeController(Policy("bulk"), Ids(2)).status().code(), proto::INVALID_ARGUMENT);
-  EXPECT_EQ(MakeController(Policy("ssp", -1), Ids(2)).status().code(), proto::INVALID_ARGUMENT);
-  EXPECT_EQ(MakeController(Policy("dssp", 0, -1, 3), Ids(2)).status().code(),
+  EXPECT_EQ(MakeController("bulk", Ids(2)).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(MakeController("ssp:staleness=-1", Ids(2)).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(MakeController("dssp:lower=-1,range=3", Ids(2)).status().code(),
             proto::INVALID_ARGUMENT);
 }
 

@@ -1,0 +1,64 @@
+#include "server/algorithms.h"
+
+#include <fmt/format.h>
+
+#include "common/compress/codec.h"
+#include "server/aggregation/aggregator.h"
+#include "server/consistency/controller.h"
+#include "server/optimizer/optimizer.h"
+
+namespace hetps {
+namespace {
+
+// Which aggregator (with its defaults) is defined under which controller.
+std::string Combinations(bool markdown) {
+  const std::vector<std::string> controllers = Controllers().Names();
+  std::string s;
+  if (markdown) {
+    s = "| aggregator |";
+    for (const auto& c : controllers) s += fmt::format(" `{}` |", c);
+    s += "\n|---|";
+    for (size_t i = 0; i < controllers.size(); ++i) s += "---|";
+    s += "\n";
+  } else {
+    s = fmt::format("  {:<12}", "");
+    for (const auto& c : controllers) s += fmt::format(" {:<10}", c);
+    s += "\n";
+  }
+  for (const std::string& a : Aggregators().Names()) {
+    const AlgorithmSpec aggregator = *Aggregators().Parse(a);
+    s += markdown ? fmt::format("| `{}` |", a) : fmt::format("  {:<12}", a);
+    for (const auto& c : controllers) {
+      const bool ok = CheckCombination(aggregator, *Controllers().Parse(c)).ok();
+      s += markdown ? fmt::format(" {} |", ok ? "yes" : "no")
+                    : fmt::format(" {:<10}", ok ? "yes" : "-");
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string AlgorithmCatalogue(bool markdown) {
+  const SpecRegistry* kinds[] = {&Controllers(), &Aggregators(), &Optimizers(),
+                                 &compress::Codecs()};
+  const char* flags[] = {"--consistency", "--aggregator", "--optimizer", "--codec"};
+  std::string s;
+  for (size_t i = 0; i < std::size(kinds); ++i) {
+    if (markdown) {
+      s += fmt::format("{}\n", kinds[i]->Markdown());
+    } else {
+      s += fmt::format("{} ({}=NAME:key=value,...)\n{}\n", kinds[i]->kind(), flags[i],
+                       kinds[i]->Help());
+    }
+  }
+  s += markdown ? "Aggregators under each controller (with their defaults; sum's "
+                  "staleness_lr=inverse and compensation=dcasgd only where pushes apply one by "
+                  "one):\n\n"
+                : "aggregator x consistency (defined combinations)\n";
+  s += Combinations(markdown);
+  return s;
+}
+
+}  // namespace hetps
