@@ -467,7 +467,7 @@ int32_t Client::id() const { return impl_->id(); }
 int Client::rank() const { return impl_->rank(); }
 int Client::num_workers() const { return impl_->view().num_workers(); }
 int Client::num_servers() const { return impl_->view().num_servers(); }
-const proto::Policy& Client::policy() const { return impl_->view().proto().policy(); }
+std::string Client::consistency() const { return impl_->view().proto().policy().consistency(); }
 int64_t Client::clock() const { return impl_->clock.load(); }
 const ShardMap& Client::shard_map() const { return *impl_->map; }
 
