@@ -1,6 +1,7 @@
 #include "server/partition_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 namespace hetps {
@@ -13,8 +14,15 @@ PartitionState::PartitionState(const Partition& partition, int num_slots)
 
 float* PartitionState::mutable_values() {
   // Only the owning thread creates references, and others only drop them, so a count of 1
-  // means no snapshot is out and none can appear meanwhile.
-  if (values_.use_count() > 1) values_ = std::make_shared<std::vector<float>>(*values_);
+  // means no snapshot is out and none can appear meanwhile. use_count() is a relaxed load; a
+  // reader on another thread (ZeroMQ's I/O thread sending a pull reply) drops its reference
+  // with a release decrement after its last read of the values. The acquire fence makes those
+  // reads happen before the writes that follow, on any architecture, not only x86.
+  if (values_.use_count() > 1) {
+    values_ = std::make_shared<std::vector<float>>(*values_);
+  } else {
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
   return values_->data();
 }
 

@@ -95,7 +95,50 @@ struct Pending {
   float* dst;
   int64_t dst_len;
   int64_t clock;
+  proto::MsgType type;  // of the request
+  int32_t partition;    // data requests: the partition asked about
 };
+
+// The reply a server owes a request of `type`.
+proto::MsgType ReplyTypeOf(proto::MsgType type) {
+  switch (type) {
+    case proto::PUSH:
+      return proto::PUSH_REPLY;
+    case proto::PULL:
+      return proto::PULL_REPLY;
+    case proto::INIT:
+      return proto::INIT_REPLY;
+    case proto::CLOCK:
+      return proto::CLOCK_REPLY;
+    default:
+      return proto::MSG_UNKNOWN;
+  }
+}
+
+// A server's reply is untrusted input, exactly as a request is to a server: its type must be
+// the one the request is owed (or ERROR), and a data reply must name the partition asked about.
+// Only then may anything index per-partition state or write to the caller's buffer.
+Status CheckReply(const proto::Header& h, const Pending& p, int from) {
+  if (h.type() == proto::ERROR) return Status();
+  if (h.type() != ReplyTypeOf(p.type)) {
+    return Status::Malformed(fmt::format("server rank {} answered {} with {}", from,
+                                         proto::MsgType_Name(p.type),
+                                         proto::MsgType_Name(h.type())));
+  }
+  if (p.type != proto::CLOCK && h.partition() != p.partition) {
+    return Status::Malformed(fmt::format("server rank {} answered partition {} about partition {}",
+                                         from, p.partition, h.partition()));
+  }
+  if (p.type == proto::CLOCK && h.clock() <= p.clock) {
+    return Status::Malformed(fmt::format(
+        "server rank {} let clock {} continue at clock {}", from, p.clock, h.clock()));
+  }
+  if (p.type == proto::PUSH && h.staleness() < 0) {
+    return Status::Malformed(
+        fmt::format("server rank {} reported a negative staleness {}", from, h.staleness()));
+  }
+  return Status();
+}
 
 }  // namespace
 
@@ -333,7 +376,8 @@ void Client::Impl::Dispatch(Outgoing& o) {
   const uint64_t id = next_request_++;
   o.header.set_request_id(id);
   o.header.set_sender(link_.id());
-  pending_[id] = Pending{o.target, o.op, o.dst, o.dst_len, o.header.clock()};
+  pending_[id] = Pending{o.target,          o.op, o.dst, o.dst_len, o.header.clock(),
+                        o.header.type(), o.header.partition()};
   if (o.target == kToScheduler) {
     hetps::Send(link_.socket(), o.header, std::move(o.payload));
   } else {
@@ -355,7 +399,13 @@ void Client::Impl::OnReply(Envelope& env, int from) {
   }
   Pending p = it->second;
   pending_.erase(it);
-  Status s = StatusOf(h);
+  Status s = CheckReply(h, p, from);
+  if (!s.ok()) {
+    spdlog::warn("{}", s.ToString());
+    p.op->Complete(s);
+    return;
+  }
+  s = StatusOf(h);
   if (h.dropped()) ++dropped_pushes;
   if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) {
     ++pushes_acked;
@@ -371,11 +421,11 @@ void Client::Impl::OnReply(Envelope& env, int from) {
     if (h.codec() != pull_codec) {
       s = Status::Malformed(
           fmt::format("server rank {} answered partition {} in codec '{}', not '{}'", from,
-                      h.partition(), h.codec(), pull_codec));
+                      p.partition, h.codec(), pull_codec));
     } else if (env.message.payload.size() != 1 ||
                (pull_codec.empty() && env.message.payload[0].size() != want)) {
       s = Status::SizeMismatch(fmt::format("server rank {} answered partition {} with a wrong size",
-                                           from, h.partition()));
+                                           from, p.partition));
     } else if (!pull_codec.empty()) {
       s = pull_decoder->Decode(static_cast<const uint8_t*>(env.message.payload[0].data()),
                                env.message.payload[0].size(), p.dst_len, {}, p.dst);
@@ -383,7 +433,7 @@ void Client::Impl::OnReply(Envelope& env, int from) {
       std::memcpy(p.dst, env.message.payload[0].data(), want);
     }
     if (s.ok()) {
-      base_versions[h.partition()].store(h.version(), std::memory_order_relaxed);
+      base_versions[p.partition].store(h.version(), std::memory_order_relaxed);
       bytes_pulled += static_cast<int64_t>(env.message.payload[0].size());
       const int64_t staleness = std::max<int64_t>(0, p.clock - h.min_clock());
       ++reads;

@@ -1,0 +1,204 @@
+// A worker treats every server reply as untrusted input. A fake server joins a real scheduler
+// and answers the client's requests with wrong partition ids, wrong sizes, wrong types, wrong
+// request ids and garbage; the client must fail those operations with a clear error (never
+// write out of bounds: this test's client code is built with AddressSanitizer) and stay
+// usable.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <thread>
+
+#include "common/message.h"
+#include "common/scheduler_link.h"
+#include "tests/integration/local_cluster.h"
+
+namespace hetps::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// How the fake server answers the next request.
+enum class Answer {
+  kHonest,          // the right reply: pulls get `values`
+  kWrongPartition,  // the right type, about another partition
+  kNegativePartition,
+  kShortPayload,    // a pull reply with too few bytes
+  kLongPayload,     // a pull reply with too many bytes
+  kWrongType,       // a PUSH_REPLY to a pull
+  kUnknownRequest,  // a reply to a request never sent, then the honest one
+  kGarbage,         // frames that are no message at all, then the honest one
+  kClockBackwards,  // a CLOCK_REPLY that continues at an earlier clock
+};
+
+class FakeServer {
+ public:
+  FakeServer(const std::string& scheduler, std::vector<float> values)
+      : values_(std::move(values)) {
+    router_.set(zmq::sockopt::linger, 0);
+    router_.bind("tcp://127.0.0.1:*");
+    link_ = std::make_unique<SchedulerLink>(ctx_, scheduler, proto::SERVER,
+                                            BoundEndpoint(router_), 200);
+    link_->registration().mutable_policy()->set_consistency("asp");
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakeServer() {
+    stop_ = true;
+    thread_.join();
+  }
+  void Queue(Answer a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answers_.push_back(a);
+  }
+
+ private:
+  void Serve() {
+    if (!link_->Join(stop_, 20000).ok()) return;
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                               {link_->socket().handle(), 0, ZMQ_POLLIN, 0}};
+    while (!stop_) {
+      zmq::poll(items, 2, 20ms);
+      link_->MaybeHeartbeat();
+      while (auto env = Receive(link_->socket(), zmq::recv_flags::dontwait, false)) {
+        link_->Heard();
+        if (env->message.header.type() == proto::SHARD_MAP) {
+          link_->Send(ReplyTo(env->message.header, proto::SHARD_MAP_ACK, link_->id()));
+        }
+      }
+      while (auto env = Receive(router_, zmq::recv_flags::dontwait, true)) Respond(*env);
+    }
+  }
+
+  void Respond(Envelope& env) {
+    const proto::Header& req = env.message.header;
+    enum Answer how = Answer::kHonest;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!answers_.empty()) {
+        how = answers_.front();
+        answers_.pop_front();
+      }
+    }
+    const proto::MsgType type = req.type() == proto::PULL    ? proto::PULL_REPLY
+                                : req.type() == proto::PUSH  ? proto::PUSH_REPLY
+                                : req.type() == proto::CLOCK ? proto::CLOCK_REPLY
+                                                             : proto::INIT_REPLY;
+    proto::Header r = ReplyTo(req, type, link_->id());
+    r.set_num_elements(static_cast<int64_t>(values_.size()));
+    r.set_dtype(proto::FLOAT32);
+    if (type == proto::CLOCK_REPLY) r.set_clock(req.clock() + 1);
+    size_t bytes = values_.size() * sizeof(float);
+    switch (how) {
+      case Answer::kWrongPartition:
+        r.set_partition(123456789);
+        break;
+      case Answer::kNegativePartition:
+        r.set_partition(-7);
+        break;
+      case Answer::kShortPayload:
+        bytes = 3;
+        break;
+      case Answer::kLongPayload:
+        bytes = 1 << 20;
+        break;
+      case Answer::kWrongType:
+        r.set_type(proto::PUSH_REPLY);
+        break;
+      case Answer::kUnknownRequest: {
+        proto::Header stray = r;
+        stray.set_request_id(req.request_id() + 1000);
+        stray.set_partition(99999);
+        std::vector<zmq::message_t> junk;
+        junk.push_back(Payload(1 << 16));
+        SendRouted(router_, env.identity, stray, std::move(junk));
+        break;
+      }
+      case Answer::kGarbage: {
+        std::vector<zmq::message_t> frames;
+        frames.emplace_back(env.identity.data(), env.identity.size());
+        frames.emplace_back(std::string("\xff\xfe not a header"));
+        frames.emplace_back(std::string("payload"));
+        zmq::send_multipart(router_, frames);
+        break;
+      }
+      case Answer::kClockBackwards:
+        r.set_clock(req.clock() - 5);
+        break;
+      case Answer::kHonest:
+        break;
+    }
+    std::vector<zmq::message_t> payload;
+    if (type == proto::PULL_REPLY) payload.push_back(Payload(bytes));
+    SendRouted(router_, env.identity, r, std::move(payload));
+  }
+
+  // `bytes` of the values, repeated or cut.
+  zmq::message_t Payload(size_t bytes) const {
+    zmq::message_t m(bytes);
+    auto* out = static_cast<uint8_t*>(m.data());
+    const auto* in = reinterpret_cast<const uint8_t*>(values_.data());
+    const size_t n = values_.size() * sizeof(float);
+    for (size_t i = 0; i < bytes; ++i) out[i] = in[i % n];
+    return m;
+  }
+
+  std::vector<float> values_;
+  zmq::context_t ctx_{1};
+  zmq::socket_t router_{ctx_, zmq::socket_type::router};
+  std::unique_ptr<SchedulerLink> link_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::deque<enum Answer> answers_;
+  std::thread thread_;
+};
+
+TEST(HostileServerTest, BadRepliesFailTheirOperationAndTheClientStaysUsable) {
+  LocalCluster cluster({.servers = 0, .workers = 1, .scheduler_flags = {"--num_servers=1"}});
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6, 7, 8};
+  FakeServer server(cluster.endpoint(), values);
+  auto clients = cluster.ConnectClients(1);
+  Client& c = *clients[0];
+  ASSERT_TRUE(c.DeclareTensors({{"w", {8}, 0}}).ok());
+
+  // A guard on each side of the destination: nothing may be written outside the 8 values.
+  std::vector<float> buffer(8 + 2, -1.0f);
+  float* out = buffer.data() + 1;
+  auto pull = [&](Answer how) {
+    server.Queue(how);
+    return c.Pull("w", out, 8).Wait();
+  };
+  for (Answer bad : {Answer::kWrongPartition, Answer::kNegativePartition, Answer::kShortPayload,
+                     Answer::kLongPayload, Answer::kWrongType}) {
+    std::fill(buffer.begin(), buffer.end(), -1.0f);
+    Status s = pull(bad);
+    EXPECT_FALSE(s.ok()) << "answer " << static_cast<int>(bad) << " was accepted";
+    EXPECT_TRUE(s.code() == proto::MALFORMED || s.code() == proto::SIZE_MISMATCH)
+        << s.ToString();
+    EXPECT_EQ(buffer.front(), -1.0f);
+    EXPECT_EQ(buffer.back(), -1.0f);
+  }
+  // A reply to no request and frames that are no message are ignored; the honest reply that
+  // follows completes the pull.
+  for (Answer stray : {Answer::kUnknownRequest, Answer::kGarbage}) {
+    std::fill(buffer.begin(), buffer.end(), -1.0f);
+    Status s = pull(stray);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(std::vector<float>(out, out + 8), values);
+    EXPECT_EQ(buffer.back(), -1.0f);
+  }
+  // A push answered about another partition fails too.
+  server.Queue(Answer::kWrongPartition);
+  std::vector<float> g(8, 0.5f);
+  EXPECT_EQ(c.Push("w", g.data(), 8).Wait().code(), proto::MALFORMED);
+  // A clock may not be sent backwards.
+  server.Queue(Answer::kClockBackwards);
+  EXPECT_EQ(c.Clock().code(), proto::MALFORMED);
+
+  // Still usable: an honest round trip works.
+  ASSERT_TRUE(c.Push("w", g.data(), 8).Wait().ok());
+  ASSERT_TRUE(pull(Answer::kHonest).ok());
+  EXPECT_EQ(std::vector<float>(out, out + 8), values);
+  EXPECT_TRUE(c.Clock().ok());
+}
+
+}  // namespace
+}  // namespace hetps::testing
