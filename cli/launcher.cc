@@ -64,6 +64,43 @@ StatusOr<std::string> RunCapture(const std::string& command) {
   return out;
 }
 
+// Runs argv (no shell: flags may hold ';' or spaces) and captures its stdout and stderr.
+struct Captured {
+  int status = -1;  // waitpid status
+  std::string output;
+};
+StatusOr<Captured> RunArgv(std::vector<std::string> argv) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return Status::Internal("fork failed");
+  }
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    std::fprintf(stderr, "cannot exec %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(fds[1]);
+  Captured c;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) c.output.append(buf, n);
+  }
+  close(fds[0]);
+  while (waitpid(pid, &c.status, 0) < 0 && errno == EINTR) {
+  }
+  return c;
+}
+
 class Cluster {
  public:
   Cluster(const LaunchArgs& args, sigset_t signals, int signal_fd)
@@ -92,14 +129,26 @@ class Cluster {
   std::vector<Child> children_;
 };
 
+// A failed exec is reported through a close-on-exec pipe: the parent reads the child's errno,
+// or end-of-file once the exec succeeded, so a spawn that did not start is an error here.
 StatusOr<Child*> Cluster::Spawn(const std::string& role, int index, const std::string& binary,
                                 const std::vector<std::string>& flags) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal("pipe failed");
+  const std::string label = role == "scheduler" ? role : fmt::format("{} {}", role, index);
+  int fds[2], exec_fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal(fmt::format("{}: pipe failed", label));
+  if (pipe2(exec_fds, O_CLOEXEC) != 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return Status::Internal(fmt::format("{}: pipe failed", label));
+  }
   std::vector<std::string> argv_s = {binary};
   argv_s.insert(argv_s.end(), flags.begin(), flags.end());
   pid_t pid = fork();
-  if (pid < 0) return Status::Internal("fork failed");
+  if (pid < 0) {
+    for (int fd : {fds[0], fds[1], exec_fds[0], exec_fds[1]}) close(fd);
+    return Status::Internal(fmt::format("cannot start {}: fork failed: {}", label,
+                                        std::strerror(errno)));
+  }
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
@@ -109,14 +158,28 @@ StatusOr<Child*> Cluster::Spawn(const std::string& role, int index, const std::s
     for (auto& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
     execv(binary.c_str(), argv.data());
-    std::fprintf(stderr, "cannot exec %s: %s\n", binary.c_str(), std::strerror(errno));
+    const int err = errno;
+    (void)!write(exec_fds[1], &err, sizeof(err));
     _exit(127);
   }
   close(fds[1]);
+  close(exec_fds[1]);
+  int err = 0;
+  ssize_t got;
+  while ((got = read(exec_fds[0], &err, sizeof(err))) < 0 && errno == EINTR) {
+  }
+  close(exec_fds[0]);
+  if (got > 0) {
+    close(fds[0]);
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return Status::Internal(
+        fmt::format("cannot start {}: {}: {}", label, binary, std::strerror(err)));
+  }
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
   Child c;
   c.role = role;
-  c.label = role == "scheduler" ? role : fmt::format("{} {}", role, index);
+  c.label = label;
   c.pid = pid;
   c.fd = fds[0];
   children_.push_back(std::move(c));
@@ -241,6 +304,32 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
+// Every role validates the flags it would be started with (--check_flags) before anything
+// starts, so a bad flag fails the launch at once with the role's own message instead of after
+// the cluster formed.
+Status CheckRoleFlags(const LaunchArgs& args,
+                      const std::map<std::string, std::vector<std::string>>& routed,
+                      const std::string& bin_dir) {
+  const std::map<std::string, std::vector<std::string>> own = {
+      {"scheduler",
+       {fmt::format("--num_servers={}", args.servers),
+        fmt::format("--num_workers={}", args.workers)}},
+      {"server", {}},
+      {"worker", {"--rank=0"}}};
+  for (const auto& [role, flags] : own) {
+    std::vector<std::string> argv = {fmt::format("{}/hetps-{}", bin_dir, role), "--check_flags"};
+    argv = Concat(Concat(argv, flags), routed.at(role));
+    auto run = RunArgv(argv);
+    if (!run.ok()) return run.status();
+    if (WIFEXITED(run->status) && WEXITSTATUS(run->status) == 0) continue;
+    std::string message = run->output;
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    return Status::InvalidArgument(fmt::format("{} refuses its flags: {}", role,
+                                               message.empty() ? Describe(run->status) : message));
+  }
+  return Status();
+}
+
 // The run's folder (created), with flags.txt: what each role was started with.
 StatusOr<std::string> PrepareRunDir(const LaunchArgs& args,
                                     const std::map<std::string, std::vector<std::string>>& routed) {
@@ -273,7 +362,7 @@ int Run(const LaunchArgs& args, Cluster& cluster,
                             fmt::format("--num_workers={}", args.workers),
                             "--bind=tcp://127.0.0.1:*", "--endpoint_file=" + endpoint_file},
                            routed.at("scheduler")));
-  if (!sched.ok()) return Say(sched.status().ToString()), 1;
+  if (!sched.ok()) return Say(sched.status().message()), 1;
   std::string endpoint;
   while (endpoint.empty()) {
     if (int sig = cluster.Pump(20)) return cluster.StopAll(), 128 + sig;
@@ -296,8 +385,9 @@ int Run(const LaunchArgs& args, Cluster& cluster,
   }
   const std::string sched_flag = "--scheduler=" + endpoint;
   for (int i = 0; i < args.servers; ++i) {
-    cluster.Spawn("server", i, bin_dir + "/hetps-server",
-                  Concat({sched_flag, "--bind=tcp://127.0.0.1:*"}, routed.at("server")));
+    auto server = cluster.Spawn("server", i, bin_dir + "/hetps-server",
+                                Concat({sched_flag, "--bind=tcp://127.0.0.1:*"}, routed.at("server")));
+    if (!server.ok()) return Say(server.status().message()), cluster.StopAll(), 1;
   }
   for (int i = 0; i < args.workers; ++i) {
     std::vector<std::string> flags = {sched_flag, "--run_dir=" + run_dir,
@@ -306,7 +396,9 @@ int Run(const LaunchArgs& args, Cluster& cluster,
       flags.push_back(fmt::format("--slowdown={}", slow->second));
       Say(fmt::format("worker {} computes {}x slower (--slow_worker)", i, slow->second));
     }
-    cluster.Spawn("worker", i, bin_dir + "/hetps-worker", Concat(flags, routed.at("worker")));
+    auto worker =
+        cluster.Spawn("worker", i, bin_dir + "/hetps-worker", Concat(flags, routed.at("worker")));
+    if (!worker.ok()) return Say(worker.status().message()), cluster.StopAll(), 1;
   }
 
   std::optional<Clock::time_point> workers_done_at;
@@ -370,6 +462,7 @@ int Launch(const LaunchArgs& args) {
   if (!role_flags.ok()) return Say(role_flags.status().ToString()), 2;
   auto routed = RouteFlags(args.extra_flags, *role_flags);
   if (!routed.ok()) return Say(routed.status().ToString()), 2;
+  if (Status s = CheckRoleFlags(args, *routed, bin_dir); !s.ok()) return Say(s.message()), 2;
   auto run_dir = PrepareRunDir(args, *routed);
   if (!run_dir.ok()) return Say(run_dir.status().ToString()), 2;
 

@@ -13,6 +13,9 @@ DEFINE_int32(num_workers, 1, "workers expected before the cluster starts");
 DEFINE_int64(partition_bytes, 4 << 20, "largest partition of a tensor, in bytes");
 DEFINE_int32(heartbeat_timeout_ms, 5000, "a node silent this long is declared dead");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
+DEFINE_bool(check_flags, false,
+            "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
+            "joining a cluster; hetps launch runs this for every role before starting any");
 DEFINE_int32(http_port, -1,
              "serve /metrics, /api/status and the dashboard on this port (0: any free port, "
              "-1: off)");
@@ -39,24 +42,16 @@ int main(int argc, char** argv) {
   o.num_workers = FLAGS_num_workers;
   o.partition_bytes = FLAGS_partition_bytes;
   o.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
-  if (FLAGS_http_port < -1 || FLAGS_http_port > 65535) {
-    spdlog::error("--http_port must be -1 (off), 0 (any free port) or a port, got {}",
-                  FLAGS_http_port);
-    return 2;
-  }
-  if (!(FLAGS_straggler_factor > 1) || !(FLAGS_straggler_clear_factor >= 1) ||
-      FLAGS_straggler_clear_factor > FLAGS_straggler_factor) {
-    spdlog::error(
-        "need --straggler_factor > 1 and 1 <= --straggler_clear_factor <= it, got {} "
-        "and {}",
-        FLAGS_straggler_factor, FLAGS_straggler_clear_factor);
-    return 2;
-  }
   o.http_port = FLAGS_http_port;
   o.http_host = FLAGS_http_host;
   o.dashboard_dir = FLAGS_dashboard_dir;
   o.straggler.factor = FLAGS_straggler_factor;
   o.straggler.clear_factor = FLAGS_straggler_clear_factor;
+  if (hetps::Status s = hetps::ValidateSchedulerOptions(o); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
+  if (FLAGS_check_flags) return 0;
   hetps::Status s = hetps::SchedulerNode(o, signals.stop()).Run();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());

@@ -100,10 +100,7 @@ class Loop {
 };
 
 Status Loop::Run() {
-  if (options_.num_servers < 1 || options_.num_workers < 1) {
-    return Status::InvalidArgument("num_servers and num_workers must be >= 1");
-  }
-  if (options_.partition_bytes < 4) return Status::InvalidArgument("partition_bytes must be >= 4");
+  if (Status s = ValidateSchedulerOptions(options_); !s.ok()) return s;
   router_.set(zmq::sockopt::linger, 2000);  // let SHUTDOWN reach the nodes on exit
   try {
     router_.bind(options_.bind);
@@ -523,6 +520,24 @@ void Loop::Shutdown(bool everyone) {
 }
 
 }  // namespace
+
+Status ValidateSchedulerOptions(const SchedulerOptions& o) {
+  if (o.num_servers < 1 || o.num_workers < 1) {
+    return Status::InvalidArgument("num_servers and num_workers must be >= 1");
+  }
+  if (o.partition_bytes < 4) return Status::InvalidArgument("partition_bytes must be >= 4");
+  if (o.http_port < -1 || o.http_port > 65535) {
+    return Status::InvalidArgument(fmt::format(
+        "http_port must be -1 (off), 0 (any free port) or a port, got {}", o.http_port));
+  }
+  if (!(o.straggler.factor > 1) || !(o.straggler.clear_factor >= 1) ||
+      o.straggler.clear_factor > o.straggler.factor) {
+    return Status::InvalidArgument(fmt::format(
+        "need straggler_factor > 1 and 1 <= straggler_clear_factor <= it, got {} and {}",
+        o.straggler.factor, o.straggler.clear_factor));
+  }
+  return Status();
+}
 
 SchedulerNode::SchedulerNode(SchedulerOptions options, const std::atomic<bool>& stop)
     : options_(std::move(options)), stop_(stop) {}

@@ -32,6 +32,10 @@ struct SchedulerOptions {
   StragglerOptions straggler;
 };
 
+// What a scheduler refuses before it binds: node counts, partition size, HTTP port, straggler
+// factors.
+Status ValidateSchedulerOptions(const SchedulerOptions& options);
+
 class SchedulerNode {
  public:
   // `stop` is polled; it must outlive Run().

@@ -26,6 +26,9 @@ DEFINE_uint64(seed, 1, "seed of the server-side initializer");
 DEFINE_int32(heartbeat_interval_ms, 500, "heartbeat period to the scheduler");
 DEFINE_int32(join_timeout_ms, 60000, "how long to wait for the cluster to form");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
+DEFINE_bool(check_flags, false,
+            "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
+            "joining a cluster; hetps launch runs this for every role before starting any");
 DEFINE_bool(list, false, "print every consistency, aggregator, optimizer and codec and exit");
 DEFINE_bool(markdown, false, "--list as Markdown tables (the README's)");
 
@@ -42,10 +45,6 @@ int main(int argc, char** argv) {
     spdlog::error("unknown --log_level '{}'", FLAGS_log_level);
     return 2;
   }
-  if (FLAGS_scheduler.empty()) {
-    spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
-    return 2;
-  }
   hetps::ServerOptions o;
   o.scheduler = FLAGS_scheduler;
   o.bind = FLAGS_bind;
@@ -56,6 +55,15 @@ int main(int argc, char** argv) {
   o.consistency = FLAGS_consistency;
   o.aggregator = FLAGS_aggregator;
   o.init = {FLAGS_init, FLAGS_init_scale, FLAGS_seed};
+  if (hetps::Status s = hetps::ValidateServerOptions(o); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
+  if (FLAGS_check_flags) return 0;
+  if (FLAGS_scheduler.empty()) {
+    spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
+    return 2;
+  }
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   o.join_timeout_ms = FLAGS_join_timeout_ms;
   hetps::Status s = hetps::ServerNode(o, signals.stop()).Run();

@@ -337,10 +337,7 @@ class Router {
 };
 
 Status Router::Setup() {
-  if (options_.threads < 1 || options_.threads > 64) {
-    return Status::InvalidArgument(
-        fmt::format("threads must be in [1, 64], got {}", options_.threads));
-  }
+  if (Status s = ValidateServerOptions(options_); !s.ok()) return s;
   auto opt = MakeOptimizer(options_.optimizer);
   if (!opt.ok()) return opt.status();
   optimizer_ = std::move(*opt);
@@ -695,6 +692,19 @@ void Router::HandleControl(Envelope& env) {
 }
 
 }  // namespace
+
+Status ValidateServerOptions(const ServerOptions& o) {
+  if (o.threads < 1 || o.threads > 64) {
+    return Status::InvalidArgument(fmt::format("threads must be in [1, 64], got {}", o.threads));
+  }
+  if (auto opt = Optimizers().Parse(o.optimizer); !opt.ok()) return opt.status();
+  if (auto init = Initializer::Make(o.init); !init.ok()) return init.status();
+  auto consistency = Controllers().Parse(o.consistency);
+  if (!consistency.ok()) return consistency.status();
+  auto aggregator = Aggregators().Parse(o.aggregator);
+  if (!aggregator.ok()) return aggregator.status();
+  return CheckCombination(*aggregator, *consistency);
+}
 
 ServerNode::ServerNode(ServerOptions options, const std::atomic<bool>& stop)
     : options_(std::move(options)), stop_(stop) {}

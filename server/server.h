@@ -41,6 +41,10 @@ struct ServerOptions {
   int join_timeout_ms = 60000;
 };
 
+// What a server refuses before it binds or joins: thread count, the optimizer, consistency
+// and aggregator specs and their combination, the initializer.
+Status ValidateServerOptions(const ServerOptions& options);
+
 class ServerNode {
  public:
   // `stop` is polled; it must outlive Run().

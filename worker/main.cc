@@ -50,6 +50,9 @@ DEFINE_string(codec, "none",
               "fp16, topk, randomk, dgc, qsgd, terngrad, onebit, efsign, powersgd");
 DEFINE_string(pull_codec, "none", "compression of pulled values: none or fp16");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
+DEFINE_bool(check_flags, false,
+            "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
+            "joining a cluster; hetps launch runs this for every role before starting any");
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("hetps worker: trains through the parameter server");
@@ -58,10 +61,6 @@ int main(int argc, char** argv) {
   hetps::SignalWatcher signals;
   if (!hetps::SetupLogging("worker", FLAGS_log_level)) {
     spdlog::error("unknown --log_level '{}'", FLAGS_log_level);
-    return 2;
-  }
-  if (FLAGS_scheduler.empty()) {
-    spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
     return 2;
   }
   if (FLAGS_workload != "synthetic" && FLAGS_workload != "train") {
@@ -125,6 +124,17 @@ int main(int argc, char** argv) {
   train.device = FLAGS_device;
   train.compute_threads = FLAGS_compute_threads;
 
+  hetps::Status valid = FLAGS_workload == "train" ? hetps::ValidateTrainOptions(train)
+                                                 : hetps::ValidateSyntheticOptions(workload);
+  if (!valid.ok()) {
+    spdlog::error("{}", valid.message());
+    return 2;
+  }
+  if (FLAGS_check_flags) return 0;
+  if (FLAGS_scheduler.empty()) {
+    spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
+    return 2;
+  }
   hetps::ClientOptions options;
   options.scheduler = FLAGS_scheduler;
   options.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;

@@ -82,13 +82,18 @@ Status PullAll(Client& client, Model& m) {
 
 }  // namespace
 
-Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic<bool>& stop) {
+Status ValidateSyntheticOptions(const SyntheticOptions& o) {
   if (o.tensor_elements.empty() || o.iterations < 1) {
     return Status::InvalidArgument("need at least one tensor and one iteration");
   }
   if (!(o.slowdown >= 1.0) || o.compute_ms < 0) {
     return Status::InvalidArgument("slowdown must be >= 1 and compute_ms >= 0");
   }
+  return Status();
+}
+
+Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic<bool>& stop) {
+  if (Status s = ValidateSyntheticOptions(o); !s.ok()) return s;
   Model m = MakeModel(o, client.rank(), client.num_workers());
   std::vector<TensorSpec> specs;
   for (size_t t = 0; t < m.names.size(); ++t) {

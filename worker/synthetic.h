@@ -28,5 +28,7 @@ struct SyntheticOptions {
 // other workers in a barrier and checks the final distance to the optimum. Returns an error if
 // any request fails or the distance did not shrink.
 Status RunSynthetic(Client& client, const SyntheticOptions& options, const std::atomic<bool>& stop);
+// What RunSynthetic refuses before it starts, checked without a cluster (--check_flags).
+Status ValidateSyntheticOptions(const SyntheticOptions& options);
 
 }  // namespace hetps

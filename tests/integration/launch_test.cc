@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -95,6 +96,46 @@ TEST(LaunchTest, UnknownFlagIsRefusedBeforeAnythingStarts) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("unknown flag '--learning_rat=0.1'"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("[scheduler]"), std::string::npos);
+}
+
+// Each role checks its own flags (--check_flags) before anything starts: a value the worker
+// refuses, or a combination the servers refuse, ends the launch at once with the role's words.
+TEST(LaunchTest, BadRoleFlagValuesAreRefusedBeforeAnythingStarts) {
+  const auto start = std::chrono::steady_clock::now();
+  LaunchResult r = Launch("--servers 1 --workers 2 --workload=synthetic --tensor_elements=0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("worker refuses its flags"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--tensor_elements"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[scheduler]"), std::string::npos) << r.output;
+  r = Launch("--servers 1 --workers 1 --consistency=softsync --aggregator=fedbuff");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("server refuses its flags"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("does not combine"), std::string::npos) << r.output;
+  r = Launch("--servers 1 --workers 1 --optimizer=adam:lr=-1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("lr=-1"), std::string::npos) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// A process that cannot be started stops the launch, named: here a worker program that passes
+// its flag check and then cannot be executed.
+TEST(LaunchTest, AProcessThatCannotStartStopsTheLaunchAndIsNamed) {
+  const std::string dir = ::testing::TempDir() + "hetps-bin-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  for (const char* role : {"hetps-scheduler", "hetps-server"}) {
+    std::filesystem::create_symlink(Bin(role), dir + "/" + role);
+  }
+  const std::string worker = dir + "/hetps-worker";
+  {
+    std::ofstream f(worker);
+    f << "#!/bin/sh\n[ \"$1\" = --check_flags ] && chmod -x \"$0\"\nexit 0\n";
+  }
+  std::filesystem::permissions(worker, std::filesystem::perms::owner_all);
+  LaunchResult r = Launch("--bin_dir=" + dir + " --servers 1 --workers 1 --grace_ms=2000");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot start worker 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Permission denied"), std::string::npos) << r.output;
 }
 
 TEST(LaunchTest, KilledWorkerIsNamedAndTheOthersFinish) {

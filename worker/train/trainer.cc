@@ -71,7 +71,7 @@ class Batches {
 
 }  // namespace
 
-Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool>& stop) {
+Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.batch < 1 || o.iterations < 1 || o.eval_every < 1 || !(o.slowdown >= 1.0)) {
     return Status::InvalidArgument("batch, iterations, eval_every must be >= 1 and slowdown >= 1");
   }
@@ -79,6 +79,11 @@ Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool
     return Status::InvalidArgument(
         fmt::format("unknown partition '{}' (iid, dirichlet)", o.partition));
   }
+  return Status();
+}
+
+Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool>& stop) {
+  if (Status s = ValidateTrainOptions(o); !s.ok()) return s;
   auto train = LoadIdxPair(PathOr(o.train_images, FashionMnistImages(o.data_dir, "train")),
                            PathOr(o.train_labels, FashionMnistLabels(o.data_dir, "train")));
   if (!train.ok()) return train.status();

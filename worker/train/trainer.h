@@ -38,5 +38,8 @@ struct TrainOptions {
 // Trains until the worker's clock reaches `iterations`; rank 0 prints the final test accuracy.
 // Returns an error if the data cannot be loaded or a request fails.
 Status RunTraining(Client& client, const TrainOptions& options, const std::atomic<bool>& stop);
+// What RunTraining refuses before it starts, checked without a cluster (hetps-worker
+// --check_flags, so `hetps launch` can refuse bad flags before starting anything).
+Status ValidateTrainOptions(const TrainOptions& options);
 
 }  // namespace hetps
