@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace hetps {
@@ -20,6 +21,14 @@ struct RoundSpec {
   bool one_step = false;         // all counted updates form one step (else one per clock)
   Combine combine = Combine::kSum;
   double staleness_exponent = 0;  // kWeighted: weight = samples * (1 + sigma)^-a
+
+  // The round a policy switch applies so nothing held is lost: every clock, everyone.
+  static RoundSpec Flush() {
+    RoundSpec r;
+    r.clock = std::numeric_limits<int64_t>::max();
+    return r;
+  }
+  bool IsFlush() const { return clock == std::numeric_limits<int64_t>::max() && workers.empty(); }
 };
 
 }  // namespace hetps

@@ -1,0 +1,89 @@
+#include "server/apply_threads.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <optional>
+
+namespace hetps {
+namespace {
+
+constexpr char kReplyEndpoint[] = "inproc://server-replies";
+
+std::string WorkEndpoint(int thread) { return fmt::format("inproc://server-work-{}", thread); }
+
+}  // namespace
+
+// One hand-over: a data request, a round, or (neither) the stop signal.
+struct ApplyThreads::Work {
+  std::optional<DataRequest> request;
+  std::optional<RoundSpec> round;
+};
+
+ApplyThreads::ApplyThreads(zmq::context_t& context, int threads)
+    : context_(context), replies_(context, zmq::socket_type::pull) {
+  replies_.bind(kReplyEndpoint);
+  for (int i = 0; i < threads; ++i) {
+    work_.emplace_back(context, zmq::socket_type::push);
+    work_.back().set(zmq::sockopt::sndhwm, 0);
+    work_.back().bind(WorkEndpoint(i));
+  }
+}
+
+void ApplyThreads::Start(const ServingState& state) {
+  for (int i = 0; i < static_cast<int>(work_.size()); ++i) {
+    threads_.emplace_back(Loop, std::ref(context_), i, std::cref(state));
+  }
+}
+
+void ApplyThreads::Send(int index, std::unique_ptr<Work> work) {
+  Work* raw = work.release();  // the receiving thread takes ownership
+  (void)work_[index].send(zmq::message_t(&raw, sizeof(raw)), zmq::send_flags::none);
+}
+
+void ApplyThreads::Hand(int index, DataRequest request) {
+  auto work = std::make_unique<Work>();
+  work->request = std::move(request);
+  Send(index, std::move(work));
+}
+
+void ApplyThreads::Broadcast(const RoundSpec& round) {
+  for (int i = 0; i < static_cast<int>(work_.size()); ++i) {
+    auto work = std::make_unique<Work>();
+    work->round = round;
+    Send(i, std::move(work));
+  }
+}
+
+void ApplyThreads::Stop() {
+  if (threads_.empty()) return;
+  for (int i = 0; i < static_cast<int>(work_.size()); ++i) Send(i, std::make_unique<Work>());
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void ApplyThreads::Loop(zmq::context_t& context, int index, const ServingState& state) {
+  zmq::socket_t in(context, zmq::socket_type::pull);
+  in.connect(WorkEndpoint(index));
+  zmq::socket_t out(context, zmq::socket_type::push);
+  out.connect(kReplyEndpoint);
+  std::vector<float> scratch;
+  while (true) {
+    zmq::message_t m;
+    if (!in.recv(m, zmq::recv_flags::none) || m.size() != sizeof(Work*)) return;
+    Work* raw = nullptr;
+    std::memcpy(&raw, m.data(), sizeof(raw));
+    std::unique_ptr<Work> work(raw);
+    if (work->round) {
+      CompleteRound(state, 1 + index, *work->round);
+      continue;
+    }
+    if (!work->request) return;  // the stop signal
+    DataRequest& request = *work->request;
+    DataReply r = ServeData(state, request, scratch);
+    (void)out.send(zmq::buffer(request.identity), zmq::send_flags::sndmore);
+    hetps::Send(out, r.header, std::move(r.payload));
+  }
+}
+
+}  // namespace hetps

@@ -1,0 +1,132 @@
+#include "server/consistency_gate.h"
+
+#include <spdlog/spdlog.h>
+
+#include "server/aggregation/aggregator.h"
+
+namespace hetps {
+
+ConsistencyGate::ConsistencyGate(AlgorithmSpec consistency, AlgorithmSpec aggregator,
+                                 Actions actions)
+    : consistency_(std::move(consistency)),
+      aggregator_(std::move(aggregator)),
+      actions_(std::move(actions)) {}
+
+void ConsistencyGate::Start(const std::vector<int32_t>& workers) {
+  controller_ = MakeController(consistency_, workers);
+}
+
+int64_t ConsistencyGate::MinClock(int64_t fallback) const {
+  const int64_t slowest = controller_->clocks().min();
+  return slowest == kUnbounded ? fallback : slowest;
+}
+
+void ConsistencyGate::Admit(Envelope& env) {
+  const proto::Header& h = env.message.header;
+  if (h.type() == proto::PULL && !controller_->ReadReady(h.sender(), h.clock())) {
+    parked_reads_.push_back(std::move(env));  // answered by Release() once the slowest catch up
+    return;
+  }
+  if (h.type() == proto::PUSH && !controller_->Accepts(h.clock())) {
+    ++dropped_;  // its round closed without it
+    proto::Header r = ReplyTo(h, proto::PUSH_REPLY, -1);
+    r.set_dropped(true);
+    actions_.reply(env.identity, r);
+    return;
+  }
+  Serve(env);
+}
+
+void ConsistencyGate::Serve(Envelope& env) {
+  DataRequest request;
+  request.identity = std::move(env.identity);
+  request.message = std::move(env.message);
+  const proto::Header& h = request.message.header;
+  if (h.type() == proto::PUSH) {
+    request.hold = controller_->synchronous();
+    request.window = controller_->window();
+  }
+  request.min_clock = MinClock(h.clock());
+  actions_.serve(std::move(request));
+}
+
+void ConsistencyGate::OnClock(Envelope& env, double now) {
+  now_ = now;
+  const proto::Header& h = env.message.header;
+  controller_->OnClock(h.sender(), h.clock(), now);
+  CompleteRounds();
+  parked_clocks_.push_back(std::move(env));  // the reply waits for the gate
+  Release();
+}
+
+void ConsistencyGate::Tick(double now) {
+  now_ = now;
+  if (!controller_) return;
+  controller_->Tick(now);
+  CompleteRounds();
+  Release();
+}
+
+void ConsistencyGate::Release() {
+  for (auto it = parked_clocks_.begin(); it != parked_clocks_.end();) {
+    const proto::Header& h = it->message.header;
+    if (!controller_->TryStart(h.sender(), h.clock() + 1, now_)) {
+      ++it;
+      continue;
+    }
+    proto::Header r = ReplyTo(h, proto::CLOCK_REPLY, -1);
+    r.set_clock(controller_->ContinueAt(h.sender(), h.clock()));
+    r.set_min_clock(MinClock(h.clock() + 1));
+    actions_.reply(it->identity, r);
+    it = parked_clocks_.erase(it);
+  }
+  for (auto it = parked_reads_.begin(); it != parked_reads_.end();) {
+    if (!controller_->ReadReady(it->message.header.sender(), it->message.header.clock())) {
+      ++it;
+      continue;
+    }
+    Serve(*it);
+    it = parked_reads_.erase(it);
+  }
+}
+
+void ConsistencyGate::CompleteRounds() {
+  for (const RoundSpec& round : controller_->TakeRounds()) actions_.apply_round(round);
+}
+
+void ConsistencyGate::RemoveWorker(int32_t w, const char* why) {
+  if (!controller_) return;
+  controller_->RemoveWorker(w);
+  spdlog::info("worker {} {}; it no longer holds back any clock", w, why);
+  CompleteRounds();
+  Release();
+}
+
+void ConsistencyGate::OnHint(const std::vector<int32_t>& stragglers, int64_t quorum) {
+  if (!controller_) return;
+  controller_->OnHint(stragglers, quorum);
+  CompleteRounds();
+  Release();
+}
+
+Status ConsistencyGate::Switch(const std::string& text) {
+  auto spec = Controllers().Parse(text);
+  if (!spec.ok()) return spec.status();
+  if (Status s = CheckCombination(aggregator_, *spec); !s.ok()) return s;
+  if (!controller_) return Status::Unavailable("the cluster has not formed yet");
+  std::vector<int32_t> workers;
+  for (const auto& [w, c] : controller_->clocks().all()) workers.push_back(w);
+  std::unique_ptr<ConsistencyController> next = MakeController(*spec, workers);
+  next->AdoptClocks(controller_->clocks());
+  if (controller_->synchronous() || controller_->window() > 0) {
+    actions_.apply_round(RoundSpec::Flush());  // nothing held is lost: apply it all now
+  }
+  spdlog::info("consistency {} -> {} at clocks {}..{}", consistency_.Full(), spec->Full(),
+               controller_->clocks().min(), controller_->clocks().max());
+  controller_ = std::move(next);
+  consistency_ = std::move(*spec);
+  Release();
+  return Status();
+}
+
+}  // namespace hetps

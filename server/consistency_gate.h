@@ -1,0 +1,77 @@
+// ConsistencyGate: the server's side of the consistency controller (server/consistency/). It
+// decides, on the network thread, what happens to each worker request that passed
+// validation: a PUSH too late for its round is dropped, a PULL whose reader is too far ahead
+// is parked until the slowest catch up, a CLOCK is answered only once the worker's next clock
+// may start, and pushes are marked to be held for their round or applied in windows. Closed
+// rounds are handed to the partition owners. The controller can be switched while running
+// (Switch), losing nothing held.
+//
+// Thread-safety: none; owned by the server's network thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/message.h"
+#include "common/registry.h"
+#include "server/consistency/controller.h"
+#include "server/serving.h"
+
+namespace hetps {
+
+class ConsistencyGate {
+ public:
+  // How the gate acts on the server.
+  struct Actions {
+    std::function<void(const std::string& identity, const proto::Header& reply)> reply;
+    std::function<void(DataRequest request)> serve;         // to the partition's owner
+    std::function<void(const RoundSpec& round)> apply_round;  // by every partition owner
+  };
+  // `consistency` and `aggregator` are parsed specs whose combination was checked.
+  ConsistencyGate(AlgorithmSpec consistency, AlgorithmSpec aggregator, Actions actions);
+  ConsistencyGate(const ConsistencyGate&) = delete;
+  ConsistencyGate& operator=(const ConsistencyGate&) = delete;
+
+  // Builds the controller over the cluster's workers (all at clock 0).
+  void Start(const std::vector<int32_t>& workers);
+  bool started() const { return controller_ != nullptr; }
+
+  // A validated PUSH, PULL or INIT: dropped, parked or served. REQUIRES: started().
+  void Admit(Envelope& env);
+  // A worker's CLOCK: answered once its next clock may start. REQUIRES: started().
+  void OnClock(Envelope& env, double now);
+  // Deadlines (semi_async rounds); call on every turn of the loop.
+  void Tick(double now);
+  // A dead or departed worker stops counting.
+  void RemoveWorker(int32_t worker, const char* why);
+  // The scheduler's straggler flags and quorum.
+  void OnHint(const std::vector<int32_t>& stragglers, int64_t quorum);
+  // Switches to the controller of `spec`; refused (nothing changes) when the spec is invalid
+  // or the aggregator is not defined under it.
+  Status Switch(const std::string& spec);
+
+  // For reports: the running spec with every parameter, parked requests, dropped pushes.
+  std::string consistency() const { return consistency_.Full(); }
+  int64_t parked_reads() const { return static_cast<int64_t>(parked_reads_.size()); }
+  int64_t parked_clocks() const { return static_cast<int64_t>(parked_clocks_.size()); }
+  int64_t dropped() const { return dropped_; }
+
+ private:
+  void Serve(Envelope& env);  // with the gate's marks
+  void Release();             // answers parked clocks and reads that may go on now
+  void CompleteRounds();      // hands closed rounds to the owners
+  int64_t MinClock(int64_t fallback) const;
+
+  AlgorithmSpec consistency_, aggregator_;
+  Actions actions_;
+  std::unique_ptr<ConsistencyController> controller_;
+  std::deque<Envelope> parked_clocks_, parked_reads_;
+  double now_ = 0;
+  int64_t dropped_ = 0;  // pushes too late for their round (backup)
+};
+
+}  // namespace hetps

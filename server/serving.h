@@ -1,0 +1,65 @@
+// Serving data requests on a partition's owning thread: PUSH (decoded, held for a round or
+// handed to the aggregator), PULL (answered zero-copy from a snapshot) and INIT, and applying
+// closed rounds. Every partition has exactly one owning thread (the network thread for small
+// partitions, an apply thread for large ones), so nothing here takes a lock.
+//
+// Thread-safety: ServingState is read-only once the shard map is installed, except what each
+// owning thread does to its own partitions and the layer counters (atomics).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/compress/codec.h"
+#include "common/message.h"
+#include "common/shard_map.h"
+#include "server/optimizer/optimizer.h"
+#include "server/partition_store.h"
+#include "server/round.h"
+
+namespace hetps {
+
+// What the owning threads share: the partitions, how to update and encode them, and which
+// thread owns which.
+struct ServingState {
+  int32_t self = -1;  // this server's node id
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<PartitionStore> store;
+  const ShardMap* map = nullptr;
+  compress::CodecCache* codecs = nullptr;  // decodes compressed pushes, encodes pulls
+  // Partition ids each owner serves: owned[0] the network thread, owned[1 + k] apply thread k.
+  std::vector<std::vector<int32_t>> owned;
+  // Per layer, counted by whichever thread applies a push; read for the scheduler's report.
+  struct LayerCounters {
+    std::atomic<int64_t> pushes{0}, bytes{0}, staleness_sum{0}, max_staleness{0};
+  };
+  std::map<int32_t, std::unique_ptr<LayerCounters>> layers;  // keys fixed with the shard map
+};
+
+// A validated data request with what the consistency gate decided about it.
+struct DataRequest {
+  std::string identity;  // the worker's routing identity
+  Message message;
+  bool hold = false;      // PUSH: keep it for its clock's round (synchronous controllers)
+  int64_t window = 0;     // PUSH: softsync's gradients per step (0: none)
+  int64_t min_clock = 0;  // the slowest live worker's clock, echoed in the reply
+};
+
+struct DataReply {
+  proto::Header header;
+  std::vector<zmq::message_t> payload;
+};
+
+// Serves one PUSH / PULL / INIT. REQUIRES: the calling thread owns the partition, and the
+// network thread checked that it is held here.
+DataReply ServeData(const ServingState& state, DataRequest& request, std::vector<float>& scratch);
+
+// Applies a closed round to the partitions `owner` serves; the flush round of a policy switch
+// (everyone, every clock: RoundSpec::Flush()) also applies every partially filled window.
+void CompleteRound(const ServingState& state, int owner, const RoundSpec& round);
+
+}  // namespace hetps
