@@ -22,7 +22,9 @@ std::string SelfDir() {
 }
 
 BenchCluster::~BenchCluster() {
-  for (auto& c : clients_) (void)c->Finish();
+  for (auto& c : clients_) {
+    if (c) (void)c->Finish();  // a failed start leaves some unconnected
+  }
   clients_.clear();
   for (pid_t pid : pids_) kill(pid, SIGTERM);
   for (pid_t pid : pids_) waitpid(pid, nullptr, 0);

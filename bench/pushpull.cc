@@ -103,7 +103,7 @@ int RunPushPull(const PushPullOptions& o) {
   BenchClusterOptions cluster_options;
   cluster_options.servers = o.servers;
   cluster_options.workers = o.workers;
-  cluster_options.server_flags = {"--optimizer=sgd", "--lr=1e-9", "--init=zeros",
+  cluster_options.server_flags = {"--optimizer=sgd:lr=1e-9", "--init=zeros",
                                   fmt::format("--server_threads={}", o.server_threads)};
   cluster_options.scheduler_flags = {fmt::format("--partition_bytes={}", o.partition_bytes)};
   cluster_options.scheduler_bind = o.scheduler_bind;
