@@ -1,14 +1,14 @@
 // ServerNode: one hetps server. It binds a ROUTER for workers, joins the cluster through the
 // scheduler, installs its share of the shard map and then serves PUSH / PULL / INIT / CLOCK.
 //
-// Threads: the router thread owns every TCP socket. Data requests are validated there. Each
-// partition has exactly one owning thread, so it needs no lock: partitions of at most
-// inline_apply_bytes belong to the router thread itself (for them a thread hand-over costs
-// more than the work), larger ones to apply thread (partition id mod threads), reached
-// zero-copy over inproc. Concurrent workers touching different partitions never serialize on
-// a shared lock.
-// Consistency (server/consistency/) decides when: a worker's CLOCK is answered once its next
-// clock may start, a PULL once the reader's clock allows it (else it is parked here), and under
+// Threads: the network thread (server.cc) owns every TCP socket; data requests are validated
+// there. Each partition has exactly one owning thread, so it needs no lock: partitions of at
+// most inline_apply_bytes belong to the network thread itself (for them a thread hand-over
+// costs more than the work), larger ones to an apply thread (apply_threads.h, partition id mod
+// threads), handed over as C++ structs without copying. Serving itself is serving.h.
+// Concurrent workers touching different partitions never serialize on a shared lock.
+// The consistency gate (consistency_gate.h) decides when: a worker's CLOCK is answered once its
+// next clock may start, a PULL once the reader's clock allows it (else it is parked), and under
 // a synchronous controller (bsp) pushes are held and applied once per clock when every live
 // worker finished it. The controller can be switched while training runs (SET_POLICY).
 #pragma once
