@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/message.h"
 #include "common/scheduler_link.h"
+#include "worker/client_report.h"
 
 namespace hetps {
 
@@ -60,10 +61,6 @@ namespace {
 using OpPtr = std::shared_ptr<Ticket::State>;
 constexpr int kToScheduler = -1;
 constexpr int kStopGraceMs = 5000;  // how long Finish waits for unanswered requests
-// Push staleness is reported exactly up to this many versions; the last bucket holds the rest.
-constexpr int64_t kReportedStalenessBuckets = 33;
-// Trainer figures held for one heartbeat at most.
-constexpr size_t kMetricPoints = 64;
 
 std::shared_ptr<Ticket::State> Failed(const Status& s) {
   auto op = std::make_shared<Ticket::State>(1);
@@ -181,7 +178,6 @@ class Client::Impl {
   // from. Written by the I/O thread, read by pushing threads.
   std::unique_ptr<std::atomic<int64_t>[]> base_versions;
   std::atomic<int64_t> clock{0};
-  std::atomic<int64_t> bytes_pushed{0}, raw_bytes_pushed{0}, bytes_pulled{0}, requests{0};
   // Compression: the push codec of each layer, and per partition its encoder (null: raw).
   compress::LayerCodecs push_codecs;
   std::string pull_codec;  // empty: raw
@@ -193,45 +189,9 @@ class Client::Impl {
     int64_t cols = 0;
   };
   std::vector<std::unique_ptr<Encoder>> encoders;
-  std::atomic<int64_t> reads{0}, staleness_sum{0}, max_staleness{0}, dropped_pushes{0};
-  std::atomic<int64_t> pushes_acked{0}, push_staleness_sum{0}, max_push_staleness{0};
+  ClientReport report;  // what stats() and the heartbeats tell
 
-  // What the next heartbeat tells the scheduler (WorkerReport). Iteration timing is written by
-  // the thread calling Clock(), read by the I/O thread; staleness counts by the I/O thread only.
-  using Steady = std::chrono::steady_clock;
-  struct Timing {
-    std::vector<double> iteration_ms, wait_ms;  // since the last report
-    Steady::time_point iteration_start = Steady::now();
-    bool in_iteration = true;     // false inside Clock() and, with BeginIteration(), after it
-    bool explicit_begin = false;  // the trainer marks its iterations with BeginIteration()
-    std::vector<proto::MetricPoint> metrics;  // since the last report, at most kMetricPoints
-  };
-  std::mutex timing_mu;
-  Timing timing;
-  std::vector<int64_t> staleness_counts;  // I/O thread
-
-  void FillReport(proto::Header& h) {
-    proto::WorkerReport& r = *h.mutable_worker_report();
-    r.set_clock(clock.load());
-    {
-      std::lock_guard<std::mutex> lock(timing_mu);
-      for (double ms : timing.iteration_ms) r.add_iteration_ms(ms);
-      for (double ms : timing.wait_ms) r.add_wait_ms(ms);
-      timing.iteration_ms.clear();
-      timing.wait_ms.clear();
-      r.set_busy_ms(!timing.in_iteration ? 0.0
-                                         : std::chrono::duration<double, std::milli>(
-                                               Steady::now() - timing.iteration_start)
-                                               .count());
-      for (proto::MetricPoint& p : timing.metrics) *r.add_metrics() = std::move(p);
-      timing.metrics.clear();
-    }
-    for (int64_t n : staleness_counts) r.add_staleness_counts(n);
-    staleness_counts.clear();
-    r.set_bytes_pushed(bytes_pushed.load());
-    r.set_raw_bytes_pushed(raw_bytes_pushed.load());
-    r.set_bytes_pulled(bytes_pulled.load());
-  }
+  void FillReport(proto::Header& h) { report.Fill(clock.load(), *h.mutable_worker_report()); }
 
   // Queues requests for the I/O thread.
   void Submit(std::vector<Outgoing> batch) {
@@ -381,7 +341,7 @@ void Client::Impl::Dispatch(Outgoing& o) {
   if (o.target == kToScheduler) {
     hetps::Send(link_.socket(), o.header, std::move(o.payload));
   } else {
-    ++requests;
+    report.OnRequest();
     hetps::Send(servers_[o.target], o.header, std::move(o.payload));
   }
 }
@@ -406,16 +366,8 @@ void Client::Impl::OnReply(Envelope& env, int from) {
     return;
   }
   s = StatusOf(h);
-  if (h.dropped()) ++dropped_pushes;
-  if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) {
-    ++pushes_acked;
-    push_staleness_sum += h.staleness();
-    const size_t bucket =
-        static_cast<size_t>(std::clamp<int64_t>(h.staleness(), 0, kReportedStalenessBuckets - 1));
-    if (staleness_counts.size() <= bucket) staleness_counts.resize(bucket + 1, 0);
-    ++staleness_counts[bucket];
-    if (h.staleness() > max_push_staleness) max_push_staleness = h.staleness();
-  }
+  if (h.dropped()) report.OnDropped();
+  if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) report.OnPushAcked(h.staleness());
   if (s.ok() && h.type() == proto::PULL_REPLY) {
     const size_t want = static_cast<size_t>(p.dst_len) * sizeof(float);
     if (h.codec() != pull_codec) {
@@ -434,11 +386,8 @@ void Client::Impl::OnReply(Envelope& env, int from) {
     }
     if (s.ok()) {
       base_versions[p.partition].store(h.version(), std::memory_order_relaxed);
-      bytes_pulled += static_cast<int64_t>(env.message.payload[0].size());
-      const int64_t staleness = std::max<int64_t>(0, p.clock - h.min_clock());
-      ++reads;
-      staleness_sum += staleness;
-      if (staleness > max_staleness) max_staleness = staleness;
+      report.OnRead(static_cast<int64_t>(env.message.payload[0].size()),
+                    std::max<int64_t>(0, p.clock - h.min_clock()));
     }
   }
   p.op->Complete(s, &h);
@@ -521,21 +470,7 @@ std::string Client::consistency() const { return impl_->view().proto().policy().
 int64_t Client::clock() const { return impl_->clock.load(); }
 const ShardMap& Client::shard_map() const { return *impl_->map; }
 
-ClientStats Client::stats() const {
-  ClientStats s;
-  s.bytes_pushed = impl_->bytes_pushed.load();
-  s.raw_bytes_pushed = impl_->raw_bytes_pushed.load();
-  s.bytes_pulled = impl_->bytes_pulled.load();
-  s.requests = impl_->requests.load();
-  s.reads = impl_->reads.load();
-  s.max_staleness = impl_->max_staleness.load();
-  s.staleness_sum = impl_->staleness_sum.load();
-  s.dropped_pushes = impl_->dropped_pushes.load();
-  s.pushes = impl_->pushes_acked.load();
-  s.push_staleness_sum = impl_->push_staleness_sum.load();
-  s.max_push_staleness = impl_->max_push_staleness.load();
-  return s;
-}
+ClientStats Client::stats() const { return impl_->report.Stats(); }
 
 Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
   if (impl_->map) return Status::FailedPrecondition("tensors were already declared");
@@ -566,8 +501,7 @@ Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
     impl_->encoders[p.id] = std::move(e);
   }
   impl_->map = std::move(*map);
-  std::lock_guard<std::mutex> lock(impl_->timing_mu);
-  impl_->timing.iteration_start = Impl::Steady::now();  // the first iteration starts now
+  impl_->report.StartIterations();  // the first iteration starts now
   return Status();
 }
 
@@ -638,8 +572,7 @@ Ticket Client::Send(proto::MsgType type, const std::string& tensor, const float*
     }
     batch.push_back(std::move(o));
   }
-  impl_->bytes_pushed += sent_bytes;
-  impl_->raw_bytes_pushed += n * static_cast<int64_t>(sizeof(float));
+  impl_->report.OnPushed(sent_bytes, n * static_cast<int64_t>(sizeof(float)));
   impl_->Submit(std::move(batch));
   return Ticket(op);
 }
@@ -676,41 +609,16 @@ Ticket Client::Pull(const std::string& tensor, float* out, int64_t n) {
   return Ticket(op);
 }
 
-void Client::BeginIteration() {
-  std::lock_guard<std::mutex> lock(impl_->timing_mu);
-  impl_->timing.explicit_begin = true;
-  impl_->timing.in_iteration = true;
-  impl_->timing.iteration_start = Impl::Steady::now();
-}
+void Client::BeginIteration() { impl_->report.BeginIteration(); }
 
 void Client::ReportMetrics(const std::map<std::string, double>& metrics) {
-  proto::MetricPoint p;
-  p.set_clock(clock());
-  p.mutable_values()->insert(metrics.begin(), metrics.end());
-  std::lock_guard<std::mutex> lock(impl_->timing_mu);
-  std::vector<proto::MetricPoint>& points = impl_->timing.metrics;
-  if (points.size() >= kMetricPoints) {  // a trainer reporting faster than heartbeats
-    points.erase(points.begin() + 1);    // the first and the newest stay
-  }
-  points.push_back(std::move(p));
+  impl_->report.AddMetrics(clock(), metrics);
 }
 
 Status Client::Clock() {
-  using Steady = Impl::Steady;
-  const Steady::time_point called = Steady::now();
-  {
-    std::lock_guard<std::mutex> lock(impl_->timing_mu);
-    impl_->timing.iteration_ms.push_back(
-        std::chrono::duration<double, std::milli>(called - impl_->timing.iteration_start).count());
-    impl_->timing.in_iteration = false;
-  }
+  const auto entered = impl_->report.EnterClock();
   Status s = ClockAllServers();
-  const Steady::time_point released = Steady::now();
-  std::lock_guard<std::mutex> lock(impl_->timing_mu);
-  impl_->timing.wait_ms.push_back(
-      std::chrono::duration<double, std::milli>(released - called).count());
-  impl_->timing.iteration_start = released;
-  impl_->timing.in_iteration = !impl_->timing.explicit_begin;
+  impl_->report.LeaveClock(entered);
   return s;
 }
 

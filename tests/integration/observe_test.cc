@@ -141,6 +141,11 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_FALSE(endpoint.empty()) << launch.output();
+  // The launcher names the slowed worker as it starts the workers, after the scheduler.
+  for (auto start = Clock::now(); Clock::now() - start < std::chrono::seconds(10);) {
+    if (launch.output().find("worker 1 computes 8x slower") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   EXPECT_NE(launch.output().find("worker 1 computes 8x slower"), std::string::npos);
 
   // /api/status flags exactly rank 1, within a few of its iterations, and keeps it flagged.
