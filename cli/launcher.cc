@@ -118,6 +118,7 @@ class Cluster {
   // SIGTERM to every live child, then SIGKILL after the grace period.
   void StopAll();
   std::vector<Child>& children() { return children_; }
+  const std::vector<Child>& children() const { return children_; }
 
  private:
   void Drain(Child& c, bool eof);
@@ -352,9 +353,11 @@ StatusOr<std::string> PrepareRunDir(const LaunchArgs& args,
   return dir;
 }
 
-int Run(const LaunchArgs& args, Cluster& cluster,
-        const std::map<std::string, std::vector<std::string>>& routed, const std::string& bin_dir,
-        const std::string& endpoint_file, const std::string& run_dir) {
+// Starts the scheduler and waits for the endpoint it writes; 0 or the launch's exit code.
+int StartScheduler(const LaunchArgs& args, Cluster& cluster,
+                   const std::map<std::string, std::vector<std::string>>& routed,
+                   const std::string& bin_dir, const std::string& endpoint_file,
+                   std::string& endpoint) {
   const auto start = Clock::now();
   auto sched =
       cluster.Spawn("scheduler", 0, bin_dir + "/hetps-scheduler",
@@ -363,7 +366,6 @@ int Run(const LaunchArgs& args, Cluster& cluster,
                             "--bind=tcp://127.0.0.1:*", "--endpoint_file=" + endpoint_file},
                            routed.at("scheduler")));
   if (!sched.ok()) return Say(sched.status().message()), 1;
-  std::string endpoint;
   while (endpoint.empty()) {
     if (int sig = cluster.Pump(20)) return cluster.StopAll(), 128 + sig;
     if (cluster.children()[0].status) return Say("the scheduler did not start"), 1;
@@ -383,11 +385,19 @@ int Run(const LaunchArgs& args, Cluster& cluster,
                                   "hetps status --scheduler={}",
                                   port, endpoint));
   }
+  return 0;
+}
+
+// Starts the servers and the workers; a process that cannot start stops them all.
+Status StartNodes(const LaunchArgs& args, Cluster& cluster,
+                  const std::map<std::string, std::vector<std::string>>& routed,
+                  const std::string& bin_dir, const std::string& endpoint,
+                  const std::string& run_dir) {
   const std::string sched_flag = "--scheduler=" + endpoint;
   for (int i = 0; i < args.servers; ++i) {
     auto server = cluster.Spawn("server", i, bin_dir + "/hetps-server",
                                 Concat({sched_flag, "--bind=tcp://127.0.0.1:*"}, routed.at("server")));
-    if (!server.ok()) return Say(server.status().message()), cluster.StopAll(), 1;
+    if (!server.ok()) return server.status();
   }
   for (int i = 0; i < args.workers; ++i) {
     std::vector<std::string> flags = {sched_flag, "--run_dir=" + run_dir,
@@ -398,9 +408,14 @@ int Run(const LaunchArgs& args, Cluster& cluster,
     }
     auto worker =
         cluster.Spawn("worker", i, bin_dir + "/hetps-worker", Concat(flags, routed.at("worker")));
-    if (!worker.ok()) return Say(worker.status().message()), cluster.StopAll(), 1;
+    if (!worker.ok()) return worker.status();
   }
+  return Status();
+}
 
+// Runs until every worker has finished and the scheduler and servers have shut down, an
+// infrastructure process fails, or a stop signal arrives (its exit code is returned then).
+std::optional<int> Supervise(const LaunchArgs& args, Cluster& cluster) {
   std::optional<Clock::time_point> workers_done_at;
   while (true) {
     if (int sig = cluster.Pump(200)) {
@@ -423,18 +438,21 @@ int Run(const LaunchArgs& args, Cluster& cluster,
     if (infra_failed != nullptr) {
       Say(fmt::format("{} failed; stopping the cluster", infra_failed->label));
       cluster.StopAll();
-      break;
+      return std::nullopt;
     }
     if (workers_running > 0) continue;
-    if (infra_running == 0) break;
+    if (infra_running == 0) return std::nullopt;
     if (!workers_done_at) workers_done_at = Clock::now();
     if (Clock::now() - *workers_done_at > std::chrono::milliseconds(args.grace_ms)) {
       Say("the scheduler and servers did not shut down after the workers finished; stopping them");
       cluster.StopAll();
-      break;
+      return std::nullopt;
     }
   }
+}
 
+// 0 when every process succeeded, else 1 naming each that did not.
+int Summarize(const Cluster& cluster, Clock::time_point start, const std::string& run_dir) {
   std::vector<std::string> culprits;
   int workers_ok = 0;
   for (const Child& c : cluster.children()) {
@@ -452,6 +470,23 @@ int Run(const LaunchArgs& args, Cluster& cluster,
   }
   Say(fmt::format("failed after {:.1f} s: {}", secs, fmt::join(culprits, "; ")));
   return 1;
+}
+
+int Run(const LaunchArgs& args, Cluster& cluster,
+        const std::map<std::string, std::vector<std::string>>& routed, const std::string& bin_dir,
+        const std::string& endpoint_file, const std::string& run_dir) {
+  const auto start = Clock::now();
+  std::string endpoint;
+  if (int code = StartScheduler(args, cluster, routed, bin_dir, endpoint_file, endpoint)) {
+    return code;
+  }
+  if (Status s = StartNodes(args, cluster, routed, bin_dir, endpoint, run_dir); !s.ok()) {
+    Say(s.message());
+    cluster.StopAll();
+    return 1;
+  }
+  if (std::optional<int> signalled = Supervise(args, cluster)) return *signalled;
+  return Summarize(cluster, start, run_dir);
 }
 
 }  // namespace

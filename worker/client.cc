@@ -524,7 +524,7 @@ StatusOr<int32_t> Resolve(const std::optional<ShardMap>& map, const std::string&
 
 }  // namespace
 
-Ticket Client::Send(proto::MsgType type, const std::string& tensor, const float* data, int64_t n,
+Ticket Client::Send(Update kind, const std::string& tensor, const float* data, int64_t n,
                     double weight) {
   auto id = Resolve(impl_->map, tensor, n, data);
   if (!id.ok()) return Ticket(Failed(id.status()));
@@ -532,6 +532,7 @@ Ticket Client::Send(proto::MsgType type, const std::string& tensor, const float*
   // One reply plus one release of the caller's buffer per partition.
   auto op = std::make_shared<Ticket::State>(2 * static_cast<int>(parts.size()));
   std::vector<Outgoing> batch;
+  const proto::MsgType type = kind == Update::kPush ? proto::PUSH : proto::INIT;
   const int64_t step = clock();
   int64_t sent_bytes = 0;
   for (int32_t pid : parts) {
@@ -578,11 +579,11 @@ Ticket Client::Send(proto::MsgType type, const std::string& tensor, const float*
 }
 
 Ticket Client::Push(const std::string& tensor, const float* grad, int64_t n, double weight) {
-  return Send(proto::PUSH, tensor, grad, n, weight);
+  return Send(Update::kPush, tensor, grad, n, weight);
 }
 
 Ticket Client::Init(const std::string& tensor, const float* values, int64_t n) {
-  return Send(proto::INIT, tensor, values, n, 0.0);
+  return Send(Update::kInit, tensor, values, n, 0.0);
 }
 
 Ticket Client::Pull(const std::string& tensor, float* out, int64_t n) {

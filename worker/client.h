@@ -154,7 +154,8 @@ class Client {
   Status ClockAllServers();
   // Push and Init: one request per partition, each sending its slice of `data` zero-copy, or
   // its encoding when the partition's layer has a codec (pushes only).
-  Ticket Send(proto::MsgType type, const std::string& tensor, const float* data, int64_t n,
+  enum class Update { kPush, kInit };
+  Ticket Send(Update kind, const std::string& tensor, const float* data, int64_t n,
               double weight);
   std::unique_ptr<Impl> impl_;
 };
