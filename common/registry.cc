@@ -53,8 +53,8 @@ ParamDef ParamDef::Choice(std::string name, std::string def, std::vector<std::st
 
 std::string ParamDef::Range() const {
   if (!numeric) return "one of " + Join(words, ", ");
-  std::string s = fmt::format("{} in {}{}, {}]", integral ? "whole number" : "number",
-                              min_open ? "(" : "[", min, max);
+  std::string s = fmt::format("{} in {}{}, {}{}", integral ? "whole number" : "number",
+                              min_open ? "(" : "[", min, max, max_open ? ")" : "]");
   if (!words.empty()) s += " or " + Join(words, ", ");
   return s;
 }
@@ -66,7 +66,7 @@ Status ParamDef::Check(const std::string& value) const {
     return Status::InvalidArgument(
         fmt::format("{}={}: not a number; must be a {}", name, value, Range()));
   }
-  const bool ok = numeric && (min_open ? v > min : v >= min) && v <= max &&
+  const bool ok = numeric && (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max) &&
                   (!integral || v == static_cast<double>(static_cast<int64_t>(v)));
   if (ok) return Status();
   return Status::InvalidArgument(fmt::format("{}={}: must be {}{}", name, value,

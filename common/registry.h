@@ -30,6 +30,7 @@ struct ParamDef {
   std::string help;
   double min = 0, max = 0;
   bool min_open = false;
+  bool max_open = false;  // e.g. Adam's betas: [0, 1)
   bool integral = false;
   bool numeric = true;
   std::vector<std::string> words;

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <tuple>
 
 #include "server/optimizer/optimizer.h"
 
@@ -35,8 +36,12 @@ class Adam final : public Optimizer {
 
 void RegisterAdam(OptimizerRegistry& r) {
   std::vector<ParamDef> params = CommonOptimizerParams();
-  params.push_back(ParamDef::Real("beta1", "0.9", 0, 1, "first-moment decay"));
-  params.push_back(ParamDef::Real("beta2", "0.999", 0, 1, "second-moment decay"));
+  // A beta of 1 would divide by zero in the bias correction.
+  for (auto [name, def, help] : {std::tuple{"beta1", "0.9", "first-moment decay"},
+                                 std::tuple{"beta2", "0.999", "second-moment decay"}}) {
+    params.push_back(ParamDef::Real(name, def, 0, 1, help));
+    params.back().max_open = true;
+  }
   params.push_back(ParamDef::Real("epsilon", "1e-8", 0, 1, "denominator guard"));
   r.Add({"adam", "Adam with bias correction (Kingma and Ba)", params},
         {[](const AlgorithmSpec& spec) {

@@ -18,6 +18,8 @@ TEST(OptimizerTest, UnknownNameAndBadLrAreErrors) {
   EXPECT_EQ(bad.status().code(), proto::INVALID_ARGUMENT);
   EXPECT_NE(bad.status().message().find("sgd"), std::string::npos);  // lists the known ones
   EXPECT_FALSE(MakeOptimizer("sgd:lr=0").ok());
+  EXPECT_FALSE(MakeOptimizer("adam:beta1=1").ok());  // the bias correction would divide by 0
+  EXPECT_TRUE(MakeOptimizer("adam:beta1=0.99,beta2=0").ok());
 }
 
 TEST(OptimizerTest, SgdWithUnitLrSubtractsExactly) {
