@@ -47,6 +47,8 @@ class Loop {
 
  private:
   void Handle(Envelope& env);
+  void HandleMember(const Envelope& env, Member& member);
+  void OnNodeError(const Member& member, const proto::Header& h);
   void HandleRegister(const Envelope& env);
   void HandleDeclare(const Envelope& env, const Member& m);
   void HandleLeave(const Envelope& env, const Member& m);
@@ -166,8 +168,15 @@ void Loop::Handle(Envelope& env) {
     Reply(env.identity, ErrorReply(h, s, kSchedulerId));
     return;
   }
-  const bool worker = m->info.role() == proto::WORKER;
   stats_.OnHeard(m->info.id(), Now());
+  HandleMember(env, *m);
+}
+
+// A message from a registered, live node.
+void Loop::HandleMember(const Envelope& env, Member& member) {
+  const proto::Header& h = env.message.header;
+  Member* m = &member;
+  const bool worker = m->info.role() == proto::WORKER;
   switch (h.type()) {
     case proto::HEARTBEAT:
       if (worker && h.has_worker_report()) {
@@ -195,20 +204,7 @@ void Loop::Handle(Envelope& env) {
       return OnPolicyAnswer(*m, h);
     case proto::ERROR:
       if (policy_changes_.contains(h.request_id())) return OnPolicyAnswer(*m, h);
-      spdlog::error("node {} reported: {}", m->info.id(), StatusOf(h).ToString());
-      if (pending_acks_.erase(m->info.id()) > 0) {
-        for (const Arrival& a : waiting_for_map_) {
-          proto::Header req;
-          req.set_request_id(a.request_id);
-          Reply(a.identity,
-                ErrorReply(req,
-                           Status::Internal(fmt::format("server {} rejected the shard map: {}",
-                                                        m->info.id(), h.error_message())),
-                           kSchedulerId));
-        }
-        waiting_for_map_.clear();
-      }
-      return;
+      return OnNodeError(*m, h);
     default:
       break;
   }
@@ -218,6 +214,22 @@ void Loop::Handle(Envelope& env) {
                                                        proto::MsgType_Name(h.type()),
                                                        proto::Role_Name(m->info.role()))),
                    kSchedulerId));
+}
+
+// A node's ERROR that answers no policy change: logged, and a rejected shard map fails every
+// worker waiting for it.
+void Loop::OnNodeError(const Member& m, const proto::Header& h) {
+  spdlog::error("node {} reported: {}", m.info.id(), StatusOf(h).ToString());
+  if (pending_acks_.erase(m.info.id()) == 0) return;
+  for (const Arrival& a : waiting_for_map_) {
+    proto::Header req;
+    req.set_request_id(a.request_id);
+    Reply(a.identity, ErrorReply(req,
+                                 Status::Internal(fmt::format("server {} rejected the shard map: {}",
+                                                              m.info.id(), h.error_message())),
+                                 kSchedulerId));
+  }
+  waiting_for_map_.clear();
 }
 
 void Loop::HandleRegister(const Envelope& env) {
