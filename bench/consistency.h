@@ -14,9 +14,13 @@ struct ConsistencyBenchOptions {
   double seconds = 5;             // per controller
   double compute_ms = 10;         // simulated compute per iteration of a normal worker
   // Consistency specs (server/consistency/), run in this order.
-  std::vector<std::string> controllers = {
-      "bsp",      "ssp:staleness=3", "dssp:lower=3,range=12", "backup:backups=1",
-      "softsync:n=1", "semi_async", "asp"};
+  std::vector<std::string> controllers = {"bsp",
+                                          "ssp:staleness=3",
+                                          "dssp:lower=3,range=12",
+                                          "backup:backups=1",
+                                          "softsync:n=1",
+                                          "semi_async",
+                                          "asp"};
 };
 
 int RunConsistencyBench(const ConsistencyBenchOptions& options);

@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
-      "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC --straggler_slowdown "
+      "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
+      "--straggler_slowdown "
       "F]\n"
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);

@@ -47,10 +47,10 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
     }
     const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
     if (key != "consistency") {
-      return Status::InvalidArgument(fmt::format(
-          "unknown key '{}' (known: consistency; parameters go in its spec, e.g. "
-          "consistency=ssp:staleness=4)",
-          key));
+      return Status::InvalidArgument(
+          fmt::format("unknown key '{}' (known: consistency; parameters go in its spec, e.g. "
+                      "consistency=ssp:staleness=4)",
+                      key));
     }
     if (value.empty() || value.front() == ':') {
       return Status::InvalidArgument("consistency needs a spec, e.g. ssp:staleness=4");

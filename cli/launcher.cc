@@ -147,8 +147,8 @@ StatusOr<Child*> Cluster::Spawn(const std::string& role, int index, const std::s
   pid_t pid = fork();
   if (pid < 0) {
     for (int fd : {fds[0], fds[1], exec_fds[0], exec_fds[1]}) close(fd);
-    return Status::Internal(fmt::format("cannot start {}: fork failed: {}", label,
-                                        std::strerror(errno)));
+    return Status::Internal(
+        fmt::format("cannot start {}: fork failed: {}", label, std::strerror(errno)));
   }
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
@@ -395,8 +395,9 @@ Status StartNodes(const LaunchArgs& args, Cluster& cluster,
                   const std::string& run_dir) {
   const std::string sched_flag = "--scheduler=" + endpoint;
   for (int i = 0; i < args.servers; ++i) {
-    auto server = cluster.Spawn("server", i, bin_dir + "/hetps-server",
-                                Concat({sched_flag, "--bind=tcp://127.0.0.1:*"}, routed.at("server")));
+    auto server =
+        cluster.Spawn("server", i, bin_dir + "/hetps-server",
+                      Concat({sched_flag, "--bind=tcp://127.0.0.1:*"}, routed.at("server")));
     if (!server.ok()) return server.status();
   }
   for (int i = 0; i < args.workers; ++i) {

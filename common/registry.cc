@@ -21,8 +21,8 @@ std::string Join(const std::vector<std::string>& items, const char* sep) {
 
 }  // namespace
 
-ParamDef ParamDef::Real(std::string name, std::string def, double min, double max,
-                        std::string help, bool min_open) {
+ParamDef ParamDef::Real(std::string name, std::string def, double min, double max, std::string help,
+                        bool min_open) {
   ParamDef p;
   p.name = std::move(name);
   p.default_value = std::move(def);
@@ -69,8 +69,8 @@ Status ParamDef::Check(const std::string& value) const {
   const bool ok = numeric && (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max) &&
                   (!integral || v == static_cast<double>(static_cast<int64_t>(v)));
   if (ok) return Status();
-  return Status::InvalidArgument(fmt::format("{}={}: must be {}{}", name, value,
-                                             numeric ? "a " : "", Range()));
+  return Status::InvalidArgument(
+      fmt::format("{}={}: must be {}{}", name, value, numeric ? "a " : "", Range()));
 }
 
 const ParamDef* AlgorithmInfo::Param(const std::string& key) const {
@@ -149,9 +149,9 @@ StatusOr<AlgorithmSpec> SpecRegistry::Parse(const std::string& text) const {
     if (p == nullptr) {
       std::vector<std::string> keys;
       for (const ParamDef& d : info->params) keys.push_back(d.name);
-      return Status::InvalidArgument(
-          fmt::format("{} '{}' has no parameter '{}' (known: {})", kind_, spec.name_, key,
-                      keys.empty() ? "none" : Join(keys, ", ")));
+      return Status::InvalidArgument(fmt::format("{} '{}' has no parameter '{}' (known: {})", kind_,
+                                                 spec.name_, key,
+                                                 keys.empty() ? "none" : Join(keys, ", ")));
     }
     if (Status s = p->Check(value); !s.ok()) {
       return Status::InvalidArgument(fmt::format("{} '{}': {}", kind_, spec.name_, s.message()));
@@ -187,13 +187,12 @@ std::string Cell(const std::string& text) {
 }  // namespace
 
 std::string SpecRegistry::Markdown() const {
-  std::string s = fmt::format("| {} | what it does | parameters (default; range) |\n|---|---|---|\n",
-                              kind_);
+  std::string s =
+      fmt::format("| {} | what it does | parameters (default; range) |\n|---|---|---|\n", kind_);
   for (const auto& [name, info] : infos_) {
     std::vector<std::string> params;
     for (const ParamDef& p : info.params) {
-      params.push_back(
-          fmt::format("`{}={}` {} ({})", p.name, p.default_value, p.help, p.Range()));
+      params.push_back(fmt::format("`{}={}` {} ({})", p.name, p.default_value, p.help, p.Range()));
     }
     s += fmt::format("| `{}` | {} | {} |\n", name, Cell(info.summary),
                      params.empty() ? "none" : Cell(Join(params, "; ")));

@@ -36,10 +36,9 @@ struct ParamDef {
   std::vector<std::string> words;
 
   // Shorthands for the common shapes.
-  static ParamDef Real(std::string name, std::string def, double min, double max,
-                       std::string help, bool min_open = false);
-  static ParamDef Int(std::string name, std::string def, double min, double max,
-                      std::string help);
+  static ParamDef Real(std::string name, std::string def, double min, double max, std::string help,
+                       bool min_open = false);
+  static ParamDef Int(std::string name, std::string def, double min, double max, std::string help);
   static ParamDef Choice(std::string name, std::string def, std::vector<std::string> words,
                          std::string help);
   // "number in [0, 1]", "whole number in [1, 65535] or auto", "one of constant, hinge".

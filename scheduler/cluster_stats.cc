@@ -14,9 +14,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Upper bounds of the staleness histogram in /metrics (exact counts stay in /api/status).
-const std::vector<double> kStalenessBounds = {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
-
 double Ewma(double old, double sample) { return old < 0 ? sample : 0.5 * old + 0.5 * sample; }
 
 double MeanOf(const std::vector<int64_t>& counts) {
@@ -36,59 +33,9 @@ int64_t MaxOf(const std::vector<int64_t>& counts) {
   return 0;
 }
 
-std::string WorkerLabels(const proto::NodeInfo& n) {
-  return fmt::format("worker=\"{}\",node=\"{}\"", n.rank(), n.id());
-}
-std::string ServerLabels(const proto::NodeInfo& n) {
-  return fmt::format("server=\"{}\",node=\"{}\"", n.rank(), n.id());
-}
-
 }  // namespace
 
 // Prometheus text exposition: one family at a time, HELP and TYPE first.
-class Exposition {
- public:
-  void Family(const std::string& name, const char* type, const char* help) {
-    out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-  }
-  void Sample(const std::string& name, const std::string& labels, double value) {
-    std::string v;
-    if (std::isnan(value)) {
-      v = "NaN";
-    } else if (std::isinf(value)) {
-      v = value > 0 ? "+Inf" : "-Inf";
-    } else {
-      v = fmt::format("{}", value);
-    }
-    out_ += labels.empty() ? fmt::format("{} {}\n", name, v)
-                           : fmt::format("{}{{{}}} {}\n", name, labels, v);
-  }
-  void Histo(const std::string& name, const std::string& labels, const Histogram& h) {
-    int64_t cumulative = 0;
-    const std::string sep = labels.empty() ? "" : labels + ",";
-    for (size_t i = 0; i < h.bounds().size(); ++i) {
-      cumulative += h.counts()[i];
-      Sample(name + "_bucket", fmt::format("{}le=\"{}\"", sep, h.bounds()[i]),
-             static_cast<double>(cumulative));
-    }
-    Sample(name + "_bucket", sep + "le=\"+Inf\"", static_cast<double>(h.count()));
-    Sample(name + "_sum", labels, h.sum());
-    Sample(name + "_count", labels, static_cast<double>(h.count()));
-  }
-  std::string Take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-void Histogram::Add(double v, int64_t n) {
-  if (n <= 0) return;
-  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
-  counts_[i] += n;
-  count_ += n;
-  sum_ += v * static_cast<double>(n);
-}
-
 ClusterStats::ClusterStats(int num_servers, int num_workers, ClusterStatsOptions options)
     : num_servers_(num_servers),
       num_workers_(num_workers),
@@ -369,159 +316,6 @@ std::string ClusterStats::StatusJson(double now) const {
   j["curve"] = std::move(curve);
   j["history"] = {{"t", history_t_}, {"clock", clocks}};
   return j.dump();
-}
-
-std::string ClusterStats::Metrics(double now) const {
-  Exposition e;
-  e.Family("hetps_cluster_workers", "gauge", "Workers by state.");
-  for (const char* state : {"alive", "left", "dead"}) {
-    int n = 0;
-    for (const auto& [id, w] : workers_) n += w.state == state;
-    e.Sample("hetps_cluster_workers", fmt::format("state=\"{}\"", state), n);
-  }
-  e.Family("hetps_cluster_quorum", "gauge",
-           "The automatic quorum: K maximizing K / (K-th smallest iteration time).");
-  e.Sample("hetps_cluster_quorum", "", static_cast<double>(Quorum()));
-
-  WorkerMetrics(e, now);
-  ServerMetrics(e);
-  LayerMetrics(e);
-  return e.Take();
-}
-
-void ClusterStats::WorkerMetrics(Exposition& e, double now) const {
-  e.Family("hetps_worker_clock", "gauge", "Clocks (iterations) the worker has finished.");
-  for (const auto& [id, w] : workers_) {
-    e.Sample("hetps_worker_clock", WorkerLabels(w.info), static_cast<double>(w.clock));
-  }
-  e.Family("hetps_worker_up", "gauge", "1 while the worker is alive, 0 once it left or died.");
-  for (const auto& [id, w] : workers_) {
-    e.Sample("hetps_worker_up", WorkerLabels(w.info), w.state == "alive");
-  }
-  e.Family("hetps_worker_straggler", "gauge",
-           "1 while the worker is flagged as a straggler (slow or late).");
-  for (const auto& [id, w] : workers_) {
-    auto it = detector_.workers().find(id);
-    const bool flagged = it != detector_.workers().end() && it->second.flagged();
-    e.Sample("hetps_worker_straggler", WorkerLabels(w.info), flagged);
-  }
-  e.Family("hetps_worker_straggler_flags_total", "counter",
-           "Times the worker went from clear to flagged.");
-  for (const auto& [id, w] : workers_) {
-    auto it = detector_.workers().find(id);
-    e.Sample("hetps_worker_straggler_flags_total", WorkerLabels(w.info),
-             it == detector_.workers().end() ? 0.0 : it->second.times_flagged);
-  }
-  e.Family("hetps_worker_iteration_seconds", "histogram",
-           "Iteration time outside Clock(): compute and transfers, not the consistency gate.");
-  for (const auto& [id, w] : workers_) {
-    e.Histo("hetps_worker_iteration_seconds", WorkerLabels(w.info), w.iteration);
-  }
-  e.Family("hetps_worker_iteration_ewma_seconds", "gauge",
-           "EWMA (beta 0.5) of the iteration time, what straggler detection compares.");
-  for (const auto& [id, w] : workers_) {
-    auto it = detector_.workers().find(id);
-    if (it == detector_.workers().end() || it->second.ewma_ms < 0) continue;
-    e.Sample("hetps_worker_iteration_ewma_seconds", WorkerLabels(w.info),
-             it->second.ewma_ms / 1000.0);
-  }
-  e.Family("hetps_worker_gate_wait_seconds_total", "counter",
-           "Time spent blocked in Clock() by the consistency gate.");
-  for (const auto& [id, w] : workers_) {
-    e.Sample("hetps_worker_gate_wait_seconds_total", WorkerLabels(w.info),
-             w.wait_total_ms / 1000.0);
-  }
-  e.Family("hetps_worker_push_staleness", "histogram",
-           "Push staleness: server versions applied between the pull and the push.");
-  for (const auto& [id, w] : workers_) {
-    Histogram h(kStalenessBounds);
-    for (int i = 0; i < kStalenessBuckets; ++i) h.Add(i, w.staleness[i]);
-    e.Histo("hetps_worker_push_staleness", WorkerLabels(w.info), h);
-  }
-  const std::pair<const char*, int64_t WorkerRecord::*> bytes[] = {
-      {"hetps_worker_pushed_bytes_total", &WorkerRecord::bytes_pushed},
-      {"hetps_worker_pushed_uncompressed_bytes_total", &WorkerRecord::raw_bytes_pushed},
-      {"hetps_worker_pulled_bytes_total", &WorkerRecord::bytes_pulled}};
-  for (const auto& [name, field] : bytes) {
-    e.Family(name, "counter", "Payload bytes (pushed: as sent; uncompressed: as float32).");
-    for (const auto& [id, w] : workers_) {
-      e.Sample(name, WorkerLabels(w.info), static_cast<double>(w.*field));
-    }
-  }
-  e.Family("hetps_worker_heartbeat_age_seconds", "gauge", "Time since the worker was heard.");
-  for (const auto& [id, w] : workers_) {
-    e.Sample("hetps_worker_heartbeat_age_seconds", WorkerLabels(w.info),
-             std::max(0.0, now - w.last_heard));
-  }
-  e.Family("hetps_worker_train_loss", "gauge", "The trainer's latest training loss.");
-  for (const auto& [id, w] : workers_) {
-    if (auto it = w.metrics.find("loss"); it != w.metrics.end()) {
-      e.Sample("hetps_worker_train_loss", WorkerLabels(w.info), it->second);
-    }
-  }
-  e.Family("hetps_worker_test_accuracy_ratio", "gauge", "The trainer's latest test accuracy.");
-  for (const auto& [id, w] : workers_) {
-    if (auto it = w.metrics.find("accuracy"); it != w.metrics.end()) {
-      e.Sample("hetps_worker_test_accuracy_ratio", WorkerLabels(w.info), it->second);
-    }
-  }
-}
-
-void ClusterStats::ServerMetrics(Exposition& e) const {
-  e.Family("hetps_server_up", "gauge", "1 while the server is alive.");
-  for (const auto& [id, s] : servers_) {
-    e.Sample("hetps_server_up", ServerLabels(s.info), s.state == "alive");
-  }
-  using ServerValue = double (*)(const ServerRecord&);
-  const std::tuple<const char*, const char*, ServerValue> server_values[] = {
-      {"hetps_server_partitions", "gauge Partitions the server holds.",
-       [](const ServerRecord& s) { return 1.0 * s.report.partitions(); }},
-      {"hetps_server_held_bytes", "gauge Parameter bytes the server holds.",
-       [](const ServerRecord& s) { return 1.0 * s.report.bytes_held(); }},
-      {"hetps_server_parked_pulls", "gauge Pulls waiting for the consistency rule.",
-       [](const ServerRecord& s) { return 1.0 * s.report.parked_pulls(); }},
-      {"hetps_server_parked_clocks", "gauge Workers waiting at the consistency gate.",
-       [](const ServerRecord& s) { return 1.0 * s.report.parked_clocks(); }},
-      {"hetps_server_requests_per_second", "gauge Pushes and pulls served per second.",
-       [](const ServerRecord& s) { return std::max(s.requests_per_s, 0.0); }},
-      {"hetps_server_pushes_total", "counter Pushes served.",
-       [](const ServerRecord& s) { return 1.0 * s.report.pushes(); }},
-      {"hetps_server_pulls_total", "counter Pulls served.",
-       [](const ServerRecord& s) { return 1.0 * s.report.pulls(); }},
-      {"hetps_server_errors_total", "counter Requests rejected with an error.",
-       [](const ServerRecord& s) { return 1.0 * s.report.errors(); }},
-  };
-  for (const auto& [name, type_help, value] : server_values) {
-    const std::string th = type_help;
-    const size_t space = th.find(' ');
-    e.Family(name, th.substr(0, space).c_str(), th.substr(space + 1).c_str());
-    for (const auto& [id, s] : servers_) e.Sample(name, ServerLabels(s.info), value(s));
-  }
-}
-
-void ClusterStats::LayerMetrics(Exposition& e) const {
-  const auto layers = Layers();
-  e.Family("hetps_layer_pushes_total", "counter", "Partition pushes of the layer, all servers.");
-  for (const auto& [layer, rec] : layers) {
-    e.Sample("hetps_layer_pushes_total", fmt::format("layer=\"{}\"", layer), rec.totals.pushes());
-  }
-  e.Family("hetps_layer_pushed_bytes_total", "counter", "Payload bytes pushed for the layer.");
-  for (const auto& [layer, rec] : layers) {
-    e.Sample("hetps_layer_pushed_bytes_total", fmt::format("layer=\"{}\"", layer),
-             rec.totals.bytes());
-  }
-  e.Family("hetps_layer_push_rate_per_minute", "gauge",
-           "Partition pushes of the layer per minute.");
-  for (const auto& [layer, rec] : layers) {
-    e.Sample("hetps_layer_push_rate_per_minute", fmt::format("layer=\"{}\"", layer),
-             std::max(rec.per_minute, 0.0));
-  }
-  e.Family("hetps_layer_push_staleness_mean", "gauge", "Mean push staleness of the layer.");
-  for (const auto& [layer, rec] : layers) {
-    const proto::LayerReport& t = rec.totals;
-    e.Sample("hetps_layer_push_staleness_mean", fmt::format("layer=\"{}\"", layer),
-             t.pushes() ? static_cast<double>(t.staleness_sum()) / t.pushes() : 0.0);
-  }
 }
 
 }  // namespace hetps

@@ -20,30 +20,12 @@
 #include <vector>
 
 #include "hetps.pb.h"
+#include "scheduler/prometheus.h"
 #include "scheduler/straggler.h"
 
 namespace hetps {
 
-// Prometheus-style cumulative histogram over fixed upper bounds (+Inf implied).
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> bounds)
-      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
-  void Add(double v, int64_t n = 1);
-  const std::vector<double>& bounds() const { return bounds_; }
-  // counts()[i]: observations <= bounds()[i] and > the bound before (last: above every bound).
-  const std::vector<int64_t>& counts() const { return counts_; }
-  int64_t count() const { return count_; }
-  double sum() const { return sum_; }
-
- private:
-  std::vector<double> bounds_;
-  std::vector<int64_t> counts_;
-  int64_t count_ = 0;
-  double sum_ = 0;
-};
-
-class Exposition;  // Prometheus text being written (cluster_stats.cc)
+class Exposition;  // Prometheus text being written (prometheus.h)
 
 // Push staleness is counted exactly up to this value; the last bucket holds it and above.
 constexpr int kStalenessBuckets = 33;

@@ -224,10 +224,11 @@ void Loop::OnNodeError(const Member& m, const proto::Header& h) {
   for (const Arrival& a : waiting_for_map_) {
     proto::Header req;
     req.set_request_id(a.request_id);
-    Reply(a.identity, ErrorReply(req,
-                                 Status::Internal(fmt::format("server {} rejected the shard map: {}",
-                                                              m.info.id(), h.error_message())),
-                                 kSchedulerId));
+    Reply(a.identity,
+          ErrorReply(req,
+                     Status::Internal(fmt::format("server {} rejected the shard map: {}",
+                                                  m.info.id(), h.error_message())),
+                     kSchedulerId));
   }
   waiting_for_map_.clear();
 }

@@ -28,7 +28,7 @@ class ConsistencyGate {
   // How the gate acts on the server.
   struct Actions {
     std::function<void(const std::string& identity, const proto::Header& reply)> reply;
-    std::function<void(DataRequest request)> serve;         // to the partition's owner
+    std::function<void(DataRequest request)> serve;           // to the partition's owner
     std::function<void(const RoundSpec& round)> apply_round;  // by every partition owner
   };
   // `consistency` and `aggregator` are parsed specs whose combination was checked.

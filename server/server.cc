@@ -87,12 +87,10 @@ Status ServerLoop::Setup() {
   initializer_ = std::move(*init);
   aggregator_ = *Aggregators().Parse(options_.aggregator);  // validated above
   gate_.emplace(*Controllers().Parse(options_.consistency), *aggregator_,
-                ConsistencyGate::Actions{
-                    [this](const std::string& identity, const proto::Header& h) {
-                      Reply(identity, h);
-                    },
-                    [this](DataRequest request) { Serve(std::move(request)); },
-                    [this](const RoundSpec& round) { ApplyRound(round); }});
+                ConsistencyGate::Actions{[this](const std::string& identity,
+                                                const proto::Header& h) { Reply(identity, h); },
+                                         [this](DataRequest request) { Serve(std::move(request)); },
+                                         [this](const RoundSpec& round) { ApplyRound(round); }});
 
   router_.emplace(ctx_, zmq::socket_type::router);
   router_->set(zmq::sockopt::linger, 0);
@@ -305,7 +303,8 @@ void ServerLoop::HandleControl(Envelope& env) {
       break;
     case proto::SET_POLICY: {
       Status s = gate_->Switch(h.policy().consistency());
-      if (!s.ok()) spdlog::warn("consistency '{}' refused: {}", h.policy().consistency(), s.ToString());
+      if (!s.ok())
+        spdlog::warn("consistency '{}' refused: {}", h.policy().consistency(), s.ToString());
       link_->Send(s.ok() ? ReplyTo(h, proto::POLICY_ACK, link_->id())
                          : ErrorReply(h, s, link_->id()));
       break;

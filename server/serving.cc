@@ -190,5 +190,4 @@ DataReply ServeData(const ServingState& shared, DataRequest& req, std::vector<fl
   return counted(ServeUpdate(shared, req, *part, scratch.data()));
 }
 
-
 }  // namespace hetps

@@ -127,8 +127,8 @@ Status CheckReply(const proto::Header& h, const Pending& p, int from) {
                                          from, p.partition, h.partition()));
   }
   if (p.type == proto::CLOCK && h.clock() <= p.clock) {
-    return Status::Malformed(fmt::format(
-        "server rank {} let clock {} continue at clock {}", from, p.clock, h.clock()));
+    return Status::Malformed(
+        fmt::format("server rank {} let clock {} continue at clock {}", from, p.clock, h.clock()));
   }
   if (p.type == proto::PUSH && h.staleness() < 0) {
     return Status::Malformed(
@@ -336,8 +336,8 @@ void Client::Impl::Dispatch(Outgoing& o) {
   const uint64_t id = next_request_++;
   o.header.set_request_id(id);
   o.header.set_sender(link_.id());
-  pending_[id] = Pending{o.target,          o.op, o.dst, o.dst_len, o.header.clock(),
-                        o.header.type(), o.header.partition()};
+  pending_[id] = Pending{
+      o.target, o.op, o.dst, o.dst_len, o.header.clock(), o.header.type(), o.header.partition()};
   if (o.target == kToScheduler) {
     hetps::Send(link_.socket(), o.header, std::move(o.payload));
   } else {
@@ -376,8 +376,8 @@ void Client::Impl::OnReply(Envelope& env, int from) {
                       p.partition, h.codec(), pull_codec));
     } else if (env.message.payload.size() != 1 ||
                (pull_codec.empty() && env.message.payload[0].size() != want)) {
-      s = Status::SizeMismatch(fmt::format("server rank {} answered partition {} with a wrong size",
-                                           from, p.partition));
+      s = Status::SizeMismatch(
+          fmt::format("server rank {} answered partition {} with a wrong size", from, p.partition));
     } else if (!pull_codec.empty()) {
       s = pull_decoder->Decode(static_cast<const uint8_t*>(env.message.payload[0].data()),
                                env.message.payload[0].size(), p.dst_len, {}, p.dst);

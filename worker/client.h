@@ -155,8 +155,7 @@ class Client {
   // Push and Init: one request per partition, each sending its slice of `data` zero-copy, or
   // its encoding when the partition's layer has a codec (pushes only).
   enum class Update { kPush, kInit };
-  Ticket Send(Update kind, const std::string& tensor, const float* data, int64_t n,
-              double weight);
+  Ticket Send(Update kind, const std::string& tensor, const float* data, int64_t n, double weight);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -25,7 +25,8 @@ void ClientReport::OnPushed(int64_t sent_bytes, int64_t raw_bytes) {
 void ClientReport::OnPushAcked(int64_t staleness) {
   ++pushes_acked_;
   push_staleness_sum_ += staleness;
-  const size_t bucket = static_cast<size_t>(std::clamp<int64_t>(staleness, 0, kStalenessBuckets - 1));
+  const size_t bucket =
+      static_cast<size_t>(std::clamp<int64_t>(staleness, 0, kStalenessBuckets - 1));
   if (staleness_counts_.size() <= bucket) staleness_counts_.resize(bucket + 1, 0);
   ++staleness_counts_[bucket];
   RaiseTo(max_push_staleness_, staleness);

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   train.compute_threads = FLAGS_compute_threads;
 
   hetps::Status valid = FLAGS_workload == "train" ? hetps::ValidateTrainOptions(train)
-                                                 : hetps::ValidateSyntheticOptions(workload);
+                                                  : hetps::ValidateSyntheticOptions(workload);
   if (!valid.ok()) {
     spdlog::error("{}", valid.message());
     return 2;

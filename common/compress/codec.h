@@ -1,7 +1,7 @@
 // Gradient compression codecs (ALGORITHMS.md §8): one interface, one file per codec, chosen by
-// a spec string such as "topk:density=0.01,ef=1" from the codec registry (common/registry.h). Workers encode each partition of a push;
-// servers validate and decode before aggregating. The CPU codecs are the reference for the
-// CUDA kernels in worker/compress/cuda/.
+// a spec string such as "topk:density=0.01,ef=1" from the codec registry (common/registry.h).
+// Workers encode each partition of a push; servers validate and decode before aggregating. The CPU
+// codecs are the reference for the CUDA kernels in worker/compress/cuda/.
 //
 // A codec object is immutable and thread-safe. State that lives between pushes of one
 // partition (error-feedback residual, DGC momentum, PowerSGD's Q) lives in a PartitionEncoder

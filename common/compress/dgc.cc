@@ -126,8 +126,12 @@ class Dgc : public Codec {
 }  // namespace
 
 void RegisterDgc(CodecRegistry& r) {
-  r.Add({"dgc", "Deep Gradient Compression: momentum correction, sampled threshold, warm-up",
-         {Density("0.001"), ParamDef::Real("momentum", "0.9", 0, 1, "momentum correction m"), ParamDef::Real("sample", "0.01", 0, 1, "fraction of |v| sampled for the threshold", true), ParamDef::Int("warmup", "0", 0, 1000, "warm-up epochs"), ParamDef::Int("epoch", "1000", 1, 1e12, "steps per warm-up epoch"), EfParam(false)}},
+  r.Add({"dgc",
+         "Deep Gradient Compression: momentum correction, sampled threshold, warm-up",
+         {Density("0.001"), ParamDef::Real("momentum", "0.9", 0, 1, "momentum correction m"),
+          ParamDef::Real("sample", "0.01", 0, 1, "fraction of |v| sampled for the threshold", true),
+          ParamDef::Int("warmup", "0", 0, 1000, "warm-up epochs"),
+          ParamDef::Int("epoch", "1000", 1, 1e12, "steps per warm-up epoch"), EfParam(false)}},
         {[](const CodecSpec& spec) { return std::make_unique<Dgc>(spec); }});
 }
 

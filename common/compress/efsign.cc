@@ -39,8 +39,7 @@ class EfSign : public Codec {
 }  // namespace
 
 void RegisterEfSign(CodecRegistry& r) {
-  r.Add({"efsign", "EF-SignSGD: (||p||_1 / n) sgn(p)",
-         {EfParam(true)}},
+  r.Add({"efsign", "EF-SignSGD: (||p||_1 / n) sgn(p)", {EfParam(true)}},
         {[](const CodecSpec& spec) { return std::make_unique<EfSign>(spec); }});
 }
 

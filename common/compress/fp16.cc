@@ -70,7 +70,8 @@ void FromHalf(const uint16_t* in, int64_t n, float* out) {
 }
 
 void RegisterFp16(CodecRegistry& r) {
-  r.Add({"fp16", "IEEE half precision, round to nearest even, saturating (2 bytes per value)",
+  r.Add({"fp16",
+         "IEEE half precision, round to nearest even, saturating (2 bytes per value)",
          {EfParam(false)}},
         {[](const CodecSpec& spec) { return std::make_unique<Fp16>(spec); }});
 }

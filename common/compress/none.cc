@@ -26,8 +26,7 @@ class None : public Codec {
 }  // namespace
 
 void RegisterNone(CodecRegistry& r) {
-  r.Add({"none", "float32 as it is (4 bytes per value)",
-         {EfParam(false)}},
+  r.Add({"none", "float32 as it is (4 bytes per value)", {EfParam(false)}},
         {[](const CodecSpec& spec) { return std::make_unique<None>(spec); }});
 }
 

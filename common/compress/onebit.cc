@@ -48,8 +48,7 @@ class OneBit : public Codec {
 }  // namespace
 
 void RegisterOneBit(CodecRegistry& r) {
-  r.Add({"onebit", "1-bit SGD: sign bits, each sign decoded to its mean",
-         {EfParam(true)}},
+  r.Add({"onebit", "1-bit SGD: sign bits, each sign decoded to its mean", {EfParam(true)}},
         {[](const CodecSpec& spec) { return std::make_unique<OneBit>(spec); }});
 }
 

@@ -123,7 +123,8 @@ class PowerSgd : public Codec {
 }  // namespace
 
 void RegisterPowerSgd(CodecRegistry& r) {
-  r.Add({"powersgd", "PowerSGD: rank-r factors P, Q of whole-row matrix partitions",
+  r.Add({"powersgd",
+         "PowerSGD: rank-r factors P, Q of whole-row matrix partitions",
          {ParamDef::Int("rank", "2", 1, 1024, "rank r"), Seed(), EfParam(true)}},
         {[](const CodecSpec& spec) { return std::make_unique<PowerSgd>(spec); }});
 }

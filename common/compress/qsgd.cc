@@ -65,9 +65,11 @@ class Qsgd : public Codec {
 }  // namespace
 
 void RegisterQsgd(CodecRegistry& r) {
-  r.Add({"qsgd", "QSGD: stochastic quantisation to s levels of |v_i| / ||v||",
-         {ParamDef::Int("levels", "16", 1, 65535, "quantisation levels s"), Seed(), EfParam(false)}},
-        {[](const CodecSpec& spec) { return std::make_unique<Qsgd>(spec); }});
+  r.Add(
+      {"qsgd",
+       "QSGD: stochastic quantisation to s levels of |v_i| / ||v||",
+       {ParamDef::Int("levels", "16", 1, 65535, "quantisation levels s"), Seed(), EfParam(false)}},
+      {[](const CodecSpec& spec) { return std::make_unique<Qsgd>(spec); }});
 }
 
 }  // namespace hetps::compress

@@ -53,8 +53,10 @@ class RandomK : public Codec {
 }  // namespace
 
 void RegisterRandomK(CodecRegistry& r) {
-  r.Add({"randomk", "k = ceil(density n) indices from a keyed permutation; only values travel",
-         {Density("0.01"), Seed(), ParamDef::Int("unbiased", "1", 0, 1, "scale by n / k"), EfParam(false)}},
+  r.Add({"randomk",
+         "k = ceil(density n) indices from a keyed permutation; only values travel",
+         {Density("0.01"), Seed(), ParamDef::Int("unbiased", "1", 0, 1, "scale by n / k"),
+          EfParam(false)}},
         {[](const CodecSpec& spec) { return std::make_unique<RandomK>(spec); }});
 }
 

@@ -60,7 +60,8 @@ class TernGrad : public Codec {
 }  // namespace
 
 void RegisterTernGrad(CodecRegistry& r) {
-  r.Add({"terngrad", "TernGrad: clipped at 2.5 sigma, values in {-s, 0, s}, 2 bits each",
+  r.Add({"terngrad",
+         "TernGrad: clipped at 2.5 sigma, values in {-s, 0, s}, 2 bits each",
          {Seed(), EfParam(false)}},
         {[](const CodecSpec& spec) { return std::make_unique<TernGrad>(spec); }});
 }

@@ -91,7 +91,8 @@ void SelectTopK(const float* x, int64_t n, int64_t k, std::vector<uint32_t>& ind
 }
 
 void RegisterTopK(CodecRegistry& r) {
-  r.Add({"topk", "the k = ceil(density n) largest magnitudes as (index, value) pairs",
+  r.Add({"topk",
+         "the k = ceil(density n) largest magnitudes as (index, value) pairs",
          {Density("0.01"), EfParam(false)}},
         {[](const CodecSpec& spec) { return std::make_unique<TopK>(spec); }});
 }

@@ -31,8 +31,9 @@ Status CheckCombination(const AlgorithmSpec& aggregator, const AlgorithmSpec& co
   const ApplySchedule schedule = Controllers().EntryFor(consistency.name()).schedule;
   Status s = Aggregators().EntryFor(aggregator.name()).fits(aggregator, schedule);
   if (s.ok()) return s;
-  return Status::InvalidArgument(fmt::format("aggregator {} does not combine with consistency {}: {}",
-                                             aggregator.Full(), consistency.Full(), s.message()));
+  return Status::InvalidArgument(
+      fmt::format("aggregator {} does not combine with consistency {}: {}", aggregator.Full(),
+                  consistency.Full(), s.message()));
 }
 
 std::function<Status(const AlgorithmSpec&, ApplySchedule)> OnlyUnder(
@@ -42,7 +43,8 @@ std::function<Status(const AlgorithmSpec&, ApplySchedule)> OnlyUnder(
       return Status();
     }
     std::string known;
-    for (ApplySchedule k : schedules) known += (known.empty() ? "" : ", ") + std::string(ScheduleName(k));
+    for (ApplySchedule k : schedules)
+      known += (known.empty() ? "" : ", ") + std::string(ScheduleName(k));
     return Status::InvalidArgument(fmt::format("{} is defined only for {}; this controller has {}",
                                                spec.name(), known, ScheduleName(schedule)));
   };

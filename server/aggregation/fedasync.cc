@@ -53,20 +53,19 @@ class FedAsync final : public Aggregator {
 }  // namespace
 
 void RegisterFedAsync(AggregatorRegistry& r) {
-  r.Add({"fedasync",
-         "mixes x = (1 - alpha_t) x + alpha_t x_new per client update, alpha_t = alpha * "
-         "s(staleness) (Xie, Koyejo, Gupta 2019)",
-         {ParamDef::Real("alpha", "0.6", 0, 1, "mixing weight alpha", /*min_open=*/true),
-          ParamDef::Choice("staleness", "polynomial", {"constant", "polynomial", "hinge"},
-                           "s: 1, (1 + sigma)^-exponent, or the hinge"),
-          ParamDef::Real("exponent", "0.5", 0, 100, "polynomial: the exponent"),
-          ParamDef::Real("a", "4", 0, 1e6, "hinge: 1 / (a (sigma - b) + 1) past b",
-                         /*min_open=*/true),
-          ParamDef::Real("b", "2", 0, 1e6, "hinge: staleness with full weight")}},
-        {[](const AlgorithmSpec& spec, const Optimizer&) {
-           return std::make_unique<FedAsync>(spec);
-         },
-         OnlyUnder({ApplySchedule::kOnArrival})});
+  r.Add(
+      {"fedasync",
+       "mixes x = (1 - alpha_t) x + alpha_t x_new per client update, alpha_t = alpha * "
+       "s(staleness) (Xie, Koyejo, Gupta 2019)",
+       {ParamDef::Real("alpha", "0.6", 0, 1, "mixing weight alpha", /*min_open=*/true),
+        ParamDef::Choice("staleness", "polynomial", {"constant", "polynomial", "hinge"},
+                         "s: 1, (1 + sigma)^-exponent, or the hinge"),
+        ParamDef::Real("exponent", "0.5", 0, 100, "polynomial: the exponent"),
+        ParamDef::Real("a", "4", 0, 1e6, "hinge: 1 / (a (sigma - b) + 1) past b",
+                       /*min_open=*/true),
+        ParamDef::Real("b", "2", 0, 1e6, "hinge: staleness with full weight")}},
+      {[](const AlgorithmSpec& spec, const Optimizer&) { return std::make_unique<FedAsync>(spec); },
+       OnlyUnder({ApplySchedule::kOnArrival})});
 }
 
 }  // namespace hetps

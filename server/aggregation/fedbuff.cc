@@ -10,9 +10,7 @@ namespace {
 class FedBuff final : public Aggregator {
  public:
   FedBuff(const AlgorithmSpec& spec, const Optimizer& optimizer)
-      : optimizer_(optimizer),
-        k_(static_cast<int>(spec.Int("k"))),
-        a_(spec.Number("exponent")) {}
+      : optimizer_(optimizer), k_(static_cast<int>(spec.Int("k"))), a_(spec.Number("exponent")) {}
 
   void OnPush(PartitionState& part, const PushInfo& info, const float* delta) override {
     const int64_t n = part.info().length;

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
 #include "common/registry.h"
+#include "common/status.h"
 #include "server/consistency/clock_table.h"
 #include "server/round.h"
 

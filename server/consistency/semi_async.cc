@@ -129,8 +129,8 @@ void RegisterSemiAsync(ControllerRegistry& r) {
                         "a round closes this long after its first upload")}},
         {[](const AlgorithmSpec& spec, const std::vector<int32_t>& workers) {
            return std::make_unique<SemiAsync>(
-               workers, spec.Is("quorum", "auto") ? 0 : spec.Int("quorum"),
-               spec.Number("exponent"), spec.Number("timeout_ms") / 1000.0);
+               workers, spec.Is("quorum", "auto") ? 0 : spec.Int("quorum"), spec.Number("exponent"),
+               spec.Number("timeout_ms") / 1000.0);
          },
          ApplySchedule::kQuorumRounds});
 }

@@ -5,8 +5,8 @@ namespace hetps {
 OptimizerOptions OptimizerOptions::FromSpec(const AlgorithmSpec& spec) {
   OptimizerOptions o;
   const std::pair<const char*, double*> fields[] = {
-      {"lr", &o.lr},           {"momentum", &o.momentum}, {"beta1", &o.beta1},
-      {"beta2", &o.beta2},     {"epsilon", &o.epsilon},   {"weight_decay", &o.weight_decay}};
+      {"lr", &o.lr},       {"momentum", &o.momentum}, {"beta1", &o.beta1},
+      {"beta2", &o.beta2}, {"epsilon", &o.epsilon},   {"weight_decay", &o.weight_decay}};
   for (const auto& [key, field] : fields) {
     if (spec.Has(key)) *field = spec.Number(key);
   }

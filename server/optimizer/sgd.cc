@@ -27,8 +27,7 @@ class Sgd final : public Optimizer {
 
 void RegisterSgd(OptimizerRegistry& r) {
   std::vector<ParamDef> params = CommonOptimizerParams();
-  r.Add({"sgd", "plain SGD: w -= lr (g + weight_decay w)", params},
-        {[](const AlgorithmSpec& spec) {
+  r.Add({"sgd", "plain SGD: w -= lr (g + weight_decay w)", params}, {[](const AlgorithmSpec& spec) {
           return std::make_unique<Sgd>(OptimizerOptions::FromSpec(spec));
         }});
 }

@@ -107,10 +107,10 @@ TEST(ClusterTest, OptimizerStateLivesOnTheServer) {
 }
 
 TEST(ClusterTest, PushesCarryTheVersionTheyWereComputedFrom) {
-  LocalCluster cluster(
-      {.servers = 1,
-       .workers = 1,
-       .server_flags = {"--aggregator=sum:staleness_lr=inverse", "--optimizer=sgd:lr=1", "--init=zeros"}});
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .server_flags = {"--aggregator=sum:staleness_lr=inverse",
+                                         "--optimizer=sgd:lr=1", "--init=zeros"}});
   auto clients = cluster.ConnectClients(1);
   Client& c = *clients[0];
   ASSERT_TRUE(c.DeclareTensors({{"w", {3}, 0}}).ok());

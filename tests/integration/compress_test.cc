@@ -13,10 +13,11 @@ namespace {
 // minus the sum of what the servers decoded.
 class CompressTest : public ::testing::Test {
  protected:
-  LocalCluster cluster_{{.servers = 2,
-                         .workers = 2,
-                         .scheduler_flags = {"--partition_bytes=4000"},
-                         .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1", "--consistency=bsp"}}};
+  LocalCluster cluster_{
+      {.servers = 2,
+       .workers = 2,
+       .scheduler_flags = {"--partition_bytes=4000"},
+       .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1", "--consistency=bsp"}}};
   const std::vector<TensorSpec> tensors_ = {{"w", {40, 50}, 0}, {"b", {50}, 1}};
 
   std::vector<std::unique_ptr<Client>> Connect(const std::string& push, const std::string& pull) {

@@ -76,8 +76,7 @@ TEST(ConsistencyTest, SspStalenessStaysWithinS) {
 }
 
 TEST(ConsistencyTest, DsspStalenessStaysWithinItsUpperBound) {
-  for (const WorkerReport& r :
-       RunWithStraggler({"--consistency=dssp:lower=1,range=2"})) {
+  for (const WorkerReport& r : RunWithStraggler({"--consistency=dssp:lower=1,range=2"})) {
     EXPECT_LE(r.max_staleness, 1 + 2);
   }
 }
@@ -108,17 +107,16 @@ TEST(ConsistencyTest, SoftsyncRunsWithoutBlockingAndConverges) {
 }
 
 TEST(ConsistencyTest, SemiAsyncRoundsDoNotWaitForTheStraggler) {
-  auto reports =
-      RunWithStraggler({"--consistency=semi_async:quorum=2,timeout_ms=50"});
+  auto reports = RunWithStraggler({"--consistency=semi_async:quorum=2,timeout_ms=50"});
   const double straggler_bound_s = 30 * 0.016;  // what waiting for it every round would cost
   for (int i = 0; i < 2; ++i) EXPECT_LT(reports[i].loop_s, 0.8 * straggler_bound_s);
 }
 
 TEST(ConsistencyTest, FedAvgAveragesEachRoundBySampleCount) {
-  LocalCluster cluster(
-      {.servers = 1,
-       .workers = 2,
-       .server_flags = {"--consistency=bsp", "--aggregator=fedavg", "--optimizer=sgd:lr=1", "--init=zeros"}});
+  LocalCluster cluster({.servers = 1,
+                        .workers = 2,
+                        .server_flags = {"--consistency=bsp", "--aggregator=fedavg",
+                                         "--optimizer=sgd:lr=1", "--init=zeros"}});
   auto clients = cluster.ConnectClients(2);
   LocalCluster::RunEach(2, [&](int i) {
     ASSERT_TRUE(clients[i]->DeclareTensors({{"w", {4}, 0}}).ok());

@@ -32,12 +32,11 @@ enum class Answer {
 
 class FakeServer {
  public:
-  FakeServer(const std::string& scheduler, std::vector<float> values)
-      : values_(std::move(values)) {
+  FakeServer(const std::string& scheduler, std::vector<float> values) : values_(std::move(values)) {
     router_.set(zmq::sockopt::linger, 0);
     router_.bind("tcp://127.0.0.1:*");
-    link_ = std::make_unique<SchedulerLink>(ctx_, scheduler, proto::SERVER,
-                                            BoundEndpoint(router_), 200);
+    link_ = std::make_unique<SchedulerLink>(ctx_, scheduler, proto::SERVER, BoundEndpoint(router_),
+                                            200);
     link_->registration().mutable_policy()->set_consistency("asp");
     thread_ = std::thread([this] { Serve(); });
   }
@@ -171,8 +170,7 @@ TEST(HostileServerTest, BadRepliesFailTheirOperationAndTheClientStaysUsable) {
     std::fill(buffer.begin(), buffer.end(), -1.0f);
     Status s = pull(bad);
     EXPECT_FALSE(s.ok()) << "answer " << static_cast<int>(bad) << " was accepted";
-    EXPECT_TRUE(s.code() == proto::MALFORMED || s.code() == proto::SIZE_MISMATCH)
-        << s.ToString();
+    EXPECT_TRUE(s.code() == proto::MALFORMED || s.code() == proto::SIZE_MISMATCH) << s.ToString();
     EXPECT_EQ(buffer.front(), -1.0f);
     EXPECT_EQ(buffer.back(), -1.0f);
   }

@@ -123,11 +123,12 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
   fs::create_directories(artifacts);
   const fs::path tmp = fs::temp_directory_path() / ("hetps-observe-" + std::to_string(getpid()));
   fs::create_directories(tmp);
-  Child launch(Bin("hetps") + " launch --servers 2 --workers 3 --slow_worker=1:8" +
-               " --http_port=" + std::to_string(port) + " --run_dir=" + (tmp / "run").string() +
-               " --workload=train --model=mlp --consistency=ssp:staleness=2"
-               " --optimizer=adam:lr=0.001 --init=worker --iterations=100000 --eval_every=100 --batch=256"
-               " --heartbeat_interval_ms=200");
+  Child launch(
+      Bin("hetps") + " launch --servers 2 --workers 3 --slow_worker=1:8" +
+      " --http_port=" + std::to_string(port) + " --run_dir=" + (tmp / "run").string() +
+      " --workload=train --model=mlp --consistency=ssp:staleness=2"
+      " --optimizer=adam:lr=0.001 --init=worker --iterations=100000 --eval_every=100 --batch=256"
+      " --heartbeat_interval_ms=200");
 
   // The launcher names the scheduler and the dashboard.
   std::smatch m;

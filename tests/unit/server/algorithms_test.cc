@@ -30,7 +30,8 @@ TEST(AlgorithmsTest, ReadmeTablesAreTheGeneratedCatalogue) {
   const size_t end = readme.find(kEnd);
   ASSERT_NE(begin, std::string::npos) << "README.md lacks the marker " << kBegin;
   ASSERT_NE(end, std::string::npos);
-  const std::string section = readme.substr(begin + sizeof(kBegin) - 1, end - begin - sizeof(kBegin) + 1);
+  const std::string section =
+      readme.substr(begin + sizeof(kBegin) - 1, end - begin - sizeof(kBegin) + 1);
   EXPECT_EQ(section, AlgorithmCatalogue(true))
       << "regenerate it: build/bin/hetps-server --list --markdown";
 }

@@ -204,9 +204,7 @@ TEST(PartitionStateTest, RoundOfNamedWorkersAveragesThemAndDropsTheRest) {
 namespace hetps {
 namespace {
 
-std::unique_ptr<Optimizer> UnitSgd() {
-  return std::move(*MakeOptimizer("sgd:lr=1.0"));
-}
+std::unique_ptr<Optimizer> UnitSgd() { return std::move(*MakeOptimizer("sgd:lr=1.0")); }
 
 // FedSA with K = N and fresh uploads is FedAvg: one step on the sample-weighted mean.
 TEST(PartitionStateTest, WeightedRoundIsFedAvgForFreshUploads) {

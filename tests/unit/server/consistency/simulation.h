@@ -4,12 +4,12 @@
 // start c + 1. Time is simulated; nothing sleeps.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "server/consistency/controller.h"
 
