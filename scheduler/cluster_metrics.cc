@@ -1,6 +1,9 @@
 // ClusterStats rendered as Prometheus text (/metrics); the JSON status is cluster_stats.cc.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "scheduler/cluster_stats.h"
 #include "scheduler/prometheus.h"
 
@@ -38,47 +41,47 @@ std::string ClusterStats::Metrics(double now) const {
 }
 
 void ClusterStats::WorkerMetrics(Exposition& e, double now) const {
-  e.Family("hetps_worker_clock", "gauge", "Clocks (iterations) the worker has finished.");
-  for (const auto& [id, w] : workers_) {
-    e.Sample("hetps_worker_clock", WorkerLabels(w.info), static_cast<double>(w.clock));
-  }
-  e.Family("hetps_worker_up", "gauge", "1 while the worker is alive, 0 once it left or died.");
-  for (const auto& [id, w] : workers_) {
-    e.Sample("hetps_worker_up", WorkerLabels(w.info), w.state == "alive");
-  }
-  e.Family("hetps_worker_straggler", "gauge",
-           "1 while the worker is flagged as a straggler (slow or late).");
-  for (const auto& [id, w] : workers_) {
+  // One family with a sample per worker; `value` returns nullopt to leave a worker out.
+  auto per_worker = [&](const char* name, const char* type, const char* help, auto value) {
+    e.Family(name, type, help);
+    for (const auto& [id, w] : workers_) {
+      if (std::optional<double> v = value(id, w)) e.Sample(name, WorkerLabels(w.info), *v);
+    }
+  };
+  auto detected = [&](int32_t id) -> const StragglerDetector::Worker* {
     auto it = detector_.workers().find(id);
-    const bool flagged = it != detector_.workers().end() && it->second.flagged();
-    e.Sample("hetps_worker_straggler", WorkerLabels(w.info), flagged);
-  }
-  e.Family("hetps_worker_straggler_flags_total", "counter",
-           "Times the worker went from clear to flagged.");
-  for (const auto& [id, w] : workers_) {
-    auto it = detector_.workers().find(id);
-    e.Sample("hetps_worker_straggler_flags_total", WorkerLabels(w.info),
-             it == detector_.workers().end() ? 0.0 : it->second.times_flagged);
-  }
+    return it == detector_.workers().end() ? nullptr : &it->second;
+  };
+  using Value = std::optional<double>;
+  per_worker("hetps_worker_clock", "gauge", "Clocks (iterations) the worker has finished.",
+             [](int32_t, const WorkerRecord& w) -> Value { return w.clock; });
+  per_worker("hetps_worker_up", "gauge", "1 while the worker is alive, 0 once it left or died.",
+             [](int32_t, const WorkerRecord& w) -> Value { return w.state == "alive"; });
+  per_worker("hetps_worker_straggler", "gauge",
+             "1 while the worker is flagged as a straggler (slow or late).",
+             [&](int32_t id, const WorkerRecord&) -> Value {
+               return detected(id) != nullptr && detected(id)->flagged();
+             });
+  per_worker("hetps_worker_straggler_flags_total", "counter",
+             "Times the worker went from clear to flagged.",
+             [&](int32_t id, const WorkerRecord&) -> Value {
+               return detected(id) == nullptr ? 0.0 : detected(id)->times_flagged;
+             });
   e.Family("hetps_worker_iteration_seconds", "histogram",
            "Iteration time outside Clock(): compute and transfers, not the consistency gate.");
   for (const auto& [id, w] : workers_) {
     e.Histo("hetps_worker_iteration_seconds", WorkerLabels(w.info), w.iteration);
   }
-  e.Family("hetps_worker_iteration_ewma_seconds", "gauge",
-           "EWMA (beta 0.5) of the iteration time, what straggler detection compares.");
-  for (const auto& [id, w] : workers_) {
-    auto it = detector_.workers().find(id);
-    if (it == detector_.workers().end() || it->second.ewma_ms < 0) continue;
-    e.Sample("hetps_worker_iteration_ewma_seconds", WorkerLabels(w.info),
-             it->second.ewma_ms / 1000.0);
-  }
-  e.Family("hetps_worker_gate_wait_seconds_total", "counter",
-           "Time spent blocked in Clock() by the consistency gate.");
-  for (const auto& [id, w] : workers_) {
-    e.Sample("hetps_worker_gate_wait_seconds_total", WorkerLabels(w.info),
-             w.wait_total_ms / 1000.0);
-  }
+  per_worker("hetps_worker_iteration_ewma_seconds", "gauge",
+             "EWMA (beta 0.5) of the iteration time, what straggler detection compares.",
+             [&](int32_t id, const WorkerRecord&) -> Value {
+               const auto* d = detected(id);
+               if (d == nullptr || d->ewma_ms < 0) return std::nullopt;
+               return d->ewma_ms / 1000.0;
+             });
+  per_worker("hetps_worker_gate_wait_seconds_total", "counter",
+             "Time spent blocked in Clock() by the consistency gate.",
+             [](int32_t, const WorkerRecord& w) -> Value { return w.wait_total_ms / 1000.0; });
   e.Family("hetps_worker_push_staleness", "histogram",
            "Push staleness: server versions applied between the pull and the push.");
   for (const auto& [id, w] : workers_) {
@@ -91,27 +94,23 @@ void ClusterStats::WorkerMetrics(Exposition& e, double now) const {
       {"hetps_worker_pushed_uncompressed_bytes_total", &WorkerRecord::raw_bytes_pushed},
       {"hetps_worker_pulled_bytes_total", &WorkerRecord::bytes_pulled}};
   for (const auto& [name, field] : bytes) {
-    e.Family(name, "counter", "Payload bytes (pushed: as sent; uncompressed: as float32).");
-    for (const auto& [id, w] : workers_) {
-      e.Sample(name, WorkerLabels(w.info), static_cast<double>(w.*field));
-    }
+    per_worker(name, "counter", "Payload bytes (pushed: as sent; uncompressed: as float32).",
+               [field](int32_t, const WorkerRecord& w) -> Value { return w.*field; });
   }
-  e.Family("hetps_worker_heartbeat_age_seconds", "gauge", "Time since the worker was heard.");
-  for (const auto& [id, w] : workers_) {
-    e.Sample("hetps_worker_heartbeat_age_seconds", WorkerLabels(w.info),
-             std::max(0.0, now - w.last_heard));
-  }
-  e.Family("hetps_worker_train_loss", "gauge", "The trainer's latest training loss.");
-  for (const auto& [id, w] : workers_) {
-    if (auto it = w.metrics.find("loss"); it != w.metrics.end()) {
-      e.Sample("hetps_worker_train_loss", WorkerLabels(w.info), it->second);
-    }
-  }
-  e.Family("hetps_worker_test_accuracy_ratio", "gauge", "The trainer's latest test accuracy.");
-  for (const auto& [id, w] : workers_) {
-    if (auto it = w.metrics.find("accuracy"); it != w.metrics.end()) {
-      e.Sample("hetps_worker_test_accuracy_ratio", WorkerLabels(w.info), it->second);
-    }
+  per_worker(
+      "hetps_worker_heartbeat_age_seconds", "gauge", "Time since the worker was heard.",
+      [now](int32_t, const WorkerRecord& w) -> Value { return std::max(0.0, now - w.last_heard); });
+  const struct {
+    const char *name, *key, *help;
+  } figures[] = {
+      {"hetps_worker_train_loss", "loss", "The trainer's latest training loss."},
+      {"hetps_worker_test_accuracy_ratio", "accuracy", "The trainer's latest test accuracy."}};
+  for (const auto& f : figures) {
+    per_worker(f.name, "gauge", f.help, [&f](int32_t, const WorkerRecord& w) -> Value {
+      auto it = w.metrics.find(f.key);
+      if (it == w.metrics.end()) return std::nullopt;
+      return it->second;
+    });
   }
 }
 
