@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/subprocess.h"
+
 namespace hetps::bench {
 
 namespace fs = std::filesystem;
@@ -32,19 +34,13 @@ BenchCluster::~BenchCluster() {
   fs::remove_all(dir_, ec);
 }
 
-pid_t BenchCluster::Spawn(const std::vector<std::string>& argv) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = open(log_.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());  // a prefix such as "ip" is found on PATH
-    _exit(127);
-  }
-  pids_.push_back(pid);
+StatusOr<pid_t> BenchCluster::Spawn(const std::vector<std::string>& argv) {
+  SpawnOptions options;
+  options.output_file = log_;
+  options.search_path = true;  // a prefix such as "ip" is found on PATH
+  auto pid = hetps::Spawn(argv, options);
+  if (!pid.ok()) return Status(pid.status().code(), "cannot start " + pid.status().message());
+  pids_.push_back(*pid);
   return pid;
 }
 
@@ -82,7 +78,7 @@ StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(const BenchClusterOp
                                     "--endpoint_file=" + endpoint_file,
                                     "--log_level=warn"};
   sched.insert(sched.end(), o.scheduler_flags.begin(), o.scheduler_flags.end());
-  c->Spawn(sched);
+  if (auto pid = c->Spawn(sched); !pid.ok()) return pid.status();
   for (int i = 0; i < 500 && c->endpoint_.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::ifstream in(endpoint_file);
@@ -96,16 +92,19 @@ StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(const BenchClusterOp
     argv.insert(argv.end(), {bin + "/hetps-server", "--scheduler=" + c->endpoint_,
                              "--bind=" + WithIndex(o.server_bind, i), "--log_level=warn"});
     argv.insert(argv.end(), o.server_flags.begin(), o.server_flags.end());
-    c->Spawn(argv);
+    if (auto pid = c->Spawn(argv); !pid.ok()) return pid.status();
   }
   return c;
 }
 
-void BenchCluster::StartWorker(const std::vector<std::string>& flags) {
+Status BenchCluster::StartWorker(const std::vector<std::string>& flags) {
   std::vector<std::string> argv = {SelfDir() + "/hetps-worker", "--scheduler=" + endpoint_,
                                    "--log_level=warn"};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  worker_pids_.push_back(Spawn(argv));
+  auto pid = Spawn(argv);
+  if (!pid.ok()) return pid.status();
+  worker_pids_.push_back(*pid);
+  return Status();
 }
 
 Status BenchCluster::WaitWorkers() {

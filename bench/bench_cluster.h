@@ -39,13 +39,13 @@ class BenchCluster {
   const std::string& dir() const { return dir_; }
   const std::string& endpoint() const { return endpoint_; }
   // Starts a hetps-worker process joining this cluster (its output goes to the log).
-  void StartWorker(const std::vector<std::string>& flags);
+  Status StartWorker(const std::vector<std::string>& flags);
   // Waits for every worker process; fails naming the first that did not exit 0.
   Status WaitWorkers();
 
  private:
   BenchCluster() = default;
-  pid_t Spawn(const std::vector<std::string>& argv);
+  StatusOr<pid_t> Spawn(const std::vector<std::string>& argv);
 
   std::string dir_, log_, endpoint_;
   int workers_ = 0;

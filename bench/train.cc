@@ -65,7 +65,10 @@ int RunTrainBench(const TrainBenchOptions& o) {
     if (i == o.workers - 1 && o.straggler_slowdown > 1) {
       flags.push_back(fmt::format("--slowdown={}", o.straggler_slowdown));
     }
-    (*cluster)->StartWorker(flags);
+    if (Status s = (*cluster)->StartWorker(flags); !s.ok()) {
+      std::fprintf(stderr, "hetps-bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
   }
   if (Status s = (*cluster)->WaitWorkers(); !s.ok()) {
     std::fprintf(stderr, "hetps-bench: %s\n", s.ToString().c_str());

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
+
 namespace hetps {
 namespace {
 
@@ -69,26 +71,17 @@ struct Captured {
   int status = -1;  // waitpid status
   std::string output;
 };
-StatusOr<Captured> RunArgv(std::vector<std::string> argv) {
+StatusOr<Captured> RunArgv(const std::vector<std::string>& argv) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal("pipe failed");
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return Status::Internal("fork failed");
-  }
-  if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    std::fprintf(stderr, "cannot exec %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
+  SpawnOptions options;
+  options.output_fd = fds[1];
+  auto pid = Spawn(argv, options);
   close(fds[1]);
+  if (!pid.ok()) {
+    close(fds[0]);
+    return pid.status();
+  }
   Captured c;
   char buf[4096];
   ssize_t n;
@@ -96,7 +89,7 @@ StatusOr<Captured> RunArgv(std::vector<std::string> argv) {
     if (n > 0) c.output.append(buf, n);
   }
   close(fds[0]);
-  while (waitpid(pid, &c.status, 0) < 0 && errno == EINTR) {
+  while (waitpid(*pid, &c.status, 0) < 0 && errno == EINTR) {
   }
   return c;
 }
@@ -130,58 +123,29 @@ class Cluster {
   std::vector<Child> children_;
 };
 
-// A failed exec is reported through a close-on-exec pipe: the parent reads the child's errno,
-// or end-of-file once the exec succeeded, so a spawn that did not start is an error here.
 StatusOr<Child*> Cluster::Spawn(const std::string& role, int index, const std::string& binary,
                                 const std::vector<std::string>& flags) {
   const std::string label = role == "scheduler" ? role : fmt::format("{} {}", role, index);
-  int fds[2], exec_fds[2];
+  int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal(fmt::format("{}: pipe failed", label));
-  if (pipe2(exec_fds, O_CLOEXEC) != 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return Status::Internal(fmt::format("{}: pipe failed", label));
-  }
-  std::vector<std::string> argv_s = {binary};
-  argv_s.insert(argv_s.end(), flags.begin(), flags.end());
-  pid_t pid = fork();
-  if (pid < 0) {
-    for (int fd : {fds[0], fds[1], exec_fds[0], exec_fds[1]}) close(fd);
-    return Status::Internal(
-        fmt::format("cannot start {}: fork failed: {}", label, std::strerror(errno)));
-  }
-  if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    sigprocmask(SIG_UNBLOCK, &signals_, nullptr);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the launcher
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    const int err = errno;
-    (void)!write(exec_fds[1], &err, sizeof(err));
-    _exit(127);
-  }
+  std::vector<std::string> argv = {binary};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  SpawnOptions options;
+  options.output_fd = fds[1];
+  options.unblock = &signals_;
+  options.die_with_parent = true;  // never outlive the launcher
+  auto pid = hetps::Spawn(argv, options);
   close(fds[1]);
-  close(exec_fds[1]);
-  int err = 0;
-  ssize_t got;
-  while ((got = read(exec_fds[0], &err, sizeof(err))) < 0 && errno == EINTR) {
-  }
-  close(exec_fds[0]);
-  if (got > 0) {
+  if (!pid.ok()) {
     close(fds[0]);
-    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    return Status::Internal(
-        fmt::format("cannot start {}: {}: {}", label, binary, std::strerror(err)));
+    return Status(pid.status().code(),
+                  fmt::format("cannot start {}: {}", label, pid.status().message()));
   }
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
   Child c;
   c.role = role;
   c.label = label;
-  c.pid = pid;
+  c.pid = *pid;
   c.fd = fds[0];
   children_.push_back(std::move(c));
   return &children_.back();

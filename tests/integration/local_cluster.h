@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/subprocess.h"
 #include "worker/client.h"
 
 namespace hetps::testing {
@@ -28,18 +29,15 @@ class Process {
  public:
   // Starts argv[0]; with `output`, its stdout and stderr go to that file.
   explicit Process(std::vector<std::string> argv, const std::string& output = "") {
-    pid_ = fork();
-    if (pid_ == 0) {
-      if (!output.empty()) {
-        int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-      }
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
+    SpawnOptions options;
+    options.output_file = output;
+    options.truncate = true;
+    auto pid = Spawn(argv, options);
+    EXPECT_TRUE(pid.ok()) << pid.status().ToString();
+    if (pid.ok()) {
+      pid_ = *pid;
+    } else {
+      status_ = 127 << 8;  // as if it had exited 127: nothing to wait for
     }
   }
   ~Process() {
