@@ -50,27 +50,26 @@ void ConsistencyGate::Serve(Envelope& env) {
   actions_.serve(std::move(request));
 }
 
-void ConsistencyGate::OnClock(Envelope& env, double now) {
-  now_ = now;
+void ConsistencyGate::OnClock(Envelope& env) {
   const proto::Header& h = env.message.header;
-  controller_->OnClock(h.sender(), h.clock(), now);
+  controller_->OnClock(h.sender(), h.clock(), actions_.now());
   CompleteRounds();
   parked_clocks_.push_back(std::move(env));  // the reply waits for the gate
   Release();
 }
 
-void ConsistencyGate::Tick(double now) {
-  now_ = now;
+void ConsistencyGate::Tick() {
   if (!controller_) return;
-  controller_->Tick(now);
+  controller_->Tick(actions_.now());
   CompleteRounds();
   Release();
 }
 
 void ConsistencyGate::Release() {
+  const double now = actions_.now();
   for (auto it = parked_clocks_.begin(); it != parked_clocks_.end();) {
     const proto::Header& h = it->message.header;
-    if (!controller_->TryStart(h.sender(), h.clock() + 1, now_)) {
+    if (!controller_->TryStart(h.sender(), h.clock() + 1, now)) {
       ++it;
       continue;
     }

@@ -30,6 +30,7 @@ class ConsistencyGate {
     std::function<void(const std::string& identity, const proto::Header& reply)> reply;
     std::function<void(DataRequest request)> serve;           // to the partition's owner
     std::function<void(const RoundSpec& round)> apply_round;  // by every partition owner
+    std::function<double()> now;  // seconds on a monotonic clock (tests pass their own)
   };
   // `consistency` and `aggregator` are parsed specs whose combination was checked.
   ConsistencyGate(AlgorithmSpec consistency, AlgorithmSpec aggregator, Actions actions);
@@ -43,9 +44,9 @@ class ConsistencyGate {
   // A validated PUSH, PULL or INIT: dropped, parked or served. REQUIRES: started().
   void Admit(Envelope& env);
   // A worker's CLOCK: answered once its next clock may start. REQUIRES: started().
-  void OnClock(Envelope& env, double now);
+  void OnClock(Envelope& env);
   // Deadlines (semi_async rounds); call on every turn of the loop.
-  void Tick(double now);
+  void Tick();
   // A dead or departed worker stops counting.
   void RemoveWorker(int32_t worker, const char* why);
   // The scheduler's straggler flags and quorum.
@@ -70,7 +71,6 @@ class ConsistencyGate {
   Actions actions_;
   std::unique_ptr<ConsistencyController> controller_;
   std::deque<Envelope> parked_clocks_, parked_reads_;
-  double now_ = 0;
   int64_t dropped_ = 0;  // pushes too late for their round (backup)
 };
 

@@ -86,11 +86,12 @@ Status ServerLoop::Setup() {
   if (!init.ok()) return init.status();
   initializer_ = std::move(*init);
   aggregator_ = *Aggregators().Parse(options_.aggregator);  // validated above
-  gate_.emplace(*Controllers().Parse(options_.consistency), *aggregator_,
-                ConsistencyGate::Actions{[this](const std::string& identity,
-                                                const proto::Header& h) { Reply(identity, h); },
-                                         [this](DataRequest request) { Serve(std::move(request)); },
-                                         [this](const RoundSpec& round) { ApplyRound(round); }});
+  gate_.emplace(
+      *Controllers().Parse(options_.consistency), *aggregator_,
+      ConsistencyGate::Actions{
+          [this](const std::string& identity, const proto::Header& h) { Reply(identity, h); },
+          [this](DataRequest request) { Serve(std::move(request)); },
+          [this](const RoundSpec& round) { ApplyRound(round); }, [this] { return Now(); }});
 
   router_.emplace(ctx_, zmq::socket_type::router);
   router_->set(zmq::sockopt::linger, 0);
@@ -150,7 +151,7 @@ void ServerLoop::Poll() {
                              {link_->socket().handle(), 0, ZMQ_POLLIN, 0}};
   zmq::poll(items, 3, std::chrono::milliseconds(100));
   link_->MaybeHeartbeat();
-  if (map_) gate_->Tick(Now());  // deadlines (semi_async rounds)
+  if (map_) gate_->Tick();  // deadlines (semi_async rounds)
   // Replies first: they free memory and unblock workers.
   for (int n = 0; n < 1024 && (items[1].revents & ZMQ_POLLIN); ++n) {
     std::vector<zmq::message_t> frames;
@@ -235,7 +236,7 @@ void ServerLoop::HandleWorker(Envelope& env) {
     Reply(env.identity, ErrorReply(h, s, link_->id()));
     return;
   }
-  if (h.type() == proto::CLOCK) return gate_->OnClock(env, Now());
+  if (h.type() == proto::CLOCK) return gate_->OnClock(env);
   (h.type() == proto::PULL ? pulls_ : pushes_)++;
   gate_->Admit(env);
 }
