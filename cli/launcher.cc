@@ -55,17 +55,6 @@ bool Succeeded(const Child& c) {
   return c.status && WIFEXITED(*c.status) && WEXITSTATUS(*c.status) == 0;
 }
 
-StatusOr<std::string> RunCapture(const std::string& command) {
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return Status::Internal(fmt::format("cannot run {}", command));
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
-
 // Runs argv (no shell: flags may hold ';' or spaces) and captures its stdout and stderr.
 struct Captured {
   int status = -1;  // waitpid status
@@ -257,9 +246,9 @@ StatusOr<std::map<std::string, std::set<std::string>>> RoleFlags(const std::stri
     if (access(binary.c_str(), X_OK) != 0) {
       return Status::NotFound(fmt::format("no executable {} (use --bin_dir)", binary));
     }
-    auto xml = RunCapture(binary + " --helpxml");
+    auto xml = RunArgv({binary, "--helpxml"});
     if (!xml.ok()) return xml.status();
-    flags[role] = RoleFlagsFromHelpXml(*xml);
+    flags[role] = RoleFlagsFromHelpXml(xml->output);
   }
   return flags;
 }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 
 namespace hetps {
 namespace {
@@ -80,22 +82,20 @@ const ParamDef* AlgorithmInfo::Param(const std::string& key) const {
   return nullptr;
 }
 
-std::string AlgorithmSpec::ToString() const {
-  if (given_.empty()) return name_;
-  std::string s = name_ + ":";
+std::string SpecText(const std::string& name, const std::map<std::string, std::string>& params) {
+  if (params.empty()) return name;
+  std::string s = name + ":";
   bool first = true;
-  for (const auto& [k, v] : given_) {
+  for (const auto& [k, v] : params) {
     s += (first ? "" : ",") + k + "=" + v;
     first = false;
   }
   return s;
 }
 
-std::string AlgorithmSpec::Full() const {
-  AlgorithmSpec all = *this;
-  all.given_ = values_;
-  return all.ToString();
-}
+std::string AlgorithmSpec::ToString() const { return SpecText(name_, given_); }
+
+std::string AlgorithmSpec::Full() const { return SpecText(name_, values_); }
 
 const std::string& AlgorithmSpec::Text(const std::string& key) const { return values_.at(key); }
 
@@ -107,7 +107,11 @@ double AlgorithmSpec::Number(const std::string& key) const {
 
 void SpecRegistry::AddInfo(AlgorithmInfo info) {
   const std::string name = info.name;
-  infos_.emplace(name, std::move(info));
+  if (!infos_.emplace(name, std::move(info)).second) {
+    // A programming error in a Register function: two algorithms would share a name.
+    std::fprintf(stderr, "hetps: %s '%s' registered twice\n", kind_.c_str(), name.c_str());
+    std::abort();
+  }
 }
 
 const AlgorithmInfo* SpecRegistry::Find(const std::string& name) const {

@@ -79,6 +79,9 @@ class AlgorithmSpec {
   std::map<std::string, std::string> values_;  // every parameter: given or default
 };
 
+// "name" or "name:k=v,..." in the map's (sorted) order: the text of a spec.
+std::string SpecText(const std::string& name, const std::map<std::string, std::string>& params);
+
 // The infos of one kind of algorithm ("codec", "consistency", ...), without factories.
 class SpecRegistry {
  public:
@@ -111,6 +114,7 @@ template <class Entry>
 class Registry : public SpecRegistry {
  public:
   using SpecRegistry::SpecRegistry;
+  // REQUIRES: a name not registered yet (a second one aborts: it is a programming error).
   void Add(AlgorithmInfo info, Entry entry) {
     entries_.emplace(info.name, std::move(entry));
     AddInfo(std::move(info));

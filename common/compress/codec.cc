@@ -20,16 +20,7 @@ const CodecRegistry& Codecs() {
   return *r;
 }
 
-std::string CodecSpec::WireName() const {
-  if (params.empty()) return name;
-  std::string s = name + ":";
-  bool first = true;
-  for (const auto& [k, v] : params) {
-    s += (first ? "" : ",") + k + "=" + v;
-    first = false;
-  }
-  return s;
-}
+std::string CodecSpec::WireName() const { return SpecText(name, params); }
 
 std::string CodecSpec::ToString() const {
   const std::string wire = WireName();

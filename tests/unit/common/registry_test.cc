@@ -91,5 +91,13 @@ TEST_F(RegistryTest, HelpAndMarkdownListEveryAlgorithmAndParameter) {
   EXPECT_NE(md.find("`k=auto` how many (whole number in [1, 64] or auto)"), std::string::npos);
 }
 
+// Two algorithms of one kind sharing a name is a programming error: it stops the process at
+// startup instead of one silently shadowing the other.
+TEST(RegistryDeathTest, ANameRegisteredTwiceAborts) {
+  Registry<Entry> registry("widget");
+  registry.Add({"twin", "first", {}}, {1});
+  EXPECT_DEATH(registry.Add({"twin", "second", {}}, {2}), "widget 'twin' registered twice");
+}
+
 }  // namespace
 }  // namespace hetps
