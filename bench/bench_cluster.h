@@ -1,34 +1,26 @@
-// BenchCluster: a scheduler and S server processes on loopback for a benchmark, plus W
-// in-process clients. Logs go to a file in a temporary folder, printed if something fails.
+// BenchCluster: a LocalCluster (scheduler and S server processes on loopback) for a benchmark,
+// plus W in-process clients. Every process writes to one log in a temporary folder, named
+// when something fails.
 #pragma once
-
-#include <sys/types.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/local_cluster.h"
 #include "common/status.h"
+#include "common/supervisor.h"
 #include "worker/client.h"
 
 namespace hetps::bench {
 
-struct BenchClusterOptions {
-  int servers = 1;
-  int workers = 1;
-  std::vector<std::string> server_flags;
-  std::vector<std::string> scheduler_flags;
-  std::string scheduler_bind = "tcp://127.0.0.1:*";
-  // Per server, "{i}" replaced by its index: a command prefix (e.g. "ip netns exec ns{i}" to
-  // put each server on its own emulated host) and the endpoint it binds.
-  std::string server_exec;
-  std::string server_bind = "tcp://127.0.0.1:*";
-};
+// bin_dir and work_dir are filled in by BenchCluster.
+using BenchClusterOptions = LocalClusterOptions;
 
 class BenchCluster {
  public:
-  ~BenchCluster();  // stops every process it started
-  static StatusOr<std::unique_ptr<BenchCluster>> Start(const BenchClusterOptions& options);
+  ~BenchCluster();  // finishes the clients, then stops every process it started
+  static StatusOr<std::unique_ptr<BenchCluster>> Start(BenchClusterOptions options);
   // Start() then ConnectAndDeclare(); a failure's message names the cluster's log.
   static StatusOr<std::unique_ptr<BenchCluster>> Launch(const BenchClusterOptions& options,
                                                         const std::vector<TensorSpec>& tensors);
@@ -37,7 +29,7 @@ class BenchCluster {
   std::vector<std::unique_ptr<Client>>& clients() { return clients_; }
   const std::string& log_path() const { return log_; }
   const std::string& dir() const { return dir_; }
-  const std::string& endpoint() const { return endpoint_; }
+  const std::string& endpoint() const { return cluster_->endpoint(); }
   // Starts a hetps-worker process joining this cluster (its output goes to the log).
   Status StartWorker(const std::vector<std::string>& flags);
   // Waits for every worker process; fails naming the first that did not exit 0.
@@ -45,16 +37,13 @@ class BenchCluster {
 
  private:
   BenchCluster() = default;
-  StatusOr<pid_t> Spawn(const std::vector<std::string>& argv);
 
-  std::string dir_, log_, endpoint_;
+  std::string dir_, log_;
   int workers_ = 0;
-  std::vector<pid_t> pids_;
-  std::vector<pid_t> worker_pids_;
+  std::unique_ptr<Supervisor> supervisor_;
+  std::unique_ptr<LocalCluster> cluster_;
+  std::vector<ChildProcess*> worker_processes_;
   std::vector<std::unique_ptr<Client>> clients_;
 };
-
-// Directory of the running executable (where the role binaries live).
-std::string SelfDir();
 
 }  // namespace hetps::bench

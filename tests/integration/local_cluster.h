@@ -2,7 +2,6 @@
 // in-process clients. Every process is killed when the harness goes away, also on failure.
 #pragma once
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,7 +9,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,57 +16,39 @@
 #include <thread>
 #include <vector>
 
-#include "common/subprocess.h"
+#include "common/local_cluster.h"
+#include "common/supervisor.h"
 #include "worker/client.h"
 
 namespace hetps::testing {
 
 inline std::string Bin(const std::string& name) { return std::string(HETPS_BIN_DIR) + "/" + name; }
 
+// A process the cluster's supervisor started; killed (SIGKILL) when the handle goes away.
 class Process {
  public:
-  // Starts argv[0]; with `output`, its stdout and stderr go to that file.
-  explicit Process(std::vector<std::string> argv, const std::string& output = "") {
-    SpawnOptions options;
-    options.output_file = output;
-    options.truncate = true;
-    auto pid = Spawn(argv, options);
-    EXPECT_TRUE(pid.ok()) << pid.status().ToString();
-    if (pid.ok()) {
-      pid_ = *pid;
-    } else {
-      status_ = 127 << 8;  // as if it had exited 127: nothing to wait for
-    }
-  }
+  Process(Supervisor& supervisor, ChildProcess* child) : supervisor_(supervisor), child_(child) {}
   ~Process() {
-    if (!status_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
+    if (child_->running()) {
+      kill(child_->pid, SIGKILL);
+      supervisor_.WaitExit(*child_, std::chrono::seconds(30));
     }
   }
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
-  pid_t pid() const { return pid_; }
-  void Signal(int sig) { kill(pid_, sig); }
+  pid_t pid() const { return child_->pid; }
+  void Signal(int sig) {
+    if (child_->running()) kill(child_->pid, sig);
+  }
   // The waitpid status once exited within `timeout`, else nullopt.
   std::optional<int> WaitExit(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!status_) {
-      int st;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        status_ = st;
-        break;
-      }
-      if (std::chrono::steady_clock::now() > deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return status_;
+    return supervisor_.WaitExit(*child_, timeout);
   }
 
  private:
-  pid_t pid_ = -1;
-  std::optional<int> status_;
+  Supervisor& supervisor_;
+  ChildProcess* child_;
 };
 
 struct ClusterOptions {
@@ -78,57 +58,63 @@ struct ClusterOptions {
   std::vector<std::string> server_flags;
 };
 
+// hetps::LocalCluster with the test's expectations: a cluster that cannot start fails the test.
 class LocalCluster {
  public:
-  explicit LocalCluster(const ClusterOptions& o) : options_(o) {
+  explicit LocalCluster(const ClusterOptions& o)
+      : supervisor_(SupervisorOptions{.grace_ms = 0}) {  // kill at once when the test ends
     dir_ = std::filesystem::temp_directory_path() /
            ("hetps-test-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
     std::filesystem::create_directories(dir_);
-    const std::string endpoint_file = (dir_ / "endpoint").string();
-    std::vector<std::string> sched = {
-        Bin("hetps-scheduler"), "--num_servers=" + std::to_string(o.servers),
-        "--num_workers=" + std::to_string(o.workers), "--endpoint_file=" + endpoint_file};
-    sched.insert(sched.end(), o.scheduler_flags.begin(), o.scheduler_flags.end());
-    scheduler_ = std::make_unique<Process>(sched);
-    for (int i = 0; i < 500 && endpoint_.empty(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      std::ifstream in(endpoint_file);
-      std::getline(in, endpoint_);
+    LocalClusterOptions options;
+    options.servers = o.servers;
+    options.workers = o.workers;
+    options.bin_dir = HETPS_BIN_DIR;
+    options.work_dir = dir_.string();
+    options.scheduler_flags = o.scheduler_flags;
+    options.server_flags = o.server_flags;
+    cluster_ = std::make_unique<hetps::LocalCluster>(supervisor_, options);
+    const Status started = cluster_->Start();
+    EXPECT_TRUE(started.ok()) << started.ToString();
+    if (cluster_->scheduler() != nullptr) {
+      scheduler_ = std::make_unique<Process>(supervisor_, cluster_->scheduler());
     }
-    EXPECT_FALSE(endpoint_.empty()) << "the scheduler did not start";
-    for (int i = 0; i < o.servers; ++i) {
-      std::vector<std::string> argv = {Bin("hetps-server"), "--scheduler=" + endpoint_};
-      argv.insert(argv.end(), o.server_flags.begin(), o.server_flags.end());
-      servers_.push_back(std::make_unique<Process>(argv));
+    for (ChildProcess* server : cluster_->servers()) {
+      servers_.push_back(std::make_unique<Process>(supervisor_, server));
     }
   }
   ~LocalCluster() {
+    servers_.clear();
+    scheduler_.reset();
+    supervisor_.StopAll();
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
 
-  const std::string& endpoint() const { return endpoint_; }
+  const std::string& endpoint() const { return cluster_->endpoint(); }
   Process& scheduler() { return *scheduler_; }
-  Process& server(int i) { return *servers_[i]; }
+  Process& server(int i) { return *servers_.at(i); }
 
   // A hetps-worker process joining this cluster; with `output`, what it prints goes there.
-  std::unique_ptr<Process> StartWorker(std::vector<std::string> flags,
+  std::unique_ptr<Process> StartWorker(const std::vector<std::string>& flags,
                                        const std::string& output = "") {
-    flags.insert(flags.begin(), {Bin("hetps-worker"), "--scheduler=" + endpoint_});
-    return std::make_unique<Process>(flags, output);
+    auto child = cluster_->StartWorker(workers_started_++, flags, output);
+    EXPECT_TRUE(child.ok()) << child.status().ToString();
+    if (!child.ok()) return nullptr;
+    return std::make_unique<Process>(supervisor_, *child);
   }
   // A file in this cluster's temporary folder.
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   // Runs `hetps ctl --scheduler=<this cluster> <args>`; returns its exit code.
   int Ctl(const std::string& args) const {
-    const std::string cmd = Bin("hetps") + " ctl --scheduler=" + endpoint_ + " " + args;
+    const std::string cmd = Bin("hetps") + " ctl --scheduler=" + endpoint() + " " + args;
     const int st = std::system(cmd.c_str());
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   }
 
   ClientOptions ClientOpts() const {
     ClientOptions c;
-    c.scheduler = endpoint_;
+    c.scheduler = endpoint();
     c.join_timeout_ms = 20000;
     c.heartbeat_interval_ms = 200;
     return c;
@@ -154,11 +140,12 @@ class LocalCluster {
 
  private:
   static inline int counter_ = 0;
-  ClusterOptions options_;
   std::filesystem::path dir_;
-  std::string endpoint_;
+  Supervisor supervisor_;
+  std::unique_ptr<hetps::LocalCluster> cluster_;
   std::unique_ptr<Process> scheduler_;
   std::vector<std::unique_ptr<Process>> servers_;
+  int workers_started_ = 0;
 };
 
 }  // namespace hetps::testing

@@ -1,0 +1,85 @@
+#include "common/local_cluster.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace hetps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string WithIndex(std::string text, int i) {
+  for (size_t at; (at = text.find("{i}")) != std::string::npos;) {
+    text.replace(at, 3, std::to_string(i));
+  }
+  return text;
+}
+
+std::vector<std::string> Words(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+}  // namespace
+
+std::string SelfDir() {
+  std::error_code ec;
+  return std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
+}
+
+LocalCluster::LocalCluster(Supervisor& supervisor, LocalClusterOptions options)
+    : supervisor_(supervisor), options_(std::move(options)) {}
+
+Status LocalCluster::Start() {
+  const LocalClusterOptions& o = options_;
+  const std::string endpoint_file = o.work_dir + "/scheduler.endpoint";
+  std::vector<std::string> argv = {o.bin_dir + "/hetps-scheduler",
+                                   fmt::format("--num_servers={}", o.servers),
+                                   fmt::format("--num_workers={}", o.workers),
+                                   "--bind=" + o.scheduler_bind,
+                                   "--endpoint_file=" + endpoint_file};
+  argv.insert(argv.end(), o.scheduler_flags.begin(), o.scheduler_flags.end());
+  auto scheduler = supervisor_.Start("scheduler", "scheduler", argv);
+  if (!scheduler.ok()) return scheduler.status();
+  scheduler_ = *scheduler;
+  const auto deadline = Clock::now() + o.start_timeout;
+  while (endpoint_.empty()) {
+    if (int sig = supervisor_.Pump(20)) {
+      return Status::Aborted(fmt::format("stopped by {}", strsignal(sig)));
+    }
+    if (!scheduler_->running()) {
+      return Status::Unavailable("the scheduler did not start: it " + scheduler_->Describe());
+    }
+    if (Clock::now() > deadline) {
+      return Status::DeadlineExceeded(fmt::format(
+          "the scheduler did not report its endpoint in {} ms", o.start_timeout.count()));
+    }
+    std::ifstream in(endpoint_file);
+    std::getline(in, endpoint_);
+  }
+  for (int i = 0; i < o.servers; ++i) {
+    argv = Words(WithIndex(o.server_exec, i));
+    argv.insert(argv.end(), {o.bin_dir + "/hetps-server", "--scheduler=" + endpoint_,
+                             "--bind=" + WithIndex(o.server_bind, i)});
+    argv.insert(argv.end(), o.server_flags.begin(), o.server_flags.end());
+    auto server = supervisor_.Start("server", fmt::format("server {}", i), argv);
+    if (!server.ok()) return server.status();
+    servers_.push_back(*server);
+  }
+  return Status();
+}
+
+StatusOr<ChildProcess*> LocalCluster::StartWorker(int index, const std::vector<std::string>& flags,
+                                                  const std::string& output_file) {
+  std::vector<std::string> argv = {options_.bin_dir + "/hetps-worker",
+                                   "--scheduler=" + endpoint_};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return supervisor_.Start("worker", fmt::format("worker {}", index), argv, output_file);
+}
+
+}  // namespace hetps

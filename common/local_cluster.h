@@ -1,0 +1,63 @@
+// LocalCluster: a scheduler and S servers on this machine, run by a Supervisor, plus the worker
+// processes started later. One way to bring a cluster up, for `hetps launch`, `hetps-bench`
+// and the integration tests: start the scheduler, wait for the endpoint it writes, start the
+// servers; a process that cannot start or dies first is an error naming it.
+//
+// Thread-safety: used from one thread, like its Supervisor.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/supervisor.h"
+
+namespace hetps {
+
+struct LocalClusterOptions {
+  int servers = 1;
+  int workers = 1;
+  std::string bin_dir;   // where hetps-scheduler, hetps-server and hetps-worker are
+  std::string work_dir;  // an existing folder for the scheduler's endpoint file
+  std::vector<std::string> scheduler_flags;
+  std::vector<std::string> server_flags;
+  std::string scheduler_bind = "tcp://127.0.0.1:*";
+  // Per server, "{i}" replaced by its index: the endpoint it binds and a command prefix (e.g.
+  // "ip netns exec ns{i}" puts each server on its own emulated host).
+  std::string server_bind = "tcp://127.0.0.1:*";
+  std::string server_exec;
+  std::chrono::milliseconds start_timeout{30000};  // for the scheduler's endpoint
+};
+
+class LocalCluster {
+ public:
+  LocalCluster(Supervisor& supervisor, LocalClusterOptions options);
+
+  // Starts the scheduler, waits for its endpoint, then starts the servers. Fails naming the
+  // process that could not start, or the scheduler if it died or was silent for
+  // start_timeout; Aborted when the supervisor saw a stop signal meanwhile.
+  Status Start();
+  // Starts a hetps-worker joining this cluster, labelled "worker <index>"; with `output_file`,
+  // its output goes there.
+  StatusOr<ChildProcess*> StartWorker(int index, const std::vector<std::string>& flags,
+                                      const std::string& output_file = "");
+
+  const std::string& endpoint() const { return endpoint_; }
+  // The processes started so far (the scheduler is null until it started).
+  ChildProcess* scheduler() { return scheduler_; }
+  const std::vector<ChildProcess*>& servers() { return servers_; }
+  Supervisor& supervisor() { return supervisor_; }
+
+ private:
+  Supervisor& supervisor_;
+  LocalClusterOptions options_;
+  std::string endpoint_;
+  ChildProcess* scheduler_ = nullptr;
+  std::vector<ChildProcess*> servers_;
+};
+
+// The folder of the running executable (where the role binaries are installed beside it).
+std::string SelfDir();
+
+}  // namespace hetps
