@@ -48,10 +48,6 @@ void ClusterStats::WorkerMetrics(Exposition& e, double now) const {
       if (std::optional<double> v = value(id, w)) e.Sample(name, WorkerLabels(w.info), *v);
     }
   };
-  auto detected = [&](int32_t id) -> const StragglerDetector::Worker* {
-    auto it = detector_.workers().find(id);
-    return it == detector_.workers().end() ? nullptr : &it->second;
-  };
   using Value = std::optional<double>;
   per_worker("hetps_worker_clock", "gauge", "Clocks (iterations) the worker has finished.",
              [](int32_t, const WorkerRecord& w) -> Value { return w.clock; });
@@ -59,14 +55,10 @@ void ClusterStats::WorkerMetrics(Exposition& e, double now) const {
              [](int32_t, const WorkerRecord& w) -> Value { return w.state == "alive"; });
   per_worker("hetps_worker_straggler", "gauge",
              "1 while the worker is flagged as a straggler (slow or late).",
-             [&](int32_t id, const WorkerRecord&) -> Value {
-               return detected(id) != nullptr && detected(id)->flagged();
-             });
+             [](int32_t, const WorkerRecord& w) -> Value { return w.straggler.flagged(); });
   per_worker("hetps_worker_straggler_flags_total", "counter",
              "Times the worker went from clear to flagged.",
-             [&](int32_t id, const WorkerRecord&) -> Value {
-               return detected(id) == nullptr ? 0.0 : detected(id)->times_flagged;
-             });
+             [](int32_t, const WorkerRecord& w) -> Value { return w.straggler.times_flagged; });
   e.Family("hetps_worker_iteration_seconds", "histogram",
            "Iteration time outside Clock(): compute and transfers, not the consistency gate.");
   for (const auto& [id, w] : workers_) {
@@ -74,10 +66,9 @@ void ClusterStats::WorkerMetrics(Exposition& e, double now) const {
   }
   per_worker("hetps_worker_iteration_ewma_seconds", "gauge",
              "EWMA (beta 0.5) of the iteration time, what straggler detection compares.",
-             [&](int32_t id, const WorkerRecord&) -> Value {
-               const auto* d = detected(id);
-               if (d == nullptr || d->ewma_ms < 0) return std::nullopt;
-               return d->ewma_ms / 1000.0;
+             [](int32_t, const WorkerRecord& w) -> Value {
+               if (w.straggler.ewma_ms < 0) return std::nullopt;
+               return w.straggler.ewma_ms / 1000.0;
              });
   per_worker("hetps_worker_gate_wait_seconds_total", "counter",
              "Time spent blocked in Clock() by the consistency gate.",

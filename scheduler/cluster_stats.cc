@@ -58,7 +58,6 @@ void ClusterStats::OnJoin(const proto::NodeInfo& node, double now) {
     WorkerRecord& w = workers_[node.id()];
     w.info = node;
     w.last_heard = now;
-    detector_.AddWorker(node.id());
   } else if (node.role() == proto::SERVER) {
     ServerRecord& s = servers_[node.id()];
     s.info = node;
@@ -73,15 +72,19 @@ void ClusterStats::OnHeard(int32_t id, double now) {
 
 void ClusterStats::OnLeft(int32_t id, double now) {
   OnHeard(id, now);
-  if (WorkerRecord* w = Worker(id)) w->state = "left";
+  if (WorkerRecord* w = Worker(id)) {
+    w->state = "left";
+    w->straggler.slow = w->straggler.late = false;
+  }
   if (ServerRecord* s = Server(id)) s->state = "left";
-  detector_.RemoveWorker(id);
 }
 
 void ClusterStats::OnDead(int32_t id, double) {
-  if (WorkerRecord* w = Worker(id)) w->state = "dead";
+  if (WorkerRecord* w = Worker(id)) {
+    w->state = "dead";
+    w->straggler.slow = w->straggler.late = false;
+  }
   if (ServerRecord* s = Server(id)) s->state = "dead";
-  detector_.RemoveWorker(id);
 }
 
 void ClusterStats::OnWorkerReport(int32_t id, const proto::WorkerReport& r, double now) {
@@ -92,14 +95,14 @@ void ClusterStats::OnWorkerReport(int32_t id, const proto::WorkerReport& r, doub
   for (double ms : r.iteration_ms()) {
     if (!(ms >= 0) || !std::isfinite(ms)) continue;  // a confused worker skews nothing
     w->iteration.Add(ms / 1000.0);
-    detector_.OnIteration(id, ms);
+    detector_.OnIteration(w->straggler, ms);
   }
   for (double ms : r.wait_ms()) {
     if (!(ms >= 0) || !std::isfinite(ms)) continue;
     w->wait_ewma_ms = Ewma(w->wait_ewma_ms, ms);
     w->wait_total_ms += ms;
   }
-  detector_.SetBusy(id, r.busy_ms());
+  StragglerDetector::SetBusy(w->straggler, r.busy_ms());
   for (int i = 0; i < r.staleness_counts_size(); ++i) {
     const size_t bucket = std::min<size_t>(i, kStalenessBuckets - 1);
     w->staleness[bucket] += std::max<int64_t>(0, r.staleness_counts(i));
@@ -142,21 +145,51 @@ void ClusterStats::OnServerReport(int32_t id, const proto::ServerReport& r, doub
   s->last_heard = s->last_report = now;
 }
 
+StragglerDetector::Workers ClusterStats::LiveStragglerStates() {
+  StragglerDetector::Workers live;
+  for (auto& [id, w] : workers_) {
+    if (w.state == "alive") live.push_back(&w.straggler);
+  }
+  return live;
+}
+
 bool ClusterStats::Update(double now) {
-  const bool changed = detector_.Update();
+  const bool changed = detector_.Update(LiveStragglerStates());
   if (history_t_.empty() || now - history_t_.back() >= options_.history_every_s) {
     history_t_.push_back(now - std::max(start_, 0.0));
-    for (const auto& [id, w] : workers_) {
-      std::vector<int64_t>& series = history_clock_[w.info.rank()];
-      series.resize(history_t_.size() - 1, w.clock);  // a worker that joined late
-      series.push_back(w.clock);
+    for (auto& [id, w] : workers_) {
+      w.clock_history.resize(history_t_.size() - 1, w.clock);  // a worker that joined late
+      w.clock_history.push_back(w.clock);
     }
     if (history_t_.size() > options_.history_points) {
       history_t_.erase(history_t_.begin());
-      for (auto& [rank, series] : history_clock_) series.erase(series.begin());
+      for (auto& [id, w] : workers_) w.clock_history.erase(w.clock_history.begin());
     }
   }
   return changed;
+}
+
+std::vector<int32_t> ClusterStats::Stragglers() const {
+  std::vector<int32_t> ids;
+  for (const auto& [id, w] : workers_) {
+    if (w.state == "alive" && w.straggler.flagged()) ids.push_back(id);
+  }
+  return ids;
+}
+
+const StragglerState* ClusterStats::Straggler(int32_t id) const {
+  auto it = workers_.find(id);
+  return it == workers_.end() ? nullptr : &it->second.straggler;
+}
+
+double ClusterStats::StragglerReference(int32_t id) const {
+  const StragglerState* w = Straggler(id);
+  if (w == nullptr) return -1;
+  StragglerDetector::ConstWorkers live;
+  for (const auto& [other, record] : workers_) {
+    if (record.state == "alive") live.push_back(&record.straggler);
+  }
+  return StragglerDetector::Reference(*w, live);
 }
 
 int64_t ClusterStats::Quorum() const {
@@ -165,10 +198,7 @@ int64_t ClusterStats::Quorum() const {
   for (const auto& [id, w] : workers_) {
     if (w.state != "alive") continue;
     ++live;
-    auto it = detector_.workers().find(id);
-    if (it != detector_.workers().end() && it->second.ewma_ms >= 0) {
-      ewmas.push_back(it->second.ewma_ms);
-    }
+    if (w.straggler.ewma_ms >= 0) ewmas.push_back(w.straggler.ewma_ms);
   }
   if (static_cast<int64_t>(ewmas.size()) < live) return std::max<int64_t>(1, live);
   return std::max<int64_t>(1, AutoQuorum(std::move(ewmas)));
@@ -202,8 +232,7 @@ std::vector<int64_t> ClusterStats::StalenessTotals() const {
 nlohmann::json ClusterStats::WorkersJson(double now) const {
   Json workers = Json::array();
   for (const auto& [id, w] : workers_) {
-    const StragglerDetector::Worker* d = nullptr;
-    if (auto it = detector_.workers().find(id); it != detector_.workers().end()) d = &it->second;
+    const StragglerState& d = w.straggler;
     Json metrics = Json::object();
     for (const auto& [k, v] : w.metrics) metrics[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
     workers.push_back({
@@ -213,16 +242,16 @@ nlohmann::json ClusterStats::WorkersJson(double now) const {
         {"pid", w.info.pid()},
         {"state", w.state},
         {"clock", w.clock},
-        {"iterations", d ? d->iterations : 0},
-        {"iteration_ms", d && d->ewma_ms >= 0 ? Json(d->ewma_ms) : Json(nullptr)},
-        {"iteration_ms_stddev", d ? std::sqrt(d->var_ms2) : 0.0},
-        {"busy_ms", d ? d->busy_ms : 0.0},
+        {"iterations", d.iterations},
+        {"iteration_ms", d.ewma_ms >= 0 ? Json(d.ewma_ms) : Json(nullptr)},
+        {"iteration_ms_stddev", std::sqrt(d.var_ms2)},
+        {"busy_ms", d.busy_ms},
         {"wait_ms", w.wait_ewma_ms >= 0 ? Json(w.wait_ewma_ms) : Json(nullptr)},
         {"staleness", MeanOf(w.staleness)},
         {"staleness_max", MaxOf(w.staleness)},
-        {"straggler", d != nullptr && d->flagged()},
-        {"straggler_reason", detector_.Reason(id)},
-        {"times_flagged", d ? d->times_flagged : 0},
+        {"straggler", d.flagged()},
+        {"straggler_reason", d.Reason()},
+        {"times_flagged", d.times_flagged},
         {"bytes_pushed", w.bytes_pushed},
         {"raw_bytes_pushed", w.raw_bytes_pushed},
         {"bytes_pulled", w.bytes_pulled},
@@ -294,7 +323,7 @@ std::string ClusterStats::StatusJson(double now) const {
     curve.push_back(std::move(point));
   }
   Json clocks = Json::object();
-  for (const auto& [rank, series] : history_clock_) clocks[std::to_string(rank)] = series;
+  for (const auto& [id, w] : workers_) clocks[std::to_string(w.info.rank())] = w.clock_history;
   j["cluster"] = {
       {"servers", num_servers_},
       {"workers", num_workers_},

@@ -50,8 +50,11 @@ class ClusterStats {
 
   // Recomputes straggler flags and samples the clock history; true when the flags changed.
   bool Update(double now);
-  // Ids of the workers flagged now.
-  std::vector<int32_t> Stragglers() const { return detector_.Flagged(); }
+  // Ids of the live workers flagged now.
+  std::vector<int32_t> Stragglers() const;
+  // A worker's timing and flags (null for an unknown id), and what its EWMA is compared with.
+  const StragglerState* Straggler(int32_t id) const;
+  double StragglerReference(int32_t id) const;
   // The automatic quorum of semi_async rounds: AutoQuorum (common/quorum.h) over the live
   // workers' iteration-time EWMAs; every live worker until each has one.
   int64_t Quorum() const;
@@ -59,12 +62,13 @@ class ClusterStats {
   std::string StatusJson(double now) const;
   std::string Metrics(double now) const;
 
-  const StragglerDetector& detector() const { return detector_; }
-
  private:
+  // Everything known about one worker: one record per node id, kept from its join on.
   struct WorkerRecord {
     proto::NodeInfo info;
     std::string state = "alive";
+    StragglerState straggler;            // flags only while alive
+    std::vector<int64_t> clock_history;  // aligned with history_t_ (padded if it joined late)
     double last_heard = 0;
     int64_t clock = 0;
     double wait_ewma_ms = -1;
@@ -104,15 +108,15 @@ class ClusterStats {
   ServerRecord* Server(int32_t id);
   std::map<int32_t, LayerRecord> Layers() const;  // summed over servers
   std::vector<int64_t> StalenessTotals() const;   // every worker's, exact counts
+  StragglerDetector::Workers LiveStragglerStates();
 
   int num_servers_, num_workers_;
   ClusterStatsOptions options_;
-  StragglerDetector detector_;
+  StragglerDetector detector_;               // the rules; the state is in workers_
   std::map<int32_t, WorkerRecord> workers_;  // by node id
   std::map<int32_t, ServerRecord> servers_;
   std::vector<CurvePoint> curve_;
   std::vector<double> history_t_;
-  std::map<int32_t, std::vector<int64_t>> history_clock_;  // by rank, aligned with history_t_
   double start_ = -1;
 };
 

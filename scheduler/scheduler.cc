@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -493,19 +494,21 @@ void Loop::SendHints() {
   std::vector<int32_t> stragglers = stats_.Stragglers();
   const int64_t quorum = stats_.Quorum();
   if (!view_sent_ || (stragglers == hinted_stragglers_ && quorum == hinted_quorum_)) return;
-  const StragglerDetector& d = stats_.detector();
-  for (const auto& [id, w] : d.workers()) {
-    const bool now_flagged = std::ranges::find(stragglers, id) != stragglers.end();
-    const bool was_flagged = std::ranges::find(hinted_stragglers_, id) != hinted_stragglers_.end();
-    const int32_t rank = members_.ById(id)->info.rank();
-    if (now_flagged && !was_flagged) {
+  std::set<int32_t> changed;  // flagged or cleared since the last hint
+  std::ranges::set_symmetric_difference(stragglers, hinted_stragglers_,
+                                        std::inserter(changed, changed.end()));
+  for (int32_t id : changed) {
+    const Member* m = members_.ById(id);
+    const StragglerState* w = stats_.Straggler(id);
+    if (m == nullptr || w == nullptr || m->state != Member::State::kAlive) continue;  // gone
+    if (std::ranges::find(stragglers, id) != stragglers.end()) {
       spdlog::warn(
           "worker rank {} (node {}) is a straggler ({}): iteration {:.1f} ms EWMA, {:.1f} "
           "ms under way, median {:.1f} ms",
-          rank, id, d.Reason(id), w.ewma_ms, w.busy_ms, d.Reference(id));
-    } else if (!now_flagged && was_flagged) {
-      spdlog::info("worker rank {} (node {}) recovered: iteration {:.1f} ms EWMA", rank, id,
-                   w.ewma_ms);
+          m->info.rank(), id, w->Reason(), w->ewma_ms, w->busy_ms, stats_.StragglerReference(id));
+    } else {
+      spdlog::info("worker rank {} (node {}) recovered: iteration {:.1f} ms EWMA",
+                   m->info.rank(), id, w->ewma_ms);
     }
   }
   proto::Header h;

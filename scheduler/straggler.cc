@@ -4,10 +4,15 @@
 
 namespace hetps {
 
-void StragglerDetector::OnIteration(int32_t id, double ms) {
-  auto it = workers_.find(id);
-  if (it == workers_.end() || !(ms >= 0)) return;
-  Worker& w = it->second;
+std::string StragglerState::Reason() const {
+  if (slow && late) return "slow, late";
+  if (slow) return "slow";
+  if (late) return "late";
+  return "";
+}
+
+void StragglerDetector::OnIteration(StragglerState& w, double ms) const {
+  if (!(ms >= 0)) return;
   if (w.ewma_ms < 0) {
     w.ewma_ms = ms;
   } else {
@@ -19,15 +24,14 @@ void StragglerDetector::OnIteration(int32_t id, double ms) {
   w.busy_ms = 0;
 }
 
-void StragglerDetector::SetBusy(int32_t id, double ms) {
-  auto it = workers_.find(id);
-  if (it != workers_.end() && ms >= 0) it->second.busy_ms = ms;
+void StragglerDetector::SetBusy(StragglerState& w, double ms) {
+  if (ms >= 0) w.busy_ms = ms;
 }
 
-double StragglerDetector::MedianOfAll() const {
+double StragglerDetector::MedianOfAll(const ConstWorkers& workers) {
   std::vector<double> v;
-  for (const auto& [id, w] : workers_) {
-    if (w.ewma_ms >= 0) v.push_back(w.ewma_ms);
+  for (const StragglerState* w : workers) {
+    if (w->ewma_ms >= 0) v.push_back(w->ewma_ms);
   }
   if (v.size() < 3) return -1;
   std::sort(v.begin(), v.end());
@@ -35,38 +39,42 @@ double StragglerDetector::MedianOfAll() const {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double StragglerDetector::ReferenceGiven(int32_t id, double median_of_all) const {
-  if (median_of_all >= 0) return median_of_all;
+double StragglerDetector::ReferenceGiven(const StragglerState& w, const ConstWorkers& workers,
+                                         double median) {
+  if (median >= 0) return median;
   // Two measured workers: the median of both is their mean, which a straggler can never exceed
   // by 2x or more, so each compares with the other.
-  for (const auto& [other, w] : workers_) {
-    if (other != id && w.ewma_ms >= 0) return w.ewma_ms;
+  for (const StragglerState* other : workers) {
+    if (other != &w && other->ewma_ms >= 0) return other->ewma_ms;
   }
   return -1;
 }
 
-double StragglerDetector::Reference(int32_t id) const { return ReferenceGiven(id, MedianOfAll()); }
+double StragglerDetector::Reference(const StragglerState& w, const ConstWorkers& workers) {
+  return ReferenceGiven(w, workers, MedianOfAll(workers));
+}
 
-bool StragglerDetector::Update() {
-  const double median = MedianOfAll();  // once per update, not once per worker
-  std::map<int32_t, bool> late;
+bool StragglerDetector::Update(const Workers& mutable_workers) const {
+  const ConstWorkers workers(mutable_workers.begin(), mutable_workers.end());
+  const double median = MedianOfAll(workers);  // once per update, not once per worker
+  std::vector<bool> late(workers.size());
   size_t late_count = 0;
-  for (auto& [id, w] : workers_) {
-    const double ref = ReferenceGiven(id, median);
-    bool is_late = false;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const StragglerState& w = *workers[i];
+    const double ref = ReferenceGiven(w, workers, median);
     if (ref > 0) {
       const double deadline =
           std::max(options_.deadline_factor * std::max(ref, w.ewma_ms), options_.deadline_min_ms);
-      is_late = w.busy_ms > deadline;
+      late[i] = w.busy_ms > deadline;
     }
-    late[id] = is_late;
-    late_count += is_late;
+    late_count += late[i];
   }
-  const bool pause = !workers_.empty() && 2 * late_count >= workers_.size() && workers_.size() > 1;
+  const bool pause = workers.size() > 1 && 2 * late_count >= workers.size();
   bool changed = false;
-  for (auto& [id, w] : workers_) {
+  for (size_t i = 0; i < workers.size(); ++i) {
+    StragglerState& w = *mutable_workers[i];
     const bool was = w.flagged();
-    const double ref = ReferenceGiven(id, median);
+    const double ref = ReferenceGiven(w, workers, median);
     bool slow = w.slow;
     if (ref <= 0 || w.ewma_ms < 0) {
       slow = false;
@@ -75,31 +83,13 @@ bool StragglerDetector::Update() {
     } else {
       slow = w.ewma_ms >= options_.clear_factor * ref;
     }
-    const bool is_late = late[id] && !pause;
+    const bool is_late = late[i] && !pause;
     changed |= slow != w.slow || is_late != w.late;
     w.slow = slow;
     w.late = is_late;
     if (!was && w.flagged()) ++w.times_flagged;
   }
   return changed;
-}
-
-std::vector<int32_t> StragglerDetector::Flagged() const {
-  std::vector<int32_t> ids;
-  for (const auto& [id, w] : workers_) {
-    if (w.flagged()) ids.push_back(id);
-  }
-  return ids;
-}
-
-std::string StragglerDetector::Reason(int32_t id) const {
-  auto it = workers_.find(id);
-  if (it == workers_.end()) return "";
-  const Worker& w = it->second;
-  if (w.slow && w.late) return "slow, late";
-  if (w.slow) return "slow";
-  if (w.late) return "late";
-  return "";
 }
 
 }  // namespace hetps

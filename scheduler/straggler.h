@@ -35,44 +35,46 @@ struct StragglerOptions {
   double deadline_min_ms = 1000;
 };
 
+// One worker's timing and flags; the caller keeps it with the rest of what it knows about the
+// worker (ClusterStats: one table of workers).
+struct StragglerState {
+  double ewma_ms = -1;  // -1: no iteration yet
+  double var_ms2 = 0;
+  int64_t iterations = 0;
+  double busy_ms = 0;  // the iteration under way so far
+  bool slow = false;
+  bool late = false;
+  int64_t times_flagged = 0;  // transitions from clear to flagged
+  bool flagged() const { return slow || late; }
+  // Why it is flagged: "slow", "late", "slow, late" or "".
+  std::string Reason() const;
+};
+
+// The rules over a set of workers' StragglerStates; holds no per-worker state itself.
 class StragglerDetector {
  public:
-  struct Worker {
-    double ewma_ms = -1;  // -1: no iteration yet
-    double var_ms2 = 0;
-    int64_t iterations = 0;
-    double busy_ms = 0;  // the iteration under way so far
-    bool slow = false;
-    bool late = false;
-    int64_t times_flagged = 0;  // transitions from clear to flagged
-    bool flagged() const { return slow || late; }
-  };
+  // The live workers, compared with each other.
+  using Workers = std::vector<StragglerState*>;
+  using ConstWorkers = std::vector<const StragglerState*>;
 
   explicit StragglerDetector(StragglerOptions options = {}) : options_(options) {}
 
-  void AddWorker(int32_t id) { workers_.try_emplace(id); }
-  void RemoveWorker(int32_t id) { workers_.erase(id); }
   // A finished iteration of `ms`.
-  void OnIteration(int32_t id, double ms);
+  void OnIteration(StragglerState& w, double ms) const;
   // How long the iteration under way has run (0 while the worker waits in Clock()).
-  void SetBusy(int32_t id, double ms);
-  // Recomputes every flag; true when any changed.
-  bool Update();
-
-  const std::map<int32_t, Worker>& workers() const { return workers_; }
-  std::vector<int32_t> Flagged() const;
-  // Why `id` is flagged: "slow", "late", "slow, late" or "".
-  std::string Reason(int32_t id) const;
-  // What `id`'s ewma is compared with: the median ewma of the measured workers, or with two of
+  static void SetBusy(StragglerState& w, double ms);
+  // Recomputes the flags of every worker in `workers`; true when any changed.
+  bool Update(const Workers& workers) const;
+  // What w's ewma is compared with: the median ewma of the measured `workers`, or with two of
   // them the other's (-1 while there is nothing to compare with).
-  double Reference(int32_t id) const;
+  static double Reference(const StragglerState& w, const ConstWorkers& workers);
 
  private:
-  double MedianOfAll() const;  // of the measured workers' ewma; -1 with fewer than three
-  double ReferenceGiven(int32_t id, double median_of_all) const;
+  static double MedianOfAll(const ConstWorkers& workers);  // -1 with fewer than three measured
+  static double ReferenceGiven(const StragglerState& w, const ConstWorkers& workers,
+                               double median);
 
   StragglerOptions options_;
-  std::map<int32_t, Worker> workers_;
 };
 
 }  // namespace hetps

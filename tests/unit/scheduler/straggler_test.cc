@@ -5,22 +5,57 @@
 namespace hetps {
 namespace {
 
+// A table of workers by id, as ClusterStats keeps them, with the detector's rules over it.
+class Pool {
+ public:
+  explicit Pool(StragglerOptions options) : detector_(options) {}
+  void AddWorker(int32_t id) { workers_.try_emplace(id); }
+  void RemoveWorker(int32_t id) { workers_.erase(id); }
+  void OnIteration(int32_t id, double ms) {
+    if (auto it = workers_.find(id); it != workers_.end()) detector_.OnIteration(it->second, ms);
+  }
+  void SetBusy(int32_t id, double ms) { StragglerDetector::SetBusy(workers_.at(id), ms); }
+  bool Update() { return detector_.Update(All()); }
+  std::vector<int32_t> Flagged() const {
+    std::vector<int32_t> ids;
+    for (const auto& [id, w] : workers_) {
+      if (w.flagged()) ids.push_back(id);
+    }
+    return ids;
+  }
+  std::string Reason(int32_t id) const { return workers_.at(id).Reason(); }
+  double Reference(int32_t id) {
+    const StragglerDetector::Workers all = All();
+    return StragglerDetector::Reference(workers_.at(id), {all.begin(), all.end()});
+  }
+  const std::map<int32_t, StragglerState>& workers() const { return workers_; }
+
+ private:
+  StragglerDetector::Workers All() {
+    StragglerDetector::Workers all;
+    for (auto& [id, w] : workers_) all.push_back(&w);
+    return all;
+  }
+  StragglerDetector detector_;
+  std::map<int32_t, StragglerState> workers_;
+};
+
 // Feeds `n` iterations of `ms` to each worker of `times` (id -> ms) and updates the flags.
-void Feed(StragglerDetector& d, const std::map<int32_t, double>& times, int n) {
+void Feed(Pool& d, const std::map<int32_t, double>& times, int n) {
   for (int i = 0; i < n; ++i) {
     for (const auto& [id, ms] : times) d.OnIteration(id, ms);
     d.Update();
   }
 }
 
-StragglerDetector Detector(int workers, StragglerOptions options = {.min_samples = 2}) {
-  StragglerDetector d(options);
+Pool Detector(int workers, StragglerOptions options = {.min_samples = 2}) {
+  Pool d(options);
   for (int32_t id = 1; id <= workers; ++id) d.AddWorker(id);
   return d;
 }
 
 TEST(StragglerTest, FlagsExactlyTheSlowWorker) {
-  StragglerDetector d = Detector(4);
+  Pool d = Detector(4);
   Feed(d, {{1, 10}, {2, 11}, {3, 30}, {4, 9}}, 5);
   EXPECT_EQ(d.Flagged(), std::vector<int32_t>{3});
   EXPECT_EQ(d.Reason(3), "slow");
@@ -30,13 +65,13 @@ TEST(StragglerTest, FlagsExactlyTheSlowWorker) {
 
 TEST(StragglerTest, TwoWorkersCompareWithTheOther) {
   // The median of both would be their mean (20 for 10 and 30): 30 < 1.5 * 20 would hide it.
-  StragglerDetector d = Detector(2);
+  Pool d = Detector(2);
   Feed(d, {{1, 10}, {2, 30}}, 3);
   EXPECT_EQ(d.Flagged(), std::vector<int32_t>{2});
 }
 
 TEST(StragglerTest, NeedsMinSamplesBeforeSlow) {
-  StragglerDetector d = Detector(3, {});  // the default: 5 iterations of warm-up
+  Pool d = Detector(3, {});  // the default: 5 iterations of warm-up
   Feed(d, {{1, 10}, {2, 10}, {3, 100}}, 4);
   EXPECT_TRUE(d.Flagged().empty());
   Feed(d, {{1, 10}, {2, 10}, {3, 100}}, 1);
@@ -44,7 +79,7 @@ TEST(StragglerTest, NeedsMinSamplesBeforeSlow) {
 }
 
 TEST(StragglerTest, DeadlineScalesWithTheIterationTime) {
-  StragglerDetector d = Detector(3);
+  Pool d = Detector(3);
   Feed(d, {{1, 400}, {2, 400}, {3, 400}}, 3);
   d.SetBusy(2, 1500);  // past the 1 s floor but within 4x 400 ms
   d.Update();
@@ -55,7 +90,7 @@ TEST(StragglerTest, DeadlineScalesWithTheIterationTime) {
 }
 
 TEST(StragglerTest, EwmaFollowsBetaHalf) {
-  StragglerDetector d = Detector(1);
+  Pool d = Detector(1);
   d.OnIteration(1, 10);
   d.OnIteration(1, 20);
   EXPECT_DOUBLE_EQ(d.workers().at(1).ewma_ms, 15);
@@ -65,20 +100,20 @@ TEST(StragglerTest, EwmaFollowsBetaHalf) {
 }
 
 TEST(StragglerTest, HysteresisKeepsTheFlagBetweenTheThresholds) {
-  StragglerDetector d = Detector(3);
+  Pool d = Detector(3);
   Feed(d, {{1, 10}, {2, 10}, {3, 20}}, 6);
   ASSERT_EQ(d.Flagged(), std::vector<int32_t>{3});
   // 1.4x the median: below the flag threshold (1.5) but above the clear one (1.25): stays.
   Feed(d, {{1, 10}, {2, 10}, {3, 14}}, 10);
   EXPECT_EQ(d.Flagged(), std::vector<int32_t>{3});
   // A fresh worker at 1.4x is not flagged: the band only holds a flag, never raises one.
-  StragglerDetector fresh = Detector(3);
+  Pool fresh = Detector(3);
   Feed(fresh, {{1, 10}, {2, 10}, {3, 14}}, 10);
   EXPECT_TRUE(fresh.Flagged().empty());
 }
 
 TEST(StragglerTest, RecoveryClearsTheFlag) {
-  StragglerDetector d = Detector(3);
+  Pool d = Detector(3);
   Feed(d, {{1, 10}, {2, 10}, {3, 40}}, 4);
   ASSERT_EQ(d.Flagged(), std::vector<int32_t>{3});
   Feed(d, {{1, 10}, {2, 10}, {3, 10}}, 8);
@@ -90,7 +125,7 @@ TEST(StragglerTest, RecoveryClearsTheFlag) {
 }
 
 TEST(StragglerTest, MissedDeadlineFlagsAHungWorkerUntilItFinishes) {
-  StragglerDetector d = Detector(3);
+  Pool d = Detector(3);
   Feed(d, {{1, 10}, {2, 10}, {3, 10}}, 4);
   d.SetBusy(3, 900);  // 90x its usual time, but under the 1 s floor: a loaded machine
   d.Update();
@@ -105,7 +140,7 @@ TEST(StragglerTest, MissedDeadlineFlagsAHungWorkerUntilItFinishes) {
 }
 
 TEST(StragglerTest, AClusterWidePauseFlagsNobody) {
-  StragglerDetector d = Detector(4);
+  Pool d = Detector(4);
   Feed(d, {{1, 10}, {2, 10}, {3, 10}, {4, 10}}, 4);
   for (int32_t id = 1; id <= 2; ++id) d.SetBusy(id, 4000);  // half of them at once: a pause
   d.Update();
@@ -116,7 +151,7 @@ TEST(StragglerTest, AClusterWidePauseFlagsNobody) {
 }
 
 TEST(StragglerTest, TheMajorityDefinesNormal) {
-  StragglerDetector d = Detector(3);
+  Pool d = Detector(3);
   Feed(d, {{1, 10}, {2, 100}, {3, 100}}, 4);
   EXPECT_TRUE(d.Flagged().empty());  // one fast worker is not a reason to flag two
   EXPECT_DOUBLE_EQ(d.Reference(1), 100);
@@ -127,7 +162,7 @@ TEST(StragglerTest, TheMajorityDefinesNormal) {
 }
 
 TEST(StragglerTest, IgnoresNonsense) {
-  StragglerDetector d = Detector(2);
+  Pool d = Detector(2);
   d.OnIteration(1, -5);
   d.OnIteration(7, 10);  // unknown worker
   d.SetBusy(1, -1);
