@@ -57,8 +57,8 @@ Status BenchCluster::WaitWorkers() {
   for (ChildProcess* worker : worker_processes_) {
     while (worker->running()) supervisor_->WaitExit(*worker, std::chrono::hours(1));
     if (result.ok() && !worker->succeeded()) {
-      result = Status::Internal(
-          fmt::format("{} (pid {}) {} (see {})", worker->label, worker->pid, worker->Describe(), log_));
+      result = Status::Internal(fmt::format("{} (pid {}) {} (see {})", worker->label, worker->pid,
+                                            worker->Describe(), log_));
     }
   }
   worker_processes_.clear();

@@ -116,8 +116,8 @@ Status CheckRoleFlags(const LaunchArgs& args,
     if (WIFEXITED(run->status) && WEXITSTATUS(run->status) == 0) continue;
     std::string message = run->output;
     while (!message.empty() && message.back() == '\n') message.pop_back();
-    return Status::InvalidArgument(fmt::format("{} refuses its flags: {}", role,
-                                               message.empty() ? DescribeExit(run->status) : message));
+    return Status::InvalidArgument(fmt::format(
+        "{} refuses its flags: {}", role, message.empty() ? DescribeExit(run->status) : message));
   }
   return Status();
 }

@@ -38,11 +38,10 @@ LocalCluster::LocalCluster(Supervisor& supervisor, LocalClusterOptions options)
 Status LocalCluster::Start() {
   const LocalClusterOptions& o = options_;
   const std::string endpoint_file = o.work_dir + "/scheduler.endpoint";
-  std::vector<std::string> argv = {o.bin_dir + "/hetps-scheduler",
-                                   fmt::format("--num_servers={}", o.servers),
-                                   fmt::format("--num_workers={}", o.workers),
-                                   "--bind=" + o.scheduler_bind,
-                                   "--endpoint_file=" + endpoint_file};
+  std::vector<std::string> argv = {
+      o.bin_dir + "/hetps-scheduler", fmt::format("--num_servers={}", o.servers),
+      fmt::format("--num_workers={}", o.workers), "--bind=" + o.scheduler_bind,
+      "--endpoint_file=" + endpoint_file};
   argv.insert(argv.end(), o.scheduler_flags.begin(), o.scheduler_flags.end());
   auto scheduler = supervisor_.Start("scheduler", "scheduler", argv);
   if (!scheduler.ok()) return scheduler.status();
@@ -76,8 +75,7 @@ Status LocalCluster::Start() {
 
 StatusOr<ChildProcess*> LocalCluster::StartWorker(int index, const std::vector<std::string>& flags,
                                                   const std::string& output_file) {
-  std::vector<std::string> argv = {options_.bin_dir + "/hetps-worker",
-                                   "--scheduler=" + endpoint_};
+  std::vector<std::string> argv = {options_.bin_dir + "/hetps-worker", "--scheduler=" + endpoint_};
   argv.insert(argv.end(), flags.begin(), flags.end());
   return supervisor_.Start("worker", fmt::format("worker {}", index), argv, output_file);
 }

@@ -26,13 +26,13 @@ std::string DescribeExit(int status);
 
 // One child process. Owned by its Supervisor; the address stays valid as long as it lives.
 struct ChildProcess {
-  std::string label;          // "server 1"
-  std::string role;           // "server"
+  std::string label;  // "server 1"
+  std::string role;   // "server"
   pid_t pid = -1;
   std::optional<int> status;  // the waitpid status once it exited
 
   bool running() const { return !status.has_value(); }
-  bool succeeded() const;    // exited with code 0
+  bool succeeded() const;        // exited with code 0
   std::string Describe() const;  // "exited with code 1", "killed by signal 9 (Killed)", "running"
 
   // The supervisor's side of a relayed output pipe.

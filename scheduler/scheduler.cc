@@ -507,8 +507,8 @@ void Loop::SendHints() {
           "ms under way, median {:.1f} ms",
           m->info.rank(), id, w->Reason(), w->ewma_ms, w->busy_ms, stats_.StragglerReference(id));
     } else {
-      spdlog::info("worker rank {} (node {}) recovered: iteration {:.1f} ms EWMA",
-                   m->info.rank(), id, w->ewma_ms);
+      spdlog::info("worker rank {} (node {}) recovered: iteration {:.1f} ms EWMA", m->info.rank(),
+                   id, w->ewma_ms);
     }
   }
   proto::Header h;

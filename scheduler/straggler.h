@@ -71,8 +71,7 @@ class StragglerDetector {
 
  private:
   static double MedianOfAll(const ConstWorkers& workers);  // -1 with fewer than three measured
-  static double ReferenceGiven(const StragglerState& w, const ConstWorkers& workers,
-                               double median);
+  static double ReferenceGiven(const StragglerState& w, const ConstWorkers& workers, double median);
 
   StragglerOptions options_;
 };

@@ -1,0 +1,321 @@
+#include "worker/client_io.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "common/logging.h"
+
+namespace hetps {
+
+OpPtr FailedOp(const Status& s) {
+  auto op = std::make_shared<Ticket::State>(1);
+  op->Complete(s);
+  return op;
+}
+
+void ReleaseCallerBuffer(void* /*data*/, void* hint) {
+  auto* op = static_cast<OpPtr*>(hint);
+  (*op)->Complete(Status());
+  delete op;
+}
+
+namespace {
+
+// The reply a server owes a request of `type`.
+proto::MsgType ReplyTypeOf(proto::MsgType type) {
+  switch (type) {
+    case proto::PUSH:
+      return proto::PUSH_REPLY;
+    case proto::PULL:
+      return proto::PULL_REPLY;
+    case proto::INIT:
+      return proto::INIT_REPLY;
+    case proto::CLOCK:
+      return proto::CLOCK_REPLY;
+    default:
+      return proto::MSG_UNKNOWN;
+  }
+}
+
+}  // namespace
+
+ClientIo::ClientIo(const ClientOptions& options, ClientReport& report, PullState& pulls)
+    : options_(options),
+      report_(report),
+      pulls_(pulls),
+      link_(ctx_, options.scheduler, proto::WORKER, "", options.heartbeat_interval_ms),
+      wake_in_(ctx_, zmq::socket_type::pull),
+      wake_out_(ctx_, zmq::socket_type::push) {}
+
+ClientIo::~ClientIo() { Stop(); }
+
+Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
+  static const std::atomic<bool> never{false};
+  const std::atomic<bool>& stop = options_.stop ? *options_.stop : never;
+  if (options_.rank >= 0) link_.registration().set_rank(options_.rank);
+  if (Status s = link_.Join(stop, options_.join_timeout_ms); !s.ok()) return s;
+  SetLogNode("worker", link_.id());
+  for (const proto::NodeInfo& server : link_.view().servers()) {
+    zmq::socket_t& sock = servers_.emplace_back(ctx_, zmq::socket_type::dealer);
+    sock.set(zmq::sockopt::routing_id, NodeIdentity(link_.id()));
+    sock.set(zmq::sockopt::sndhwm, 0);
+    sock.set(zmq::sockopt::rcvhwm, 0);
+    sock.set(zmq::sockopt::linger, 0);
+    sock.connect(server.address());
+  }
+  link_.SetReporter([this, &heartbeat_clock](proto::Header& h) {
+    report_.Fill(heartbeat_clock.load(), *h.mutable_worker_report());
+  });
+  wake_in_.bind(fmt::format("inproc://client-wake-{}", link_.id()));
+  wake_out_.connect(fmt::format("inproc://client-wake-{}", link_.id()));
+  io_thread_ = std::thread([this] { IoLoop(); });
+  return Status();
+}
+
+void ClientIo::Submit(std::vector<Outgoing> batch) {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  const bool was_empty = queue_.empty();
+  for (Outgoing& o : batch) queue_.push_back(std::move(o));
+  if (was_empty) (void)wake_out_.send(zmq::message_t(), zmq::send_flags::none);
+}
+
+StatusOr<proto::Header> ClientIo::Call(proto::Header h, int timeout_ms) {
+  auto op = std::make_shared<Ticket::State>(1);
+  Outgoing o;
+  o.header = std::move(h);
+  o.op = op;
+  std::vector<Outgoing> batch;
+  batch.push_back(std::move(o));
+  Submit(std::move(batch));
+  std::unique_lock<std::mutex> lock(op->mu);
+  auto done = [&] { return op->remaining <= 0; };
+  if (timeout_ms <= 0) {
+    op->cv.wait(lock, done);
+  } else if (!op->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), done)) {
+    return Status::DeadlineExceeded(
+        fmt::format("no answer from the scheduler in {} ms", timeout_ms));
+  }
+  if (!op->status.ok()) return op->status;
+  return op->reply;
+}
+
+void ClientIo::Stop() {
+  if (!io_thread_.joinable()) return;
+  stopping_ = true;
+  io_thread_.join();
+}
+
+void ClientIo::IoLoop() {
+  std::vector<zmq::pollitem_t> items;
+  std::vector<int> ranks;  // items[i + 2] polls server ranks[i]
+  std::optional<std::chrono::steady_clock::time_point> stop_deadline;
+  while (true) {
+    if (stopping_.load()) {
+      SendQueued();  // anything submitted before the stop still goes out (or fails)
+      if (pending_.empty() || closed_) break;
+      auto now = std::chrono::steady_clock::now();
+      if (!stop_deadline) stop_deadline = now + std::chrono::milliseconds(kStopGraceMs);
+      if (now > *stop_deadline) {
+        FailAll(Status::Aborted("the client stopped before the servers answered"));
+        break;
+      }
+    }
+    items.assign(
+        {{wake_in_.handle(), 0, ZMQ_POLLIN, 0}, {link_.socket().handle(), 0, ZMQ_POLLIN, 0}});
+    ranks.clear();
+    for (int r = 0; r < static_cast<int>(servers_.size()); ++r) {
+      if (dead_servers_.contains(r)) continue;
+      items.push_back({servers_[r].handle(), 0, ZMQ_POLLIN, 0});
+      ranks.push_back(r);
+    }
+    zmq::poll(items, std::chrono::milliseconds(100));
+    link_.MaybeHeartbeat();
+    if (items[0].revents & ZMQ_POLLIN) {
+      zmq::message_t m;
+      while (wake_in_.recv(m, zmq::recv_flags::dontwait)) {
+      }
+    }
+    SendQueued();
+    for (size_t i = 2; i < items.size(); ++i) {
+      while (items[i].revents & ZMQ_POLLIN) {
+        const int rank = ranks[i - 2];
+        if (dead_servers_.contains(rank)) break;
+        auto env = Receive(servers_[rank], zmq::recv_flags::dontwait, /*routed=*/false);
+        if (!env) break;
+        OnReply(*env, rank);
+      }
+    }
+    while (items[1].revents & ZMQ_POLLIN) {
+      auto env = Receive(link_.socket(), zmq::recv_flags::dontwait, /*routed=*/false);
+      if (!env) break;
+      link_.Heard();
+      OnControl(*env);
+    }
+    if (!closed_ && link_.SchedulerLost()) {
+      spdlog::error("no word from the scheduler for {} ms; failing every request",
+                    link_.view().proto().heartbeat_timeout_ms());
+      FailAll(Status::Unavailable("lost the scheduler"));
+    }
+  }
+}
+
+void ClientIo::SendQueued() {
+  std::deque<Outgoing> batch;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    batch.swap(queue_);
+  }
+  for (Outgoing& o : batch) Dispatch(o);
+}
+
+void ClientIo::Dispatch(Outgoing& o) {
+  if (closed_) {
+    o.payload.clear();  // releases the caller's buffers (their callbacks complete the op)
+    o.op->Complete(*closed_);
+    return;
+  }
+  if (o.target >= 0 && dead_servers_.contains(o.target)) {
+    o.payload.clear();
+    o.op->Complete(Status::Unavailable(fmt::format("server rank {} is dead", o.target)));
+    return;
+  }
+  const uint64_t id = next_request_++;
+  o.header.set_request_id(id);
+  o.header.set_sender(link_.id());
+  pending_[id] = Pending{
+      o.target, o.op, o.dst, o.dst_len, o.header.clock(), o.header.type(), o.header.partition()};
+  if (o.target == kToScheduler) {
+    hetps::Send(link_.socket(), o.header, std::move(o.payload));
+  } else {
+    report_.OnRequest();
+    hetps::Send(servers_[o.target], o.header, std::move(o.payload));
+  }
+}
+
+// A server's reply is untrusted input, exactly as a request is to a server: its type must be
+// the one the request is owed (or ERROR), and a data reply must name the partition asked about.
+// Only then may anything index per-partition state or write to the caller's buffer.
+Status ClientIo::CheckReply(const proto::Header& h, const Pending& p, int from) {
+  if (h.type() == proto::ERROR) return Status();
+  if (h.type() != ReplyTypeOf(p.type)) {
+    return Status::Malformed(fmt::format("server rank {} answered {} with {}", from,
+                                         proto::MsgType_Name(p.type),
+                                         proto::MsgType_Name(h.type())));
+  }
+  if (p.type != proto::CLOCK && h.partition() != p.partition) {
+    return Status::Malformed(fmt::format("server rank {} answered partition {} about partition {}",
+                                         from, p.partition, h.partition()));
+  }
+  if (p.type == proto::CLOCK && h.clock() <= p.clock) {
+    return Status::Malformed(
+        fmt::format("server rank {} let clock {} continue at clock {}", from, p.clock, h.clock()));
+  }
+  if (p.type == proto::PUSH && h.staleness() < 0) {
+    return Status::Malformed(
+        fmt::format("server rank {} reported a negative staleness {}", from, h.staleness()));
+  }
+  return Status();
+}
+
+void ClientIo::OnReply(Envelope& env, int from) {
+  if (!env.status.ok()) {
+    spdlog::warn("malformed reply from server rank {}: {}", from, env.status.ToString());
+    return;
+  }
+  const proto::Header& h = env.message.header;
+  auto it = pending_.find(h.request_id());
+  if (it == pending_.end() || it->second.target != from) {
+    spdlog::warn("reply {} from server rank {} matches no request", h.request_id(), from);
+    return;
+  }
+  Pending p = it->second;
+  pending_.erase(it);
+  Status s = CheckReply(h, p, from);
+  if (!s.ok()) {
+    spdlog::warn("{}", s.ToString());
+    p.op->Complete(s);
+    return;
+  }
+  s = StatusOf(h);
+  if (h.dropped()) report_.OnDropped();
+  if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) report_.OnPushAcked(h.staleness());
+  if (s.ok() && h.type() == proto::PULL_REPLY) s = AcceptPull(h, env.message, p, from);
+  p.op->Complete(s, &h);
+}
+
+// Checks a pull reply's codec and size, then writes its values to the caller's buffer.
+Status ClientIo::AcceptPull(const proto::Header& h, const Message& message, const Pending& p,
+                            int from) {
+  const size_t want = static_cast<size_t>(p.dst_len) * sizeof(float);
+  if (h.codec() != pulls_.codec) {
+    return Status::Malformed(
+        fmt::format("server rank {} answered partition {} in codec '{}', not '{}'", from,
+                    p.partition, h.codec(), pulls_.codec));
+  }
+  if (message.payload.size() != 1 || (pulls_.codec.empty() && message.payload[0].size() != want)) {
+    return Status::SizeMismatch(
+        fmt::format("server rank {} answered partition {} with a wrong size", from, p.partition));
+  }
+  const zmq::message_t& frame = message.payload[0];
+  if (!pulls_.codec.empty()) {
+    Status s = pulls_.decoder->Decode(static_cast<const uint8_t*>(frame.data()), frame.size(),
+                                      p.dst_len, {}, p.dst);
+    if (!s.ok()) return s;
+  } else {
+    std::memcpy(p.dst, frame.data(), want);
+  }
+  pulls_.base_versions[p.partition].store(h.version(), std::memory_order_relaxed);
+  report_.OnRead(static_cast<int64_t>(frame.size()), std::max<int64_t>(0, p.clock - h.min_clock()));
+  return Status();
+}
+
+void ClientIo::OnControl(Envelope& env) {
+  if (!env.status.ok()) return;
+  const proto::Header& h = env.message.header;
+  switch (h.type()) {
+    case proto::NODE_DEAD: {
+      const proto::NodeInfo* node = link_.view().Node(h.node());
+      if (node != nullptr && node->role() == proto::SERVER) {
+        spdlog::error("server rank {} (node {}) is dead; its requests fail", node->rank(),
+                      h.node());
+        dead_servers_.insert(node->rank());
+        servers_[node->rank()].close();  // drops queued frames, releasing the caller's buffers
+        FailPending(node->rank(),
+                    Status::Unavailable(fmt::format("server rank {} died", node->rank())));
+      }
+      return;
+    }
+    case proto::SHUTDOWN:
+      spdlog::warn("the scheduler shut the cluster down");
+      FailAll(Status::Aborted("the cluster was shut down"));
+      return;
+    default:
+      break;
+  }
+  auto it = pending_.find(h.request_id());
+  if (it == pending_.end() || it->second.target != kToScheduler) return;
+  OpPtr op = it->second.op;
+  pending_.erase(it);
+  op->Complete(StatusOf(h), &h);
+}
+
+void ClientIo::FailPending(int target, const Status& s) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.target == target) {
+      it->second.op->Complete(s);
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ClientIo::FailAll(const Status& s) {
+  closed_ = s;
+  for (auto& [id, p] : pending_) p.op->Complete(s);
+  pending_.clear();
+}
+
+}  // namespace hetps

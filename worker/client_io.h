@@ -1,0 +1,149 @@
+// ClientIo: a worker's connection to the cluster and the thread that drives it. It joins through
+// the scheduler, connects to every server, and runs one I/O thread that sends what the API
+// threads submit, heartbeats (carrying the ClientReport), and matches each reply to its request.
+// Every reply is untrusted input: its type, partition, clock and size are checked against the
+// request before anything is written to the caller's buffer or to per-partition state. A dead
+// server fails its requests with UNAVAILABLE; a cluster shutdown fails everything with ABORTED.
+//
+// Thread-safety: Submit and Call may be called from any thread; everything else about the
+// sockets and the pending requests belongs to the I/O thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/cluster_view.h"
+#include "common/compress/codec.h"
+#include "common/message.h"
+#include "common/scheduler_link.h"
+#include "worker/client.h"
+#include "worker/client_report.h"
+
+namespace hetps {
+
+// Completion state of one operation: it is done when `remaining` reaches zero, counting one per
+// outstanding reply and one per caller buffer ZeroMQ still holds.
+struct Ticket::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining = 0;
+  Status status;
+  proto::Header reply;    // the last reply header (control operations read it)
+  int64_t max_clock = 0;  // the largest clock any reply named (CLOCK: where to continue)
+
+  explicit State(int n) : remaining(n) {}
+  void Complete(const Status& s, const proto::Header* header = nullptr) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!s.ok() && status.ok()) status = s;
+    if (header != nullptr) {
+      reply = *header;
+      max_clock = std::max(max_clock, header->clock());
+    }
+    if (--remaining == 0) cv.notify_all();
+  }
+};
+
+using OpPtr = std::shared_ptr<Ticket::State>;
+
+// A ticket state already completed with `s`.
+OpPtr FailedOp(const Status& s);
+// ZeroMQ calls this (from its I/O thread) when it no longer needs a caller's buffer; `hint` is
+// a heap-allocated OpPtr whose operation counts the release.
+void ReleaseCallerBuffer(void* data, void* hint);
+
+constexpr int kToScheduler = -1;
+constexpr int kStopGraceMs = 5000;  // how long a stop waits for unanswered requests
+
+// A request on its way to a server (rank >= 0) or the scheduler.
+struct Outgoing {
+  int target = kToScheduler;
+  proto::Header header;
+  std::vector<zmq::message_t> payload;
+  OpPtr op;
+  float* dst = nullptr;  // PULL: where the partition's values go
+  int64_t dst_len = 0;
+};
+
+// What a pull reply must match and where its version goes; set before the first pull.
+struct PullState {
+  std::string codec;  // empty: raw float32
+  std::shared_ptr<const compress::Codec> decoder;
+  // Per partition: the version of its last pulled values, the base a later push was computed
+  // from. Written by the I/O thread, read by pushing threads.
+  std::unique_ptr<std::atomic<int64_t>[]> base_versions;
+};
+
+class ClientIo {
+ public:
+  // `report` and `pulls` outlive this object.
+  ClientIo(const ClientOptions& options, ClientReport& report, PullState& pulls);
+  ~ClientIo();  // Stop()
+  ClientIo(const ClientIo&) = delete;
+  ClientIo& operator=(const ClientIo&) = delete;
+
+  // Joins the cluster (blocks until it formed), connects to every server and starts the I/O
+  // thread. `heartbeat_clock` is read for each heartbeat's report.
+  Status Start(const std::atomic<int64_t>& heartbeat_clock);
+  // Queues requests for the I/O thread.
+  void Submit(std::vector<Outgoing> batch);
+  // Sends one control request to the scheduler and waits for its reply (at most `timeout_ms`
+  // when positive).
+  StatusOr<proto::Header> Call(proto::Header h, int timeout_ms = 0);
+  // Lets in-flight requests finish (at most kStopGraceMs), then stops the I/O thread.
+  void Stop();
+
+  const ClusterView& view() const { return link_.view(); }
+  int32_t id() const { return link_.id(); }
+  int rank() const { return link_.rank(); }
+
+ private:
+  // A request sent and not yet answered.
+  struct Pending {
+    int target;
+    OpPtr op;
+    float* dst;
+    int64_t dst_len;
+    int64_t clock;
+    proto::MsgType type;  // of the request
+    int32_t partition;    // data requests: the partition asked about
+  };
+
+  void IoLoop();
+  void SendQueued();
+  void Dispatch(Outgoing& o);
+  void OnReply(Envelope& env, int from);
+  static Status CheckReply(const proto::Header& h, const Pending& p, int from);
+  Status AcceptPull(const proto::Header& h, const Message& message, const Pending& p, int from);
+  void OnControl(Envelope& env);
+  void FailPending(int target, const Status& s);
+  void FailAll(const Status& s);
+
+  const ClientOptions options_;
+  ClientReport& report_;
+  PullState& pulls_;
+  zmq::context_t ctx_{1};
+  SchedulerLink link_;
+  std::vector<zmq::socket_t> servers_;
+  zmq::socket_t wake_in_, wake_out_;
+  std::mutex queue_mu_;
+  std::deque<Outgoing> queue_;
+  std::thread io_thread_;
+  std::atomic<bool> stopping_{false};
+  // I/O thread only:
+  uint64_t next_request_ = 1;
+  std::unordered_map<uint64_t, Pending> pending_;
+  std::unordered_set<int> dead_servers_;
+  std::optional<Status> closed_;  // set once the cluster shut down
+};
+
+}  // namespace hetps
