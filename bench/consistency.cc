@@ -75,57 +75,31 @@ std::vector<std::string> ServerFlags(const std::string& consistency) {
   return {"--consistency=" + consistency, "--optimizer=sgd:lr=0.05", "--init=zeros"};
 }
 
-}  // namespace
+// The workers' results summed up, printed as one JSON line.
+struct Totals {
+  int64_t iterations = 0, max_staleness = 0, reads = 0, staleness_sum = 0, dropped = 0;
+  int64_t pushes = 0, push_staleness_sum = 0;
+  int64_t straggler_iterations = 0, fastest_iterations = 0;
+  double waiting = 0, wall = 0;
 
-int RunConsistencyBench(const ConsistencyBenchOptions& o) {
-  const std::vector<TensorSpec> tensors = {{"layer0", {100000}, 0}, {"layer1", {1000000}, 1}};
-  for (const std::string& name : o.controllers) {
-    BenchClusterOptions co;
-    co.servers = o.servers;
-    co.workers = o.workers;
-    co.server_flags = ServerFlags(name);
-    auto cluster = BenchCluster::Launch(co, tensors);
-    if (!cluster.ok()) {
-      std::fprintf(stderr, "hetps-bench: %s\n", cluster.status().ToString().c_str());
-      return 1;
+  void Add(const WorkerResult& r, const ClientStats& s, bool straggler) {
+    iterations += r.iterations;
+    max_staleness = std::max(max_staleness, s.max_staleness);
+    reads += s.reads;
+    staleness_sum += s.staleness_sum;
+    dropped += s.dropped_pushes;
+    pushes += s.pushes;
+    push_staleness_sum += s.push_staleness_sum;
+    waiting += r.waiting_s;
+    wall += r.wall_s;
+    if (straggler) {
+      straggler_iterations = r.iterations;
+    } else {
+      fastest_iterations = std::max(fastest_iterations, r.iterations);
     }
-    auto& clients = (*cluster)->clients();
-    std::vector<WorkerResult> results(o.workers);
-    std::vector<std::thread> threads;
-    for (int i = 0; i < o.workers; ++i) {
-      threads.emplace_back([&, i] {
-        const bool straggler = clients[i]->rank() == o.workers - 1;
-        results[i] = RunWorker(*clients[i], tensors,
-                               o.compute_ms * (straggler ? o.straggler_slowdown : 1.0), o.seconds);
-      });
-    }
-    for (auto& t : threads) t.join();
-    int64_t iterations = 0, max_staleness = 0, reads = 0, staleness_sum = 0, dropped = 0;
-    int64_t pushes = 0, push_staleness_sum = 0;
-    int64_t straggler_iterations = 0, fastest_iterations = 0;
-    double waiting = 0, wall = 0;
-    for (int i = 0; i < o.workers; ++i) {
-      if (!results[i].status.ok()) {
-        std::fprintf(stderr, "hetps-bench: worker %d: %s\n", i,
-                     results[i].status.ToString().c_str());
-        return 1;
-      }
-      const ClientStats s = clients[i]->stats();
-      iterations += results[i].iterations;
-      max_staleness = std::max(max_staleness, s.max_staleness);
-      reads += s.reads;
-      staleness_sum += s.staleness_sum;
-      dropped += s.dropped_pushes;
-      pushes += s.pushes;
-      push_staleness_sum += s.push_staleness_sum;
-      waiting += results[i].waiting_s;
-      wall += results[i].wall_s;
-      if (clients[i]->rank() == o.workers - 1) {
-        straggler_iterations = results[i].iterations;
-      } else {
-        fastest_iterations = std::max(fastest_iterations, results[i].iterations);
-      }
-    }
+  }
+
+  void Print(const ConsistencyBenchOptions& o, const std::string& name) const {
     const double secs = wall / o.workers;
     std::printf(
         "{\"bench\":\"consistency\",\"consistency\":\"%s\",\"workers\":%d,\"servers\":%d,"
@@ -140,6 +114,49 @@ int RunConsistencyBench(const ConsistencyBenchOptions& o) {
         static_cast<long long>(dropped),
         pushes ? static_cast<double>(push_staleness_sum) / pushes : 0.0, secs);
     std::fflush(stdout);
+  }
+};
+
+// Runs the workers for o.seconds against a fresh cluster under controller `name`.
+Status BenchOne(const ConsistencyBenchOptions& o, const std::string& name) {
+  const std::vector<TensorSpec> tensors = {{"layer0", {100000}, 0}, {"layer1", {1000000}, 1}};
+  BenchClusterOptions co;
+  co.servers = o.servers;
+  co.workers = o.workers;
+  co.server_flags = ServerFlags(name);
+  auto cluster = BenchCluster::Launch(co, tensors);
+  if (!cluster.ok()) return cluster.status();
+  auto& clients = (*cluster)->clients();
+  std::vector<WorkerResult> results(o.workers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < o.workers; ++i) {
+    threads.emplace_back([&, i] {
+      const bool straggler = clients[i]->rank() == o.workers - 1;
+      results[i] = RunWorker(*clients[i], tensors,
+                             o.compute_ms * (straggler ? o.straggler_slowdown : 1.0), o.seconds);
+    });
+  }
+  for (auto& t : threads) t.join();
+  Totals totals;
+  for (int i = 0; i < o.workers; ++i) {
+    if (!results[i].status.ok()) {
+      return Status(results[i].status.code(),
+                    fmt::format("worker {}: {}", i, results[i].status.message()));
+    }
+    totals.Add(results[i], clients[i]->stats(), clients[i]->rank() == o.workers - 1);
+  }
+  totals.Print(o, name);
+  return Status();
+}
+
+}  // namespace
+
+int RunConsistencyBench(const ConsistencyBenchOptions& o) {
+  for (const std::string& name : o.controllers) {
+    if (Status s = BenchOne(o, name); !s.ok()) {
+      std::fprintf(stderr, "hetps-bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
   }
   return 0;
 }

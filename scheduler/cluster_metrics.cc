@@ -20,6 +20,16 @@ std::string ServerLabels(const proto::NodeInfo& n) {
   return fmt::format("server=\"{}\",node=\"{}\"", n.rank(), n.id());
 }
 
+// One family with a sample per worker; `value(record)` returns nullopt to leave a worker out.
+template <typename Workers, typename Value>
+void PerWorker(Exposition& e, const Workers& workers, const char* name, const char* type,
+               const char* help, Value value) {
+  e.Family(name, type, help);
+  for (const auto& [id, w] : workers) {
+    if (std::optional<double> v = value(w)) e.Sample(name, WorkerLabels(w.info), *v);
+  }
+}
+
 }  // namespace
 
 std::string ClusterStats::Metrics(double now) const {
@@ -41,24 +51,20 @@ std::string ClusterStats::Metrics(double now) const {
 }
 
 void ClusterStats::WorkerMetrics(Exposition& e, double now) const {
-  // One family with a sample per worker; `value` returns nullopt to leave a worker out.
-  auto per_worker = [&](const char* name, const char* type, const char* help, auto value) {
-    e.Family(name, type, help);
-    for (const auto& [id, w] : workers_) {
-      if (std::optional<double> v = value(id, w)) e.Sample(name, WorkerLabels(w.info), *v);
-    }
-  };
   using Value = std::optional<double>;
+  auto per_worker = [&](const char* name, const char* type, const char* help, auto value) {
+    PerWorker(e, workers_, name, type, help, value);
+  };
   per_worker("hetps_worker_clock", "gauge", "Clocks (iterations) the worker has finished.",
-             [](int32_t, const WorkerRecord& w) -> Value { return w.clock; });
+             [](const WorkerRecord& w) -> Value { return w.clock; });
   per_worker("hetps_worker_up", "gauge", "1 while the worker is alive, 0 once it left or died.",
-             [](int32_t, const WorkerRecord& w) -> Value { return w.state == "alive"; });
+             [](const WorkerRecord& w) -> Value { return w.state == "alive"; });
   per_worker("hetps_worker_straggler", "gauge",
              "1 while the worker is flagged as a straggler (slow or late).",
-             [](int32_t, const WorkerRecord& w) -> Value { return w.straggler.flagged(); });
+             [](const WorkerRecord& w) -> Value { return w.straggler.flagged(); });
   per_worker("hetps_worker_straggler_flags_total", "counter",
              "Times the worker went from clear to flagged.",
-             [](int32_t, const WorkerRecord& w) -> Value { return w.straggler.times_flagged; });
+             [](const WorkerRecord& w) -> Value { return w.straggler.times_flagged; });
   e.Family("hetps_worker_iteration_seconds", "histogram",
            "Iteration time outside Clock(): compute and transfers, not the consistency gate.");
   for (const auto& [id, w] : workers_) {
@@ -66,13 +72,13 @@ void ClusterStats::WorkerMetrics(Exposition& e, double now) const {
   }
   per_worker("hetps_worker_iteration_ewma_seconds", "gauge",
              "EWMA (beta 0.5) of the iteration time, what straggler detection compares.",
-             [](int32_t, const WorkerRecord& w) -> Value {
+             [](const WorkerRecord& w) -> Value {
                if (w.straggler.ewma_ms < 0) return std::nullopt;
                return w.straggler.ewma_ms / 1000.0;
              });
   per_worker("hetps_worker_gate_wait_seconds_total", "counter",
              "Time spent blocked in Clock() by the consistency gate.",
-             [](int32_t, const WorkerRecord& w) -> Value { return w.wait_total_ms / 1000.0; });
+             [](const WorkerRecord& w) -> Value { return w.wait_total_ms / 1000.0; });
   e.Family("hetps_worker_push_staleness", "histogram",
            "Push staleness: server versions applied between the pull and the push.");
   for (const auto& [id, w] : workers_) {
@@ -80,24 +86,29 @@ void ClusterStats::WorkerMetrics(Exposition& e, double now) const {
     for (int i = 0; i < kStalenessBuckets; ++i) h.Add(i, w.staleness[i]);
     e.Histo("hetps_worker_push_staleness", WorkerLabels(w.info), h);
   }
+  per_worker("hetps_worker_heartbeat_age_seconds", "gauge", "Time since the worker was heard.",
+             [now](const WorkerRecord& w) -> Value { return std::max(0.0, now - w.last_heard); });
+  WorkerTrafficMetrics(e);
+}
+
+void ClusterStats::WorkerTrafficMetrics(Exposition& e) const {
+  using Value = std::optional<double>;
   const std::pair<const char*, int64_t WorkerRecord::*> bytes[] = {
       {"hetps_worker_pushed_bytes_total", &WorkerRecord::bytes_pushed},
       {"hetps_worker_pushed_uncompressed_bytes_total", &WorkerRecord::raw_bytes_pushed},
       {"hetps_worker_pulled_bytes_total", &WorkerRecord::bytes_pulled}};
   for (const auto& [name, field] : bytes) {
-    per_worker(name, "counter", "Payload bytes (pushed: as sent; uncompressed: as float32).",
-               [field](int32_t, const WorkerRecord& w) -> Value { return w.*field; });
+    PerWorker(e, workers_, name, "counter",
+              "Payload bytes (pushed: as sent; uncompressed: as float32).",
+              [field](const WorkerRecord& w) -> Value { return w.*field; });
   }
-  per_worker(
-      "hetps_worker_heartbeat_age_seconds", "gauge", "Time since the worker was heard.",
-      [now](int32_t, const WorkerRecord& w) -> Value { return std::max(0.0, now - w.last_heard); });
   const struct {
     const char *name, *key, *help;
   } figures[] = {
       {"hetps_worker_train_loss", "loss", "The trainer's latest training loss."},
       {"hetps_worker_test_accuracy_ratio", "accuracy", "The trainer's latest test accuracy."}};
   for (const auto& f : figures) {
-    per_worker(f.name, "gauge", f.help, [&f](int32_t, const WorkerRecord& w) -> Value {
+    PerWorker(e, workers_, f.name, "gauge", f.help, [&f](const WorkerRecord& w) -> Value {
       auto it = w.metrics.find(f.key);
       if (it == w.metrics.end()) return std::nullopt;
       return it->second;

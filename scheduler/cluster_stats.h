@@ -101,7 +101,8 @@ class ClusterStats {
   nlohmann::json WorkersJson(double now) const;
   nlohmann::json ServersJson(double now) const;
   nlohmann::json LayersJson() const;
-  void WorkerMetrics(Exposition& e, double now) const;
+  void WorkerMetrics(Exposition& e, double now) const;  // state and timing
+  void WorkerTrafficMetrics(Exposition& e) const;       // bytes and trainer figures
   void ServerMetrics(Exposition& e) const;
   void LayerMetrics(Exposition& e) const;
   WorkerRecord* Worker(int32_t id);

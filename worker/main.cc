@@ -1,6 +1,9 @@
 // hetps-worker: parses flags, joins the cluster and runs a workload through the client library.
+#include <fmt/format.h>
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
+
+#include <atomic>
 
 #include "common/allocator.h"
 #include "common/compress/codec.h"
@@ -54,6 +57,88 @@ DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
             "joining a cluster; hetps launch runs this for every role before starting any");
 
+namespace {
+
+// The flags that choose among fixed words, and the codecs.
+hetps::Status CheckChoices() {
+  using hetps::Status;
+  if (FLAGS_workload != "synthetic" && FLAGS_workload != "train") {
+    return Status::InvalidArgument(
+        fmt::format("unknown --workload '{}' (known: synthetic, train)", FLAGS_workload));
+  }
+  if (FLAGS_model != "mlp" && FLAGS_model != "cnn") {
+    return Status::InvalidArgument(
+        fmt::format("unknown --model '{}' (known: mlp, cnn)", FLAGS_model));
+  }
+  if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
+    return Status::InvalidArgument(
+        fmt::format("unknown --device '{}' (known: auto, cpu, cuda)", FLAGS_device));
+  }
+  if (auto codecs = hetps::compress::LayerCodecs::Parse(FLAGS_codec); !codecs.ok()) {
+    return Status::InvalidArgument("--codec: " + codecs.status().message());
+  }
+  if (FLAGS_pull_codec != "none" && FLAGS_pull_codec != "fp16") {
+    return Status::InvalidArgument(
+        fmt::format("--pull_codec must be none or fp16, not '{}'", FLAGS_pull_codec));
+  }
+  if (FLAGS_compute_threads < 1) return Status::InvalidArgument("--compute_threads must be >= 1");
+  return Status();
+}
+
+hetps::StatusOr<hetps::SyntheticOptions> SyntheticFromFlags() {
+  auto elements = hetps::ParsePositiveList(FLAGS_tensor_elements);
+  if (!elements.ok()) {
+    return hetps::Status::InvalidArgument("--tensor_elements: " + elements.status().message());
+  }
+  hetps::SyntheticOptions o;
+  o.tensor_elements = *elements;
+  o.iterations = FLAGS_iterations;
+  o.compute_ms = FLAGS_compute_ms;
+  o.slowdown = FLAGS_slowdown;
+  o.seed = FLAGS_workload_seed;
+  o.progress_every = std::max(1, FLAGS_progress_every);
+  return o;
+}
+
+hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
+  auto hidden = hetps::ParsePositiveList(FLAGS_hidden, 1 << 16);
+  if (!hidden.ok()) return hetps::Status::InvalidArgument("--hidden: " + hidden.status().message());
+  hetps::TrainOptions o;
+  o.hidden.assign(hidden->begin(), hidden->end());
+  o.data_dir = FLAGS_data_dir;
+  o.train_images = FLAGS_train_images;
+  o.train_labels = FLAGS_train_labels;
+  o.test_images = FLAGS_test_images;
+  o.test_labels = FLAGS_test_labels;
+  o.partition = FLAGS_partition;
+  o.dirichlet_alpha = FLAGS_dirichlet_alpha;
+  o.batch = FLAGS_batch;
+  o.iterations = FLAGS_iterations;
+  o.eval_every = FLAGS_eval_every;
+  o.progress_every = std::max(1, FLAGS_progress_every);
+  o.seed = FLAGS_data_seed;
+  o.slowdown = FLAGS_slowdown;
+  o.run_dir = FLAGS_run_dir;
+  o.model = FLAGS_model;
+  o.device = FLAGS_device;
+  o.compute_threads = FLAGS_compute_threads;
+  return o;
+}
+
+hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
+  hetps::ClientOptions o;
+  o.scheduler = FLAGS_scheduler;
+  o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
+  o.rank = FLAGS_rank;
+  o.join_timeout_ms = FLAGS_join_timeout_ms;
+  o.push_codec = FLAGS_codec;
+  o.pull_codec = FLAGS_pull_codec;
+  o.stop = &stop;
+  return o;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("hetps worker: trains through the parameter server");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -63,69 +148,17 @@ int main(int argc, char** argv) {
     spdlog::error("unknown --log_level '{}'", FLAGS_log_level);
     return 2;
   }
-  if (FLAGS_workload != "synthetic" && FLAGS_workload != "train") {
-    spdlog::error("unknown --workload '{}' (known: synthetic, train)", FLAGS_workload);
-    return 2;
+  // Every flag must parse whichever workload runs; the chosen workload's options must be valid.
+  hetps::Status valid = CheckChoices();
+  auto synthetic = SyntheticFromFlags();
+  auto train = TrainFromFlags();
+  for (const hetps::Status& s : {synthetic.status(), train.status()}) {
+    if (valid.ok()) valid = s;
   }
-  if (FLAGS_model != "mlp" && FLAGS_model != "cnn") {
-    spdlog::error("unknown --model '{}' (known: mlp, cnn)", FLAGS_model);
-    return 2;
+  if (valid.ok()) {
+    valid = FLAGS_workload == "train" ? hetps::ValidateTrainOptions(*train)
+                                      : hetps::ValidateSyntheticOptions(*synthetic);
   }
-  if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
-    spdlog::error("unknown --device '{}' (known: auto, cpu, cuda)", FLAGS_device);
-    return 2;
-  }
-  if (auto codecs = hetps::compress::LayerCodecs::Parse(FLAGS_codec); !codecs.ok()) {
-    spdlog::error("--codec: {}", codecs.status().message());
-    return 2;
-  }
-  if (FLAGS_pull_codec != "none" && FLAGS_pull_codec != "fp16") {
-    spdlog::error("--pull_codec must be none or fp16, not '{}'", FLAGS_pull_codec);
-    return 2;
-  }
-  if (FLAGS_compute_threads < 1) {
-    spdlog::error("--compute_threads must be >= 1");
-    return 2;
-  }
-  hetps::SyntheticOptions workload;
-  auto elements = hetps::ParsePositiveList(FLAGS_tensor_elements);
-  if (!elements.ok()) {
-    spdlog::error("--tensor_elements: {}", elements.status().message());
-    return 2;
-  }
-  workload.tensor_elements = *elements;
-  workload.iterations = FLAGS_iterations;
-  workload.compute_ms = FLAGS_compute_ms;
-  workload.slowdown = FLAGS_slowdown;
-  workload.seed = FLAGS_workload_seed;
-  workload.progress_every = std::max(1, FLAGS_progress_every);
-  hetps::TrainOptions train;
-  auto hidden = hetps::ParsePositiveList(FLAGS_hidden, 1 << 16);
-  if (!hidden.ok()) {
-    spdlog::error("--hidden: {}", hidden.status().message());
-    return 2;
-  }
-  train.hidden.assign(hidden->begin(), hidden->end());
-  train.data_dir = FLAGS_data_dir;
-  train.train_images = FLAGS_train_images;
-  train.train_labels = FLAGS_train_labels;
-  train.test_images = FLAGS_test_images;
-  train.test_labels = FLAGS_test_labels;
-  train.partition = FLAGS_partition;
-  train.dirichlet_alpha = FLAGS_dirichlet_alpha;
-  train.batch = FLAGS_batch;
-  train.iterations = FLAGS_iterations;
-  train.eval_every = FLAGS_eval_every;
-  train.progress_every = std::max(1, FLAGS_progress_every);
-  train.seed = FLAGS_data_seed;
-  train.slowdown = FLAGS_slowdown;
-  train.run_dir = FLAGS_run_dir;
-  train.model = FLAGS_model;
-  train.device = FLAGS_device;
-  train.compute_threads = FLAGS_compute_threads;
-
-  hetps::Status valid = FLAGS_workload == "train" ? hetps::ValidateTrainOptions(train)
-                                                  : hetps::ValidateSyntheticOptions(workload);
   if (!valid.ok()) {
     spdlog::error("{}", valid.message());
     return 2;
@@ -135,22 +168,14 @@ int main(int argc, char** argv) {
     spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
     return 2;
   }
-  hetps::ClientOptions options;
-  options.scheduler = FLAGS_scheduler;
-  options.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
-  options.rank = FLAGS_rank;
-  options.join_timeout_ms = FLAGS_join_timeout_ms;
-  options.push_codec = FLAGS_codec;
-  options.pull_codec = FLAGS_pull_codec;
-  options.stop = &signals.stop();
-  auto client = hetps::Client::Connect(options);
+  auto client = hetps::Client::Connect(ClientFromFlags(signals.stop()));
   if (!client.ok()) {
     spdlog::error("cannot join the cluster: {}", client.status().ToString());
     return 1;
   }
   hetps::Status s = FLAGS_workload == "train"
-                        ? hetps::RunTraining(**client, train, signals.stop())
-                        : hetps::RunSynthetic(**client, workload, signals.stop());
+                        ? hetps::RunTraining(**client, *train, signals.stop())
+                        : hetps::RunSynthetic(**client, *synthetic, signals.stop());
   hetps::Status left = (*client)->Finish();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());

@@ -92,9 +92,10 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
   return Status();
 }
 
-Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic<bool>& stop) {
-  if (Status s = ValidateSyntheticOptions(o); !s.ok()) return s;
-  Model m = MakeModel(o, client.rank(), client.num_workers());
+namespace {
+
+// Declares the tensors, offers zeros as their initial values and pulls the starting model.
+Status Begin(Client& client, const SyntheticOptions& o, Model& m) {
   std::vector<TensorSpec> specs;
   for (size_t t = 0; t < m.names.size(); ++t) {
     specs.push_back({m.names[t], {o.tensor_elements[t]}, static_cast<int32_t>(t)});
@@ -110,52 +111,31 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
   for (const Ticket& ticket : inits) {
     if (Status s = ticket.Wait(); !s.ok()) return s;
   }
-  if (Status s = PullAll(client, m); !s.ok()) return s;
-  const double initial = DistanceToOptimum(m);
-  int64_t model_bytes = 0;
-  for (const auto& w : m.w) model_bytes += static_cast<int64_t>(w.size() * sizeof(float));
-  spdlog::info(
-      "synthetic workload: {} tensors in {} partitions, {:.1f} MiB, {} iterations; "
-      "distance to optimum {:.4f}",
-      specs.size(), client.shard_map().partitions().size(), model_bytes / 1048576.0, o.iterations,
-      initial);
+  return PullAll(client, m);
+}
 
-  const auto start = std::chrono::steady_clock::now();
-  // The job is `iterations` clocks. Usually one loop is one clock; under backup workers a late
-  // worker's Clock() moves it up to the open step, so it stops when the others do.
-  for (int it = 1; client.clock() < o.iterations && !stop.load(); ++it) {
-    if (Status s = PullAll(client, m); !s.ok()) return s;
-    const auto compute_start = std::chrono::steady_clock::now();
-    for (size_t t = 0; t < m.w.size(); ++t) {
-      auto& g = m.grad[t];
-      for (size_t j = 0; j < g.size(); ++j) g[j] = m.w[t][j] - m.target[t][j];
-    }
-    SimulateCompute(o, compute_start);
-    std::vector<Ticket> pushes;
-    for (size_t t = 0; t < m.w.size(); ++t) {
-      pushes.push_back(
-          client.Push(m.names[t], m.grad[t].data(), static_cast<int64_t>(m.grad[t].size())));
-    }
-    for (const Ticket& ticket : pushes) {
-      if (Status s = ticket.Wait(); !s.ok()) return s;
-    }
-    if (Status s = client.Clock(); !s.ok()) return s;
-    const int64_t clock = client.clock();
-    if (clock % o.progress_every == 0 || clock >= o.iterations) {
-      const double secs =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("iter %lld/%d  distance %.4f  %.1f it/s  %.2f GB/s pushed+pulled\n",
-                  static_cast<long long>(clock), o.iterations, DistanceToOptimum(m), it / secs,
-                  2.0 * model_bytes * it / secs / 1e9);
-      std::fflush(stdout);
-    }
-  }
-  if (stop.load()) return Status::Aborted("interrupted");
-  const double loop_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (Status s = client.Barrier(); !s.ok()) return s;
+// One iteration: pull, the gradient w - target, the simulated compute time, push, clock.
+Status Iterate(Client& client, const SyntheticOptions& o, Model& m) {
   if (Status s = PullAll(client, m); !s.ok()) return s;
-  const double final_distance = DistanceToOptimum(m);
+  const auto compute_start = std::chrono::steady_clock::now();
+  for (size_t t = 0; t < m.w.size(); ++t) {
+    auto& g = m.grad[t];
+    for (size_t j = 0; j < g.size(); ++j) g[j] = m.w[t][j] - m.target[t][j];
+  }
+  SimulateCompute(o, compute_start);
+  std::vector<Ticket> pushes;
+  for (size_t t = 0; t < m.w.size(); ++t) {
+    pushes.push_back(
+        client.Push(m.names[t], m.grad[t].data(), static_cast<int64_t>(m.grad[t].size())));
+  }
+  for (const Ticket& ticket : pushes) {
+    if (Status s = ticket.Wait(); !s.ok()) return s;
+  }
+  return client.Clock();
+}
+
+void PrintDone(Client& client, const SyntheticOptions& o, double initial, double final_distance,
+               double loop_s) {
   const ClientStats stats = client.stats();
   std::printf(
       "rank %d done: distance to optimum %.4f -> %.4f after %d iterations in %.2f s; read "
@@ -166,6 +146,45 @@ Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic
       static_cast<long long>(stats.dropped_pushes),
       static_cast<long long>(stats.max_push_staleness), stats.mean_push_staleness());
   std::fflush(stdout);
+}
+
+}  // namespace
+
+Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic<bool>& stop) {
+  if (Status s = ValidateSyntheticOptions(o); !s.ok()) return s;
+  Model m = MakeModel(o, client.rank(), client.num_workers());
+  if (Status s = Begin(client, o, m); !s.ok()) return s;
+  const double initial = DistanceToOptimum(m);
+  int64_t model_bytes = 0;
+  for (const auto& w : m.w) model_bytes += static_cast<int64_t>(w.size() * sizeof(float));
+  spdlog::info(
+      "synthetic workload: {} tensors in {} partitions, {:.1f} MiB, {} iterations; "
+      "distance to optimum {:.4f}",
+      m.names.size(), client.shard_map().partitions().size(), model_bytes / 1048576.0, o.iterations,
+      initial);
+
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  // The job is `iterations` clocks. Usually one loop is one clock; under backup workers a late
+  // worker's Clock() moves it up to the open step, so it stops when the others do.
+  for (int it = 1; client.clock() < o.iterations && !stop.load(); ++it) {
+    if (Status s = Iterate(client, o, m); !s.ok()) return s;
+    const int64_t clock = client.clock();
+    if (clock % o.progress_every == 0 || clock >= o.iterations) {
+      std::printf("iter %lld/%d  distance %.4f  %.1f it/s  %.2f GB/s pushed+pulled\n",
+                  static_cast<long long>(clock), o.iterations, DistanceToOptimum(m), it / seconds(),
+                  2.0 * model_bytes * it / seconds() / 1e9);
+      std::fflush(stdout);
+    }
+  }
+  if (stop.load()) return Status::Aborted("interrupted");
+  const double loop_s = seconds();
+  if (Status s = client.Barrier(); !s.ok()) return s;
+  if (Status s = PullAll(client, m); !s.ok()) return s;
+  const double final_distance = DistanceToOptimum(m);
+  PrintDone(client, o, initial, final_distance, loop_s);
   if (!(final_distance < initial)) {
     return Status::Internal(fmt::format("the model did not converge: distance {:.4f} -> {:.4f}",
                                         initial, final_distance));

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <random>
 #include <thread>
@@ -82,134 +83,195 @@ Status ValidateTrainOptions(const TrainOptions& o) {
   return Status();
 }
 
-Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool>& stop) {
-  if (Status s = ValidateTrainOptions(o); !s.ok()) return s;
-  auto train = LoadIdxPair(PathOr(o.train_images, FashionMnistImages(o.data_dir, "train")),
-                           PathOr(o.train_labels, FashionMnistLabels(o.data_dir, "train")));
-  if (!train.ok()) return train.status();
-  std::optional<Dataset> test;
-  if (client.rank() == 0) {
-    auto t = LoadIdxPair(PathOr(o.test_images, FashionMnistImages(o.data_dir, "t10k")),
-                         PathOr(o.test_labels, FashionMnistLabels(o.data_dir, "t10k")));
-    if (!t.ok()) return t.status();
-    test = std::move(*t);
-  }
-  auto parts = o.partition == "dirichlet"
-                   ? PartitionDirichlet(train->y, train->classes, client.num_workers(),
-                                        o.dirichlet_alpha, o.seed)
-                   : PartitionIid(train->size, client.num_workers(), o.seed);
-  const auto histogram = LabelHistogram(parts, train->y, train->classes);
-  spdlog::info("rank {} trains on {} samples, labels [{}]", client.rank(),
-               parts[client.rank()].size(), fmt::join(histogram[client.rank()], " "));
+namespace {
 
-  auto arch = BuildArchitecture(o.model, {1, train->rows, train->cols}, train->classes, o.hidden);
+// One worker's training run, in the order it happens: Prepare, then Step and Observe per
+// iteration, then Finish.
+class Trainer {
+ public:
+  Trainer(Client& client, const TrainOptions& options) : client_(client), o_(options) {}
+
+  // Loads the data and this worker's share of it, builds the model, declares its tensors and
+  // offers the initial values.
+  Status Prepare();
+  // One iteration: pull, compute, push (the previous push stays in flight), clock.
+  Status Step(int it);
+  // After a step: evaluation (rank 0), reported figures and the progress line.
+  Status Observe(int it);
+  // Waits for the last pushes, meets the other workers, and rank 0 evaluates the final model
+  // and writes the run's summary.
+  Status Finish();
+
+ private:
+  Status LoadData();
+
+  Client& client_;
+  const TrainOptions& o_;
+  std::optional<Dataset> train_, test_;  // test: rank 0 only
+  std::vector<std::vector<int64_t>> parts_;
+  std::unique_ptr<Model> model_;
+  std::vector<TensorSpec> tensors_;
+  Params params_;
+  Params grads_[2];  // one in flight while the next is computed
+  std::vector<Ticket> in_flight_;
+  std::optional<RunLog> log_;
+  std::optional<Batches> batches_;
+  std::vector<float> x_;
+  std::vector<int32_t> y_;
+  Clock::time_point start_;
+  double loss_ewma_ = -1;
+};
+
+Status Trainer::LoadData() {
+  auto train = LoadIdxPair(PathOr(o_.train_images, FashionMnistImages(o_.data_dir, "train")),
+                           PathOr(o_.train_labels, FashionMnistLabels(o_.data_dir, "train")));
+  if (!train.ok()) return train.status();
+  train_ = std::move(*train);
+  if (client_.rank() == 0) {
+    auto t = LoadIdxPair(PathOr(o_.test_images, FashionMnistImages(o_.data_dir, "t10k")),
+                         PathOr(o_.test_labels, FashionMnistLabels(o_.data_dir, "t10k")));
+    if (!t.ok()) return t.status();
+    test_ = std::move(*t);
+  }
+  parts_ = o_.partition == "dirichlet"
+               ? PartitionDirichlet(train_->y, train_->classes, client_.num_workers(),
+                                    o_.dirichlet_alpha, o_.seed)
+               : PartitionIid(train_->size, client_.num_workers(), o_.seed);
+  const auto histogram = LabelHistogram(parts_, train_->y, train_->classes);
+  spdlog::info("rank {} trains on {} samples, labels [{}]", client_.rank(),
+               parts_[client_.rank()].size(), fmt::join(histogram[client_.rank()], " "));
+  return Status();
+}
+
+Status Trainer::Prepare() {
+  if (Status s = LoadData(); !s.ok()) return s;
+  auto arch =
+      BuildArchitecture(o_.model, {1, train_->rows, train_->cols}, train_->classes, o_.hidden);
   if (!arch.ok()) return arch.status();
-  SetComputeThreads(o.compute_threads);
-  auto made = MakeModel(std::move(*arch), o.device);
+  SetComputeThreads(o_.compute_threads);
+  auto made = MakeModel(std::move(*arch), o_.device);
   if (!made.ok()) return made.status();
-  Model& model = **made;
-  const std::vector<TensorSpec> tensors = model.Tensors();
-  if (Status s = client.DeclareTensors(tensors); !s.ok()) return s;
+  model_ = std::move(*made);
+  tensors_ = model_->Tensors();
+  if (Status s = client_.DeclareTensors(tensors_); !s.ok()) return s;
   // Every worker offers the same seeded start; the first Init of each partition wins (servers
   // with --init=worker), otherwise the servers' own initializer stands.
-  Params params = model.Init(o.seed);
-  if (Status s = ForEachTensor(tensors,
+  params_ = model_->Init(o_.seed);
+  if (Status s = ForEachTensor(tensors_,
                                [&](size_t t) {
-                                 return client.Init(tensors[t].name, params[t].data(),
-                                                    tensors[t].NumElements());
+                                 return client_.Init(tensors_[t].name, params_[t].data(),
+                                                     tensors_[t].NumElements());
                                });
       !s.ok()) {
     return s;
   }
-  Params grads[2] = {model.Zeros(), model.Zeros()};  // one in flight while the next is computed
-  std::vector<Ticket> in_flight;
-  auto log = RunLog::Open(o.run_dir, client.rank());
+  grads_[0] = model_->Zeros();
+  grads_[1] = model_->Zeros();
+  auto log = RunLog::Open(o_.run_dir, client_.rank());
   if (!log.ok()) return log.status();
-  Batches batches(std::move(parts[client.rank()]), o.seed * 1000003 + client.rank());
-  std::vector<float> x;
-  std::vector<int32_t> y;
-  const auto start = Clock::now();
-  double loss_ewma = -1;
-  for (int it = 0; client.clock() < o.iterations && !stop.load(); ++it) {
-    client.BeginIteration();  // evaluation below is not iteration time
-    if (Status s = PullModel(client, tensors, params); !s.ok()) return s;
-    const auto compute_start = Clock::now();
-    Params& g = grads[it % 2];
-    for (const Ticket& t : in_flight) {  // the buffer we reuse is two pushes back
-      if (Status s = t.Wait(); !s.ok()) return s;
-    }
-    in_flight.clear();
-    batches.Next(*train, o.batch, x, y);
-    auto computed = model.LossAndGradients(params, x.data(), y.data(), o.batch, g);
-    if (!computed.ok()) return computed.status();
-    const double loss = *computed;
-    loss_ewma = loss_ewma < 0 ? loss : 0.95 * loss_ewma + 0.05 * loss;
-    if (o.slowdown > 1.0) {
-      std::this_thread::sleep_for((Clock::now() - compute_start) * (o.slowdown - 1.0));
-    }
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      in_flight.push_back(
-          client.Push(tensors[t].name, g[t].data(), tensors[t].NumElements(), o.batch));
-    }
-    if (Status s = client.Clock(); !s.ok()) return s;
-    const int64_t clock = client.clock();
-    const bool eval = test && (clock % o.eval_every == 0 || clock >= o.iterations);
-    std::optional<double> accuracy;
-    if (eval) {
-      auto a = model.Accuracy(params, test->x.data(), test->y.data(), test->size);
-      if (!a.ok()) return a.status();
-      accuracy = *a;
-    }
-    if (clock % o.log_every == 0 || eval) {
-      if (accuracy) {
-        client.ReportMetrics({{"loss", loss_ewma}, {"accuracy", *accuracy}});
-      } else {
-        client.ReportMetrics({{"loss", loss_ewma}});
-      }
-      log->Record(clock, client.rank(), loss_ewma, accuracy, client.stats().max_staleness);
-    }
-    if (clock % o.progress_every == 0 || eval) {
-      const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-      const std::string acc = accuracy ? fmt::format("  test accuracy {:.4f}", *accuracy) : "";
-      std::printf("epoch %.2f  iter %lld/%d  %.1f it/s  loss %.4f%s  staleness max %lld\n",
-                  batches.epoch(), static_cast<long long>(clock), o.iterations, (it + 1) / secs,
-                  loss_ewma, acc.c_str(), static_cast<long long>(client.stats().max_staleness));
-      std::fflush(stdout);
-    }
-  }
-  for (const Ticket& t : in_flight) {
+  log_.emplace(std::move(*log));
+  batches_.emplace(std::move(parts_[client_.rank()]), o_.seed * 1000003 + client_.rank());
+  start_ = Clock::now();
+  return Status();
+}
+
+Status Trainer::Step(int it) {
+  client_.BeginIteration();  // evaluation in Observe is not iteration time
+  if (Status s = PullModel(client_, tensors_, params_); !s.ok()) return s;
+  const auto compute_start = Clock::now();
+  Params& g = grads_[it % 2];
+  for (const Ticket& t : in_flight_) {  // the buffer we reuse is two pushes back
     if (Status s = t.Wait(); !s.ok()) return s;
   }
-  if (stop.load()) return Status::Aborted("interrupted");
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  const ClientStats stats = client.stats();
+  in_flight_.clear();
+  batches_->Next(*train_, o_.batch, x_, y_);
+  auto computed = model_->LossAndGradients(params_, x_.data(), y_.data(), o_.batch, g);
+  if (!computed.ok()) return computed.status();
+  loss_ewma_ = loss_ewma_ < 0 ? *computed : 0.95 * loss_ewma_ + 0.05 * *computed;
+  if (o_.slowdown > 1.0) {
+    std::this_thread::sleep_for((Clock::now() - compute_start) * (o_.slowdown - 1.0));
+  }
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    in_flight_.push_back(
+        client_.Push(tensors_[t].name, g[t].data(), tensors_[t].NumElements(), o_.batch));
+  }
+  return client_.Clock();
+}
+
+Status Trainer::Observe(int it) {
+  const int64_t clock = client_.clock();
+  const bool eval = test_ && (clock % o_.eval_every == 0 || clock >= o_.iterations);
+  std::optional<double> accuracy;
+  if (eval) {
+    auto a = model_->Accuracy(params_, test_->x.data(), test_->y.data(), test_->size);
+    if (!a.ok()) return a.status();
+    accuracy = *a;
+  }
+  if (clock % o_.log_every == 0 || eval) {
+    if (accuracy) {
+      client_.ReportMetrics({{"loss", loss_ewma_}, {"accuracy", *accuracy}});
+    } else {
+      client_.ReportMetrics({{"loss", loss_ewma_}});
+    }
+    log_->Record(clock, client_.rank(), loss_ewma_, accuracy, client_.stats().max_staleness);
+  }
+  if (clock % o_.progress_every == 0 || eval) {
+    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    const std::string acc = accuracy ? fmt::format("  test accuracy {:.4f}", *accuracy) : "";
+    std::printf("epoch %.2f  iter %lld/%d  %.1f it/s  loss %.4f%s  staleness max %lld\n",
+                batches_->epoch(), static_cast<long long>(clock), o_.iterations, (it + 1) / secs,
+                loss_ewma_, acc.c_str(), static_cast<long long>(client_.stats().max_staleness));
+    std::fflush(stdout);
+  }
+  return Status();
+}
+
+Status Trainer::Finish() {
+  for (const Ticket& t : in_flight_) {
+    if (Status s = t.Wait(); !s.ok()) return s;
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+  const ClientStats stats = client_.stats();
   std::printf(
-      "rank %d pushed %lld bytes (%lld as float32: %.1fx less)\n", client.rank(),
+      "rank %d pushed %lld bytes (%lld as float32: %.1fx less)\n", client_.rank(),
       static_cast<long long>(stats.bytes_pushed), static_cast<long long>(stats.raw_bytes_pushed),
       stats.bytes_pushed ? static_cast<double>(stats.raw_bytes_pushed) / stats.bytes_pushed : 0.0);
   std::fflush(stdout);
-  log->Close();  // before the barrier: rank 0 merges every worker's file after it
-  if (Status s = client.Barrier(); !s.ok()) return s;
-  if (!test) return Status();
-  if (Status s = PullModel(client, tensors, params); !s.ok()) return s;
-  auto evaluated = model.Accuracy(params, test->x.data(), test->y.data(), test->size);
+  log_->Close();  // before the barrier: rank 0 merges every worker's file after it
+  if (Status s = client_.Barrier(); !s.ok()) return s;
+  if (!test_) return Status();
+  if (Status s = PullModel(client_, tensors_, params_); !s.ok()) return s;
+  auto evaluated = model_->Accuracy(params_, test_->x.data(), test_->y.data(), test_->size);
   if (!evaluated.ok()) return evaluated.status();
-  const double final_accuracy = *evaluated;
-  std::printf("final test accuracy %.4f after %d iterations per worker in %.1f s\n", final_accuracy,
-              o.iterations, secs);
-  if (!o.run_dir.empty()) {
+  std::printf("final test accuracy %.4f after %d iterations per worker in %.1f s\n", *evaluated,
+              o_.iterations, secs);
+  if (!o_.run_dir.empty()) {
     RunSummary summary;
-    summary.test_accuracy = final_accuracy;
+    summary.test_accuracy = *evaluated;
     summary.wall_s = secs;
-    summary.iterations = o.iterations;
-    summary.workers = client.num_workers();
-    summary.samples = static_cast<int64_t>(o.iterations) * o.batch * client.num_workers();
-    summary.consistency = client.consistency();
-    if (Status s = FinishRun(o.run_dir, summary); !s.ok()) return s;
-    std::printf("run files in %s: metrics.csv, plot.png, summary.json\n", o.run_dir.c_str());
+    summary.iterations = o_.iterations;
+    summary.workers = client_.num_workers();
+    summary.samples = static_cast<int64_t>(o_.iterations) * o_.batch * client_.num_workers();
+    summary.consistency = client_.consistency();
+    if (Status s = FinishRun(o_.run_dir, summary); !s.ok()) return s;
+    std::printf("run files in %s: metrics.csv, plot.png, summary.json\n", o_.run_dir.c_str());
   }
   std::fflush(stdout);
   return Status();
+}
+
+}  // namespace
+
+Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool>& stop) {
+  if (Status s = ValidateTrainOptions(o); !s.ok()) return s;
+  Trainer trainer(client, o);
+  if (Status s = trainer.Prepare(); !s.ok()) return s;
+  for (int it = 0; client.clock() < o.iterations && !stop.load(); ++it) {
+    if (Status s = trainer.Step(it); !s.ok()) return s;
+    if (Status s = trainer.Observe(it); !s.ok()) return s;
+  }
+  if (stop.load()) return Status::Aborted("interrupted");
+  return trainer.Finish();
 }
 
 }  // namespace hetps
