@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 
@@ -68,17 +70,37 @@ void ApplyThreads::Loop(zmq::context_t& context, int index, const ServingState& 
   zmq::socket_t out(context, zmq::socket_type::push);
   out.connect(kReplyEndpoint);
   std::vector<float> scratch;
+  // With a data dir, this thread checkpoints its own partitions between hand-overs (and when
+  // it stops); a receive timeout lets it do so when no work arrives.
+  const int owner = 1 + index;
+  auto last_checkpoint = std::chrono::steady_clock::now();
+  auto checkpoint_if_due = [&] {
+    if (state.durable == nullptr) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_checkpoint < std::chrono::milliseconds(state.checkpoint_interval_ms)) return;
+    CheckpointOwned(state, owner);
+    last_checkpoint = now;
+  };
+  if (state.durable != nullptr) {
+    in.set(zmq::sockopt::rcvtimeo,
+           static_cast<int>(std::min<int64_t>(state.checkpoint_interval_ms, 1000)));
+  }
   while (true) {
+    checkpoint_if_due();
     zmq::message_t m;
-    if (!in.recv(m, zmq::recv_flags::none) || m.size() != sizeof(Work*)) return;
+    if (!in.recv(m, zmq::recv_flags::none)) continue;  // the timeout: only checkpoints are due
+    if (m.size() != sizeof(Work*)) return;
     Work* raw = nullptr;
     std::memcpy(&raw, m.data(), sizeof(raw));
     std::unique_ptr<Work> work(raw);
     if (work->round) {
-      CompleteRound(state, 1 + index, *work->round);
+      CompleteRound(state, owner, *work->round);
       continue;
     }
-    if (!work->request) return;  // the stop signal
+    if (!work->request) {  // the stop signal
+      CheckpointOwned(state, owner);
+      return;
+    }
     DataRequest& request = *work->request;
     DataReply r = ServeData(state, request, scratch);
     (void)out.send(zmq::buffer(request.identity), zmq::send_flags::sndmore);

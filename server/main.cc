@@ -25,6 +25,15 @@ DEFINE_double(init_scale, 0.01, "uniform: half-width; normal: standard deviation
 DEFINE_uint64(seed, 1, "seed of the server-side initializer");
 DEFINE_int32(heartbeat_interval_ms, 500, "heartbeat period to the scheduler");
 DEFINE_int32(join_timeout_ms, 60000, "how long to wait for the cluster to form");
+DEFINE_string(data_dir, "",
+              "keep this server's shards in RocksDB here (a restart with the same folder "
+              "restores them); empty: in memory only");
+DEFINE_string(durability, "process",
+              "with --data_dir, what an acknowledged update survives: none (checkpoints only), "
+              "process (a killed server; logged before the reply), machine (a power loss; the "
+              "log is synced before the reply)");
+DEFINE_int64(checkpoint_interval_ms, 10000,
+             "with --data_dir, how often each partition's log is folded into a checkpoint");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
 DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
@@ -55,6 +64,9 @@ int main(int argc, char** argv) {
   o.consistency = FLAGS_consistency;
   o.aggregator = FLAGS_aggregator;
   o.init = {FLAGS_init, FLAGS_init_scale, FLAGS_seed};
+  o.data_dir = FLAGS_data_dir;
+  o.durability = FLAGS_durability;
+  o.checkpoint_interval_ms = FLAGS_checkpoint_interval_ms;
   if (hetps::Status s = hetps::ValidateServerOptions(o); !s.ok()) {
     spdlog::error("{}", s.message());
     return 2;

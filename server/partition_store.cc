@@ -1,8 +1,13 @@
 #include "server/partition_store.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
+
+#include "durable.pb.h"
 
 namespace hetps {
 
@@ -118,6 +123,97 @@ int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& roun
   }
   step();
   return steps;
+}
+
+bool PartitionState::Applied(uint64_t incarnation, int64_t seq) const {
+  if (seq <= 0) return false;
+  auto it = applied_.find(incarnation);
+  return it != applied_.end() && seq <= it->second;
+}
+
+void PartitionState::MarkApplied(uint64_t incarnation, int64_t seq) {
+  if (seq <= 0) return;
+  int64_t& highest = applied_[incarnation];
+  highest = std::max(highest, seq);
+}
+
+namespace {
+
+std::string BytesOf(const float* v, int64_t n) {
+  return std::string(reinterpret_cast<const char*>(v), static_cast<size_t>(n) * sizeof(float));
+}
+
+// Copies exactly n floats from `bytes`, or says why not.
+Status CopyFloats(const std::string& bytes, int64_t n, float* out, const char* what) {
+  if (bytes.size() != static_cast<size_t>(n) * sizeof(float)) {
+    return Status::Malformed(
+        fmt::format("{}: {} bytes where {} floats belong", what, bytes.size(), n));
+  }
+  if (n > 0) std::memcpy(out, bytes.data(), bytes.size());
+  return Status();
+}
+
+}  // namespace
+
+void PartitionState::Save(proto::PartitionCheckpoint& out) const {
+  out.set_version(version_);
+  out.set_initialized(initialized_);
+  out.set_values(BytesOf(values_->data(), info_.length));
+  for (const auto& slot : slots_) out.add_slots(BytesOf(slot.data(), info_.length));
+  for (const auto& [incarnation, seq] : applied_) {
+    auto* a = out.add_applied();
+    a->set_incarnation(incarnation);
+    a->set_seq(seq);
+  }
+  for (const auto& [clock, workers] : held_) {
+    for (const auto& [worker, updates] : workers) {
+      for (const Held& h : updates) {
+        auto* held = out.add_held();
+        held->set_clock(clock);
+        held->set_worker(worker);
+        held->set_update(static_cast<const char*>(h.update.data()), h.update.size());
+        held->set_weight(h.weight);
+        held->set_base_version(h.base_version);
+      }
+    }
+  }
+  if (aggregator_) aggregator_->Save(*out.mutable_aggregator());
+}
+
+Status PartitionState::Load(const proto::PartitionCheckpoint& in) {
+  const std::string where = fmt::format("partition {}", info_.id);
+  if (in.slots_size() != static_cast<int>(slots_.size())) {
+    return Status::Malformed(fmt::format("{}: {} optimizer slots saved, the optimizer keeps {}",
+                                         where, in.slots_size(), slots_.size()));
+  }
+  if (Status s = CopyFloats(in.values(), info_.length, mutable_values(), where.c_str()); !s.ok()) {
+    return s;
+  }
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    if (Status s = CopyFloats(in.slots(k), info_.length, slots_[k].data(), where.c_str());
+        !s.ok()) {
+      return s;
+    }
+  }
+  version_ = in.version();
+  initialized_ = in.initialized();
+  applied_.clear();
+  for (const auto& a : in.applied()) applied_[a.incarnation()] = a.seq();
+  held_.clear();
+  for (const auto& h : in.held()) {
+    if (h.update().size() != static_cast<size_t>(info_.length) * sizeof(float)) {
+      return Status::Malformed(
+          fmt::format("{}: a held update of {} bytes", where, h.update().size()));
+    }
+    Hold(h.clock(), h.worker(), zmq::message_t(h.update().data(), h.update().size()), h.weight(),
+         h.base_version());
+  }
+  if (aggregator_) {
+    if (Status s = aggregator_->Load(in.aggregator()); !s.ok()) {
+      return Status(s.code(), fmt::format("{}: aggregator state: {}", where, s.message()));
+    }
+  }
+  return Status();
 }
 
 PartitionStore::PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,

@@ -20,6 +20,10 @@
 
 namespace hetps {
 
+namespace proto {
+class PartitionCheckpoint;
+}
+
 class PartitionState {
  public:
   PartitionState(const Partition& partition, int num_slots);
@@ -61,6 +65,17 @@ class PartitionState {
   int ApplyRound(const Optimizer& optimizer, const RoundSpec& round);
   size_t held_clocks() const { return held_.size(); }
 
+  // Exactly-once: whether the update numbered `seq` by client incarnation `incarnation` was
+  // applied already (seq 0: unnumbered, never), and recording that it was. A client numbers
+  // its updates to a partition 1, 2, ... and they arrive in that order.
+  bool Applied(uint64_t incarnation, int64_t seq) const;
+  void MarkApplied(uint64_t incarnation, int64_t seq);
+
+  // Durability: everything above as a checkpoint (values, optimizer slots, version, what was
+  // applied, held updates, the aggregator's state), and back into a fresh partition.
+  void Save(proto::PartitionCheckpoint& out) const;
+  Status Load(const proto::PartitionCheckpoint& in);
+
  private:
   Partition info_;
   std::shared_ptr<std::vector<float>> values_;
@@ -78,6 +93,7 @@ class PartitionState {
   std::map<int64_t, std::map<int32_t, std::vector<Held>>> held_;  // clock -> worker -> updates
   std::vector<float> sum_;                                        // scratch for ApplyHeld
   std::unique_ptr<Aggregator> aggregator_;
+  std::map<uint64_t, int64_t> applied_;  // client incarnation -> highest seq applied
 };
 
 class PartitionStore {

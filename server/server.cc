@@ -18,6 +18,7 @@
 #include "common/shard_map.h"
 #include "server/apply_threads.h"
 #include "server/consistency_gate.h"
+#include "server/durable_store.h"
 #include "server/serving.h"
 
 namespace hetps {
@@ -39,6 +40,9 @@ class ServerLoop {
   void HandleWorker(Envelope& env);
   void HandleControl(Envelope& env);
   Status InstallShardMap(const proto::ShardMap& proto_map);
+  Status OpenDataDir();
+  Status RestoreShards();
+  void MaybeCheckpoint();
   Status CheckSender(const Envelope& env) const;
   Status CheckRequest(const Envelope& env) const;
   void Serve(DataRequest request);  // on the partition's owning thread
@@ -72,6 +76,9 @@ class ServerLoop {
   std::vector<float> scratch_;
   std::unordered_set<int32_t> dead_;
   std::optional<ConsistencyGate> gate_;
+  std::unique_ptr<DurableStore> durable_;
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
+  Status fatal_;  // set when the server cannot go on (its data dir does not fit the cluster)
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   int64_t pushes_ = 0, pulls_ = 0, errors_ = 0;
   bool shutdown_ = false;
@@ -113,6 +120,7 @@ Status ServerLoop::Setup() {
   link_ = std::make_unique<SchedulerLink>(ctx_, options_.scheduler, proto::SERVER, address,
                                           options_.heartbeat_interval_ms);
   link_->registration().mutable_policy()->set_consistency(gate_->consistency());
+  if (Status s = OpenDataDir(); !s.ok()) return s;
   spdlog::info("listening on {} (advertised {}), {} apply threads, optimizer {}", endpoint, address,
                options_.threads, Optimizers().Parse(options_.optimizer)->Full());
   return Status();
@@ -131,15 +139,19 @@ Status ServerLoop::Run() {
   spdlog::info("joined: {} servers, {} workers", link_->view().num_servers(),
                link_->view().num_workers());
 
-  while (!shutdown_ && !stop_.load()) {
+  while (!shutdown_ && !stop_.load() && fatal_.ok()) {
     Poll();
+    MaybeCheckpoint();
     if (link_->SchedulerLost()) {
       apply_threads_->Stop();
+      CheckpointOwned(state_, 0);
       return Status::Unavailable(fmt::format("no word from the scheduler for {} ms; stopping",
                                              link_->view().proto().heartbeat_timeout_ms()));
     }
   }
-  apply_threads_->Stop();
+  apply_threads_->Stop();  // each apply thread checkpoints its partitions as it stops
+  if (map_) CheckpointOwned(state_, 0);
+  if (!fatal_.ok()) return fatal_;
   spdlog::info("stopped: {} pushes, {} pulls served, {} requests rejected, {} late pushes dropped",
                pushes_, pulls_, errors_, gate_->dropped());
   return Status();
@@ -257,6 +269,66 @@ void ServerLoop::ApplyRound(const RoundSpec& round) {
   CompleteRound(state_, 0, round);
 }
 
+// A data dir remembers its rank: the restarted server asks the scheduler for it again.
+Status ServerLoop::OpenDataDir() {
+  if (options_.data_dir.empty()) return Status();
+  auto store = DurableStore::Open(options_.data_dir, *ParseDurability(options_.durability));
+  if (!store.ok()) return store.status();
+  durable_ = std::move(*store);
+  if (durable_->meta()) link_->registration().set_rank(durable_->meta()->server_rank());
+  spdlog::info("data dir {} ({}), durability {}, checkpoints every {} ms", durable_->dir(),
+               durable_->meta() ? fmt::format("server rank {}", durable_->meta()->server_rank())
+                                : std::string("new"),
+               DurabilityName(durable_->durability()), options_.checkpoint_interval_ms);
+  return Status();
+}
+
+// Brings every partition back from the data dir, or claims a new one for this cluster.
+Status ServerLoop::RestoreShards() {
+  if (!durable_) return Status();
+  const std::string& dir = durable_->dir();
+  if (!durable_->meta()) {
+    proto::DurableMeta meta;
+    meta.set_server_rank(link_->rank());
+    *meta.mutable_shard_map() = map_->ToProto();
+    return durable_->SetMeta(meta);
+  }
+  const proto::DurableMeta& meta = *durable_->meta();
+  if (meta.server_rank() != link_->rank()) {
+    return Status::FailedPrecondition(
+        fmt::format("data dir {} belongs to server rank {}, but this server joined as rank {}", dir,
+                    meta.server_rank(), link_->rank()));
+  }
+  if (meta.shard_map().SerializeAsString() != map_->ToProto().SerializeAsString()) {
+    return Status::FailedPrecondition(fmt::format(
+        "data dir {} holds another model ({} tensors, {} partitions; the cluster declared {} "
+        "and {}); start this server on an empty data dir, or declare the same tensors",
+        dir, meta.shard_map().tensors_size(), meta.shard_map().partitions_size(),
+        map_->tensors().size(), map_->partitions().size()));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  int64_t replayed = 0;
+  for (const auto& owned : state_.owned) {
+    for (int32_t id : owned) {
+      auto n = RecoverPartition(state_, *state_.store->Find(id));
+      if (!n.ok()) return n.status();
+      replayed += *n;
+    }
+  }
+  spdlog::info("restored {} partitions from {}: {} logged updates replayed in {:.2f} s",
+               state_.store->num_partitions(), dir, replayed,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return Status();
+}
+
+void ServerLoop::MaybeCheckpoint() {
+  if (!durable_ || !map_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_checkpoint_ < std::chrono::milliseconds(options_.checkpoint_interval_ms)) return;
+  CheckpointOwned(state_, 0);
+  last_checkpoint_ = now;
+}
+
 Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
   if (map_) return Status::FailedPrecondition("a shard map is already installed");
   auto map = ShardMap::FromProto(proto_map);
@@ -275,6 +347,16 @@ Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
   state_.owned.assign(1 + options_.threads, {});
   for (const Partition& p : map_->partitions()) {
     if (p.server_rank == link_->rank()) state_.owned[Owner(p)].push_back(p.id);
+  }
+  if (durable_) {
+    durable_->Prepare(map_->partitions().size());
+    state_.durable = durable_.get();
+    state_.checkpoint_interval_ms = options_.checkpoint_interval_ms;
+    if (Status s = RestoreShards(); !s.ok()) {
+      fatal_ = s;                // this server cannot serve this cluster: it stops with the reason
+      state_.durable = nullptr;  // and writes nothing into a data dir that is not this model's
+      return s;
+    }
   }
   apply_threads_->Start(state_);
   spdlog::info("holding {} partitions, {:.1f} MiB ({} tensors in the map)",
@@ -336,6 +418,11 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (!consistency.ok()) return consistency.status();
   auto aggregator = Aggregators().Parse(o.aggregator);
   if (!aggregator.ok()) return aggregator.status();
+  if (auto d = ParseDurability(o.durability); !d.ok()) return d.status();
+  if (o.checkpoint_interval_ms < 1) {
+    return Status::InvalidArgument(
+        fmt::format("checkpoint_interval_ms must be >= 1, got {}", o.checkpoint_interval_ms));
+  }
   return CheckCombination(*aggregator, *consistency);
 }
 

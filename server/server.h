@@ -39,10 +39,16 @@ struct ServerOptions {
   InitOptions init;
   int heartbeat_interval_ms = 500;
   int join_timeout_ms = 60000;
+  // Durability (server/durable_store.h): where the shards live on disk (empty: in memory
+  // only), what an acknowledgement promises (none, process, machine), and how often each
+  // partition's log is folded into a checkpoint.
+  std::string data_dir;
+  std::string durability = "process";
+  int64_t checkpoint_interval_ms = 10000;
 };
 
 // What a server refuses before it binds or joins: thread count, the optimizer, consistency
-// and aggregator specs and their combination, the initializer.
+// and aggregator specs and their combination, the initializer, the durability settings.
 Status ValidateServerOptions(const ServerOptions& options);
 
 class ServerNode {

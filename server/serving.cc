@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "durable.pb.h"
+
 namespace hetps {
 namespace {
 
@@ -23,13 +25,122 @@ void CountPush(const ServingState& shared, const Partition& p, size_t bytes, int
 
 }  // namespace
 
+namespace {
+
+proto::Round RoundToProto(const RoundSpec& round) {
+  proto::Round r;
+  r.set_clock(round.clock);
+  for (int32_t w : round.workers) r.add_workers(w);
+  r.set_only_clock(round.only_clock);
+  r.set_one_step(round.one_step);
+  r.set_combine(static_cast<int32_t>(round.combine));
+  r.set_staleness_exponent(round.staleness_exponent);
+  r.set_flush(round.IsFlush());
+  return r;
+}
+
+RoundSpec RoundFromProto(const proto::Round& r) {
+  RoundSpec round = r.flush() ? RoundSpec::Flush() : RoundSpec();
+  round.clock = r.clock();
+  round.workers.assign(r.workers().begin(), r.workers().end());
+  round.only_clock = r.only_clock();
+  round.one_step = r.one_step();
+  round.combine = static_cast<RoundSpec::Combine>(r.combine());
+  round.staleness_exponent = r.staleness_exponent();
+  return round;
+}
+
+// Applies one update to `part`; serving and the replay after a restart both come here, so a
+// replayed log rebuilds exactly what was served. `frame`, when given, holds `data` and may be
+// moved into a held update instead of copied.
+void ApplyRecord(const ServingState& shared, PartitionState& part, const proto::LogRecord& r,
+                 const float* data, zmq::message_t* frame) {
+  switch (r.kind()) {
+    case proto::LogRecord::PUSH:
+      if (r.hold()) {
+        const size_t bytes = static_cast<size_t>(part.info().length) * sizeof(float);
+        zmq::message_t update = frame != nullptr && frame->data() == data
+                                    ? std::move(*frame)
+                                    : zmq::message_t(data, bytes);
+        part.Hold(r.clock(), r.worker(), std::move(update), r.weight(), r.base_version());
+      } else {
+        PushInfo info;
+        info.worker = r.worker();
+        info.clock = r.clock();
+        info.base_version = r.base_version();
+        info.weight = r.weight();
+        info.layer = r.layer();
+        info.window = r.window();
+        part.aggregator()->OnPush(part, info, data);
+      }
+      break;
+    case proto::LogRecord::INIT:
+      part.InitializeFrom(data);
+      break;
+    case proto::LogRecord::PULL:
+      part.aggregator()->OnPull(part, r.worker());
+      break;
+    case proto::LogRecord::ROUND: {
+      const RoundSpec round = RoundFromProto(r.round());
+      part.ApplyRound(*shared.optimizer, round);
+      if (round.IsFlush()) part.aggregator()->Flush(part);
+      break;
+    }
+    default:
+      break;
+  }
+  part.MarkApplied(r.incarnation(), r.seq());
+}
+
+// Logs `r` for `part` when the server is durable; an error means it must not be applied.
+Status Log(const ServingState& shared, const PartitionState& part, const proto::LogRecord& r,
+           const float* data = nullptr) {
+  if (shared.durable == nullptr) return Status();
+  const int64_t n = data != nullptr ? part.info().length : 0;
+  return shared.durable->Append(part.info().id, r, data, n);
+}
+
+}  // namespace
+
 void CompleteRound(const ServingState& shared, int owner, const RoundSpec& round) {
-  const bool flush = round.IsFlush();
+  proto::LogRecord record;
+  record.set_kind(proto::LogRecord::ROUND);
+  *record.mutable_round() = RoundToProto(round);
   for (int32_t id : shared.owned[owner]) {
     PartitionState* part = shared.store->Find(id);
-    part->ApplyRound(*shared.optimizer, round);
-    if (flush) part->aggregator()->Flush(*part);
+    if (Status s = Log(shared, *part, record); !s.ok()) {
+      // The round is applied all the same (its pushes were acknowledged); only a checkpoint
+      // can make it durable now.
+      spdlog::error("{}", s.ToString());
+    }
+    ApplyRecord(shared, *part, record, nullptr, nullptr);
   }
+}
+
+void CheckpointOwned(const ServingState& shared, int owner) {
+  if (shared.durable == nullptr) return;
+  for (int32_t id : shared.owned[owner]) {
+    if (!shared.durable->dirty(id)) continue;
+    if (Status s = shared.durable->Checkpoint(id, *shared.store->Find(id)); !s.ok()) {
+      spdlog::error("{}", s.ToString());
+    }
+  }
+}
+
+StatusOr<int64_t> RecoverPartition(const ServingState& shared, PartitionState& part) {
+  const int64_t length = part.info().length;
+  return shared.durable->Recover(
+      part.info().id, part,
+      [&](const proto::LogRecord& r, const float* values, int64_t n) -> Status {
+        const bool with_values =
+            r.kind() == proto::LogRecord::PUSH || r.kind() == proto::LogRecord::INIT;
+        if (with_values ? n != length : n != 0) {
+          return Status::Malformed(
+              fmt::format("{} floats where {} belong", n, with_values ? length : 0));
+        }
+        ApplyRecord(shared, part, r, with_values ? values : nullptr, nullptr);
+        return Status();
+      });
 }
 
 namespace {
@@ -99,45 +210,54 @@ DataReply ServePull(const ServingState& shared, const proto::Header& h, int64_t 
   r.header.set_version(part.version());
   r.header.set_min_clock(min_clock);
   r.payload.push_back(std::move(values));
-  part.aggregator()->OnPull(part, h.sender());
+  if (part.aggregator()->tracks_reads()) {  // the aggregator remembers what each worker read
+    proto::LogRecord record;
+    record.set_kind(proto::LogRecord::PULL);
+    record.set_worker(h.sender());
+    if (Status s = Log(shared, part, record); !s.ok()) return {ErrorReply(h, s, shared.self), {}};
+    ApplyRecord(shared, part, record, nullptr, nullptr);
+  }
   return r;
 }
 
-// A push (held for its round, or handed to the aggregator) or an init, after validation.
+// A push (held for its round, or handed to the aggregator) or an init, after validation:
+// applied once (a numbered update seen before is acknowledged again, not applied), logged
+// before it is applied and answered.
 DataReply ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& part,
                       const float* data) {
   Message& m = req.message;
   const proto::Header& h = m.header;
+  const bool push = h.type() == proto::PUSH;
   DataReply r;
-  if (h.type() == proto::INIT) {
-    part.InitializeFrom(data);
-    r.header = ReplyTo(h, proto::INIT_REPLY, shared.self);
+  r.header = ReplyTo(h, push ? proto::PUSH_REPLY : proto::INIT_REPLY, shared.self);
+  if (part.Applied(h.incarnation(), h.seq())) {
+    r.header.set_duplicate(true);
     r.header.set_version(part.version());
     return r;
   }
   // Staleness of a push: versions applied since the one it was computed from (ALGORITHMS.md
   // §3), recorded in its reply. A base from the future (a confused client) counts as fresh.
   const int64_t staleness = std::max<int64_t>(0, part.version() - h.version());
-  if (req.hold) {
-    // Synchronous consistency: applied with the rest of its round (CompleteRound).
-    zmq::message_t frame =
-        data == m.payload[0].data()
-            ? std::move(m.payload[0])
-            : zmq::message_t(data, static_cast<size_t>(part.info().length) * sizeof(float));
-    part.Hold(h.clock(), h.sender(), std::move(frame), h.weight(), h.version());
-  } else {
-    PushInfo info;
-    info.worker = h.sender();
-    info.clock = h.clock();
-    info.base_version = h.version();
-    info.weight = h.weight();
-    info.layer = h.layer();
-    info.window = req.window;
-    part.aggregator()->OnPush(part, info, data);
+  proto::LogRecord record;
+  record.set_kind(push ? proto::LogRecord::PUSH : proto::LogRecord::INIT);
+  record.set_worker(h.sender());
+  record.set_clock(h.clock());
+  record.set_base_version(h.version());
+  record.set_weight(h.weight());
+  record.set_layer(h.layer());
+  record.set_window(req.window);
+  record.set_hold(req.hold);  // synchronous consistency: applied with its round (CompleteRound)
+  record.set_incarnation(h.incarnation());
+  record.set_seq(h.seq());
+  if (push || !part.initialized()) {  // a later init changes nothing: nothing to log
+    if (Status s = Log(shared, part, record, data); !s.ok()) {
+      spdlog::error("{}", s.ToString());
+      return {ErrorReply(h, Status::Unavailable("not applied: " + s.message()), shared.self), {}};
+    }
   }
-  r.header = ReplyTo(h, proto::PUSH_REPLY, shared.self);
+  ApplyRecord(shared, part, record, data, m.payload.empty() ? nullptr : &m.payload[0]);
   r.header.set_version(part.version());
-  r.header.set_staleness(staleness);
+  if (push) r.header.set_staleness(staleness);
   return r;
 }
 

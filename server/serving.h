@@ -17,6 +17,7 @@
 #include "common/compress/codec.h"
 #include "common/message.h"
 #include "common/shard_map.h"
+#include "server/durable_store.h"
 #include "server/optimizer/optimizer.h"
 #include "server/partition_store.h"
 #include "server/round.h"
@@ -38,6 +39,10 @@ struct ServingState {
     std::atomic<int64_t> pushes{0}, bytes{0}, staleness_sum{0}, max_staleness{0};
   };
   std::map<int32_t, std::unique_ptr<LayerCounters>> layers;  // keys fixed with the shard map
+  // --data_dir: every update is logged before its reply, and each owner checkpoints its dirty
+  // partitions every checkpoint_interval_ms (null: in memory only).
+  DurableStore* durable = nullptr;
+  int64_t checkpoint_interval_ms = 10000;
 };
 
 // A validated data request with what the consistency gate decided about it.
@@ -61,5 +66,12 @@ DataReply ServeData(const ServingState& state, DataRequest& request, std::vector
 // Applies a closed round to the partitions `owner` serves; the flush round of a policy switch
 // (everyone, every clock: RoundSpec::Flush()) also applies every partially filled window.
 void CompleteRound(const ServingState& state, int owner, const RoundSpec& round);
+
+// Durability. Checkpoints the dirty partitions `owner` serves; errors are logged (the log
+// still holds everything, so nothing is lost, only recovery gets longer).
+void CheckpointOwned(const ServingState& state, int owner);
+// Restores partition `part` from the data dir: its checkpoint, then its log replayed through
+// the serving code. Returns the number of log records replayed.
+StatusOr<int64_t> RecoverPartition(const ServingState& state, PartitionState& part);
 
 }  // namespace hetps

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstring>
+#include <random>
 
 #include "common/logging.h"
 
@@ -39,6 +41,17 @@ proto::MsgType ReplyTypeOf(proto::MsgType type) {
   }
 }
 
+// A random 64-bit id for this connection, never 0 (0 means unnumbered).
+uint64_t DrawIncarnation() {
+  std::random_device device;
+  std::mt19937_64 rng(
+      (static_cast<uint64_t>(device()) << 32) ^ device() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  uint64_t id = 0;
+  while (id == 0) id = rng();
+  return id;
+}
+
 }  // namespace
 
 ClientIo::ClientIo(const ClientOptions& options, ClientReport& report, PullState& pulls)
@@ -47,7 +60,8 @@ ClientIo::ClientIo(const ClientOptions& options, ClientReport& report, PullState
       pulls_(pulls),
       link_(ctx_, options.scheduler, proto::WORKER, "", options.heartbeat_interval_ms),
       wake_in_(ctx_, zmq::socket_type::pull),
-      wake_out_(ctx_, zmq::socket_type::push) {}
+      wake_out_(ctx_, zmq::socket_type::push),
+      incarnation_(DrawIncarnation()) {}
 
 ClientIo::~ClientIo() { Stop(); }
 
@@ -184,6 +198,12 @@ void ClientIo::Dispatch(Outgoing& o) {
   const uint64_t id = next_request_++;
   o.header.set_request_id(id);
   o.header.set_sender(link_.id());
+  if (o.header.type() == proto::PUSH || o.header.type() == proto::INIT) {
+    // Numbered here, in the order they leave on the server's one socket, so the server sees
+    // each partition's numbers in order even when several threads push at once.
+    o.header.set_incarnation(incarnation_);
+    o.header.set_seq(++update_seq_[o.header.partition()]);
+  }
   pending_[id] = Pending{
       o.target, o.op, o.dst, o.dst_len, o.header.clock(), o.header.type(), o.header.partition()};
   if (o.target == kToScheduler) {

@@ -139,7 +139,11 @@ class ClientIo {
   std::deque<Outgoing> queue_;
   std::thread io_thread_;
   std::atomic<bool> stopping_{false};
+  // Exactly-once numbering of updates (Header.incarnation, seq): drawn per connection, and per
+  // partition in the order the updates go out.
+  const uint64_t incarnation_;
   // I/O thread only:
+  std::unordered_map<int32_t, int64_t> update_seq_;  // partition -> last seq sent
   uint64_t next_request_ = 1;
   std::unordered_map<uint64_t, Pending> pending_;
   std::unordered_set<int> dead_servers_;

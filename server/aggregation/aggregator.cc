@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include "durable.pb.h"
 
 namespace hetps {
 
@@ -25,6 +28,34 @@ const AggregatorRegistry& Aggregators() {
     return r;
   }();
   return *r;
+}
+
+std::string FloatBytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+Status FloatsFrom(const std::string& bytes, std::vector<float>& out) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return Status::Malformed(fmt::format("{} bytes are not float32 values", bytes.size()));
+  }
+  out.resize(bytes.size() / sizeof(float));
+  if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return Status();
+}
+
+void SaveByWorker(const ReadSnapshots& snapshots, proto::FloatsByWorker& out) {
+  for (const auto& [worker, values] : snapshots)
+    (*out.mutable_floats())[worker] = FloatBytes(*values);
+}
+
+Status LoadByWorker(const proto::FloatsByWorker& in, ReadSnapshots& snapshots) {
+  snapshots.clear();
+  for (const auto& [worker, bytes] : in.floats()) {
+    auto values = std::make_shared<std::vector<float>>();
+    if (Status s = FloatsFrom(bytes, *values); !s.ok()) return s;
+    snapshots[worker] = std::move(values);
+  }
+  return Status();
 }
 
 Status CheckCombination(const AlgorithmSpec& aggregator, const AlgorithmSpec& consistency) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@
 
 namespace hetps {
 
+namespace proto {
+class AggregatorState;
+class FloatsByWorker;
+}  // namespace proto
 class PartitionState;
 
 struct PushInfo {
@@ -47,7 +52,24 @@ class Aggregator {
   virtual void Upload(PartitionState& /*part*/, const PushInfo& /*info*/, const float* /*update*/) {
   }
   virtual void EndRound(PartitionState& /*part*/, int64_t /*clock*/) {}
+
+  // Durability (--data_dir): the state kept between calls, as a restart needs it. Save writes
+  // it into the partition's checkpoint; Load reads it back (into a fresh aggregator) before
+  // the log after the checkpoint is replayed. Stateless aggregators keep the defaults.
+  virtual void Save(proto::AggregatorState& /*out*/) const {}
+  virtual Status Load(const proto::AggregatorState& /*in*/) { return Status(); }
+  // Whether OnPull changes the state; a durable server then logs pulls for the replay.
+  virtual bool tracks_reads() const { return false; }
 };
+
+// float32 arrays in saved aggregator state: the bytes of `v`, and back (Malformed when the
+// size is not a whole number of floats).
+std::string FloatBytes(const std::vector<float>& v);
+Status FloatsFrom(const std::string& bytes, std::vector<float>& out);
+// What some aggregators remember per worker: the values it last read.
+using ReadSnapshots = std::map<int32_t, std::shared_ptr<const std::vector<float>>>;
+void SaveByWorker(const ReadSnapshots& snapshots, proto::FloatsByWorker& out);
+Status LoadByWorker(const proto::FloatsByWorker& in, ReadSnapshots& snapshots);
 
 struct AggregatorEntry {
   // REQUIRES: `optimizer` outlives the aggregator.

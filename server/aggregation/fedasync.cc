@@ -1,5 +1,6 @@
 #include <map>
 
+#include "durable.pb.h"
 #include "server/aggregation/aggregator.h"
 #include "server/partition_store.h"
 
@@ -35,6 +36,14 @@ class FedAsync final : public Aggregator {
   }
 
   void OnPull(PartitionState& part, int32_t worker) override { bases_[worker] = part.Snapshot(); }
+  bool tracks_reads() const override { return true; }
+  void Save(proto::AggregatorState& out) const override {
+    SaveByWorker(bases_, (*out.mutable_per_worker())["bases"]);
+  }
+  Status Load(const proto::AggregatorState& in) override {
+    auto b = in.per_worker().find("bases");
+    return b == in.per_worker().end() ? Status() : LoadByWorker(b->second, bases_);
+  }
 
  private:
   double Weight(int64_t sigma) const {
@@ -46,7 +55,7 @@ class FedAsync final : public Aggregator {
   double alpha_;
   std::string staleness_;
   double exponent_, hinge_a_, hinge_b_;
-  std::map<int32_t, std::shared_ptr<const std::vector<float>>> bases_;
+  ReadSnapshots bases_;
   std::vector<float> mixed_;
 };
 

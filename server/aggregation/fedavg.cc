@@ -40,7 +40,9 @@ class FedAvg final : public Aggregator {
 
  private:
   const Optimizer& optimizer_;
-  std::vector<float> sum_;  // the open round's weighted deltas
+  // The open round's weighted deltas; a round is handed over within one call (Upload each,
+  // then EndRound), so nothing is kept between calls and a checkpoint needs no state.
+  std::vector<float> sum_;
   double total_ = 0;
 };
 

@@ -1,3 +1,4 @@
+#include "durable.pb.h"
 #include "server/aggregation/aggregator.h"
 #include "server/partition_store.h"
 
@@ -21,6 +22,22 @@ class FedBuff final : public Aggregator {
     part.ApplyGradient(optimizer_, buffer_.data(), 1.0f / static_cast<float>(k_));
     buffer_.clear();
     count_ = 0;
+  }
+
+  void Save(proto::AggregatorState& out) const override {
+    if (count_ == 0) return;
+    (*out.mutable_floats())["buffer"] = FloatBytes(buffer_);
+    (*out.mutable_numbers())["count"] = count_;
+  }
+  Status Load(const proto::AggregatorState& in) override {
+    auto count = in.numbers().find("count");
+    count_ = count == in.numbers().end() ? 0 : static_cast<int>(count->second);
+    auto buffer = in.floats().find("buffer");
+    if (buffer == in.floats().end()) {
+      buffer_.clear();
+      return count_ == 0 ? Status() : Status::Malformed("fedbuff state has a count but no buffer");
+    }
+    return FloatsFrom(buffer->second, buffer_);
   }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "durable.pb.h"
 #include "server/aggregation/aggregator.h"
 #include "server/partition_store.h"
 
@@ -46,6 +47,24 @@ class Sum final : public Aggregator {
   void OnPull(PartitionState& part, int32_t worker) override {
     if (dcasgd_) backups_[worker] = part.Snapshot();  // copy-on-write keeps it as it was
   }
+  bool tracks_reads() const override { return dcasgd_; }
+
+  void Save(proto::AggregatorState& out) const override {
+    if (in_window_ > 0) {
+      (*out.mutable_floats())["window"] = FloatBytes(window_);
+      (*out.mutable_numbers())["in_window"] = static_cast<double>(in_window_);
+    }
+    SaveByWorker(backups_, (*out.mutable_per_worker())["backups"]);
+  }
+  Status Load(const proto::AggregatorState& in) override {
+    if (auto it = in.floats().find("window"); it != in.floats().end()) {
+      if (Status s = FloatsFrom(it->second, window_); !s.ok()) return s;
+    }
+    auto n = in.numbers().find("in_window");
+    in_window_ = n == in.numbers().end() ? 0 : static_cast<int64_t>(n->second);
+    auto b = in.per_worker().find("backups");
+    return b == in.per_worker().end() ? Status() : LoadByWorker(b->second, backups_);
+  }
 
  private:
   // DC-ASGD: g + lambda * g*g*(w - w_bak) when the worker has read before, else g itself.
@@ -65,7 +84,7 @@ class Sum final : public Aggregator {
   const Optimizer& optimizer_;
   bool inverse_, dcasgd_;
   float lambda_;
-  std::map<int32_t, std::shared_ptr<const std::vector<float>>> backups_;
+  ReadSnapshots backups_;
   std::vector<float> compensated_;
   std::vector<float> window_;  // softsync: the scaled gradients of the open window
   int64_t in_window_ = 0;

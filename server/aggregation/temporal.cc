@@ -1,7 +1,10 @@
+#include <fmt/format.h>
+
 #include <cmath>
 #include <map>
 #include <numbers>
 
+#include "durable.pb.h"
 #include "server/aggregation/aggregator.h"
 #include "server/partition_store.h"
 
@@ -36,6 +39,38 @@ class Temporal final : public Aggregator {
     EndRound(part, info.clock);
   }
   void OnPull(PartitionState& part, int32_t worker) override { bases_[worker] = part.Snapshot(); }
+  bool tracks_reads() const override { return true; }
+  void Save(proto::AggregatorState& out) const override {
+    SaveByWorker(bases_, (*out.mutable_per_worker())["bases"]);
+    proto::FloatsByWorker& models = (*out.mutable_per_worker())["models"];
+    proto::FloatsByWorker& samples = (*out.mutable_per_worker())["samples"];
+    proto::FloatsByWorker& rounds = (*out.mutable_per_worker())["rounds"];
+    for (const auto& [w, c] : clients_) {
+      (*models.mutable_floats())[w] = FloatBytes(c.model);
+      (*samples.mutable_numbers())[w] = c.samples;
+      (*rounds.mutable_numbers())[w] = static_cast<double>(c.round);
+    }
+  }
+  Status Load(const proto::AggregatorState& in) override {
+    auto group = [&](const char* name) -> const proto::FloatsByWorker& {
+      auto it = in.per_worker().find(name);
+      return it == in.per_worker().end() ? proto::FloatsByWorker::default_instance() : it->second;
+    };
+    if (Status s = LoadByWorker(group("bases"), bases_); !s.ok()) return s;
+    clients_.clear();
+    for (const auto& [w, bytes] : group("models").floats()) {
+      Client& c = clients_[w];
+      if (Status s = FloatsFrom(bytes, c.model); !s.ok()) return s;
+      auto n = group("samples").numbers().find(w);
+      auto r = group("rounds").numbers().find(w);
+      if (n == group("samples").numbers().end() || r == group("rounds").numbers().end()) {
+        return Status::Malformed(fmt::format("temporal state of worker {} is incomplete", w));
+      }
+      c.samples = n->second;
+      c.round = static_cast<int64_t>(r->second);
+    }
+    return Status();
+  }
 
   void Upload(PartitionState& part, const PushInfo& info, const float* delta) override {
     const int64_t n = part.info().length;
@@ -75,7 +110,7 @@ class Temporal final : public Aggregator {
     double samples = 1;
     int64_t round = 0;
   };
-  std::map<int32_t, std::shared_ptr<const std::vector<float>>> bases_;
+  ReadSnapshots bases_;
   std::map<int32_t, Client> clients_;
   std::vector<float> mixed_;
   bool uploaded_ = false;

@@ -1,0 +1,92 @@
+// DurableStore: a server's partitions in RocksDB (--data_dir), so a killed or restarted server
+// loses nothing it acknowledged. Two kinds of records, per partition:
+//   log        every update (push, init, round; reads for aggregators that remember them) in
+//              the order the partition's owning thread served it, written before its reply
+//   checkpoint the partition's whole state (PartitionState::Save) after some log record; it
+//              replaces the log up to that record in one atomic write
+// Recovery loads the checkpoint and replays the log after it through the same serving code,
+// which is deterministic per partition (one owning thread, one order). Exactly-once rides on
+// the log: a push's (incarnation, seq) is in its own record, so what was applied and the
+// memory of having applied it are written together.
+//
+// Durability levels (what an acknowledgement promises):
+//   none     nothing per update; checkpoints every interval and at a clean stop
+//   process  the update is in RocksDB's write-ahead log (the OS's page cache) before its reply:
+//            a killed server loses nothing acknowledged; a machine crash may
+//   machine  the write-ahead log is synced (concurrent writers share one sync) before the
+//            reply: a power loss loses nothing acknowledged
+//
+// Thread-safety: Append and Checkpoint of one partition come from its owning thread only;
+// different partitions may be written from different threads at once (RocksDB is thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "durable.pb.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace hetps {
+
+class PartitionState;
+
+enum class Durability { kNone, kProcess, kMachine };
+StatusOr<Durability> ParseDurability(const std::string& text);
+const char* DurabilityName(Durability d);
+
+class DurableStore {
+ public:
+  // Opens the data dir, creating it when it is absent or empty. A folder that holds anything
+  // else than a hetps data dir, or a damaged one, is refused with an error naming it (never
+  // read as an empty model).
+  static StatusOr<std::unique_ptr<DurableStore>> Open(const std::string& dir,
+                                                      Durability durability);
+  ~DurableStore();
+  DurableStore(const DurableStore&) = delete;
+  DurableStore& operator=(const DurableStore&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  Durability durability() const { return durability_; }
+  // Whose the data dir is (rank, shard map); nullopt for a new one.
+  const std::optional<proto::DurableMeta>& meta() const { return meta_; }
+  // Claims a new data dir for `meta` (synced). REQUIRES: meta() is nullopt.
+  Status SetMeta(const proto::DurableMeta& meta);
+
+  // Sizes the per-partition bookkeeping. REQUIRES: called once, before anything below.
+  void Prepare(size_t num_partitions);
+  // Logs an update of partition `pid` with its `n` float values (none: null, 0); returns once
+  // it is as durable as the level promises (at once, writing nothing, under kNone).
+  Status Append(int32_t pid, const proto::LogRecord& record, const float* values = nullptr,
+                int64_t n = 0);
+  // Writes `part`'s checkpoint and drops its log so far, atomically (synced under kMachine).
+  Status Checkpoint(int32_t pid, const PartitionState& part);
+  // Whether `pid` has log records after its checkpoint.
+  bool dirty(int32_t pid) const { return last_lsn_[pid] > checkpoint_lsn_[pid]; }
+
+  // Loads `pid`'s checkpoint into `part` (if there is one) and hands every log record after it
+  // to `replay` with its values (valid during the call), in order; returns how many records
+  // were replayed.
+  using Replay = std::function<Status(const proto::LogRecord&, const float* values, int64_t n)>;
+  StatusOr<int64_t> Recover(int32_t pid, PartitionState& part, const Replay& replay);
+
+ private:
+  DurableStore(std::string dir, Durability durability);
+
+  std::string dir_;
+  Durability durability_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::optional<proto::DurableMeta> meta_;
+  // Per partition, touched by its owning thread only: the last log sequence number given out
+  // and the last one its checkpoint covers.
+  std::vector<uint64_t> last_lsn_, checkpoint_lsn_;
+};
+
+}  // namespace hetps
