@@ -7,6 +7,8 @@
 #include <cstring>
 #include <optional>
 
+#include "server/fault_point.h"
+
 namespace hetps {
 namespace {
 
@@ -105,6 +107,7 @@ void ApplyThreads::Loop(zmq::context_t& context, int index, const ServingState& 
     DataReply r = ServeData(state, request, scratch);
     (void)out.send(zmq::buffer(request.identity), zmq::send_flags::sndmore);
     hetps::Send(out, r.header, std::move(r.payload));
+    FaultPoint("update.replied");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "server/fault_point.h"
 #include "server/partition_store.h"
 
 namespace hetps {
@@ -87,6 +88,9 @@ StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& di
         "to start on it as an empty model",
         dir));
   }
+  if (fresh && (fs::create_directories(dir, ec), ec)) {
+    return Status::InvalidArgument(fmt::format("cannot create data dir {}: {}", dir, ec.message()));
+  }
   rocksdb::Options options;
   options.create_if_missing = fresh;
   options.error_if_exists = false;
@@ -109,7 +113,10 @@ StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& di
   std::string meta;
   rocksdb::Status got = raw->Get(rocksdb::ReadOptions(), kMetaKey, &meta);
   if (got.IsNotFound()) {
-    if (!fresh) {
+    // A data dir created by a server that stopped before it joined a cluster holds nothing.
+    std::unique_ptr<rocksdb::Iterator> any(raw->NewIterator(rocksdb::ReadOptions()));
+    any->SeekToFirst();
+    if (!fresh && any->Valid()) {
       return Status::FailedPrecondition(fmt::format(
           "data dir {} has no hetps meta record (damaged, or not a hetps data dir)", dir));
     }
@@ -177,6 +184,7 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
   part.Save(checkpoint);
   const uint64_t lsn = last_lsn_[pid];
   checkpoint.set_lsn(lsn);
+  FaultPoint("checkpoint.saved");
   rocksdb::WriteBatch batch;
   batch.Put(CheckpointKey(pid), checkpoint.SerializeAsString());
   batch.DeleteRange(LogKey(pid, 0), LogKey(pid, lsn + 1));
@@ -187,6 +195,7 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
       !s.ok()) {
     return s;
   }
+  FaultPoint("checkpoint.written");
   checkpoint_lsn_[pid] = lsn;
   return Status();
 }

@@ -2,10 +2,14 @@
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "common/allocator.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "server/algorithms.h"
+#include "server/fault_point.h"
 #include "server/server.h"
 
 DEFINE_string(scheduler, "", "scheduler endpoint, e.g. tcp://10.0.0.1:7000 (required)");
@@ -50,6 +54,12 @@ int main(int argc, char** argv) {
   }
   hetps::TuneAllocatorForTransfers();
   hetps::SignalWatcher signals;
+  if (const char* crash = std::getenv("HETPS_CRASH_AT"); crash != nullptr && *crash != '\0') {
+    if (!hetps::CrashAt(crash)) {
+      std::fprintf(stderr, "hetps-server: HETPS_CRASH_AT='%s' is not point:n\n", crash);
+      return 2;
+    }
+  }
   if (!hetps::SetupLogging("server", FLAGS_log_level)) {
     spdlog::error("unknown --log_level '{}'", FLAGS_log_level);
     return 2;

@@ -19,6 +19,7 @@
 #include "server/apply_threads.h"
 #include "server/consistency_gate.h"
 #include "server/durable_store.h"
+#include "server/fault_point.h"
 #include "server/serving.h"
 
 namespace hetps {
@@ -259,6 +260,7 @@ void ServerLoop::Serve(DataRequest request) {
   // Small partitions belong to this thread: a hand-over would cost more than the work.
   DataReply r = ServeData(state_, request, scratch_);
   SendRouted(*router_, request.identity, r.header, std::move(r.payload));
+  FaultPoint("update.replied");
 }
 
 // Every owner applies the round; FIFO hand-over puts this after every push that arrived

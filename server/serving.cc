@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "durable.pb.h"
+#include "server/fault_point.h"
 
 namespace hetps {
 namespace {
@@ -254,6 +255,7 @@ DataReply ServeUpdate(const ServingState& shared, DataRequest& req, PartitionSta
       spdlog::error("{}", s.ToString());
       return {ErrorReply(h, Status::Unavailable("not applied: " + s.message()), shared.self), {}};
     }
+    FaultPoint("update.logged");
   }
   ApplyRecord(shared, part, record, data, m.payload.empty() ? nullptr : &m.payload[0]);
   r.header.set_version(part.version());

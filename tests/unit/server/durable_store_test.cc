@@ -1,0 +1,389 @@
+// The durable write path of a server (server/durable_store.h) driven through the serving code
+// itself (ServeData, CompleteRound, CheckpointOwned): restarts restore values, optimizer state,
+// versions, held updates and aggregator state; numbered updates apply once; a process killed at
+// each crash point of the write path loses nothing it acknowledged; damaged data dirs are
+// refused.
+#include "server/durable_store.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/compress/codec.h"
+#include "server/fault_point.h"
+#include "server/serving.h"
+
+namespace hetps {
+namespace {
+
+namespace fs = std::filesystem;
+
+ShardMap TestMap() {
+  // "a": two partitions of 100 floats, "b": one of 40, all on server rank 0.
+  return *ShardMap::Build({{"a", {200}, 0}, {"b", {40}, 1}}, 1, 100 * 4);
+}
+
+// One server's serving state over a data dir, driven like the server drives it.
+class Node {
+ public:
+  Node(const ShardMap& map, std::string dir, Durability durability,
+       std::string optimizer = "sgd:lr=1", std::string aggregator = "sum")
+      : map_(map),
+        dir_(std::move(dir)),
+        durability_(durability),
+        optimizer_(std::move(optimizer)),
+        aggregator_(std::move(aggregator)) {}
+
+  // Opens the data dir and restores what it holds (or claims it); the error of either.
+  Status Open() {
+    auto store = DurableStore::Open(dir_, durability_);
+    if (!store.ok()) return store.status();
+    durable_ = std::move(*store);
+    state_.optimizer = std::move(*MakeOptimizer(optimizer_));
+    spec_ = *Aggregators().Parse(aggregator_);
+    auto init = *Initializer::Make({"zeros", 0, 1});
+    state_.store = std::make_unique<PartitionStore>(map_, 0, *state_.optimizer, init, &*spec_);
+    state_.map = &map_;
+    state_.codecs = &codecs_;
+    state_.owned = {{}};
+    for (const Partition& p : map_.partitions()) state_.owned[0].push_back(p.id);
+    durable_->Prepare(map_.partitions().size());
+    state_.durable = durable_.get();
+    if (!durable_->meta()) {
+      proto::DurableMeta meta;
+      meta.set_server_rank(0);
+      *meta.mutable_shard_map() = map_.ToProto();
+      return durable_->SetMeta(meta);
+    }
+    for (int32_t id : state_.owned[0]) {
+      auto n = RecoverPartition(state_, *state_.store->Find(id));
+      if (!n.ok()) return n.status();
+      replayed_ += *n;
+    }
+    return Status();
+  }
+
+  // A PUSH of `g` to partition `pid`, numbered (incarnation, seq); its reply header.
+  proto::Header Push(int32_t pid, const std::vector<float>& g, uint64_t incarnation = 0,
+                     int64_t seq = 0, bool hold = false, int64_t clock = 0, int32_t worker = 1) {
+    DataRequest r;
+    proto::Header& h = r.message.header;
+    h.set_type(proto::PUSH);
+    h.set_sender(worker);
+    h.set_partition(pid);
+    h.set_clock(clock);
+    h.set_dtype(proto::FLOAT32);
+    h.set_num_elements(static_cast<int64_t>(g.size()));
+    h.set_weight(1);
+    h.set_version(state_.store->Find(pid)->version());
+    h.set_incarnation(incarnation);
+    h.set_seq(seq);
+    r.message.payload.emplace_back(g.data(), g.size() * sizeof(float));
+    r.hold = hold;
+    return ServeData(state_, r, scratch_).header;
+  }
+
+  void Round(const RoundSpec& round) { CompleteRound(state_, 0, round); }
+  void Checkpoint() { CheckpointOwned(state_, 0); }
+  std::vector<float> Values(int32_t pid) {
+    const PartitionState& p = *state_.store->Find(pid);
+    return {p.values(), p.values() + p.info().length};
+  }
+  int64_t Version(int32_t pid) { return state_.store->Find(pid)->version(); }
+  int64_t replayed() const { return replayed_; }
+
+ private:
+  ShardMap map_;
+  std::string dir_;
+  Durability durability_;
+  std::string optimizer_, aggregator_;
+  std::optional<AlgorithmSpec> spec_;
+  compress::CodecCache codecs_;
+  std::unique_ptr<DurableStore> durable_;
+  ServingState state_;
+  std::vector<float> scratch_;
+  int64_t replayed_ = 0;
+};
+
+std::vector<float> Filled(int64_t n, float v) { return std::vector<float>(n, v); }
+
+class DurableStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '-');
+    dir_ = fs::temp_directory_path() / ("hetps-durable-" + std::to_string(getpid()) + "-" + name);
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Dir() const { return dir_.string(); }
+
+  fs::path dir_;
+  ShardMap map_ = TestMap();
+};
+
+TEST_F(DurableStoreTest, RestartRestoresValuesOptimizerStateAndVersions) {
+  // Adam keeps two moment arrays and a step count: a restart that lost them would take a
+  // different next step than a server that never stopped.
+  Node reference(map_, Dir() + "-ref", Durability::kNone, "adam:lr=0.1");
+  ASSERT_TRUE(reference.Open().ok());
+  {
+    Node node(map_, Dir(), Durability::kProcess, "adam:lr=0.1");
+    ASSERT_TRUE(node.Open().ok());
+    for (int i = 1; i <= 6; ++i) {
+      for (int32_t pid = 0; pid < 3; ++pid) {
+        const int64_t n = map_.partitions()[pid].length;
+        node.Push(pid, Filled(n, 0.5f * i));
+        reference.Push(pid, Filled(n, 0.5f * i));
+      }
+      if (i == 3) node.Checkpoint();  // half in the checkpoint, half in the log
+    }
+  }  // gone without a final checkpoint
+  Node node(map_, Dir(), Durability::kProcess, "adam:lr=0.1");
+  ASSERT_TRUE(node.Open().ok());
+  EXPECT_EQ(node.replayed(), 3 * 3);  // the three pushes per partition after the checkpoint
+  for (int32_t pid = 0; pid < 3; ++pid) {
+    EXPECT_EQ(node.Version(pid), 6);
+    EXPECT_EQ(node.Values(pid), reference.Values(pid)) << "partition " << pid;
+    const int64_t n = map_.partitions()[pid].length;
+    node.Push(pid, Filled(n, -2.0f));
+    reference.Push(pid, Filled(n, -2.0f));
+    EXPECT_EQ(node.Values(pid), reference.Values(pid)) << "the step after, partition " << pid;
+  }
+  fs::remove_all(Dir() + "-ref");
+}
+
+TEST_F(DurableStoreTest, NumberedUpdatesApplyOnceAcrossRestarts) {
+  const uint64_t incarnation = 0x1234;
+  {
+    Node node(map_, Dir(), Durability::kProcess);
+    ASSERT_TRUE(node.Open().ok());
+    EXPECT_FALSE(node.Push(2, Filled(40, 1), incarnation, 1).duplicate());
+    EXPECT_FALSE(node.Push(2, Filled(40, 1), incarnation, 2).duplicate());
+    const proto::Header again = node.Push(2, Filled(40, 1), incarnation, 2);
+    EXPECT_TRUE(again.duplicate());
+    EXPECT_EQ(again.version(), 2);
+    EXPECT_EQ(node.Values(2), Filled(40, -2));
+    EXPECT_FALSE(node.Push(2, Filled(40, 1), incarnation + 1, 1).duplicate());  // another client
+    node.Checkpoint();
+    EXPECT_FALSE(node.Push(2, Filled(40, 1), incarnation, 3).duplicate());  // logged only
+  }
+  Node node(map_, Dir(), Durability::kProcess);
+  ASSERT_TRUE(node.Open().ok());
+  for (int64_t seq = 1; seq <= 3; ++seq) {  // a client resending all it sent
+    EXPECT_TRUE(node.Push(2, Filled(40, 1), incarnation, seq).duplicate()) << seq;
+  }
+  EXPECT_FALSE(node.Push(2, Filled(40, 1), incarnation, 4).duplicate());
+  EXPECT_EQ(node.Values(2), Filled(40, -5));
+  // Unnumbered updates (seq 0) are never taken for duplicates.
+  EXPECT_FALSE(node.Push(2, Filled(40, 1)).duplicate());
+  EXPECT_FALSE(node.Push(2, Filled(40, 1)).duplicate());
+  EXPECT_EQ(node.Values(2), Filled(40, -7));
+}
+
+TEST_F(DurableStoreTest, HeldUpdatesAndRoundsSurviveARestart) {
+  RoundSpec clock0;
+  clock0.clock = 0;
+  {
+    Node node(map_, Dir(), Durability::kProcess);
+    ASSERT_TRUE(node.Open().ok());
+    node.Push(2, Filled(40, 1), 0, 0, /*hold=*/true, /*clock=*/0, /*worker=*/1);
+    node.Checkpoint();  // one held update inside the checkpoint
+    node.Push(2, Filled(40, 2), 0, 0, /*hold=*/true, /*clock=*/0, /*worker=*/2);  // in the log
+    EXPECT_EQ(node.Values(2), Filled(40, 0));
+  }
+  {
+    Node node(map_, Dir(), Durability::kProcess);
+    ASSERT_TRUE(node.Open().ok());
+    EXPECT_EQ(node.Values(2), Filled(40, 0));  // still held
+    node.Round(clock0);                        // both workers' updates, one step
+    EXPECT_EQ(node.Values(2), Filled(40, -3));
+    EXPECT_EQ(node.Version(2), 1);
+  }
+  Node node(map_, Dir(), Durability::kProcess);  // the round itself was logged
+  ASSERT_TRUE(node.Open().ok());
+  EXPECT_EQ(node.Values(2), Filled(40, -3));
+  EXPECT_EQ(node.Version(2), 1);
+}
+
+TEST_F(DurableStoreTest, AggregatorStateSurvivesACheckpoint) {
+  // fedbuff:k=3 buffers two deltas; the third, after a restart, must step on all three.
+  const std::string fedbuff = "fedbuff:k=3,exponent=0";
+  Node reference(map_, Dir() + "-ref", Durability::kNone, "sgd:lr=1", fedbuff);
+  ASSERT_TRUE(reference.Open().ok());
+  {
+    Node node(map_, Dir(), Durability::kProcess, "sgd:lr=1", fedbuff);
+    ASSERT_TRUE(node.Open().ok());
+    for (float v : {3.0f, 6.0f}) {
+      node.Push(2, Filled(40, v));
+      reference.Push(2, Filled(40, v));
+    }
+    node.Checkpoint();
+  }
+  Node node(map_, Dir(), Durability::kProcess, "sgd:lr=1", fedbuff);
+  ASSERT_TRUE(node.Open().ok());
+  EXPECT_EQ(node.replayed(), 0);
+  EXPECT_EQ(node.Values(2), Filled(40, 0));  // nothing applied yet: two of three buffered
+  node.Push(2, Filled(40, 9));
+  reference.Push(2, Filled(40, 9));
+  EXPECT_EQ(node.Values(2), Filled(40, -6));  // -(3 + 6 + 9) / 3
+  EXPECT_EQ(node.Values(2), reference.Values(2));
+  fs::remove_all(Dir() + "-ref");
+}
+
+TEST_F(DurableStoreTest, DurabilityNoneKeepsOnlyCheckpoints) {
+  {
+    Node node(map_, Dir(), Durability::kNone);
+    ASSERT_TRUE(node.Open().ok());
+    node.Push(2, Filled(40, 1));
+    node.Checkpoint();
+    node.Push(2, Filled(40, 1));  // not logged: lost with the process, as documented
+  }
+  Node node(map_, Dir(), Durability::kNone);
+  ASSERT_TRUE(node.Open().ok());
+  EXPECT_EQ(node.Values(2), Filled(40, -1));
+}
+
+// A child process pushes 1, 2, ... 12 (seq = value) to partition 2 and tells the parent each
+// acknowledgement; checkpoints after every fourth push. The crash hook kills it at the n-th
+// time `point` is reached. Then the parent recovers, resends everything not acknowledged with
+// the same numbers, and the partition must hold exactly -(1 + 2 + ... + 12): every update
+// applied once, none lost, none twice.
+struct CrashCase {
+  const char* point;
+  int nth;
+};
+
+class CrashPointTest : public DurableStoreTest, public ::testing::WithParamInterface<CrashCase> {};
+
+TEST_P(CrashPointTest, NothingAcknowledgedIsLostAndNothingAppliesTwice) {
+  constexpr int kPushes = 12;
+  constexpr uint64_t kIncarnation = 77;
+  int acks[2];
+  ASSERT_EQ(pipe(acks), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(acks[0]);
+    const std::string point = std::string(GetParam().point) + ":" + std::to_string(GetParam().nth);
+    if (!CrashAt(point)) _exit(10);
+    Node node(map_, Dir(), Durability::kProcess);
+    if (Status s = node.Open(); !s.ok()) {
+      std::fprintf(stderr, "child: %s\n", s.ToString().c_str());
+      _exit(11);
+    }
+    for (int i = 1; i <= kPushes; ++i) {
+      const proto::Header reply = node.Push(2, Filled(40, static_cast<float>(i)), kIncarnation, i);
+      if (reply.type() != proto::PUSH_REPLY) _exit(12);
+      if (write(acks[1], &i, sizeof(i)) != sizeof(i)) _exit(13);
+      FaultPoint("update.replied");
+      if (i % 4 == 0) node.Checkpoint();
+    }
+    _exit(0);  // the crash point was never reached
+  }
+  close(acks[1]);
+  std::vector<int> acked;
+  for (int i; read(acks[0], &i, sizeof(i)) == sizeof(i);) acked.push_back(i);
+  close(acks[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "the child was to die at " << GetParam().point << " #" << GetParam().nth << "; status "
+      << status;
+
+  Node node(map_, Dir(), Durability::kProcess);
+  ASSERT_TRUE(node.Open().ok());
+  float acked_sum = 0;
+  for (int i : acked) acked_sum += static_cast<float>(i);
+  const float recovered = -node.Values(2)[0];
+  const float next = static_cast<float>(acked.size() + 1);
+  // Everything acknowledged is there; at most the one update logged but not yet answered more.
+  EXPECT_TRUE(recovered == acked_sum || recovered == acked_sum + next)
+      << "recovered " << recovered << ", acknowledged " << acked_sum;
+  for (int i = static_cast<int>(acked.size()) + 1; i <= kPushes; ++i) {
+    node.Push(2, Filled(40, static_cast<float>(i)), kIncarnation, i);  // the client resends
+  }
+  EXPECT_EQ(node.Values(2), Filled(40, -(kPushes * (kPushes + 1) / 2)));
+  EXPECT_EQ(node.Version(2), kPushes);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    WritePath, CrashPointTest,
+    ::testing::Values(CrashCase{"update.logged", 1}, CrashCase{"update.logged", 6},
+                      CrashCase{"update.replied", 5}, CrashCase{"update.replied", 8},
+                      CrashCase{"checkpoint.saved", 1}, CrashCase{"checkpoint.saved", 2},
+                      CrashCase{"checkpoint.written", 1}, CrashCase{"checkpoint.written", 2}),
+    [](const ::testing::TestParamInfo<CrashCase>& info) {
+      std::string name = info.param.point;
+      for (char& c : name) {
+        if (c == '.') c = '_';
+      }
+      return name + "_" + std::to_string(info.param.nth);
+    });
+
+TEST_F(DurableStoreTest, RefusesAFolderThatIsNotADataDir) {
+  fs::create_directories(dir_);
+  std::ofstream(dir_ / "notes.txt") << "not a model";
+  auto store = DurableStore::Open(Dir(), Durability::kProcess);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find(Dir()), std::string::npos) << store.status().ToString();
+  EXPECT_NE(store.status().message().find("empty model"), std::string::npos);
+}
+
+TEST_F(DurableStoreTest, RefusesADamagedDataDir) {
+  {
+    Node node(map_, Dir(), Durability::kProcess);
+    ASSERT_TRUE(node.Open().ok());
+    node.Push(2, Filled(40, 1));
+    node.Checkpoint();
+  }
+  int damaged = 0;
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("MANIFEST-", 0) != 0) continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f << std::string(64, '\x5a');  // the manifest's first records, overwritten
+    ++damaged;
+  }
+  ASSERT_GT(damaged, 0);
+  auto store = DurableStore::Open(Dir(), Durability::kProcess);
+  ASSERT_FALSE(store.ok()) << "a damaged data dir was opened";
+  EXPECT_NE(store.status().message().find(Dir()), std::string::npos) << store.status().ToString();
+}
+
+TEST_F(DurableStoreTest, RefusesADataDirThatLostItsIndex) {
+  {
+    Node node(map_, Dir(), Durability::kProcess);
+    ASSERT_TRUE(node.Open().ok());
+    node.Push(2, Filled(40, 1));
+  }
+  for (const auto& entry : fs::directory_iterator(dir_)) {  // the files RocksDB opens first
+    if (entry.path().filename() == "CURRENT") fs::remove(entry.path());
+  }
+  auto store = DurableStore::Open(Dir(), Durability::kProcess);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find(Dir()), std::string::npos) << store.status().ToString();
+}
+
+TEST_F(DurableStoreTest, ParsesDurabilityLevels) {
+  EXPECT_EQ(*ParseDurability("none"), Durability::kNone);
+  EXPECT_EQ(*ParseDurability("process"), Durability::kProcess);
+  EXPECT_EQ(*ParseDurability("machine"), Durability::kMachine);
+  auto bad = ParseDurability("disk");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("none, process, machine"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hetps
