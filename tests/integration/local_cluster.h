@@ -56,6 +56,7 @@ struct ClusterOptions {
   int workers = 2;
   std::vector<std::string> scheduler_flags;
   std::vector<std::string> server_flags;
+  std::string server_exec;  // a command prefix for each server, e.g. "env HETPS_CRASH_AT=..."
 };
 
 // hetps::LocalCluster with the test's expectations: a cluster that cannot start fails the test.
@@ -73,6 +74,7 @@ class LocalCluster {
     options.work_dir = dir_.string();
     options.scheduler_flags = o.scheduler_flags;
     options.server_flags = o.server_flags;
+    options.server_exec = o.server_exec;
     cluster_ = std::make_unique<hetps::LocalCluster>(supervisor_, options);
     const Status started = cluster_->Start();
     EXPECT_TRUE(started.ok()) << started.ToString();

@@ -1,0 +1,155 @@
+// A server with --data_dir on a real cluster: killed in the middle of training (SIGKILL at a
+// crash point, so the count is exact), restarted on the same data dir in a new cluster, it
+// holds every update it logged, acknowledged ones included, each once. A data dir of another
+// model, or one that is not a data dir, stops the server with an error naming it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/integration/local_cluster.h"
+
+namespace hetps::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+// A data dir under the system's temporary folder, removed at the end.
+class DataDir {
+ public:
+  DataDir() {
+    path_ = fs::temp_directory_path() /
+            ("hetps-data-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
+    fs::remove_all(path_);
+  }
+  ~DataDir() { fs::remove_all(path_); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+// "small" is served by the network thread, "big" (1.2 MB) by an apply thread.
+const std::vector<TensorSpec> kTensors = {{"small", {1000}, 0}, {"big", {300000}, 1}};
+
+std::vector<std::string> ServerFlags(const DataDir& dir) {
+  return {"--data_dir=" + dir.str(), "--init=zeros", "--optimizer=sgd:lr=1",
+          "--checkpoint_interval_ms=300"};
+}
+
+TEST(DurabilityTest, AKilledServerRestartsWithEveryLoggedUpdateAppliedOnce) {
+  DataDir dir;
+  constexpr int kCrashAt = 41;  // the server dies right after logging its 41st update
+  std::atomic<int> acked{0};
+  {
+    LocalCluster cluster(
+        {.servers = 1,
+         .workers = 2,
+         .scheduler_flags = {"--heartbeat_timeout_ms=1000"},
+         .server_flags = ServerFlags(dir),
+         .server_exec = "env HETPS_CRASH_AT=update.logged:" + std::to_string(kCrashAt)});
+    auto clients = cluster.ConnectClients(2);
+    LocalCluster::RunEach(2, [&](int i) {
+      ASSERT_TRUE(clients[i]->DeclareTensors(kTensors).ok());
+      std::vector<float> ones(300000, 1.0f);
+      // Each worker pushes ones to both tensors, one push at a time, until the server is gone.
+      for (int step = 0; step < 1000; ++step) {
+        const TensorSpec& t = kTensors[step % 2];
+        Status s = clients[i]->Push(t.name, ones.data(), t.NumElements()).Wait();
+        if (!s.ok()) break;
+        ++acked;
+      }
+    });
+    auto died = cluster.server(0).WaitExit(10s);
+    ASSERT_TRUE(died.has_value());
+    ASSERT_TRUE(WIFSIGNALED(*died) && WTERMSIG(*died) == SIGKILL) << "status " << *died;
+  }
+  // Every acknowledged update was logged before its reply; the 41st was logged and never
+  // answered: all of them, no more, are in the restarted server.
+  EXPECT_LT(acked.load(), kCrashAt);
+  LocalCluster cluster({.servers = 1, .workers = 1, .server_flags = ServerFlags(dir)});
+  auto clients = cluster.ConnectClients(1);
+  ASSERT_TRUE(clients[0]->DeclareTensors(kTensors).ok());
+  double applied = 0;
+  for (const TensorSpec& t : kTensors) {
+    std::vector<float> w(t.NumElements());
+    ASSERT_TRUE(clients[0]->Pull(t.name, w.data(), t.NumElements()).Wait().ok());
+    for (float v : w) ASSERT_EQ(v, w[0]) << t.name << " holds different sums in one tensor";
+    applied += -w[0];  // sgd:lr=1 on ones from zeros: minus the number of pushes applied
+  }
+  EXPECT_EQ(applied, kCrashAt);
+  // The restarted server goes on: a further push applies on top.
+  std::vector<float> ones(1000, 1.0f);
+  ASSERT_TRUE(clients[0]->Push("small", ones.data(), 1000).Wait().ok());
+  EXPECT_TRUE(clients[0]->Finish().ok());
+}
+
+TEST(DurabilityTest, ACleanStopCheckpointsAndARestartResumesTheModel) {
+  DataDir dir;
+  std::vector<float> before(1000);
+  {
+    LocalCluster cluster({.servers = 1, .workers = 1, .server_flags = ServerFlags(dir)});
+    auto clients = cluster.ConnectClients(1);
+    ASSERT_TRUE(clients[0]->DeclareTensors(kTensors).ok());
+    std::vector<float> g(1000);
+    for (int i = 0; i < 1000; ++i) g[i] = 0.001f * i;
+    for (int k = 0; k < 5; ++k) ASSERT_TRUE(clients[0]->Push("small", g.data(), 1000).Wait().ok());
+    ASSERT_TRUE(clients[0]->Pull("small", before.data(), 1000).Wait().ok());
+    ASSERT_TRUE(clients[0]->Finish().ok());  // the scheduler then stops the server
+    auto st = cluster.server(0).WaitExit(10s);
+    ASSERT_TRUE(st.has_value());
+    EXPECT_EQ(WEXITSTATUS(*st), 0);
+  }
+  LocalCluster cluster({.servers = 1, .workers = 1, .server_flags = ServerFlags(dir)});
+  auto clients = cluster.ConnectClients(1);
+  ASSERT_TRUE(clients[0]->DeclareTensors(kTensors).ok());
+  std::vector<float> after(1000);
+  ASSERT_TRUE(clients[0]->Pull("small", after.data(), 1000).Wait().ok());
+  EXPECT_EQ(after, before);
+  EXPECT_TRUE(clients[0]->Finish().ok());
+}
+
+TEST(DurabilityTest, ADataDirOfAnotherModelStopsTheServer) {
+  DataDir dir;
+  {
+    LocalCluster cluster({.servers = 1, .workers = 1, .server_flags = ServerFlags(dir)});
+    auto clients = cluster.ConnectClients(1);
+    ASSERT_TRUE(clients[0]->DeclareTensors(kTensors).ok());
+    ASSERT_TRUE(clients[0]->Finish().ok());
+    ASSERT_TRUE(cluster.server(0).WaitExit(10s).has_value());
+  }
+  LocalCluster cluster({.servers = 1, .workers = 1, .server_flags = ServerFlags(dir)});
+  auto clients = cluster.ConnectClients(1);
+  EXPECT_FALSE(clients[0]->DeclareTensors({{"other", {500}, 0}}).ok());
+  auto st = cluster.server(0).WaitExit(10s);
+  ASSERT_TRUE(st.has_value()) << "the server went on with a data dir of another model";
+  EXPECT_EQ(WEXITSTATUS(*st), 1);
+}
+
+TEST(DurabilityTest, AFolderThatIsNotADataDirIsRefusedAtStart) {
+  DataDir dir;
+  fs::create_directories(dir.str());
+  std::ofstream(dir.str() + "/model.bin") << "someone else's file";
+  const std::string out = dir.str() + ".log";
+  Supervisor supervisor({});
+  auto server = supervisor.Start("server", "server",
+                                 {Bin("hetps-server"), "--data_dir=" + dir.str(),
+                                  "--scheduler=tcp://127.0.0.1:9", "--join_timeout_ms=20000"},
+                                 out);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto st = supervisor.WaitExit(**server, 10s);
+  ASSERT_TRUE(st.has_value()) << "the server did not refuse the folder";
+  EXPECT_EQ(WEXITSTATUS(*st), 1);
+  std::stringstream printed;
+  printed << std::ifstream(out).rdbuf();
+  EXPECT_NE(printed.str().find(dir.str()), std::string::npos) << printed.str();
+  EXPECT_NE(printed.str().find("empty model"), std::string::npos) << printed.str();
+  fs::remove(out);
+}
+
+}  // namespace
+}  // namespace hetps::testing
