@@ -39,6 +39,10 @@ DEFINE_string(server_exec, "",
               "command prefix for server {i}, e.g. 'ip netns exec hetps-s{i}' (see "
               "bench/netns_scaling.sh)");
 DEFINE_string(server_bind, "tcp://127.0.0.1:*", "endpoint server {i} binds");
+DEFINE_string(durability, "memory",
+              "pushpull: comma-separated server durability levels, each on a fresh cluster: "
+              "memory (no data dir), none, process, machine (with a data dir); with memory "
+              "among several, push throughput is also printed as a ratio to it");
 
 namespace {
 
@@ -58,6 +62,16 @@ int PushPull() {
     return 2;
   }
   o.mb.assign(sizes->begin(), sizes->end());
+  o.durability.clear();
+  std::stringstream levels(FLAGS_durability);
+  for (std::string level; std::getline(levels, level, ',');) {
+    if (level != "memory" && level != "none" && level != "process" && level != "machine") {
+      std::fprintf(stderr, "--durability: '%s' is not memory, none, process or machine\n",
+                   level.c_str());
+      return 2;
+    }
+    o.durability.push_back(level);
+  }
   return hetps::bench::RunPushPull(o);
 }
 

@@ -1,11 +1,14 @@
 #include "bench/pushpull.h"
 
 #include <fmt/format.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <thread>
 #include <zmq.hpp>
 
@@ -97,7 +100,12 @@ double Measure(int workers, size_t bytes, double seconds, Op op) {
 
 }  // namespace
 
-int RunPushPull(const PushPullOptions& o) {
+namespace {
+
+// Measures every size on a fresh cluster whose servers run at durability `level`; fills
+// push_gbps[i] for o.mb[i]. `data_root` holds the servers' data dirs.
+Status RunLevel(const PushPullOptions& o, const std::string& level, const std::string& data_root,
+                std::vector<double>& push_gbps) {
   std::vector<TensorSpec> tensors;
   for (int mb : o.mb) tensors.push_back({fmt::format("bench_{}mb", mb), {int64_t{mb} << 18}, 0});
   BenchClusterOptions cluster_options;
@@ -105,15 +113,17 @@ int RunPushPull(const PushPullOptions& o) {
   cluster_options.workers = o.workers;
   cluster_options.server_flags = {"--optimizer=sgd:lr=1e-9", "--init=zeros",
                                   fmt::format("--server_threads={}", o.server_threads)};
+  if (level != "memory") {
+    cluster_options.server_flags.push_back(
+        fmt::format("--data_dir={}/{}/server{{i}}", data_root, level));
+    cluster_options.server_flags.push_back("--durability=" + level);
+  }
   cluster_options.scheduler_flags = {fmt::format("--partition_bytes={}", o.partition_bytes)};
   cluster_options.scheduler_bind = o.scheduler_bind;
   cluster_options.server_exec = o.server_exec;
   cluster_options.server_bind = o.server_bind;
   auto cluster = BenchCluster::Launch(cluster_options, tensors);
-  if (!cluster.ok()) {
-    std::fprintf(stderr, "hetps-bench: %s\n", cluster.status().ToString().c_str());
-    return 1;
-  }
+  if (!cluster.ok()) return cluster.status();
   auto& clients = (*cluster)->clients();
   for (size_t i = 0; i < o.mb.size(); ++i) {
     const std::string& name = tensors[i].name;
@@ -136,19 +146,53 @@ int RunPushPull(const PushPullOptions& o) {
     const double raw = Median(raws), push = Median(pushes), pull = Median(pulls);
     if (*std::min_element(pushes.begin(), pushes.end()) < 0 ||
         *std::min_element(pulls.begin(), pulls.end()) < 0) {
-      std::fprintf(stderr, "hetps-bench: a request failed (cluster log: %s)\n",
-                   (*cluster)->log_path().c_str());
-      return 1;
+      return Status::Internal(
+          fmt::format("a request failed (cluster log: {})", (*cluster)->log_path()));
     }
+    push_gbps.push_back(push);
     std::printf(
         "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
-        "\"push_gbps\":%.3f,\"pull_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,"
-        "\"pull_vs_raw\":%.2f,\"seconds\":%.1f}\n",
+        "\"durability\":\"%s\",\"push_gbps\":%.3f,\"pull_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,"
+        "\"push_vs_raw\":%.2f,\"pull_vs_raw\":%.2f,\"seconds\":%.1f}\n",
         o.mb[i], o.servers, o.workers,
-        clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(), push,
-        pull, raw, push / raw, pull / raw, o.seconds);
+        clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(),
+        level.c_str(), push, pull, raw, push / raw, pull / raw, o.seconds);
     std::fflush(stdout);
   }
+  return Status();
+}
+
+}  // namespace
+
+int RunPushPull(const PushPullOptions& o) {
+  char tmpl[] = "/tmp/hetps-bench-data-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    std::fprintf(stderr, "hetps-bench: cannot create a temporary folder\n");
+    return 1;
+  }
+  const std::string data_root = tmpl;
+  std::map<std::string, std::vector<double>> push_gbps;
+  int code = 0;
+  for (const std::string& level : o.durability) {
+    if (Status s = RunLevel(o, level, data_root, push_gbps[level]); !s.ok()) {
+      std::fprintf(stderr, "hetps-bench: durability %s: %s\n", level.c_str(), s.ToString().c_str());
+      code = 1;
+      break;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(data_root, ec);
+  if (code != 0 || o.durability.size() < 2 || !push_gbps.contains("memory")) return code;
+  for (const std::string& level : o.durability) {
+    if (level == "memory") continue;
+    for (size_t i = 0; i < o.mb.size(); ++i) {
+      std::printf(
+          "{\"bench\":\"pushpull_durability\",\"mb\":%d,\"durability\":\"%s\","
+          "\"push_vs_memory\":%.2f}\n",
+          o.mb[i], level.c_str(), push_gbps[level][i] / push_gbps["memory"][i]);
+    }
+  }
+  std::fflush(stdout);
   return 0;
 }
 

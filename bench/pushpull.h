@@ -17,9 +17,14 @@ struct PushPullOptions {
   std::string scheduler_bind = "tcp://127.0.0.1:*";
   std::string server_exec;  // see BenchClusterOptions
   std::string server_bind = "tcp://127.0.0.1:*";
+  // Server durability levels to measure, each on a fresh cluster: "memory" (no data dir) or a
+  // --durability level with a data dir (none, process, machine).
+  std::vector<std::string> durability = {"memory"};
 };
 
-// Prints one JSON object per size on stdout; returns the process exit code.
+// Prints one JSON object per size and level on stdout, then with more than one level and
+// "memory" among them, each level's push throughput as a ratio to memory's; returns the
+// process exit code.
 int RunPushPull(const PushPullOptions& options);
 
 }  // namespace hetps::bench

@@ -65,7 +65,7 @@ Status LocalCluster::Start() {
     argv = Words(WithIndex(o.server_exec, i));
     argv.insert(argv.end(), {o.bin_dir + "/hetps-server", "--scheduler=" + endpoint_,
                              "--bind=" + WithIndex(o.server_bind, i)});
-    argv.insert(argv.end(), o.server_flags.begin(), o.server_flags.end());
+    for (const std::string& flag : o.server_flags) argv.push_back(WithIndex(flag, i));
     auto server = supervisor_.Start("server", fmt::format("server {}", i), argv);
     if (!server.ok()) return server.status();
     servers_.push_back(*server);

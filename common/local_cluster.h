@@ -21,7 +21,7 @@ struct LocalClusterOptions {
   std::string bin_dir;   // where hetps-scheduler, hetps-server and hetps-worker are
   std::string work_dir;  // an existing folder for the scheduler's endpoint file
   std::vector<std::string> scheduler_flags;
-  std::vector<std::string> server_flags;
+  std::vector<std::string> server_flags;  // "{i}" replaced by each server's index
   std::string scheduler_bind = "tcp://127.0.0.1:*";
   // Per server, "{i}" replaced by its index: the endpoint it binds and a command prefix (e.g.
   // "ip netns exec ns{i}" puts each server on its own emulated host).

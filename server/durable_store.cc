@@ -152,12 +152,14 @@ Status DurableStore::SetMeta(const proto::DurableMeta& meta) {
 void DurableStore::Prepare(size_t num_partitions) {
   last_lsn_.assign(num_partitions, 0);
   checkpoint_lsn_.assign(num_partitions, 0);
+  log_bytes_.assign(num_partitions, 0);
 }
 
 Status DurableStore::Append(int32_t pid, const proto::LogRecord& record, const float* values,
                             int64_t n) {
   const uint64_t lsn = ++last_lsn_[pid];
-  if (durability_ == Durability::kNone) return Status();
+  if (durability_ == Durability::kNone) return Status();  // only marks the partition dirty
+  log_bytes_[pid] += n * static_cast<int64_t>(sizeof(float));
   // [header length, 4 bytes little-endian][header][values], gathered without a copy of the
   // values (RocksDB copies them once, into its log and memtable).
   const std::string header = record.SerializeAsString();
@@ -197,6 +199,7 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
   }
   FaultPoint("checkpoint.written");
   checkpoint_lsn_[pid] = lsn;
+  log_bytes_[pid] = 0;
   return Status();
 }
 

@@ -68,8 +68,9 @@ class DurableStore {
                 int64_t n = 0);
   // Writes `part`'s checkpoint and drops its log so far, atomically (synced under kMachine).
   Status Checkpoint(int32_t pid, const PartitionState& part);
-  // Whether `pid` has log records after its checkpoint.
+  // Whether `pid` changed since its checkpoint, and the bytes logged since (0 under kNone).
   bool dirty(int32_t pid) const { return last_lsn_[pid] > checkpoint_lsn_[pid]; }
+  int64_t log_bytes(int32_t pid) const { return log_bytes_[pid]; }
 
   // Loads `pid`'s checkpoint into `part` (if there is one) and hands every log record after it
   // to `replay` with its values (valid during the call), in order; returns how many records
@@ -87,6 +88,7 @@ class DurableStore {
   // Per partition, touched by its owning thread only: the last log sequence number given out
   // and the last one its checkpoint covers.
   std::vector<uint64_t> last_lsn_, checkpoint_lsn_;
+  std::vector<int64_t> log_bytes_;  // logged since the checkpoint
 };
 
 }  // namespace hetps

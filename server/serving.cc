@@ -101,6 +101,19 @@ Status Log(const ServingState& shared, const PartitionState& part, const proto::
   return shared.durable->Append(part.info().id, r, data, n);
 }
 
+// Folds a partition's log into a checkpoint once the log holds a few copies of the partition:
+// the log records then die in RocksDB's memtable (covered by the checkpoint's range deletion)
+// instead of being flushed to disk, and recovery replays at most that many updates.
+void MaybeCheckpointPartition(const ServingState& shared, const PartitionState& part) {
+  constexpr int64_t kLogCopies = 4;
+  const int32_t id = part.info().id;
+  if (shared.durable == nullptr ||
+      shared.durable->log_bytes(id) < kLogCopies * part.info().length * 4) {
+    return;
+  }
+  if (Status s = shared.durable->Checkpoint(id, part); !s.ok()) spdlog::error("{}", s.ToString());
+}
+
 }  // namespace
 
 void CompleteRound(const ServingState& shared, int owner, const RoundSpec& round) {
@@ -258,6 +271,7 @@ DataReply ServeUpdate(const ServingState& shared, DataRequest& req, PartitionSta
     FaultPoint("update.logged");
   }
   ApplyRecord(shared, part, record, data, m.payload.empty() ? nullptr : &m.payload[0]);
+  MaybeCheckpointPartition(shared, part);
   r.header.set_version(part.version());
   if (push) r.header.set_staleness(staleness);
   return r;

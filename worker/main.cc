@@ -28,9 +28,9 @@ DEFINE_string(partition, "iid", "train: how the training set is split: iid or di
 DEFINE_double(dirichlet_alpha, 0.5, "train: label skew of --partition=dirichlet (smaller: more)");
 DEFINE_string(hidden, "256,128", "train: hidden layer widths");
 DEFINE_uint64(data_seed, 1, "train: seed of the split, the minibatches and the initial weights");
-DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
+DEFINE_string(dataset_dir, "/usr/share/datasets/fashion-mnist",
               "train: folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz");
-DEFINE_string(train_images, "", "train: IDX images to train on (overrides --data_dir)");
+DEFINE_string(train_images, "", "train: IDX images to train on (overrides --dataset_dir)");
 DEFINE_string(train_labels, "", "train: IDX labels to train on");
 DEFINE_string(test_images, "", "train: IDX images to evaluate on");
 DEFINE_string(test_labels, "", "train: IDX labels to evaluate on");
@@ -105,7 +105,7 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   if (!hidden.ok()) return hetps::Status::InvalidArgument("--hidden: " + hidden.status().message());
   hetps::TrainOptions o;
   o.hidden.assign(hidden->begin(), hidden->end());
-  o.data_dir = FLAGS_data_dir;
+  o.dataset_dir = FLAGS_dataset_dir;
   o.train_images = FLAGS_train_images;
   o.train_labels = FLAGS_train_labels;
   o.test_images = FLAGS_test_images;

@@ -123,13 +123,13 @@ class Trainer {
 };
 
 Status Trainer::LoadData() {
-  auto train = LoadIdxPair(PathOr(o_.train_images, FashionMnistImages(o_.data_dir, "train")),
-                           PathOr(o_.train_labels, FashionMnistLabels(o_.data_dir, "train")));
+  auto train = LoadIdxPair(PathOr(o_.train_images, FashionMnistImages(o_.dataset_dir, "train")),
+                           PathOr(o_.train_labels, FashionMnistLabels(o_.dataset_dir, "train")));
   if (!train.ok()) return train.status();
   train_ = std::move(*train);
   if (client_.rank() == 0) {
-    auto t = LoadIdxPair(PathOr(o_.test_images, FashionMnistImages(o_.data_dir, "t10k")),
-                         PathOr(o_.test_labels, FashionMnistLabels(o_.data_dir, "t10k")));
+    auto t = LoadIdxPair(PathOr(o_.test_images, FashionMnistImages(o_.dataset_dir, "t10k")),
+                         PathOr(o_.test_labels, FashionMnistLabels(o_.dataset_dir, "t10k")));
     if (!t.ok()) return t.status();
     test_ = std::move(*t);
   }

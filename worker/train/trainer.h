@@ -17,8 +17,8 @@
 namespace hetps {
 
 struct TrainOptions {
-  std::string data_dir = kFashionMnistDir;
-  std::string train_images, train_labels, test_images, test_labels;  // override data_dir
+  std::string dataset_dir = kFashionMnistDir;
+  std::string train_images, train_labels, test_images, test_labels;  // override dataset_dir
   std::string partition = "iid";                                     // iid | dirichlet
   double dirichlet_alpha = 0.5;
   std::string model = "mlp";             // mlp | cnn
