@@ -69,8 +69,22 @@ Status LocalCluster::Start() {
     auto server = supervisor_.Start("server", fmt::format("server {}", i), argv);
     if (!server.ok()) return server.status();
     servers_.push_back(*server);
+    server_argv_.push_back(argv);
   }
   return Status();
+}
+
+StatusOr<ChildProcess*> LocalCluster::RestartServer(int index) {
+  if (index < 0 || index >= static_cast<int>(servers_.size())) {
+    return Status::InvalidArgument(fmt::format("no server {}", index));
+  }
+  if (servers_[index]->running()) {
+    return Status::FailedPrecondition(fmt::format("server {} is still running", index));
+  }
+  auto server = supervisor_.Start("server", fmt::format("server {}", index), server_argv_[index]);
+  if (!server.ok()) return server.status();
+  servers_[index] = *server;
+  return server;
 }
 
 StatusOr<ChildProcess*> LocalCluster::StartWorker(int index, const std::vector<std::string>& flags,

@@ -38,6 +38,8 @@ class LocalCluster {
   // process that could not start, or the scheduler if it died or was silent for
   // start_timeout; Aborted when the supervisor saw a stop signal meanwhile.
   Status Start();
+  // Starts server `index` again, with the flags it first had (it must have exited).
+  StatusOr<ChildProcess*> RestartServer(int index);
   // Starts a hetps-worker joining this cluster, labelled "worker <index>"; with `output_file`,
   // its output goes there.
   StatusOr<ChildProcess*> StartWorker(int index, const std::vector<std::string>& flags,
@@ -55,6 +57,7 @@ class LocalCluster {
   std::string endpoint_;
   ChildProcess* scheduler_ = nullptr;
   std::vector<ChildProcess*> servers_;
+  std::vector<std::vector<std::string>> server_argv_;
 };
 
 // The folder of the running executable (where the role binaries are installed beside it).

@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <random>
+#include <thread>
 
 namespace hetps {
 namespace {
@@ -86,6 +88,12 @@ Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
         view_ = ClusterView(h.view());
         return Status();
       case proto::ERROR:
+        if (h.error() == proto::UNAVAILABLE && id_ < 0) {  // e.g. its rank is not free yet
+          spdlog::info("the scheduler says: {}; asking again", h.error_message());
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          Send(reg);
+          break;
+        }
         return StatusOf(h);
       case proto::SHUTDOWN:
         return Status::Aborted("the scheduler shut the cluster down");

@@ -20,6 +20,15 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
   int& count = role == proto::SERVER ? servers_ : workers_;
   const int expected = role == proto::SERVER ? num_servers_ : num_workers_;
   const char* plural = role == proto::SERVER ? "servers" : "workers";
+  if (role == proto::SERVER && request.has_rank() && server_ranks_.contains(request.rank()) &&
+      complete()) {
+    if (Member* dead = DeadServer(request.rank())) return TakeOver(*dead, identity, request, now);
+    // A server restarted faster than failure detection: it may take the rank once the old
+    // one is declared dead, so it is told to retry.
+    return Status::Unavailable(
+        fmt::format("server rank {} is still held by a live server; retry once it is declared dead",
+                    request.rank()));
+  }
   if (count >= expected) {
     return Status::FailedPrecondition(
         fmt::format("the cluster already has its {} {}", expected, plural));
@@ -54,9 +63,39 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
   return static_cast<const Member*>(&members_.back());
 }
 
-proto::ClusterView Membership::View() const {
+Member* Membership::DeadServer(int32_t rank) {
+  Member* found = nullptr;
+  for (Member& m : members_) {
+    if (m.info.role() != proto::SERVER || m.info.rank() != rank || m.superseded) continue;
+    if (m.state != Member::State::kDead) return nullptr;  // held by a live (or left) server
+    found = &m;
+  }
+  return found;
+}
+
+const Member* Membership::TakeOver(Member& dead, const std::string& identity,
+                                   const proto::Header& request, SteadyTime now) {
+  dead.superseded = true;
+  Member m;
+  m.info.set_id(static_cast<int32_t>(members_.size()) + 1);
+  m.info.set_role(proto::SERVER);
+  m.info.set_rank(dead.info.rank());
+  m.info.set_address(request.address());
+  m.info.set_host(request.host());
+  m.info.set_pid(request.pid());
+  m.identity = identity;
+  m.last_seen = now;
+  m.took_over = true;
+  members_.push_back(std::move(m));
+  return &members_.back();
+}
+
+proto::ClusterView Membership::View(bool alive_only) const {
   proto::ClusterView view;
-  for (const Member& m : members_) *view.add_nodes() = m.info;
+  for (const Member& m : members_) {
+    if (m.superseded || (alive_only && m.state != Member::State::kAlive)) continue;
+    *view.add_nodes() = m.info;
+  }
   view.set_num_servers(num_servers_);
   view.set_num_workers(num_workers_);
   return view;

@@ -25,6 +25,8 @@ struct Member {
   std::string identity;  // routing identity of its scheduler connection
   SteadyTime last_seen;
   State state = State::kAlive;
+  bool took_over = false;   // a server that took over a dead server's rank
+  bool superseded = false;  // a dead server whose rank another took over
 };
 
 class Membership {
@@ -33,13 +35,17 @@ class Membership {
 
   // Admits a node, or returns the member already registered under `identity` (a retried
   // REGISTER). Its rank is the one it asked for (request.rank, when set) or the smallest free
-  // one. Fails when the role is full, the rank is taken or out of range, or the request is
-  // unusable.
+  // one. A server may ask for the rank of a server that was declared dead: it takes that rank
+  // over (a restart on its data dir; the dead member stays dead, superseded). Fails when the
+  // role is full, the rank is held by a live node or out of range, or the request is unusable.
   StatusOr<const Member*> Register(const std::string& identity, const proto::Header& request,
                                    SteadyTime now);
   // True once every expected server and worker has registered.
   bool complete() const { return servers_ == num_servers_ && workers_ == num_workers_; }
-  proto::ClusterView View() const;
+  // Every node, but servers superseded by a restart; with `alive_only`, only live nodes.
+  proto::ClusterView View(bool alive_only = false) const;
+  // Whether `m` took over the rank of a dead server.
+  bool TookOver(const Member& m) const { return m.took_over; }
 
   Member* ByIdentity(const std::string& identity);
   Member* ById(int32_t id);
@@ -58,6 +64,10 @@ class Membership {
   bool AllWorkersDone() const;
 
  private:
+  Member* DeadServer(int32_t rank);  // the dead, not yet superseded server of `rank`, if any
+  const Member* TakeOver(Member& dead, const std::string& identity, const proto::Header& request,
+                         SteadyTime now);
+
   int num_servers_, num_workers_;
   int servers_ = 0, workers_ = 0;
   std::set<int32_t> server_ranks_, worker_ranks_;

@@ -65,6 +65,8 @@ class Loop {
     SendRouted(router_, identity, h);
   }
   void Broadcast(proto::Header h);
+  void AdmitRestartedServer(const Envelope& env, const Member& m);
+  void AnnounceServerBack(const Member& m);
   void Shutdown(bool everyone);
   // Straggler flags and figures: recomputed, hinted to the servers, published over HTTP (every
   // 200 ms).
@@ -84,6 +86,7 @@ class Loop {
   zmq::context_t ctx_{1};
   zmq::socket_t router_;
   bool view_sent_ = false;
+  std::set<int32_t> restoring_;  // restarted servers installing the shard map
   bool done_ = false;
   Barrier barrier_;
   Barrier declare_;
@@ -199,6 +202,7 @@ void Loop::HandleMember(const Envelope& env, Member& member) {
       if (worker) return HandleLeave(env, *m);
       break;
     case proto::SHARD_MAP_ACK:
+      if (restoring_.erase(m->info.id()) > 0) return AnnounceServerBack(*m);
       pending_acks_.erase(m->info.id());
       return Progress();
     case proto::POLICY_ACK:
@@ -259,6 +263,7 @@ void Loop::HandleRegister(const Envelope& env) {
   spdlog::info("node {} joined: {} rank {} on {} pid {}{}", info.id(),
                proto::Role_Name(info.role()), info.rank(), info.host(), info.pid(),
                info.address().empty() ? "" : " at " + info.address());
+  if (members_.TookOver(**m)) return AdmitRestartedServer(env, **m);
   if (!members_.complete()) return;
   proto::Header view;
   view.set_type(proto::CLUSTER_VIEW);
@@ -274,6 +279,39 @@ void Loop::HandleRegister(const Envelope& env) {
   spdlog::info("cluster complete: {} servers, {} workers", options_.num_servers,
                options_.num_workers);
   Broadcast(view);
+}
+
+// A server restarted (on its data dir) in place of a dead one: it gets the live cluster's view
+// and the shard map; once it acknowledged the map (it restored its shards by then) everyone
+// learns its new address.
+void Loop::AdmitRestartedServer(const Envelope& env, const Member& m) {
+  proto::Header view;
+  view.set_type(proto::CLUSTER_VIEW);
+  view.set_sender(kSchedulerId);
+  *view.mutable_view() = members_.View(/*alive_only=*/true);
+  view.mutable_view()->set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
+  if (policy_) *view.mutable_view()->mutable_policy() = *policy_;
+  Reply(env.identity, view);
+  if (!map_) return AnnounceServerBack(m);
+  proto::Header h;
+  h.set_type(proto::SHARD_MAP);
+  h.set_sender(kSchedulerId);
+  *h.mutable_shard_map() = map_->ToProto();
+  restoring_.insert(m.info.id());
+  Reply(env.identity, h);
+}
+
+void Loop::AnnounceServerBack(const Member& m) {
+  spdlog::info("server rank {} is back (node {} at {})", m.info.rank(), m.info.id(),
+               m.info.address());
+  proto::Header back;
+  back.set_type(proto::SERVER_BACK);
+  back.set_sender(kSchedulerId);
+  back.set_node(m.info.id());
+  *back.mutable_view() = members_.View();
+  back.mutable_view()->set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
+  if (policy_) *back.mutable_view()->mutable_policy() = *policy_;
+  Broadcast(back);
 }
 
 void Loop::HandleDeclare(const Envelope& env, const Member& m) {
@@ -355,6 +393,7 @@ void Loop::OnDead(int32_t id) {
   barrier_.Remove(id);
   declare_.Remove(id);
   pending_acks_.erase(id);
+  restoring_.erase(id);
   for (auto& [pid, change] : policy_changes_) change.waiting.erase(id);
   FinishPolicyChanges();
   Progress();

@@ -378,11 +378,14 @@ void ServerLoop::HandleControl(Envelope& env) {
       link_->Send(ack);
       break;
     }
-    case proto::NODE_DEAD:
+    case proto::NODE_DEAD: {
       dead_.insert(h.node());
-      spdlog::warn("node {} declared dead by the scheduler", h.node());
-      gate_->RemoveWorker(h.node(), "is dead");
+      const proto::NodeInfo* node = link_->view().Node(h.node());
+      const bool worker = node != nullptr && node->role() == proto::WORKER;
+      spdlog::warn("{} {} declared dead by the scheduler", worker ? "worker" : "node", h.node());
+      if (worker) gate_->RemoveWorker(h.node(), "is dead");
       break;
+    }
     case proto::NODE_LEFT:
       gate_->RemoveWorker(h.node(), "finished");
       break;

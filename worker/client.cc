@@ -172,12 +172,17 @@ Ticket Client::Send(Update kind, const std::string& tensor, const float* data, i
       }
       o.header.set_codec(enc->wire_name);
       sent_bytes += static_cast<int64_t>(bytes.size());
-      o.payload.push_back(OwnedFrame(std::move(bytes)));
+      // Shared with the frame, so a restarted server can be sent the same bytes again.
+      auto encoded = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+      o.payload.push_back(SharedFrame(encoded));
+      o.encoded = std::move(encoded);
       op->Complete(Status());
     } else {
       const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
       o.payload.emplace_back(const_cast<float*>(data + p.offset), bytes, ReleaseCallerBuffer,
                              new OpPtr(op));
+      o.src = data + p.offset;
+      o.src_bytes = bytes;
       sent_bytes += static_cast<int64_t>(bytes);
     }
     batch.push_back(std::move(o));

@@ -48,6 +48,10 @@ struct ClientOptions {
   int heartbeat_interval_ms = 500;  // heartbeats carry this worker's report to the scheduler
   int rank = -1;                    // the rank to ask for (-1: any free one)
   int join_timeout_ms = 60000;      // how long Connect waits for the cluster to form
+  // When a server dies, how long its requests wait for it to come back (a server restarted on
+  // its --data_dir takes over its rank); they are then resent, and updates it applied before
+  // are not applied twice. 0: they fail at once with UNAVAILABLE.
+  int server_recovery_timeout_ms = 0;
   const std::atomic<bool>* stop = nullptr;  // optional: abort Connect/waits when set
   // Gradient compression of pushes (common/compress/codec.h): one spec for every layer,
   // "topk:density=0.01,ef=1", or per layer, "default=topk:density=0.01;layer0=none". Each

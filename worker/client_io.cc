@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -21,6 +22,16 @@ void ReleaseCallerBuffer(void* /*data*/, void* hint) {
   auto* op = static_cast<OpPtr*>(hint);
   (*op)->Complete(Status());
   delete op;
+}
+
+zmq::message_t SharedFrame(std::shared_ptr<const std::vector<uint8_t>> bytes) {
+  auto* keep = new std::shared_ptr<const std::vector<uint8_t>>(std::move(bytes));
+  return zmq::message_t(
+      const_cast<uint8_t*>((*keep)->data()), (*keep)->size(),
+      [](void*, void* hint) {
+        delete static_cast<std::shared_ptr<const std::vector<uint8_t>>*>(hint);
+      },
+      keep);
 }
 
 namespace {
@@ -71,13 +82,13 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
   if (options_.rank >= 0) link_.registration().set_rank(options_.rank);
   if (Status s = link_.Join(stop, options_.join_timeout_ms); !s.ok()) return s;
   SetLogNode("worker", link_.id());
+  servers_.resize(link_.view().servers().size());
   for (const proto::NodeInfo& server : link_.view().servers()) {
-    zmq::socket_t& sock = servers_.emplace_back(ctx_, zmq::socket_type::dealer);
-    sock.set(zmq::sockopt::routing_id, NodeIdentity(link_.id()));
-    sock.set(zmq::sockopt::sndhwm, 0);
-    sock.set(zmq::sockopt::rcvhwm, 0);
-    sock.set(zmq::sockopt::linger, 0);
-    sock.connect(server.address());
+    if (server.rank() < 0 || server.rank() >= static_cast<int>(servers_.size())) {
+      return Status::Malformed(fmt::format("the cluster view has server rank {}", server.rank()));
+    }
+    Connect(server.rank(), server.address());
+    server_rank_[server.id()] = server.rank();
   }
   link_.SetReporter([this, &heartbeat_clock](proto::Header& h) {
     report_.Fill(heartbeat_clock.load(), *h.mutable_worker_report());
@@ -86,6 +97,16 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
   wake_out_.connect(fmt::format("inproc://client-wake-{}", link_.id()));
   io_thread_ = std::thread([this] { IoLoop(); });
   return Status();
+}
+
+void ClientIo::Connect(int rank, const std::string& address) {
+  zmq::socket_t sock(ctx_, zmq::socket_type::dealer);
+  sock.set(zmq::sockopt::routing_id, NodeIdentity(link_.id()));
+  sock.set(zmq::sockopt::sndhwm, 0);
+  sock.set(zmq::sockopt::rcvhwm, 0);
+  sock.set(zmq::sockopt::linger, 0);
+  sock.connect(address);
+  servers_[rank] = std::move(sock);
 }
 
 void ClientIo::Submit(std::vector<Outgoing> batch) {
@@ -128,7 +149,7 @@ void ClientIo::IoLoop() {
   while (true) {
     if (stopping_.load()) {
       SendQueued();  // anything submitted before the stop still goes out (or fails)
-      if (pending_.empty() || closed_) break;
+      if ((pending_.empty() && parked_.empty()) || closed_) break;
       auto now = std::chrono::steady_clock::now();
       if (!stop_deadline) stop_deadline = now + std::chrono::milliseconds(kStopGraceMs);
       if (now > *stop_deadline) {
@@ -140,7 +161,7 @@ void ClientIo::IoLoop() {
         {{wake_in_.handle(), 0, ZMQ_POLLIN, 0}, {link_.socket().handle(), 0, ZMQ_POLLIN, 0}});
     ranks.clear();
     for (int r = 0; r < static_cast<int>(servers_.size()); ++r) {
-      if (dead_servers_.contains(r)) continue;
+      if (dead_servers_.contains(r) || recovering_.contains(r)) continue;
       items.push_back({servers_[r].handle(), 0, ZMQ_POLLIN, 0});
       ranks.push_back(r);
     }
@@ -155,7 +176,7 @@ void ClientIo::IoLoop() {
     for (size_t i = 2; i < items.size(); ++i) {
       while (items[i].revents & ZMQ_POLLIN) {
         const int rank = ranks[i - 2];
-        if (dead_servers_.contains(rank)) break;
+        if (dead_servers_.contains(rank) || recovering_.contains(rank)) break;
         auto env = Receive(servers_[rank], zmq::recv_flags::dontwait, /*routed=*/false);
         if (!env) break;
         OnReply(*env, rank);
@@ -167,6 +188,7 @@ void ClientIo::IoLoop() {
       link_.Heard();
       OnControl(*env);
     }
+    ExpireRecoveries();
     if (!closed_ && link_.SchedulerLost()) {
       spdlog::error("no word from the scheduler for {} ms; failing every request",
                     link_.view().proto().heartbeat_timeout_ms());
@@ -195,6 +217,10 @@ void ClientIo::Dispatch(Outgoing& o) {
     o.op->Complete(Status::Unavailable(fmt::format("server rank {} is dead", o.target)));
     return;
   }
+  if (o.target >= 0 && recovering_.contains(o.target)) {  // sent once the server is back
+    parked_[o.target].push_back(std::move(o));
+    return;
+  }
   const uint64_t id = next_request_++;
   o.header.set_request_id(id);
   o.header.set_sender(link_.id());
@@ -204,8 +230,20 @@ void ClientIo::Dispatch(Outgoing& o) {
     o.header.set_incarnation(incarnation_);
     o.header.set_seq(++update_seq_[o.header.partition()]);
   }
-  pending_[id] = Pending{
-      o.target, o.op, o.dst, o.dst_len, o.header.clock(), o.header.type(), o.header.partition()};
+  Pending& p = pending_[id];
+  p.target = o.target;
+  p.op = o.op;
+  p.dst = o.dst;
+  p.dst_len = o.dst_len;
+  p.clock = o.header.clock();
+  p.type = o.header.type();
+  p.partition = o.header.partition();
+  if (o.target >= 0 && options_.server_recovery_timeout_ms > 0) {
+    p.header = o.header;
+    p.src = o.src;
+    p.src_bytes = o.src_bytes;
+    p.encoded = o.encoded;
+  }
   if (o.target == kToScheduler) {
     hetps::Send(link_.socket(), o.header, std::move(o.payload));
   } else {
@@ -250,7 +288,7 @@ void ClientIo::OnReply(Envelope& env, int from) {
     spdlog::warn("reply {} from server rank {} matches no request", h.request_id(), from);
     return;
   }
-  Pending p = it->second;
+  Pending p = std::move(it->second);
   pending_.erase(it);
   Status s = CheckReply(h, p, from);
   if (!s.ok()) {
@@ -296,17 +334,13 @@ void ClientIo::OnControl(Envelope& env) {
   const proto::Header& h = env.message.header;
   switch (h.type()) {
     case proto::NODE_DEAD: {
-      const proto::NodeInfo* node = link_.view().Node(h.node());
-      if (node != nullptr && node->role() == proto::SERVER) {
-        spdlog::error("server rank {} (node {}) is dead; its requests fail", node->rank(),
-                      h.node());
-        dead_servers_.insert(node->rank());
-        servers_[node->rank()].close();  // drops queued frames, releasing the caller's buffers
-        FailPending(node->rank(),
-                    Status::Unavailable(fmt::format("server rank {} died", node->rank())));
-      }
+      auto server = server_rank_.find(h.node());
+      if (server != server_rank_.end()) OnServerDead(server->second);
       return;
     }
+    case proto::SERVER_BACK:
+      OnServerBack(h);
+      return;
     case proto::SHUTDOWN:
       spdlog::warn("the scheduler shut the cluster down");
       FailAll(Status::Aborted("the cluster was shut down"));
@@ -332,10 +366,93 @@ void ClientIo::FailPending(int target, const Status& s) {
   }
 }
 
+void ClientIo::OnServerDead(int rank) {
+  servers_[rank].close();  // drops queued frames, releasing the caller's buffers
+  if (options_.server_recovery_timeout_ms <= 0) {
+    spdlog::error("server rank {} is dead; its requests fail", rank);
+    dead_servers_.insert(rank);
+    FailPending(rank, Status::Unavailable(fmt::format("server rank {} died", rank)));
+    return;
+  }
+  spdlog::warn("server rank {} is dead; its requests wait up to {} ms for it to come back", rank,
+               options_.server_recovery_timeout_ms);
+  recovering_[rank] = std::chrono::steady_clock::now() +
+                      std::chrono::milliseconds(options_.server_recovery_timeout_ms);
+}
+
+// The restarted server restored its shards: everything it did not answer goes again, in the
+// order it was first sent (it applies each numbered update once), then what waited meanwhile.
+void ClientIo::OnServerBack(const proto::Header& h) {
+  const proto::NodeInfo* node = nullptr;
+  for (const proto::NodeInfo& n : h.view().nodes()) {
+    if (n.id() == h.node() && n.role() == proto::SERVER) node = &n;
+  }
+  if (node == nullptr || node->rank() < 0 || node->rank() >= static_cast<int>(servers_.size())) {
+    spdlog::warn("ignoring a malformed SERVER_BACK for node {}", h.node());
+    return;
+  }
+  const int rank = node->rank();
+  server_rank_[node->id()] = rank;
+  if (!recovering_.erase(rank) && !dead_servers_.erase(rank)) return;  // never lost it
+  Connect(rank, node->address());
+  std::vector<uint64_t> ids;
+  for (const auto& [id, p] : pending_) {
+    if (p.target == rank) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) {
+    Pending& p = pending_[id];
+    std::vector<zmq::message_t> payload;
+    if (p.encoded) {
+      payload.push_back(SharedFrame(p.encoded));
+    } else if (p.src != nullptr) {
+      p.op->Expect();  // the caller's buffer is lent once more
+      payload.emplace_back(const_cast<float*>(p.src), p.src_bytes, ReleaseCallerBuffer,
+                           new OpPtr(p.op));
+    }
+    hetps::Send(servers_[rank], p.header, std::move(payload));
+  }
+  spdlog::info("server rank {} is back at {}; resent {} unanswered requests", rank, node->address(),
+               ids.size());
+  std::vector<Outgoing> parked = std::move(parked_[rank]);
+  parked_.erase(rank);
+  for (Outgoing& o : parked) Dispatch(o);
+}
+
+void ClientIo::ExpireRecoveries() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = recovering_.begin(); it != recovering_.end();) {
+    if (now < it->second) {
+      ++it;
+      continue;
+    }
+    const int rank = it->first;
+    it = recovering_.erase(it);
+    const Status s =
+        Status::Unavailable(fmt::format("server rank {} died and did not come back in {} ms", rank,
+                                        options_.server_recovery_timeout_ms));
+    spdlog::error("{}", s.message());
+    dead_servers_.insert(rank);
+    FailPending(rank, s);
+    for (Outgoing& o : parked_[rank]) {
+      o.payload.clear();
+      o.op->Complete(s);
+    }
+    parked_.erase(rank);
+  }
+}
+
 void ClientIo::FailAll(const Status& s) {
   closed_ = s;
   for (auto& [id, p] : pending_) p.op->Complete(s);
   pending_.clear();
+  for (auto& [rank, parked] : parked_) {
+    for (Outgoing& o : parked) {
+      o.payload.clear();
+      o.op->Complete(s);
+    }
+  }
+  parked_.clear();
 }
 
 }  // namespace hetps

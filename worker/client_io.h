@@ -51,6 +51,11 @@ struct Ticket::State {
     }
     if (--remaining == 0) cv.notify_all();
   }
+  // One more completion to wait for (a resent request's buffer release).
+  void Expect() {
+    std::lock_guard<std::mutex> lock(mu);
+    ++remaining;
+  }
 };
 
 using OpPtr = std::shared_ptr<Ticket::State>;
@@ -60,6 +65,8 @@ OpPtr FailedOp(const Status& s);
 // ZeroMQ calls this (from its I/O thread) when it no longer needs a caller's buffer; `hint` is
 // a heap-allocated OpPtr whose operation counts the release.
 void ReleaseCallerBuffer(void* data, void* hint);
+// A frame of `bytes`, which it keeps alive until ZeroMQ sent it (no copy).
+zmq::message_t SharedFrame(std::shared_ptr<const std::vector<uint8_t>> bytes);
 
 constexpr int kToScheduler = -1;
 constexpr int kStopGraceMs = 5000;  // how long a stop waits for unanswered requests
@@ -72,6 +79,11 @@ struct Outgoing {
   OpPtr op;
   float* dst = nullptr;  // PULL: where the partition's values go
   int64_t dst_len = 0;
+  // What the payload frame holds, to send it again to a restarted server: the caller's floats
+  // (valid until the operation completes) or encoded bytes.
+  const float* src = nullptr;
+  size_t src_bytes = 0;
+  std::shared_ptr<const std::vector<uint8_t>> encoded;
 };
 
 // What a pull reply must match and where its version goes; set before the first pull.
@@ -109,13 +121,18 @@ class ClientIo {
  private:
   // A request sent and not yet answered.
   struct Pending {
-    int target;
+    int target = kToScheduler;
     OpPtr op;
-    float* dst;
-    int64_t dst_len;
-    int64_t clock;
-    proto::MsgType type;  // of the request
-    int32_t partition;    // data requests: the partition asked about
+    float* dst = nullptr;
+    int64_t dst_len = 0;
+    int64_t clock = 0;
+    proto::MsgType type = proto::MSG_UNKNOWN;  // of the request
+    int32_t partition = 0;                     // data requests: the partition asked about
+    // To send it again to a restarted server (only kept with a recovery timeout).
+    proto::Header header;
+    const float* src = nullptr;
+    size_t src_bytes = 0;
+    std::shared_ptr<const std::vector<uint8_t>> encoded;
   };
 
   void IoLoop();
@@ -127,6 +144,12 @@ class ClientIo {
   void OnControl(Envelope& env);
   void FailPending(int target, const Status& s);
   void FailAll(const Status& s);
+  // Server recovery: a dead server's requests wait for SERVER_BACK (then are resent on a new
+  // connection) or for the timeout (then fail).
+  void OnServerDead(int rank);
+  void OnServerBack(const proto::Header& h);
+  void ExpireRecoveries();
+  void Connect(int rank, const std::string& address);
 
   const ClientOptions options_;
   ClientReport& report_;
@@ -147,7 +170,10 @@ class ClientIo {
   uint64_t next_request_ = 1;
   std::unordered_map<uint64_t, Pending> pending_;
   std::unordered_set<int> dead_servers_;
-  std::optional<Status> closed_;  // set once the cluster shut down
+  std::unordered_map<int32_t, int> server_rank_;  // server node id -> rank
+  std::unordered_map<int, std::chrono::steady_clock::time_point> recovering_;  // rank -> deadline
+  std::unordered_map<int, std::vector<Outgoing>> parked_;  // rank -> requests while it is down
+  std::optional<Status> closed_;                           // set once the cluster shut down
 };
 
 }  // namespace hetps

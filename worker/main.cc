@@ -47,6 +47,9 @@ DEFINE_int32(heartbeat_interval_ms, 500,
              "heartbeat period to the scheduler (each carries this worker's report)");
 DEFINE_int32(rank, -1, "the worker rank to ask the scheduler for (-1: any free one)");
 DEFINE_int32(join_timeout_ms, 60000, "how long to wait for the cluster to form");
+DEFINE_int32(server_recovery_timeout_ms, 0,
+             "when a server dies, how long its requests wait for it to be restarted on its "
+             "--data_dir (then they are resent, each update applied once); 0: they fail at once");
 DEFINE_string(codec, "none",
               "push compression: SPEC for every layer (e.g. topk:density=0.01,ef=1) or per layer "
               "(default=topk:density=0.01,ef=1;layer0=none;layer3=qsgd:levels=16); codecs: none, "
@@ -131,6 +134,7 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   o.rank = FLAGS_rank;
   o.join_timeout_ms = FLAGS_join_timeout_ms;
+  o.server_recovery_timeout_ms = FLAGS_server_recovery_timeout_ms;
   o.push_codec = FLAGS_codec;
   o.pull_codec = FLAGS_pull_codec;
   o.stop = &stop;

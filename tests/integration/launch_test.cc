@@ -114,7 +114,9 @@ TEST(LaunchTest, BadRoleFlagValuesAreRefusedBeforeAnythingStarts) {
   r = Launch("--servers 1 --workers 1 --optimizer=adam:lr=-1");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("lr=-1"), std::string::npos) << r.output;
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // Nothing started (no scheduler line above); the bound only says "at once", not after a
+  // cluster formed and tore down (10-20 s), with room for a loaded 2-core machine.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 // A process that cannot be started stops the launch, named: here a worker program that passes

@@ -96,6 +96,12 @@ class LocalCluster {
   const std::string& endpoint() const { return cluster_->endpoint(); }
   Process& scheduler() { return *scheduler_; }
   Process& server(int i) { return *servers_.at(i); }
+  // Starts server i again with its flags (after it exited), e.g. on its data dir.
+  void RestartServer(int i) {
+    auto child = cluster_->RestartServer(i);
+    ASSERT_TRUE(child.ok()) << child.status().ToString();
+    servers_.at(i) = std::make_unique<Process>(supervisor_, *child);
+  }
 
   // A hetps-worker process joining this cluster; with `output`, what it prints goes there.
   std::unique_ptr<Process> StartWorker(const std::vector<std::string>& flags,
