@@ -65,6 +65,27 @@ Status ParseSlowWorker(const std::string& value, std::map<int, double>& out) {
   return Status();
 }
 
+// "no", "on-failure" (3 restarts) or "on-failure:N".
+Status ParseRestart(const std::string& value, int& max_restarts) {
+  if (value == "no") {
+    max_restarts = 0;
+    return Status();
+  }
+  if (value == "on-failure") {
+    max_restarts = 3;
+    return Status();
+  }
+  if (value.rfind("on-failure:", 0) == 0) {
+    auto n = ParseCount("restart", value.substr(11), 1);
+    if (n.ok()) {
+      max_restarts = *n;
+      return Status();
+    }
+  }
+  return Status::InvalidArgument(
+      fmt::format("--restart must be no, on-failure or on-failure:N (N >= 1), got '{}'", value));
+}
+
 }  // namespace
 
 std::string FlagName(const std::string& flag) {
@@ -86,7 +107,7 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
     }
     const bool own = name == "servers" || name == "workers" || name == "flagfile" ||
                      name == "bin_dir" || name == "grace_ms" || name == "run_dir" ||
-                     name == "slow_worker";
+                     name == "slow_worker" || name == "restart";
     if (!own) {
       command_line.push_back(a);
       continue;
@@ -109,6 +130,8 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
       out.run_dir = value;
     } else if (name == "slow_worker") {
       if (Status s = ParseSlowWorker(value, out.slow_workers); !s.ok()) return s;
+    } else if (name == "restart") {
+      if (Status s = ParseRestart(value, out.max_restarts); !s.ok()) return s;
     } else {
       out.bin_dir = value;
     }

@@ -19,11 +19,14 @@ struct LaunchArgs {
   std::string run_dir;                   // the run's folder; default runs/<timestamp>
   std::vector<std::string> extra_flags;  // "--name=value", flagfile lines first
   std::map<int, double> slow_workers;    // worker rank -> slowdown factor (--slow_worker)
+  // --restart=on-failure[:N]: a server that fails is started again, at most N times in all
+  // (default 3); 0: never (--restart=no, the default).
+  int max_restarts = 0;
 };
 
 // Parses `--servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G] [--run_dir R]
-// [--slow_worker=RANK:FACTOR]... [--flag=value]...`; a slowed rank must be < W and its factor
-// >= 1 (the worker's --slowdown).
+// [--slow_worker=RANK:FACTOR]... [--restart=no|on-failure[:N]] [--flag=value]...`; a slowed
+// rank must be < W and its factor >= 1 (the worker's --slowdown).
 // (also --servers=S forms). Reads the flagfile: one flag per line, '#' starts a comment.
 StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args);
 

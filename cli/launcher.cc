@@ -169,9 +169,27 @@ Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
   return Status();
 }
 
+// --restart: a failed server is started again on its data dir while the budget lasts; true
+// when it was. (Workers and the scheduler cannot rejoin a running cluster yet.)
+bool MaybeRestart(const LaunchArgs& args, LocalCluster& cluster, ChildProcess& c, int& restarts) {
+  if (c.role != "server" || restarts >= args.max_restarts || c.index < 0) return false;
+  ++restarts;
+  Say(fmt::format("{} (pid {}) {}; restarting it ({} of {} restarts)", c.label, c.pid, c.Describe(),
+                  restarts, args.max_restarts));
+  c.replaced = true;
+  auto again = cluster.RestartServer(c.index);
+  if (!again.ok()) {
+    Say(again.status().message());
+    return false;
+  }
+  return true;
+}
+
 // Runs until every worker has finished and the scheduler and servers have shut down, or an
-// infrastructure process fails; a stop signal stops everything and is returned.
-std::optional<int> Supervise(const LaunchArgs& args, Supervisor& supervisor) {
+// infrastructure process fails (and is not restarted); a stop signal stops everything and is
+// returned.
+std::optional<int> Supervise(const LaunchArgs& args, LocalCluster& cluster, int& restarts) {
+  Supervisor& supervisor = cluster.supervisor();
   std::optional<Clock::time_point> workers_done_at;
   while (true) {
     if (int sig = supervisor.Pump(200)) {
@@ -181,12 +199,12 @@ std::optional<int> Supervise(const LaunchArgs& args, Supervisor& supervisor) {
     }
     // The scheduler shuts the servers down only once every worker has left, so a clean exit
     // of theirs while worker processes are still exiting is normal; a failed one is not.
-    for (const ChildProcess& c : supervisor.children()) {
-      if (c.role != "worker" && !c.running() && !c.succeeded()) {
-        Say(fmt::format("{} failed; stopping the cluster", c.label));
-        supervisor.StopAll();
-        return std::nullopt;
-      }
+    for (ChildProcess& c : supervisor.children()) {
+      if (c.role == "worker" || c.running() || c.succeeded() || c.replaced) continue;
+      if (supervisor.Running("worker") > 0 && MaybeRestart(args, cluster, c, restarts)) break;
+      Say(fmt::format("{} failed; stopping the cluster", c.label));
+      supervisor.StopAll();
+      return std::nullopt;
     }
     if (supervisor.Running("worker") > 0) continue;
     if (supervisor.Running() == 0) return std::nullopt;
@@ -199,11 +217,14 @@ std::optional<int> Supervise(const LaunchArgs& args, Supervisor& supervisor) {
   }
 }
 
-// 0 when every process succeeded, else 1 naming each that did not.
-int Summarize(const Supervisor& supervisor, Clock::time_point start, const std::string& run_dir) {
+// 0 when every process succeeded (a restarted one counts as its restart), else 1 naming each
+// that did not.
+int Summarize(const Supervisor& supervisor, Clock::time_point start, const std::string& run_dir,
+              int restarts) {
   std::vector<std::string> culprits;
   int workers_ok = 0;
   for (const ChildProcess& c : supervisor.children()) {
+    if (c.replaced) continue;
     if (c.succeeded()) {
       workers_ok += c.role == "worker";
     } else {
@@ -212,8 +233,8 @@ int Summarize(const Supervisor& supervisor, Clock::time_point start, const std::
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   if (culprits.empty()) {
-    Say(fmt::format("all {} workers finished in {:.1f} s; run folder {}", workers_ok, secs,
-                    run_dir));
+    Say(fmt::format("all {} workers finished in {:.1f} s{}; run folder {}", workers_ok, secs,
+                    restarts > 0 ? fmt::format(" ({} server restarts)", restarts) : "", run_dir));
     return 0;
   }
   Say(fmt::format("failed after {:.1f} s: {}", secs, fmt::join(culprits, "; ")));
@@ -237,8 +258,9 @@ int Run(const LaunchArgs& args, Supervisor& supervisor, const LocalClusterOption
     supervisor.StopAll();
     return supervisor.stop_signal() != 0 ? 128 + supervisor.stop_signal() : 1;
   }
-  if (std::optional<int> signalled = Supervise(args, supervisor)) return 128 + *signalled;
-  return Summarize(supervisor, start, run_dir);
+  int restarts = 0;
+  if (std::optional<int> signalled = Supervise(args, cluster, restarts)) return 128 + *signalled;
+  return Summarize(supervisor, start, run_dir, restarts);
 }
 
 }  // namespace
@@ -249,6 +271,16 @@ int Launch(const LaunchArgs& args) {
   if (!role_flags.ok()) return Say(role_flags.status().ToString()), 2;
   auto routed = RouteFlags(args.extra_flags, *role_flags);
   if (!routed.ok()) return Say(routed.status().ToString()), 2;
+  if (args.max_restarts > 0) {
+    // A restarted server must find its shards, and the workers must wait for it.
+    if (LastFlagValue(routed->at("server"), "data_dir").empty()) {
+      return Say("--restart needs servers that keep their shards: add --data_dir=DIR/server{i}"), 2;
+    }
+    if (LastFlagValue(routed->at("worker"), "server_recovery_timeout_ms").empty()) {
+      routed->at("worker").insert(routed->at("worker").begin(),
+                                  "--server_recovery_timeout_ms=60000");
+    }
+  }
   if (Status s = CheckRoleFlags(args, *routed, bin_dir); !s.ok()) return Say(s.message()), 2;
   auto run_dir = PrepareRunDir(args, *routed);
   if (!run_dir.ok()) return Say(run_dir.status().ToString()), 2;

@@ -68,6 +68,7 @@ Status LocalCluster::Start() {
     for (const std::string& flag : o.server_flags) argv.push_back(WithIndex(flag, i));
     auto server = supervisor_.Start("server", fmt::format("server {}", i), argv);
     if (!server.ok()) return server.status();
+    (*server)->index = i;
     servers_.push_back(*server);
     server_argv_.push_back(argv);
   }
@@ -83,6 +84,7 @@ StatusOr<ChildProcess*> LocalCluster::RestartServer(int index) {
   }
   auto server = supervisor_.Start("server", fmt::format("server {}", index), server_argv_[index]);
   if (!server.ok()) return server.status();
+  (*server)->index = index;
   servers_[index] = *server;
   return server;
 }
@@ -91,7 +93,9 @@ StatusOr<ChildProcess*> LocalCluster::StartWorker(int index, const std::vector<s
                                                   const std::string& output_file) {
   std::vector<std::string> argv = {options_.bin_dir + "/hetps-worker", "--scheduler=" + endpoint_};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  return supervisor_.Start("worker", fmt::format("worker {}", index), argv, output_file);
+  auto worker = supervisor_.Start("worker", fmt::format("worker {}", index), argv, output_file);
+  if (worker.ok()) (*worker)->index = index;
+  return worker;
 }
 
 }  // namespace hetps

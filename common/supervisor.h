@@ -30,6 +30,8 @@ struct ChildProcess {
   std::string role;   // "server"
   pid_t pid = -1;
   std::optional<int> status;  // the waitpid status once it exited
+  int index = -1;             // its index within its role, when it has one ("server 1": 1)
+  bool replaced = false;      // it failed and was started again (a restart policy)
 
   bool running() const { return !status.has_value(); }
   bool succeeded() const;        // exited with code 0
@@ -88,6 +90,7 @@ class Supervisor {
   // Children of `role` ("" for any) still running.
   int Running(const std::string& role = "") const;
   const std::deque<ChildProcess>& children() const { return children_; }
+  std::deque<ChildProcess>& children() { return children_; }
 
  private:
   void Drain(ChildProcess& c, bool eof);

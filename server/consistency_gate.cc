@@ -23,6 +23,10 @@ int64_t ConsistencyGate::MinClock(int64_t fallback) const {
 
 void ConsistencyGate::Admit(Envelope& env) {
   const proto::Header& h = env.message.header;
+  if (controller_->Observe(h.sender(), h.clock())) {  // a restarted server catching up
+    CompleteRounds();
+    Release();
+  }
   if (h.type() == proto::PULL && !controller_->ReadReady(h.sender(), h.clock())) {
     parked_reads_.push_back(std::move(env));  // answered by Release() once the slowest catch up
     return;
@@ -52,6 +56,7 @@ void ConsistencyGate::Serve(Envelope& env) {
 
 void ConsistencyGate::OnClock(Envelope& env) {
   const proto::Header& h = env.message.header;
+  controller_->Observe(h.sender(), h.clock());
   controller_->OnClock(h.sender(), h.clock(), actions_.now());
   CompleteRounds();
   parked_clocks_.push_back(std::move(env));  // the reply waits for the gate

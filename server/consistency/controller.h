@@ -65,6 +65,15 @@ class ConsistencyController {
   virtual void OnHint(const std::vector<int32_t>& /*stragglers*/, int64_t /*quorum*/) {}
 
   const ClockTable& clocks() const { return clocks_; }
+  // A request from worker `w` working on `clock` shows it finished every clock before: its
+  // table entry rises to `clock` if lower. A no-op while the server saw every CLOCK; it is how
+  // a server restarted in a running cluster (a fresh table) learns where the workers are.
+  // Returns whether the entry rose.
+  bool Observe(int32_t w, int64_t clock) {
+    if (clock <= 0 || !clocks_.contains(w) || clocks_.clock(w) >= clock) return false;
+    clocks_.Advance(w, clock - 1);
+    return true;
+  }
   // Takes over the clocks of the controller it replaces (live switch).
   void AdoptClocks(const ClockTable& clocks) { clocks_ = clocks; }
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include "tests/integration/local_cluster.h"
@@ -164,6 +165,46 @@ TEST(LaunchTest, KilledWorkerIsNamedAndTheOthersFinish) {
   for (size_t at = 0; (at = r.output.find("done: distance", at)) != std::string::npos; ++at)
     ++finished;
   EXPECT_EQ(finished, 2) << r.output;
+}
+
+// --restart on a real training run: the quickstart's MLP, with servers SIGKILLed three times in
+// all; each is restarted on its data dir, rejoins, the workers resend what it did not answer,
+// and training still reaches 85% without any worker restarting.
+TEST(LaunchTest, TrainingSurvivesServersKilledAndRestarted) {
+  const std::string dir = ::testing::TempDir() + "hetps-restart-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  int kills = 0;
+  LaunchResult r = Launch(
+      "--servers 2 --workers 4 --flagfile " + std::string(HETPS_SOURCE_DIR) +
+          "/deploy/quickstart.flags --restart=on-failure:3 --data_dir=" + dir +
+          "/server{i} --heartbeat_timeout_ms=1000 --heartbeat_interval_ms=200 --run_dir=" + dir +
+          "/run",
+      [&](const std::string& line, pid_t launcher) {
+        if (kills >= 3 || line.rfind("[worker 0]", 0) != 0) return;
+        for (const char* at : {"iter 250/", "iter 500/", "iter 750/"}) {
+          if (line.find(at) == std::string::npos) continue;
+          auto servers = Children(launcher, "hetps-server");
+          ASSERT_FALSE(servers.empty());
+          kill(servers[kills % servers.size()], SIGKILL);
+          ++kills;
+        }
+      });
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(kills, 3) << r.output;
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("restarting it (3 of 3 restarts)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(3 server restarts)"), std::string::npos) << r.output;
+  std::smatch m;
+  static const std::regex final_line(R"(final test accuracy ([0-9.]+))");
+  ASSERT_TRUE(std::regex_search(r.output, m, final_line)) << r.output;
+  EXPECT_GE(std::stod(m[1]), 0.85) << r.output;
+}
+
+TEST(LaunchTest, RestartNeedsServersWithADataDir) {
+  LaunchResult r = Launch("--servers 1 --workers 1 --restart=on-failure --workload=synthetic");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--restart needs servers that keep their shards"), std::string::npos)
+      << r.output;
 }
 
 }  // namespace
