@@ -136,6 +136,16 @@ Status ServerLoop::Run() {
   std::vector<int32_t> workers;
   for (const proto::NodeInfo& w : link_->view().workers()) workers.push_back(w.id());
   gate_->Start(workers);
+  // Restarted on its data dir into a running cluster, it takes the cluster's consistency (an
+  // operator may have switched it since this server's flags were written).
+  const std::string& cluster_policy = link_->view().proto().policy().consistency();
+  if (durable_ && durable_->meta() && !cluster_policy.empty() &&
+      cluster_policy != gate_->consistency()) {
+    if (Status s = gate_->Switch(cluster_policy); !s.ok()) {
+      spdlog::warn("the cluster runs consistency '{}', which this server refuses: {}",
+                   cluster_policy, s.ToString());
+    }
+  }
   spdlog::info("consistency {}, aggregator {}", gate_->consistency(), aggregator_->Full());
   spdlog::info("joined: {} servers, {} workers", link_->view().num_servers(),
                link_->view().num_workers());

@@ -144,6 +144,49 @@ TEST(DurabilityTest, ARestartedServerRejoinsTheRunningClusterAndNothingIsLostOrD
   for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
 }
 
+// An operator switched the consistency before the restart: the restarted server runs the
+// cluster's consistency, not the one its command line still names.
+TEST(DurabilityTest, ARestartedServerTakesTheClustersCurrentConsistency) {
+  DataDir dir;
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .scheduler_flags = {"--heartbeat_timeout_ms=1000"},
+                        .server_flags = ServerFlags(dir)});
+  ClientOptions o = cluster.ClientOpts();
+  o.server_recovery_timeout_ms = 20000;
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE((*client)->DeclareTensors(kTensors).ok());
+  ASSERT_EQ(cluster.Ctl("set consistency=ssp:staleness=3"), 0);
+  cluster.server(0).Signal(SIGKILL);
+  ASSERT_TRUE(cluster.server(0).WaitExit(5s).has_value());
+  cluster.RestartServer(0);
+  std::vector<float> ones(1000, 1.0f);
+  ASSERT_TRUE((*client)->Push("small", ones.data(), 1000).Wait().ok());  // waits for it
+  // The server reports its consistency with its heartbeats; read it from the status.
+  const std::string command =
+      Bin("hetps") + " status --json --scheduler=" + cluster.endpoint() + " 2>/dev/null";
+  std::string json;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    json.clear();
+    FILE* pipe = popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) json.append(buf, n);
+    pclose(pipe);
+    // Two server entries (the dead process and the restarted one) both say ssp once the new
+    // one has reported; asp would mean the restarted server kept its command line's policy.
+    if (json.find("\"consistency\":\"asp") == std::string::npos &&
+        json.find("\"consistency\":\"ssp:staleness=3\"") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(json.find("\"consistency\":\"asp"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"consistency\":\"ssp:staleness=3\""), std::string::npos) << json;
+  EXPECT_TRUE((*client)->Finish().ok());
+}
+
 TEST(DurabilityTest, ACleanStopCheckpointsAndARestartResumesTheModel) {
   DataDir dir;
   std::vector<float> before(1000);
