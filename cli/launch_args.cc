@@ -86,6 +86,24 @@ Status ParseRestart(const std::string& value, int& max_restarts) {
       fmt::format("--restart must be no, on-failure or on-failure:N (N >= 1), got '{}'", value));
 }
 
+// One of hetps launch's own options other than --flagfile.
+Status SetOwnOption(const std::string& name, const std::string& value, LaunchArgs& out) {
+  if (name == "servers" || name == "workers" || name == "grace_ms") {
+    auto v = ParseCount(name, value, name == "grace_ms" ? 0 : 1);
+    if (!v.ok()) return v.status();
+    (name == "servers" ? out.servers : name == "workers" ? out.workers : out.grace_ms) = *v;
+  } else if (name == "run_dir") {
+    out.run_dir = value;
+  } else if (name == "slow_worker") {
+    return ParseSlowWorker(value, out.slow_workers);
+  } else if (name == "restart") {
+    return ParseRestart(value, out.max_restarts);
+  } else {
+    out.bin_dir = value;
+  }
+  return Status();
+}
+
 }  // namespace
 
 std::string FlagName(const std::string& flag) {
@@ -120,20 +138,10 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
     } else {
       return Status::InvalidArgument(fmt::format("--{} needs a value", name));
     }
-    if (name == "servers" || name == "workers" || name == "grace_ms") {
-      auto v = ParseCount(name, value, name == "grace_ms" ? 0 : 1);
-      if (!v.ok()) return v.status();
-      (name == "servers" ? out.servers : name == "workers" ? out.workers : out.grace_ms) = *v;
-    } else if (name == "flagfile") {
+    if (name == "flagfile") {
       flagfile = value;
-    } else if (name == "run_dir") {
-      out.run_dir = value;
-    } else if (name == "slow_worker") {
-      if (Status s = ParseSlowWorker(value, out.slow_workers); !s.ok()) return s;
-    } else if (name == "restart") {
-      if (Status s = ParseRestart(value, out.max_restarts); !s.ok()) return s;
-    } else {
-      out.bin_dir = value;
+    } else if (Status s = SetOwnOption(name, value, out); !s.ok()) {
+      return s;
     }
   }
   if (!flagfile.empty()) {

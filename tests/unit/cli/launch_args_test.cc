@@ -67,6 +67,19 @@ TEST(LaunchArgsTest, RoutesFlagsToTheRolesThatDefineThem) {
   EXPECT_NE(unknown.status().message().find("--lrr"), std::string::npos);
 }
 
+TEST(LaunchArgsTest, RestartPolicy) {
+  EXPECT_EQ(ParseLaunchArgs({})->max_restarts, 0);
+  EXPECT_EQ(ParseLaunchArgs({"--restart=no"})->max_restarts, 0);
+  EXPECT_EQ(ParseLaunchArgs({"--restart=on-failure"})->max_restarts, 3);
+  EXPECT_EQ(ParseLaunchArgs({"--restart", "on-failure:5"})->max_restarts, 5);
+  for (const char* bad : {"--restart=always", "--restart=on-failure:0", "--restart=on-failure:x",
+                          "--restart=on-failure:"}) {
+    auto r = ParseLaunchArgs({bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("on-failure:N"), std::string::npos) << bad;
+  }
+}
+
 TEST(LaunchArgsTest, SlowWorkers) {
   auto a = ParseLaunchArgs({"--workers=4", "--slow_worker=2:3", "--slow_worker", "0:1.5"});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
