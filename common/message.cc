@@ -69,6 +69,16 @@ zmq::message_t OwnedFrame(std::vector<uint8_t> bytes) {
       [](void*, void* hint) { delete static_cast<std::vector<uint8_t>*>(hint); }, held);
 }
 
+zmq::message_t SharedFrame(std::shared_ptr<const std::vector<uint8_t>> bytes) {
+  auto* held = new std::shared_ptr<const std::vector<uint8_t>>(std::move(bytes));
+  return zmq::message_t(
+      const_cast<uint8_t*>((*held)->data()), (*held)->size(),
+      [](void*, void* hint) {
+        delete static_cast<std::shared_ptr<const std::vector<uint8_t>>*>(hint);
+      },
+      held);
+}
+
 proto::Header ReplyTo(const proto::Header& request, proto::MsgType type, int32_t self) {
   proto::Header h;
   h.set_type(type);

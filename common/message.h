@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ bool SendRouted(zmq::socket_t& socket, const std::string& identity, const proto:
 // A reply header for `request`: same request id, sender = `self`.
 // A payload frame that takes over `bytes` without copying them (freed once ZeroMQ sent it).
 zmq::message_t OwnedFrame(std::vector<uint8_t> bytes);
+// A payload frame of shared `bytes`, kept alive until ZeroMQ sent it (no copy; the caller may
+// keep them to send again).
+zmq::message_t SharedFrame(std::shared_ptr<const std::vector<uint8_t>> bytes);
 
 proto::Header ReplyTo(const proto::Header& request, proto::MsgType type, int32_t self);
 // An ERROR reply header for `request` carrying `status`.

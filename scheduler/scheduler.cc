@@ -67,6 +67,7 @@ class Loop {
   void Broadcast(proto::Header h);
   void AdmitRestartedServer(const Envelope& env, const Member& m);
   void AnnounceServerBack(const Member& m);
+  proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
   void Shutdown(bool everyone);
   // Straggler flags and figures: recomputed, hinted to the servers, published over HTTP (every
   // 200 ms).
@@ -265,12 +266,7 @@ void Loop::HandleRegister(const Envelope& env) {
                info.address().empty() ? "" : " at " + info.address());
   if (members_.TookOver(**m)) return AdmitRestartedServer(env, **m);
   if (!members_.complete()) return;
-  proto::Header view;
-  view.set_type(proto::CLUSTER_VIEW);
-  view.set_sender(kSchedulerId);
-  *view.mutable_view() = members_.View();
-  view.mutable_view()->set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
-  if (policy_) *view.mutable_view()->mutable_policy() = *policy_;
+  const proto::Header view = ViewMessage(proto::CLUSTER_VIEW, /*alive_only=*/false);
   if (view_sent_) {
     Reply(env.identity, view);  // a retried registration
     return;
@@ -285,13 +281,7 @@ void Loop::HandleRegister(const Envelope& env) {
 // and the shard map; once it acknowledged the map (it restored its shards by then) everyone
 // learns its new address.
 void Loop::AdmitRestartedServer(const Envelope& env, const Member& m) {
-  proto::Header view;
-  view.set_type(proto::CLUSTER_VIEW);
-  view.set_sender(kSchedulerId);
-  *view.mutable_view() = members_.View(/*alive_only=*/true);
-  view.mutable_view()->set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
-  if (policy_) *view.mutable_view()->mutable_policy() = *policy_;
-  Reply(env.identity, view);
+  Reply(env.identity, ViewMessage(proto::CLUSTER_VIEW, /*alive_only=*/true));
   if (!map_) return AnnounceServerBack(m);
   proto::Header h;
   h.set_type(proto::SHARD_MAP);
@@ -304,14 +294,21 @@ void Loop::AdmitRestartedServer(const Envelope& env, const Member& m) {
 void Loop::AnnounceServerBack(const Member& m) {
   spdlog::info("server rank {} is back (node {} at {})", m.info.rank(), m.info.id(),
                m.info.address());
-  proto::Header back;
-  back.set_type(proto::SERVER_BACK);
-  back.set_sender(kSchedulerId);
+  proto::Header back = ViewMessage(proto::SERVER_BACK, /*alive_only=*/false);
   back.set_node(m.info.id());
-  *back.mutable_view() = members_.View();
-  back.mutable_view()->set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
-  if (policy_) *back.mutable_view()->mutable_policy() = *policy_;
   Broadcast(back);
+}
+
+// A message of `type` carrying the cluster view (every node, or only the live ones), the
+// failure-detection timeout and the current policy.
+proto::Header Loop::ViewMessage(proto::MsgType type, bool alive_only) const {
+  proto::Header h;
+  h.set_type(type);
+  h.set_sender(kSchedulerId);
+  *h.mutable_view() = members_.View(alive_only);
+  h.mutable_view()->set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
+  if (policy_) *h.mutable_view()->mutable_policy() = *policy_;
+  return h;
 }
 
 void Loop::HandleDeclare(const Envelope& env, const Member& m) {

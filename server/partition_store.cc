@@ -139,10 +139,6 @@ void PartitionState::MarkApplied(uint64_t incarnation, int64_t seq) {
 
 namespace {
 
-std::string BytesOf(const float* v, int64_t n) {
-  return std::string(reinterpret_cast<const char*>(v), static_cast<size_t>(n) * sizeof(float));
-}
-
 // Copies exactly n floats from `bytes`, or says why not.
 Status CopyFloats(const std::string& bytes, int64_t n, float* out, const char* what) {
   if (bytes.size() != static_cast<size_t>(n) * sizeof(float)) {
@@ -158,8 +154,8 @@ Status CopyFloats(const std::string& bytes, int64_t n, float* out, const char* w
 void PartitionState::Save(proto::PartitionCheckpoint& out) const {
   out.set_version(version_);
   out.set_initialized(initialized_);
-  out.set_values(BytesOf(values_->data(), info_.length));
-  for (const auto& slot : slots_) out.add_slots(BytesOf(slot.data(), info_.length));
+  out.set_values(FloatBytes(values_->data(), info_.length));
+  for (const auto& slot : slots_) out.add_slots(FloatBytes(slot.data(), info_.length));
   for (const auto& [incarnation, seq] : applied_) {
     auto* a = out.add_applied();
     a->set_incarnation(incarnation);

@@ -108,7 +108,8 @@ void MaybeCheckpointPartition(const ServingState& shared, const PartitionState& 
   constexpr int64_t kLogCopies = 4;
   const int32_t id = part.info().id;
   if (shared.durable == nullptr ||
-      shared.durable->log_bytes(id) < kLogCopies * part.info().length * 4) {
+      shared.durable->log_bytes(id) <
+          kLogCopies * part.info().length * static_cast<int64_t>(sizeof(float))) {
     return;
   }
   if (Status s = shared.durable->Checkpoint(id, part); !s.ok()) spdlog::error("{}", s.ToString());

@@ -24,16 +24,6 @@ void ReleaseCallerBuffer(void* /*data*/, void* hint) {
   delete op;
 }
 
-zmq::message_t SharedFrame(std::shared_ptr<const std::vector<uint8_t>> bytes) {
-  auto* keep = new std::shared_ptr<const std::vector<uint8_t>>(std::move(bytes));
-  return zmq::message_t(
-      const_cast<uint8_t*>((*keep)->data()), (*keep)->size(),
-      [](void*, void* hint) {
-        delete static_cast<std::shared_ptr<const std::vector<uint8_t>>*>(hint);
-      },
-      keep);
-}
-
 namespace {
 
 // The reply a server owes a request of `type`.

@@ -65,8 +65,6 @@ OpPtr FailedOp(const Status& s);
 // ZeroMQ calls this (from its I/O thread) when it no longer needs a caller's buffer; `hint` is
 // a heap-allocated OpPtr whose operation counts the release.
 void ReleaseCallerBuffer(void* data, void* hint);
-// A frame of `bytes`, which it keeps alive until ZeroMQ sent it (no copy).
-zmq::message_t SharedFrame(std::shared_ptr<const std::vector<uint8_t>> bytes);
 
 constexpr int kToScheduler = -1;
 constexpr int kStopGraceMs = 5000;  // how long a stop waits for unanswered requests

@@ -30,8 +30,8 @@ const AggregatorRegistry& Aggregators() {
   return *r;
 }
 
-std::string FloatBytes(const std::vector<float>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+std::string FloatBytes(const float* v, int64_t n) {
+  return std::string(reinterpret_cast<const char*>(v), static_cast<size_t>(n) * sizeof(float));
 }
 
 Status FloatsFrom(const std::string& bytes, std::vector<float>& out) {

@@ -64,7 +64,10 @@ class Aggregator {
 
 // float32 arrays in saved aggregator state: the bytes of `v`, and back (Malformed when the
 // size is not a whole number of floats).
-std::string FloatBytes(const std::vector<float>& v);
+std::string FloatBytes(const float* v, int64_t n);
+inline std::string FloatBytes(const std::vector<float>& v) {
+  return FloatBytes(v.data(), static_cast<int64_t>(v.size()));
+}
 Status FloatsFrom(const std::string& bytes, std::vector<float>& out);
 // What some aggregators remember per worker: the values it last read.
 using ReadSnapshots = std::map<int32_t, std::shared_ptr<const std::vector<float>>>;
