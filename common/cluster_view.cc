@@ -4,16 +4,25 @@
 
 namespace hetps {
 
+namespace {
+
+bool ByRank(const proto::NodeInfo& a, const proto::NodeInfo& b) { return a.rank() < b.rank(); }
+
+}  // namespace
+
 ClusterView::ClusterView(proto::ClusterView view) : view_(std::move(view)) {
   for (const proto::NodeInfo& n : view_.nodes()) {
     if (n.role() == proto::SERVER) servers_.push_back(n);
     if (n.role() == proto::WORKER) workers_.push_back(n);
   }
-  auto by_rank = [](const proto::NodeInfo& a, const proto::NodeInfo& b) {
-    return a.rank() < b.rank();
-  };
-  std::sort(servers_.begin(), servers_.end(), by_rank);
-  std::sort(workers_.begin(), workers_.end(), by_rank);
+  std::sort(servers_.begin(), servers_.end(), ByRank);
+  std::sort(workers_.begin(), workers_.end(), ByRank);
+}
+
+void ClusterView::Add(const proto::NodeInfo& node) {
+  *view_.add_nodes() = node;
+  std::vector<proto::NodeInfo>& same = node.role() == proto::SERVER ? servers_ : workers_;
+  same.insert(std::upper_bound(same.begin(), same.end(), node, ByRank), node);
 }
 
 const proto::NodeInfo* ClusterView::Node(int32_t id) const {

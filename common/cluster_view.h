@@ -1,5 +1,6 @@
 // ClusterView: every node of the cluster as the scheduler announced it (ids, roles, ranks,
-// server addresses). Immutable value; nodes that die are tracked by their owner, not here.
+// server addresses), plus the workers that joined since (Add). Nodes that die are tracked by
+// their owner, not here.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,8 @@ class ClusterView {
   explicit ClusterView(proto::ClusterView view);
 
   const proto::ClusterView& proto() const { return view_; }
+  // A node that joined the running cluster (WORKER_JOINED).
+  void Add(const proto::NodeInfo& node);
   int num_servers() const { return view_.num_servers(); }
   int num_workers() const { return view_.num_workers(); }
   // nullptr when unknown.

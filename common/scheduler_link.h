@@ -35,6 +35,7 @@ class SchedulerLink {
   int32_t id() const { return id_; }
   int32_t rank() const { return rank_; }
   const ClusterView& view() const { return view_; }
+  ClusterView& view() { return view_; }
   zmq::socket_t& socket() { return socket_; }
 
   // Sends `header` (sender filled in) to the scheduler without blocking.

@@ -9,7 +9,10 @@
 DEFINE_string(bind, "tcp://127.0.0.1:*", "endpoint to bind ('*' = a free port)");
 DEFINE_string(endpoint_file, "", "write the bound endpoint to this file once listening");
 DEFINE_int32(num_servers, 1, "servers expected before the cluster starts");
-DEFINE_int32(num_workers, 1, "workers expected before the cluster starts");
+DEFINE_int32(num_workers, 1,
+             "workers expected before the cluster starts; more may join while it runs (and a "
+             "restarted worker rejoins under its rank)");
+DEFINE_int32(max_workers, 0, "live workers the cluster takes at most (0: no bound)");
 DEFINE_int64(partition_bytes, 4 << 20, "largest partition of a tensor, in bytes");
 DEFINE_int32(heartbeat_timeout_ms, 5000, "a node silent this long is declared dead");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
   o.endpoint_file = FLAGS_endpoint_file;
   o.num_servers = FLAGS_num_servers;
   o.num_workers = FLAGS_num_workers;
+  o.max_workers = FLAGS_max_workers;
   o.partition_bytes = FLAGS_partition_bytes;
   o.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   o.http_port = FLAGS_http_port;

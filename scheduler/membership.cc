@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 namespace hetps {
 
-Membership::Membership(int num_servers, int num_workers)
-    : num_servers_(num_servers), num_workers_(num_workers) {}
+Membership::Membership(int num_servers, int num_workers, int max_workers)
+    : num_servers_(num_servers), num_workers_(num_workers), max_workers_(max_workers) {}
 
 StatusOr<const Member*> Membership::Register(const std::string& identity,
                                              const proto::Header& request, SteadyTime now) {
@@ -17,6 +19,7 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
   if (role == proto::SERVER && request.address().empty()) {
     return Status::InvalidArgument("a server must register with the address workers dial");
   }
+  if (role == proto::WORKER && complete()) return JoinLate(identity, request, now);
   int& count = role == proto::SERVER ? servers_ : workers_;
   const int expected = role == proto::SERVER ? num_servers_ : num_workers_;
   const char* plural = role == proto::SERVER ? "servers" : "workers";
@@ -50,9 +53,14 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
   }
   taken.insert(rank);
   ++count;
+  return static_cast<const Member*>(&Add(identity, request, rank, now));
+}
+
+Member& Membership::Add(const std::string& identity, const proto::Header& request, int32_t rank,
+                        SteadyTime now) {
   Member m;
   m.info.set_id(static_cast<int32_t>(members_.size()) + 1);
-  m.info.set_role(role);
+  m.info.set_role(request.role());
   m.info.set_rank(rank);
   m.info.set_address(request.address());
   m.info.set_host(request.host());
@@ -60,7 +68,45 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
   m.identity = identity;
   m.last_seen = now;
   members_.push_back(std::move(m));
-  return static_cast<const Member*>(&members_.back());
+  return members_.back();
+}
+
+StatusOr<const Member*> Membership::JoinLate(const std::string& identity,
+                                             const proto::Header& request, SteadyTime now) {
+  // Who holds each worker rank now: the newest member with it that nobody superseded.
+  std::map<int32_t, Member*> holder;
+  int live = 0;
+  for (Member& m : members_) {
+    if (m.info.role() != proto::WORKER || m.superseded) continue;
+    holder[m.info.rank()] = &m;
+    live += m.state == Member::State::kAlive;
+  }
+  if (live >= max_workers_) {
+    return Status::FailedPrecondition(
+        fmt::format("the cluster already runs its maximum of {} workers", max_workers_));
+  }
+  int32_t rank = 0;
+  if (request.has_rank()) {
+    rank = request.rank();
+    if (rank < 0 || rank >= max_workers_) {
+      return Status::InvalidArgument(fmt::format(
+          "rank {} asked for, but the cluster takes at most {} workers (0..{})", rank,
+          max_workers_, max_workers_ - 1));
+    }
+    auto it = holder.find(rank);
+    if (it != holder.end() && it->second->state == Member::State::kAlive) {
+      // A worker restarted faster than failure detection: it may take the rank once the old
+      // one is declared dead.
+      return Status::Unavailable(fmt::format(
+          "worker rank {} is still held by a live worker; retry once it is declared dead", rank));
+    }
+  } else {  // the smallest rank no live or dead worker holds (a dead one may come back)
+    while (holder.contains(rank) && holder.at(rank)->state != Member::State::kLeft) ++rank;
+  }
+  if (auto it = holder.find(rank); it != holder.end()) it->second->superseded = true;
+  Member& m = Add(identity, request, rank, now);
+  m.joined_late = true;
+  return static_cast<const Member*>(&m);
 }
 
 Member* Membership::DeadServer(int32_t rank) {
@@ -76,18 +122,9 @@ Member* Membership::DeadServer(int32_t rank) {
 const Member* Membership::TakeOver(Member& dead, const std::string& identity,
                                    const proto::Header& request, SteadyTime now) {
   dead.superseded = true;
-  Member m;
-  m.info.set_id(static_cast<int32_t>(members_.size()) + 1);
-  m.info.set_role(proto::SERVER);
-  m.info.set_rank(dead.info.rank());
-  m.info.set_address(request.address());
-  m.info.set_host(request.host());
-  m.info.set_pid(request.pid());
-  m.identity = identity;
-  m.last_seen = now;
+  Member& m = Add(identity, request, dead.info.rank(), now);
   m.took_over = true;
-  members_.push_back(std::move(m));
-  return &members_.back();
+  return &m;
 }
 
 proto::ClusterView Membership::View(bool alive_only) const {
@@ -98,6 +135,7 @@ proto::ClusterView Membership::View(bool alive_only) const {
   }
   view.set_num_servers(num_servers_);
   view.set_num_workers(num_workers_);
+  view.set_max_workers(max_workers_);
   return view;
 }
 

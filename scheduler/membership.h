@@ -25,19 +25,26 @@ struct Member {
   std::string identity;  // routing identity of its scheduler connection
   SteadyTime last_seen;
   State state = State::kAlive;
-  bool took_over = false;   // a server that took over a dead server's rank
-  bool superseded = false;  // a dead server whose rank another took over
+  bool took_over = false;    // a server that took over a dead server's rank
+  bool joined_late = false;  // a worker that joined the running cluster
+  bool superseded = false;   // a dead node whose rank another took over (or a departed worker's)
 };
 
 class Membership {
  public:
-  Membership(int num_servers, int num_workers);
+  // The cluster forms once `num_servers` servers and `num_workers` workers registered; then
+  // workers may join and leave while it runs, at most `max_workers` live at a time.
+  Membership(int num_servers, int num_workers, int max_workers);
 
   // Admits a node, or returns the member already registered under `identity` (a retried
   // REGISTER). Its rank is the one it asked for (request.rank, when set) or the smallest free
   // one. A server may ask for the rank of a server that was declared dead: it takes that rank
-  // over (a restart on its data dir; the dead member stays dead, superseded). Fails when the
-  // role is full, the rank is held by a live node or out of range, or the request is unusable.
+  // over (a restart on its data dir; the dead member stays dead, superseded). Once the cluster
+  // formed, a worker joins late: under the rank it asks for, unless a live worker holds it (a
+  // restarted worker replaces its dead or departed self), or under the smallest rank no live or
+  // dead worker holds. Fails when the role is full, the rank is held by a live node (Unavailable
+  // after the cluster formed: retry once it is declared dead) or out of range, or the request
+  // is unusable.
   StatusOr<const Member*> Register(const std::string& identity, const proto::Header& request,
                                    SteadyTime now);
   // True once every expected server and worker has registered.
@@ -46,6 +53,9 @@ class Membership {
   proto::ClusterView View(bool alive_only = false) const;
   // Whether `m` took over the rank of a dead server.
   bool TookOver(const Member& m) const { return m.took_over; }
+  // Whether `m` is a worker that joined the running cluster.
+  bool JoinedLate(const Member& m) const { return m.joined_late; }
+  int max_workers() const { return max_workers_; }
 
   Member* ByIdentity(const std::string& identity);
   Member* ById(int32_t id);
@@ -67,8 +77,12 @@ class Membership {
   Member* DeadServer(int32_t rank);  // the dead, not yet superseded server of `rank`, if any
   const Member* TakeOver(Member& dead, const std::string& identity, const proto::Header& request,
                          SteadyTime now);
+  StatusOr<const Member*> JoinLate(const std::string& identity, const proto::Header& request,
+                                   SteadyTime now);
+  Member& Add(const std::string& identity, const proto::Header& request, int32_t rank,
+              SteadyTime now);
 
-  int num_servers_, num_workers_;
+  int num_servers_, num_workers_, max_workers_;
   int servers_ = 0, workers_ = 0;
   std::set<int32_t> server_ranks_, worker_ranks_;
   std::deque<Member> members_;  // index = id - 1; deque: pointers stay valid as nodes join

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -40,7 +41,8 @@ class Loop {
   Loop(const SchedulerOptions& options, const std::atomic<bool>& stop)
       : options_(options),
         stop_(stop),
-        members_(options.num_servers, options.num_workers),
+        members_(options.num_servers, options.num_workers,
+                 options.max_workers > 0 ? options.max_workers : kMaxWorkerRanks),
         stats_(options.num_servers, options.num_workers, {.straggler = options.straggler}),
         router_(ctx_, zmq::socket_type::router) {}
 
@@ -66,6 +68,11 @@ class Loop {
   }
   void Broadcast(proto::Header h);
   void AdmitRestartedServer(const Envelope& env, const Member& m);
+  // A worker joining the running cluster: every live server starts counting it, then it gets
+  // the view with the clock it starts at.
+  void AdmitLateWorker(const Member& m);
+  void OnJoinAck(const Member& server, const proto::Header& h);
+  void FinishJoins();
   void AnnounceServerBack(const Member& m);
   proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
   void Shutdown(bool everyone);
@@ -88,6 +95,12 @@ class Loop {
   zmq::socket_t router_;
   bool view_sent_ = false;
   std::set<int32_t> restoring_;  // restarted servers installing the shard map
+  struct Joining {
+    std::string identity;
+    std::set<int32_t> waiting;  // live servers yet to count the worker
+    int64_t clock = 0;          // the highest clock a server starts it at
+  };
+  std::map<int32_t, Joining> joining_;  // late workers by id
   bool done_ = false;
   Barrier barrier_;
   Barrier declare_;
@@ -208,6 +221,9 @@ void Loop::HandleMember(const Envelope& env, Member& member) {
       return Progress();
     case proto::POLICY_ACK:
       return OnPolicyAnswer(*m, h);
+    case proto::WORKER_JOINED_ACK:
+      if (!worker) return OnJoinAck(*m, h);
+      break;
     case proto::ERROR:
       if (policy_changes_.contains(h.request_id())) return OnPolicyAnswer(*m, h);
       return OnNodeError(*m, h);
@@ -265,6 +281,7 @@ void Loop::HandleRegister(const Envelope& env) {
                proto::Role_Name(info.role()), info.rank(), info.host(), info.pid(),
                info.address().empty() ? "" : " at " + info.address());
   if (members_.TookOver(**m)) return AdmitRestartedServer(env, **m);
+  if (members_.JoinedLate(**m)) return AdmitLateWorker(**m);
   if (!members_.complete()) return;
   const proto::Header view = ViewMessage(proto::CLUSTER_VIEW, /*alive_only=*/false);
   if (view_sent_) {
@@ -297,6 +314,55 @@ void Loop::AnnounceServerBack(const Member& m) {
   proto::Header back = ViewMessage(proto::SERVER_BACK, /*alive_only=*/false);
   back.set_node(m.info.id());
   Broadcast(back);
+}
+
+void Loop::AdmitLateWorker(const Member& m) {
+  proto::Header h;
+  h.set_type(proto::WORKER_JOINED);
+  h.set_sender(kSchedulerId);
+  *h.mutable_view()->add_nodes() = m.info;
+  Joining& j = joining_[m.info.id()];
+  j.identity = m.identity;
+  for (int32_t id : members_.LiveServers()) {
+    j.waiting.insert(id);
+    Reply(members_.ById(id)->identity, h);
+  }
+  FinishJoins();  // at once when no server is alive (a restarted one learns it from its view)
+}
+
+void Loop::OnJoinAck(const Member& server, const proto::Header& h) {
+  auto it = joining_.find(h.node());
+  if (it == joining_.end()) return;  // the worker died meanwhile
+  it->second.waiting.erase(server.info.id());
+  it->second.clock = std::max(it->second.clock, h.clock());
+  FinishJoins();
+}
+
+// Sends each late worker that every live server counts now its view: the whole cluster, as at
+// the start, then NODE_DEAD for each dead server it lists (its requests wait for the restart).
+void Loop::FinishJoins() {
+  for (auto it = joining_.begin(); it != joining_.end();) {
+    if (!it->second.waiting.empty()) {
+      ++it;
+      continue;
+    }
+    proto::Header view = ViewMessage(proto::CLUSTER_VIEW, /*alive_only=*/false);
+    view.mutable_view()->set_start_clock(it->second.clock);
+    Reply(it->second.identity, view);
+    for (const proto::NodeInfo& node : view.view().nodes()) {
+      const Member* n = members_.ById(node.id());
+      if (node.role() != proto::SERVER || n->state != Member::State::kDead) continue;
+      proto::Header dead;
+      dead.set_type(proto::NODE_DEAD);
+      dead.set_sender(kSchedulerId);
+      dead.set_node(node.id());
+      Reply(it->second.identity, dead);
+    }
+    const Member* w = members_.ById(it->first);
+    spdlog::info("worker rank {} (node {}) joined the running cluster at clock {}; {} workers now",
+                 w->info.rank(), it->first, it->second.clock, members_.LiveWorkers().size());
+    it = joining_.erase(it);
+  }
 }
 
 // A message of `type` carrying the cluster view (every node, or only the live ones), the
@@ -391,6 +457,9 @@ void Loop::OnDead(int32_t id) {
   declare_.Remove(id);
   pending_acks_.erase(id);
   restoring_.erase(id);
+  joining_.erase(id);
+  for (auto& [worker, j] : joining_) j.waiting.erase(id);
+  FinishJoins();
   for (auto& [pid, change] : policy_changes_) change.waiting.erase(id);
   FinishPolicyChanges();
   Progress();
@@ -576,6 +645,11 @@ void Loop::Shutdown(bool everyone) {
 Status ValidateSchedulerOptions(const SchedulerOptions& o) {
   if (o.num_servers < 1 || o.num_workers < 1) {
     return Status::InvalidArgument("num_servers and num_workers must be >= 1");
+  }
+  if (o.max_workers != 0 && (o.max_workers < o.num_workers || o.max_workers > kMaxWorkerRanks)) {
+    return Status::InvalidArgument(fmt::format(
+        "max_workers must be 0 (no bound) or in [num_workers, {}], got {} (num_workers {})",
+        kMaxWorkerRanks, o.max_workers, o.num_workers));
   }
   if (o.partition_bytes < 4) return Status::InvalidArgument("partition_bytes must be >= 4");
   if (o.http_port < -1 || o.http_port > 65535) {

@@ -1,5 +1,5 @@
 // SchedulerNode: rendezvous and membership for one cluster. It admits the expected servers and
-// workers, broadcasts the cluster view, builds and installs the shard map from the workers'
+// workers, broadcasts the cluster view, admits workers that join (or rejoin) the running cluster, builds and installs the shard map from the workers'
 // declared tensors, runs barriers, detects dead nodes from missed heartbeats, and shuts the
 // servers down once every worker has left or died. It is on the control plane only: no tensor
 // ever passes through it. It is also the policy brain and the observer: the reports riding on
@@ -18,11 +18,14 @@
 
 namespace hetps {
 
+constexpr int kMaxWorkerRanks = 1 << 20;
+
 struct SchedulerOptions {
   std::string bind = "tcp://127.0.0.1:*";
   std::string endpoint_file;  // if set, the bound endpoint is written there once listening
   int num_servers = 1;
-  int num_workers = 1;
+  int num_workers = 1;  // workers the cluster forms with; more may join while it runs
+  int max_workers = 0;  // live workers at most (0: no bound but the rank range, kMaxWorkerRanks)
   int64_t partition_bytes = kDefaultPartitionBytes;
   int heartbeat_timeout_ms = 5000;
   // HTTP status (scheduler/http_status.h): -1 off, 0 any free port.

@@ -106,6 +106,16 @@ void ConsistencyGate::RemoveWorker(int32_t w, const char* why) {
   Release();
 }
 
+int64_t ConsistencyGate::AddWorker(int32_t w) {
+  if (controller_->clocks().contains(w)) return controller_->clocks().clock(w);  // a repeat
+  const int64_t clock = controller_->AddWorker(w);
+  spdlog::info("worker {} joined at clock {} ({} workers count now)", w, clock,
+               controller_->clocks().all().size());
+  CompleteRounds();
+  Release();
+  return clock;
+}
+
 void ConsistencyGate::OnHint(const std::vector<int32_t>& stragglers, int64_t quorum) {
   if (!controller_) return;
   controller_->OnHint(stragglers, quorum);

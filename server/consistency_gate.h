@@ -49,6 +49,9 @@ class ConsistencyGate {
   void Tick();
   // A dead or departed worker stops counting.
   void RemoveWorker(int32_t worker, const char* why);
+  // A worker that joined the running cluster counts from now on; returns the clock it starts
+  // at. REQUIRES: started().
+  int64_t AddWorker(int32_t worker);
   // The scheduler's straggler flags and quorum.
   void OnHint(const std::vector<int32_t>& stragglers, int64_t quorum);
   // Switches to the controller of `spec`; refused (nothing changes) when the spec is invalid

@@ -40,6 +40,7 @@ class ServerLoop {
   void Poll();  // one turn: replies from the apply threads, requests, control messages
   void HandleWorker(Envelope& env);
   void HandleControl(Envelope& env);
+  void OnWorkerJoined(const proto::Header& h);
   Status InstallShardMap(const proto::ShardMap& proto_map);
   Status OpenDataDir();
   Status RestoreShards();
@@ -399,6 +400,8 @@ void ServerLoop::HandleControl(Envelope& env) {
     case proto::NODE_LEFT:
       gate_->RemoveWorker(h.node(), "finished");
       break;
+    case proto::WORKER_JOINED:
+      return OnWorkerJoined(h);
     case proto::SET_POLICY: {
       Status s = gate_->Switch(h.policy().consistency());
       if (!s.ok())
@@ -419,6 +422,21 @@ void ServerLoop::HandleControl(Envelope& env) {
     default:
       spdlog::debug("ignoring control message {}", proto::MsgType_Name(h.type()));
   }
+}
+
+// A worker joined the running cluster: its requests are accepted and the controller counts it
+// from the clock it reports back (the scheduler gives the worker the highest of them).
+void ServerLoop::OnWorkerJoined(const proto::Header& h) {
+  if (h.view().nodes_size() != 1 || h.view().nodes(0).role() != proto::WORKER) {
+    spdlog::warn("ignoring a malformed WORKER_JOINED");
+    return;
+  }
+  const proto::NodeInfo& worker = h.view().nodes(0);
+  if (link_->view().Node(worker.id()) == nullptr) link_->view().Add(worker);  // else a repeat
+  proto::Header ack = ReplyTo(h, proto::WORKER_JOINED_ACK, link_->id());
+  ack.set_node(worker.id());
+  ack.set_clock(gate_->AddWorker(worker.id()));
+  link_->Send(ack);
 }
 
 }  // namespace

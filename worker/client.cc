@@ -1,6 +1,7 @@
 #include "worker/client.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <mutex>
 #include <optional>
@@ -68,6 +69,11 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
     impl->pulls.decoder = *compress::MakeCodec(*pull);
   }
   if (Status s = impl->io.Start(impl->clock); !s.ok()) return s;
+  impl->clock = impl->io.view().proto().start_clock();  // > 0: it joined a running cluster
+  if (impl->clock > 0) {
+    spdlog::info("joined the running cluster as rank {}; starting at clock {}", impl->io.rank(),
+                 impl->clock.load());
+  }
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

@@ -101,15 +101,20 @@ class Ticket {
 
 class Client {
  public:
-  // Registers with the scheduler and blocks until the cluster view arrives.
+  // Registers with the scheduler and blocks until the cluster view arrives. A worker may also
+  // join a cluster that is already running (elastic membership; a restarted worker asks for
+  // its old rank with options.rank): it then starts at the clock the servers count it from,
+  // the slowest live worker's (clock() says which), and is waited for from there on.
   static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
   ~Client();  // Finish()es if the caller did not
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   int32_t id() const;  // node id assigned by the scheduler
-  int rank() const;    // 0 .. num_workers() - 1
-  int num_workers() const;
+  // 0 .. num_workers() - 1 for the workers the cluster formed with; a worker that joined
+  // later may hold a higher rank (up to the scheduler's --max_workers).
+  int rank() const;
+  int num_workers() const;  // the workers the cluster formed with
   int num_servers() const;
   // The consistency spec the servers ran when this worker joined, every parameter spelled out
   // (e.g. "ssp:staleness=2"; `hetps ctl` may have switched it since).

@@ -38,6 +38,13 @@ class Backup final : public ConsistencyController {
     for (auto& [clock, arrived] : arrivals_) std::erase(arrived, w);
     Close();
   }
+  // A joiner starts at the open step. Backups are spares: a joiner that restores the cluster
+  // to its N + b workers changes no quorum; one beyond them raises N.
+  int64_t AddWorker(int32_t w) override {
+    clocks_.Add(w, std::max(clocks_.JoinClock(), open_));
+    total_ = std::max(total_, static_cast<int64_t>(clocks_.all().size()));
+    return clocks_.clock(w);
+  }
   std::vector<Round> TakeRounds() override { return std::exchange(closed_, {}); }
   void OnHint(const std::vector<int32_t>& stragglers, int64_t) override {
     stragglers_ = stragglers;

@@ -11,8 +11,19 @@ ClockTable::ClockTable(const std::vector<int32_t>& workers) {
 
 void ClockTable::Advance(int32_t w, int64_t completed) {
   auto it = clocks_.find(w);
-  if (it != clocks_.end()) it->second = std::max(it->second, completed + 1);
+  if (it == clocks_.end()) return;
+  it->second = std::max(it->second, completed + 1);
+  reached_ = std::max(reached_, it->second);
 }
+
+void ClockTable::Add(int32_t w, int64_t clock) {
+  clocks_.emplace(w, clock);
+  reached_ = std::max(reached_, clocks_.at(w));
+}
+
+void ClockTable::Remove(int32_t w) { clocks_.erase(w); }
+
+int64_t ClockTable::JoinClock() const { return clocks_.empty() ? reached_ : min(); }
 
 int64_t ClockTable::clock(int32_t w) const {
   auto it = clocks_.find(w);

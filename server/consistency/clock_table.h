@@ -17,7 +17,13 @@ class ClockTable {
   // Worker `w` finished clock `completed`: its clock becomes completed + 1 (never goes back).
   // Unknown workers are ignored (a dead worker's late message).
   void Advance(int32_t w, int64_t completed);
-  void Remove(int32_t w) { clocks_.erase(w); }
+  // A worker that joined the running cluster, at `clock` (no-op if it is already there).
+  void Add(int32_t w, int64_t clock);
+  void Remove(int32_t w);
+  // Where a worker joining now starts: the slowest live worker's clock (it holds back no one
+  // more than the slowest already does), or, with no live worker, the furthest clock any
+  // worker reached (nothing is left to wait for below it).
+  int64_t JoinClock() const;
   bool contains(int32_t w) const { return clocks_.contains(w); }
   int64_t clock(int32_t w) const;
   // Slowest / fastest live worker; with no live worker min() is INT64_MAX (nothing to wait for).
@@ -29,6 +35,7 @@ class ClockTable {
 
  private:
   std::map<int32_t, int64_t> clocks_;
+  int64_t reached_ = 0;  // the furthest clock a worker reached, the removed ones included
 };
 
 }  // namespace hetps

@@ -46,6 +46,14 @@ class ConsistencyController {
   virtual bool ReadReady(int32_t w, int64_t clock) const = 0;
   // A dead or departed worker stops counting.
   virtual void RemoveWorker(int32_t w) { clocks_.Remove(w); }
+  // A worker joins the running cluster (a restarted one under a new node id, or a new one):
+  // it counts from now on, starting at the returned clock (ClockTable::JoinClock by default;
+  // a controller with rounds may move it to its open round).
+  virtual int64_t AddWorker(int32_t w) {
+    const int64_t clock = clocks_.JoinClock();
+    clocks_.Add(w, clock);
+    return clock;
+  }
 
   // Synchronous controllers close rounds; each is applied by every partition owner.
   using Round = RoundSpec;

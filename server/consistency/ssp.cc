@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "server/consistency/controller.h"
 
 namespace hetps {
@@ -15,6 +17,13 @@ class Ssp final : public ConsistencyController {
   bool synchronous() const override { return synchronous_; }
   bool TryStart(int32_t, int64_t next, double) override { return next - clocks_.min() <= s_; }
   bool ReadReady(int32_t, int64_t clock) const override { return clocks_.min() >= clock - s_; }
+  // BSP: once every worker was gone every held round was applied (completed_ ran to the end);
+  // rounds count again from where the joiner starts.
+  int64_t AddWorker(int32_t w) override {
+    const int64_t clock = ConsistencyController::AddWorker(w);
+    completed_ = std::min(completed_, clock);
+    return clock;
+  }
 
   // BSP: every clock below the slowest worker's is complete; each is one summed step.
   std::vector<Round> TakeRounds() override {

@@ -104,6 +104,9 @@ class Trainer {
 
  private:
   Status LoadData();
+  // The data shard this worker trains on: one per worker the cluster formed with; a worker
+  // that joined beyond them shares shard rank mod num_workers.
+  int Shard() const { return client_.rank() % client_.num_workers(); }
 
   Client& client_;
   const TrainOptions& o_;
@@ -138,8 +141,9 @@ Status Trainer::LoadData() {
                                     o_.dirichlet_alpha, o_.seed)
                : PartitionIid(train_->size, client_.num_workers(), o_.seed);
   const auto histogram = LabelHistogram(parts_, train_->y, train_->classes);
-  spdlog::info("rank {} trains on {} samples, labels [{}]", client_.rank(),
-               parts_[client_.rank()].size(), fmt::join(histogram[client_.rank()], " "));
+  spdlog::info("rank {} trains on {} samples, labels [{}]{}", client_.rank(),
+               parts_[Shard()].size(), fmt::join(histogram[Shard()], " "),
+               Shard() == client_.rank() ? "" : fmt::format(" (shard {})", Shard()));
   return Status();
 }
 
@@ -170,7 +174,7 @@ Status Trainer::Prepare() {
   auto log = RunLog::Open(o_.run_dir, client_.rank());
   if (!log.ok()) return log.status();
   log_.emplace(std::move(*log));
-  batches_.emplace(std::move(parts_[client_.rank()]), o_.seed * 1000003 + client_.rank());
+  batches_.emplace(std::move(parts_[Shard()]), o_.seed * 1000003 + client_.rank());
   start_ = Clock::now();
   return Status();
 }

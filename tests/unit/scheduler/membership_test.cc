@@ -16,7 +16,7 @@ proto::Header Reg(proto::Role role, const std::string& address = "") {
 }
 
 TEST(MembershipTest, AssignsIdsAndPerRoleRanks) {
-  Membership m(2, 2);
+  Membership m(2, 2, 2);
   SteadyTime t0{};
   auto w0 = m.Register("a", Reg(proto::WORKER), t0);
   auto s0 = m.Register("b", Reg(proto::SERVER, "tcp://h:1"), t0);
@@ -33,7 +33,7 @@ TEST(MembershipTest, AssignsIdsAndPerRoleRanks) {
 }
 
 TEST(MembershipTest, RetriedRegistrationKeepsItsId) {
-  Membership m(1, 1);
+  Membership m(1, 1, 1);
   auto a = m.Register("a", Reg(proto::WORKER), {});
   auto again = m.Register("a", Reg(proto::WORKER), {});
   ASSERT_TRUE(a.ok() && again.ok());
@@ -41,7 +41,7 @@ TEST(MembershipTest, RetriedRegistrationKeepsItsId) {
 }
 
 TEST(MembershipTest, RefusesExtraNodesAndBadRequests) {
-  Membership m(1, 1);
+  Membership m(1, 1, 1);
   ASSERT_TRUE(m.Register("a", Reg(proto::WORKER), {}).ok());
   EXPECT_EQ(m.Register("b", Reg(proto::WORKER), {}).status().code(), proto::FAILED_PRECONDITION);
   EXPECT_EQ(m.Register("c", Reg(proto::SERVER), {}).status().code(), proto::INVALID_ARGUMENT);
@@ -49,7 +49,7 @@ TEST(MembershipTest, RefusesExtraNodesAndBadRequests) {
 }
 
 TEST(MembershipTest, SilentNodesExpireAndOnlyOnce) {
-  Membership m(1, 2);
+  Membership m(1, 2, 2);
   SteadyTime t0{};
   ASSERT_TRUE(m.Register("s", Reg(proto::SERVER, "tcp://h:1"), t0).ok());
   ASSERT_TRUE(m.Register("w0", Reg(proto::WORKER), t0).ok());
@@ -68,14 +68,14 @@ TEST(MembershipTest, SilentNodesExpireAndOnlyOnce) {
 }
 
 TEST(MembershipTest, LeftNodesDoNotExpire) {
-  Membership m(1, 1);
+  Membership m(1, 1, 1);
   ASSERT_TRUE(m.Register("w", Reg(proto::WORKER), {}).ok());
   m.MarkLeft(1);
   EXPECT_TRUE(m.ExpireSilent(SteadyTime{} + milliseconds(10000), milliseconds(1)).empty());
 }
 
 TEST(MembershipTest, HonoursRequestedRanks) {
-  Membership m(1, 3);
+  Membership m(1, 3, 3);
   proto::Header want2 = Reg(proto::WORKER);
   want2.set_rank(2);
   auto a = m.Register("a", want2, {});
@@ -97,6 +97,67 @@ TEST(MembershipTest, HonoursRequestedRanks) {
   EXPECT_EQ((*c)->info.rank(), 1);
   EXPECT_TRUE(m.Register("s", Reg(proto::SERVER, "tcp://h:1"), {}).ok());
   EXPECT_TRUE(m.complete());
+}
+
+proto::Header RegRank(int rank) {
+  proto::Header h = Reg(proto::WORKER);
+  h.set_rank(rank);
+  return h;
+}
+
+// A formed cluster of one server and workers w0, w1 (ids 2, 3) that takes up to `max` workers.
+Membership Formed(int max) {
+  Membership m(1, 2, max);
+  EXPECT_TRUE(m.Register("s", Reg(proto::SERVER, "tcp://h:1"), {}).ok());
+  EXPECT_TRUE(m.Register("w0", Reg(proto::WORKER), {}).ok());
+  EXPECT_TRUE(m.Register("w1", Reg(proto::WORKER), {}).ok());
+  EXPECT_TRUE(m.complete());
+  return m;
+}
+
+TEST(MembershipTest, WorkersJoinTheFormedClusterUpToMaxWorkers) {
+  Membership m = Formed(3);
+  auto late = m.Register("w2", Reg(proto::WORKER), {});
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  EXPECT_EQ((*late)->info.rank(), 2);
+  EXPECT_TRUE(m.JoinedLate(**late));
+  EXPECT_EQ(m.LiveWorkers().size(), 3u);
+  auto full = m.Register("w3", Reg(proto::WORKER), {});
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().code(), proto::FAILED_PRECONDITION);
+  EXPECT_NE(full.status().message().find("maximum of 3 workers"), std::string::npos);
+  EXPECT_EQ(m.Register("w9", RegRank(3), {}).status().code(), proto::FAILED_PRECONDITION);
+  m.MarkLeft((*late)->info.id());  // a departure frees a place, and its rank
+  auto again = m.Register("w4", Reg(proto::WORKER), {});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->info.rank(), 2);
+  EXPECT_EQ(m.View().nodes_size(), 4);  // the departed rank 2 is superseded
+  EXPECT_EQ(m.View().max_workers(), 3);
+}
+
+TEST(MembershipTest, ARestartedWorkerTakesItsRankOnceTheOldOneIsDead) {
+  Membership m = Formed(4);
+  auto early = m.Register("w1-again", RegRank(1), {});
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.status().code(), proto::UNAVAILABLE);  // w1 is alive: retry later
+  m.Touch("s", SteadyTime{} + milliseconds(2000));
+  m.Touch("w0", SteadyTime{} + milliseconds(2000));
+  ASSERT_EQ(m.ExpireSilent(SteadyTime{} + milliseconds(2500), milliseconds(1000)),
+            std::vector<int32_t>{3});
+  // A worker asking for any rank does not take the dead one's: it may come back.
+  auto other = m.Register("new", Reg(proto::WORKER), SteadyTime{} + milliseconds(2500));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)->info.rank(), 2);
+  auto back = m.Register("w1-again", RegRank(1), SteadyTime{} + milliseconds(2500));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ((*back)->info.rank(), 1);
+  EXPECT_NE((*back)->info.id(), 3);
+  EXPECT_TRUE(m.JoinedLate(**back));
+  int rank1 = 0;
+  const proto::ClusterView view = m.View();
+  for (const proto::NodeInfo& n : view.nodes()) rank1 += n.role() == proto::WORKER && n.rank() == 1;
+  EXPECT_EQ(rank1, 1) << "the dead rank-1 worker is superseded in the view";
+  EXPECT_EQ(m.Register("x", RegRank(4), {}).status().code(), proto::INVALID_ARGUMENT);
 }
 
 }  // namespace
