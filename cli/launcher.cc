@@ -169,15 +169,19 @@ Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
   return Status();
 }
 
-// --restart: a failed server is started again on its data dir while the budget lasts; true
-// when it was. (Workers and the scheduler cannot rejoin a running cluster yet.)
+// --restart: a failed server is started again on its data dir, a failed worker under its rank
+// (it rejoins the running cluster), while the budget lasts; true when it was. (The scheduler
+// cannot be restarted into a running cluster yet.)
 bool MaybeRestart(const LaunchArgs& args, LocalCluster& cluster, ChildProcess& c, int& restarts) {
-  if (c.role != "server" || restarts >= args.max_restarts || c.index < 0) return false;
+  if ((c.role != "server" && c.role != "worker") || restarts >= args.max_restarts || c.index < 0 ||
+      cluster.scheduler() == nullptr || !cluster.scheduler()->running()) {
+    return false;
+  }
   ++restarts;
   Say(fmt::format("{} (pid {}) {}; restarting it ({} of {} restarts)", c.label, c.pid, c.Describe(),
                   restarts, args.max_restarts));
   c.replaced = true;
-  auto again = cluster.RestartServer(c.index);
+  auto again = c.role == "server" ? cluster.RestartServer(c.index) : cluster.RestartWorker(c.index);
   if (!again.ok()) {
     Say(again.status().message());
     return false;
@@ -200,7 +204,11 @@ std::optional<int> Supervise(const LaunchArgs& args, LocalCluster& cluster, int&
     // The scheduler shuts the servers down only once every worker has left, so a clean exit
     // of theirs while worker processes are still exiting is normal; a failed one is not.
     for (ChildProcess& c : supervisor.children()) {
-      if (c.role == "worker" || c.running() || c.succeeded() || c.replaced) continue;
+      if (c.running() || c.succeeded() || c.replaced) continue;
+      if (c.role == "worker") {
+        if (args.max_restarts > 0 && MaybeRestart(args, cluster, c, restarts)) break;
+        continue;  // the run goes on without it; the summary names it
+      }
       if (supervisor.Running("worker") > 0 && MaybeRestart(args, cluster, c, restarts)) break;
       Say(fmt::format("{} failed; stopping the cluster", c.label));
       supervisor.StopAll();
@@ -234,7 +242,7 @@ int Summarize(const Supervisor& supervisor, Clock::time_point start, const std::
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   if (culprits.empty()) {
     Say(fmt::format("all {} workers finished in {:.1f} s{}; run folder {}", workers_ok, secs,
-                    restarts > 0 ? fmt::format(" ({} server restarts)", restarts) : "", run_dir));
+                    restarts > 0 ? fmt::format(" ({} restarts)", restarts) : "", run_dir));
     return 0;
   }
   Say(fmt::format("failed after {:.1f} s: {}", secs, fmt::join(culprits, "; ")));

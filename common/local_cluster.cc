@@ -94,7 +94,23 @@ StatusOr<ChildProcess*> LocalCluster::StartWorker(int index, const std::vector<s
   std::vector<std::string> argv = {options_.bin_dir + "/hetps-worker", "--scheduler=" + endpoint_};
   argv.insert(argv.end(), flags.begin(), flags.end());
   auto worker = supervisor_.Start("worker", fmt::format("worker {}", index), argv, output_file);
-  if (worker.ok()) (*worker)->index = index;
+  if (!worker.ok()) return worker;
+  (*worker)->index = index;
+  workers_[index] = {std::move(argv), output_file, *worker};
+  return worker;
+}
+
+StatusOr<ChildProcess*> LocalCluster::RestartWorker(int index) {
+  auto it = workers_.find(index);
+  if (it == workers_.end()) return Status::InvalidArgument(fmt::format("no worker {}", index));
+  if (it->second.process->running()) {
+    return Status::FailedPrecondition(fmt::format("worker {} is still running", index));
+  }
+  auto worker = supervisor_.Start("worker", fmt::format("worker {}", index), it->second.argv,
+                                  it->second.output_file);
+  if (!worker.ok()) return worker;
+  (*worker)->index = index;
+  it->second.process = *worker;
   return worker;
 }
 

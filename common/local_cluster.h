@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ class LocalCluster {
   // its output goes there.
   StatusOr<ChildProcess*> StartWorker(int index, const std::vector<std::string>& flags,
                                       const std::string& output_file = "");
+  // Starts worker `index` again with the flags it first had (it must have exited); it rejoins
+  // the running cluster under its --rank.
+  StatusOr<ChildProcess*> RestartWorker(int index);
 
   const std::string& endpoint() const { return endpoint_; }
   // The processes started so far (the scheduler is null until it started).
@@ -58,6 +62,12 @@ class LocalCluster {
   ChildProcess* scheduler_ = nullptr;
   std::vector<ChildProcess*> servers_;
   std::vector<std::vector<std::string>> server_argv_;
+  struct Started {
+    std::vector<std::string> argv;
+    std::string output_file;
+    ChildProcess* process = nullptr;
+  };
+  std::map<int, Started> workers_;
 };
 
 // The folder of the running executable (where the role binaries are installed beside it).
