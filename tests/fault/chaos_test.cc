@@ -1,0 +1,208 @@
+// Chaos with exact sums. Workers push ones (SGD, lr 1, from zeros: every element of a tensor
+// ends at minus the number of pushes applied to it) and clock, under asp and under bsp, while
+// processes die:
+//  - a seeded schedule SIGKILLs a random server three times, each restarted on its data dir;
+//  - a worker process is SIGKILLed after a seeded number of acknowledged pushes and started
+//    again under its rank.
+// At the end every tensor holds exactly the sum of all acknowledged pushes, each counted once.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "tests/integration/local_cluster.h"
+
+namespace hetps::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// "small" is served by the network thread, "big" (1.2 MB) by an apply thread.
+const std::vector<TensorSpec> kTensors = {{"small", {1000}, 0}, {"big", {300000}, 1}};
+constexpr int kSteps = 40;  // clocks per worker
+
+uint32_t Seed() {
+  const char* env = std::getenv("HETPS_CHAOS_SEED");
+  const uint32_t seed = env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10)) : 20261123;
+  std::printf("chaos seed %u (set HETPS_CHAOS_SEED to replay another)\n", seed);
+  return seed;
+}
+
+class DataRoot {
+ public:
+  DataRoot() : path_(std::filesystem::temp_directory_path() /
+                     ("hetps-chaos-" + std::to_string(getpid()) + "-" + std::to_string(n_++))) {}
+  ~DataRoot() { std::filesystem::remove_all(path_); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  static inline int n_ = 0;
+  std::filesystem::path path_;
+};
+
+ClusterOptions Options(const std::string& consistency, const DataRoot& root, int workers) {
+  return {.servers = 2,
+          .workers = workers,
+          .scheduler_flags = {"--heartbeat_timeout_ms=800"},
+          .server_flags = {"--data_dir=" + root.str() + "/server{i}", "--init=zeros",
+                           "--optimizer=sgd:lr=1", "--checkpoint_interval_ms=200",
+                           "--consistency=" + consistency}};
+}
+
+// Every element of every tensor, as one value per tensor (they must all agree).
+void ExpectSums(Client& c, int64_t pushes_per_tensor) {
+  for (const TensorSpec& t : kTensors) {
+    std::vector<float> w(t.NumElements());
+    ASSERT_TRUE(c.Pull(t.name, w.data(), t.NumElements()).Wait().ok());
+    for (float v : w) ASSERT_EQ(v, w[0]) << t.name << " holds different sums in one tensor";
+    EXPECT_EQ(w[0], -static_cast<float>(pushes_per_tensor)) << t.name;
+  }
+}
+
+class ChaosTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ChaosTest, ServersKilledAtRandomLoseAndDoubleNothing) {
+  std::mt19937 rng(Seed());
+  DataRoot root;
+  LocalCluster cluster(Options(GetParam(), root, 3));
+  std::vector<std::unique_ptr<Client>> clients(3);
+  LocalCluster::RunEach(3, [&](int i) {
+    ClientOptions o = cluster.ClientOpts();
+    o.server_recovery_timeout_ms = 30000;
+    auto c = Client::Connect(o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    clients[i] = std::move(*c);
+    ASSERT_TRUE(clients[i]->DeclareTensors(kTensors).ok());
+  });
+  std::atomic<int> acked{0};
+  std::atomic<bool> failed{false};
+  std::thread workers([&] {
+    LocalCluster::RunEach(3, [&](int i) {
+      std::vector<float> ones(300000, 1.0f);
+      while (clients[i]->clock() < kSteps && !failed) {
+        for (const TensorSpec& t : kTensors) {
+          Status s = clients[i]->Push(t.name, ones.data(), t.NumElements()).Wait();
+          if (!s.ok()) {
+            ADD_FAILURE() << "worker " << i << ": " << s.ToString();
+            failed = true;
+            return;
+          }
+          ++acked;
+        }
+        if (Status s = clients[i]->Clock(); !s.ok()) {
+          ADD_FAILURE() << "worker " << i << " clock: " << s.ToString();
+          failed = true;
+        }
+      }
+    });
+  });
+  // Three kills, each once the cluster made progress after the previous restart.
+  constexpr int kTotal = 3 * kSteps * 2;
+  int next = 0;
+  for (int kill = 0; kill < 3 && !failed; ++kill) {
+    next += std::uniform_int_distribution<int>(kTotal / 8, kTotal / 5)(rng);
+    while (acked.load() < next && !failed) std::this_thread::sleep_for(2ms);
+    const int victim = std::uniform_int_distribution<int>(0, 1)(rng);
+    std::printf("kill %d: server %d after %d acknowledged pushes\n", kill + 1, victim,
+                acked.load());
+    cluster.server(victim).Signal(SIGKILL);
+    ASSERT_TRUE(cluster.server(victim).WaitExit(5s).has_value());
+    cluster.RestartServer(victim);
+  }
+  workers.join();
+  ASSERT_FALSE(failed.load());
+  ASSERT_EQ(acked.load(), kTotal);
+  ExpectSums(*clients[0], 3 * kSteps);
+  LocalCluster::RunEach(3, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
+}
+
+// A worker process: pushes ones to each tensor and clocks until clock kSteps (computing 60 ms
+// per step, so the others are still running when the killed one comes back), telling `acks`
+// of each acknowledged push (the tensor's first letter); with `die_after` > 0 it SIGKILLs itself right after that many
+// acknowledgements (nothing in flight, so the count is exact). Rank 0 waits for the others at
+// the end and writes the sums it pulls. Never returns.
+[[noreturn]] void WorkerProcess(const ClientOptions& o, int acks, int die_after, int sums) {
+  auto c = Client::Connect(o);
+  if (!c.ok() || !(*c)->DeclareTensors(kTensors).ok()) _exit(3);
+  std::vector<float> ones(300000, 1.0f);
+  int pushed = 0;
+  while ((*c)->clock() < kSteps) {
+    for (const TensorSpec& t : kTensors) {
+      if (!(*c)->Push(t.name, ones.data(), t.NumElements()).Wait().ok()) _exit(4);
+      if (write(acks, t.name.data(), 1) != 1) _exit(5);
+      if (++pushed == die_after) raise(SIGKILL);
+    }
+    std::this_thread::sleep_for(60ms);
+    if (!(*c)->Clock().ok()) _exit(6);
+  }
+  if (!(*c)->Barrier().ok()) _exit(7);
+  if (sums >= 0) {
+    for (const TensorSpec& t : kTensors) {
+      std::vector<float> w(t.NumElements());
+      if (!(*c)->Pull(t.name, w.data(), t.NumElements()).Wait().ok()) _exit(8);
+      for (float v : w) {
+        if (v != w[0]) _exit(9);
+      }
+      if (write(sums, &w[0], sizeof(float)) != sizeof(float)) _exit(5);
+    }
+  }
+  _exit((*c)->Finish().ok() ? 0 : 10);
+}
+
+// Forks a worker process (this test process runs no client threads of its own, so the child
+// starts from a single-threaded copy).
+pid_t Fork(ClientOptions o, int rank, int acks, int die_after, int sums) {
+  o.rank = rank;
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) WorkerProcess(o, acks, die_after, sums);
+  return pid;
+}
+
+TEST_P(ChaosTest, AWorkerKilledAndRestartedUnderItsRankLosesAndDoublesNothing) {
+  std::mt19937 rng(Seed());
+  DataRoot root;
+  LocalCluster cluster(Options(GetParam(), root, 3));
+  int acks[2], sums[2];
+  ASSERT_EQ(pipe(acks), 0);
+  ASSERT_EQ(pipe(sums), 0);
+  const ClientOptions o = cluster.ClientOpts();
+  const int die_after = std::uniform_int_distribution<int>(5, kSteps / 2)(rng);
+  std::printf("worker 2 dies after %d acknowledged pushes\n", die_after);
+  std::vector<pid_t> pids = {Fork(o, 0, acks[1], 0, sums[1]), Fork(o, 1, acks[1], 0, -1),
+                             Fork(o, 2, acks[1], die_after, -1)};
+  int status = 0;
+  ASSERT_EQ(waitpid(pids[2], &status, 0), pids[2]);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "status " << status;
+  pids[2] = Fork(o, 2, acks[1], 0, -1);  // asks for rank 2 until the dead one is declared dead
+  for (pid_t pid : pids) {
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  close(acks[1]);
+  close(sums[1]);
+  int64_t small = 0, big = 0;
+  char buf[4096];
+  for (ssize_t n; (n = read(acks[0], buf, sizeof(buf))) > 0;) {
+    for (ssize_t i = 0; i < n; ++i) (buf[i] == 's' ? small : big)++;
+  }
+  float got[2] = {0, 0};
+  ASSERT_EQ(read(sums[0], got, sizeof(got)), static_cast<ssize_t>(sizeof(got)));
+  close(acks[0]);
+  close(sums[0]);
+  // The restarted worker continued from the clock the cluster was at, so the total is not
+  // simply 3 * kSteps per tensor: it is what was acknowledged.
+  EXPECT_GT(small, 2 * kSteps + die_after / 2) << "the restarted worker did not push";
+  EXPECT_EQ(got[0], -static_cast<float>(small)) << "small";
+  EXPECT_EQ(got[1], -static_cast<float>(big)) << "big";
+}
+
+INSTANTIATE_TEST_SUITE_P(Consistency, ChaosTest, ::testing::Values("asp", "bsp"));
+
+}  // namespace
+}  // namespace hetps::testing
