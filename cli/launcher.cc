@@ -170,18 +170,21 @@ Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
 }
 
 // --restart: a failed server is started again on its data dir, a failed worker under its rank
-// (it rejoins the running cluster), while the budget lasts; true when it was. (The scheduler
-// cannot be restarted into a running cluster yet.)
+// (it rejoins the running cluster), the scheduler on its data dir (it resumes the cluster),
+// while the budget lasts; true when it was.
 bool MaybeRestart(const LaunchArgs& args, LocalCluster& cluster, ChildProcess& c, int& restarts) {
-  if ((c.role != "server" && c.role != "worker") || restarts >= args.max_restarts || c.index < 0 ||
-      cluster.scheduler() == nullptr || !cluster.scheduler()->running()) {
+  const bool scheduler = c.role == "scheduler";
+  if (restarts >= args.max_restarts || (!scheduler && c.index < 0) ||
+      (!scheduler && (cluster.scheduler() == nullptr || !cluster.scheduler()->running()))) {
     return false;
   }
   ++restarts;
   Say(fmt::format("{} (pid {}) {}; restarting it ({} of {} restarts)", c.label, c.pid, c.Describe(),
                   restarts, args.max_restarts));
   c.replaced = true;
-  auto again = c.role == "server" ? cluster.RestartServer(c.index) : cluster.RestartWorker(c.index);
+  auto again = scheduler           ? cluster.RestartScheduler()
+               : c.role == "server" ? cluster.RestartServer(c.index)
+                                    : cluster.RestartWorker(c.index);
   if (!again.ok()) {
     Say(again.status().message());
     return false;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,12 +12,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string WithIndex(std::string text, int i) {
-  for (size_t at; (at = text.find("{i}")) != std::string::npos;) {
-    text.replace(at, 3, std::to_string(i));
-  }
+std::string WithIndex(std::string text, const std::string& index) {
+  for (size_t at; (at = text.find("{i}")) != std::string::npos;) text.replace(at, 3, index);
   return text;
 }
+std::string WithIndex(const std::string& text, int i) { return WithIndex(text, std::to_string(i)); }
 
 std::vector<std::string> Words(const std::string& text) {
   std::vector<std::string> words;
@@ -42,10 +42,11 @@ Status LocalCluster::Start() {
       o.bin_dir + "/hetps-scheduler", fmt::format("--num_servers={}", o.servers),
       fmt::format("--num_workers={}", o.workers), "--bind=" + o.scheduler_bind,
       "--endpoint_file=" + endpoint_file};
-  argv.insert(argv.end(), o.scheduler_flags.begin(), o.scheduler_flags.end());
+  for (const std::string& flag : o.scheduler_flags) argv.push_back(WithIndex(flag, "scheduler"));
   auto scheduler = supervisor_.Start("scheduler", "scheduler", argv);
   if (!scheduler.ok()) return scheduler.status();
   scheduler_ = *scheduler;
+  scheduler_argv_ = argv;
   const auto deadline = Clock::now() + o.start_timeout;
   while (endpoint_.empty()) {
     if (int sig = supervisor_.Pump(20)) {
@@ -73,6 +74,24 @@ Status LocalCluster::Start() {
     server_argv_.push_back(argv);
   }
   return Status();
+}
+
+StatusOr<ChildProcess*> LocalCluster::RestartScheduler() {
+  if (scheduler_ == nullptr || scheduler_->running()) {
+    return Status::FailedPrecondition("the scheduler was not started or is still running");
+  }
+  const bool keeps_state = std::any_of(scheduler_argv_.begin(), scheduler_argv_.end(),
+                                       [](const std::string& a) {
+                                         return a.starts_with("--data_dir=") && a.size() > 11;
+                                       });
+  if (!keeps_state) {
+    return Status::FailedPrecondition(
+        "the scheduler keeps no state (no --data_dir): it cannot resume the running cluster");
+  }
+  auto scheduler = supervisor_.Start("scheduler", "scheduler", scheduler_argv_);
+  if (!scheduler.ok()) return scheduler.status();
+  scheduler_ = *scheduler;
+  return scheduler;
 }
 
 StatusOr<ChildProcess*> LocalCluster::RestartServer(int index) {

@@ -21,8 +21,8 @@ struct LocalClusterOptions {
   int workers = 1;
   std::string bin_dir;   // where hetps-scheduler, hetps-server and hetps-worker are
   std::string work_dir;  // an existing folder for the scheduler's endpoint file
-  std::vector<std::string> scheduler_flags;
-  std::vector<std::string> server_flags;  // "{i}" replaced by each server's index
+  std::vector<std::string> scheduler_flags;  // "{i}" replaced by "scheduler"
+  std::vector<std::string> server_flags;     // "{i}" replaced by each server's index
   std::string scheduler_bind = "tcp://127.0.0.1:*";
   // Per server, "{i}" replaced by its index: the endpoint it binds and a command prefix (e.g.
   // "ip netns exec ns{i}" puts each server on its own emulated host).
@@ -39,6 +39,9 @@ class LocalCluster {
   // process that could not start, or the scheduler if it died or was silent for
   // start_timeout; Aborted when the supervisor saw a stop signal meanwhile.
   Status Start();
+  // Starts the scheduler again with the flags it first had (it must have exited, and keep its
+  // state in a --data_dir): it binds the endpoint it had and resumes the cluster.
+  StatusOr<ChildProcess*> RestartScheduler();
   // Starts server `index` again, with the flags it first had (it must have exited).
   StatusOr<ChildProcess*> RestartServer(int index);
   // Starts a hetps-worker joining this cluster, labelled "worker <index>"; with `output_file`,
@@ -61,6 +64,7 @@ class LocalCluster {
   std::string endpoint_;
   ChildProcess* scheduler_ = nullptr;
   std::vector<ChildProcess*> servers_;
+  std::vector<std::string> scheduler_argv_;
   std::vector<std::vector<std::string>> server_argv_;
   struct Started {
     std::vector<std::string> argv;

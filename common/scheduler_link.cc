@@ -48,10 +48,32 @@ void SchedulerLink::MaybeHeartbeat() {
   Send(h);
 }
 
-bool SchedulerLink::SchedulerLost() const {
+bool SchedulerLink::SchedulerLost() {
   const int timeout = view_.proto().heartbeat_timeout_ms();
-  return timeout > 0 &&
-         std::chrono::steady_clock::now() - last_heard_ > std::chrono::milliseconds(timeout);
+  const int recovery = view_.proto().scheduler_recovery_timeout_ms();
+  const auto silent = std::chrono::steady_clock::now() - last_heard_;
+  if (timeout <= 0 || silent <= std::chrono::milliseconds(timeout)) {
+    silence_logged_ = false;
+    return false;
+  }
+  if (silent <= std::chrono::milliseconds(recovery)) {
+    if (!silence_logged_) {
+      spdlog::warn("no word from the scheduler for {} ms; it keeps its state, so carrying on and "
+                   "waiting up to {} ms for it to come back",
+                   timeout, recovery);
+      silence_logged_ = true;
+    }
+    return false;
+  }
+  return true;
+}
+
+bool SchedulerLink::SchedulerRestarted(const proto::Header& h) {
+  if (h.incarnation() == 0) return false;
+  const bool restarted = scheduler_incarnation_ != 0 && h.incarnation() != scheduler_incarnation_;
+  scheduler_incarnation_ = h.incarnation();
+  if (restarted) spdlog::warn("the scheduler was restarted; sending again what it did not answer");
+  return restarted;
 }
 
 Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
@@ -78,6 +100,7 @@ Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
     if (!env || !env->status.ok()) continue;
     Heard();
     const proto::Header& h = env->message.header;
+    (void)SchedulerRestarted(h);  // learns the incarnation (a restart while joining changes nothing)
     switch (h.type()) {
       case proto::REGISTER_REPLY:
         id_ = h.node();

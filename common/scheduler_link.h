@@ -50,8 +50,13 @@ class SchedulerLink {
   // Records that a message from the scheduler arrived; the owner calls it for every one.
   void Heard() { last_heard_ = std::chrono::steady_clock::now(); }
   // True once the scheduler has been silent for longer than the heartbeat timeout it announced
-  // in the cluster view (it answers every heartbeat, so silence means it is gone).
-  bool SchedulerLost() const;
+  // in the cluster view (it answers every heartbeat, so silence means it is gone), or, when it
+  // keeps its state (a --data_dir), than the recovery timeout it announced: it may be restarted
+  // meanwhile, and the node carries on without it.
+  bool SchedulerLost();
+  // For each message from the scheduler: true when it shows that the scheduler was restarted
+  // (another incarnation than the one it joined); what it had not answered must be sent again.
+  bool SchedulerRestarted(const proto::Header& h);
 
  private:
   zmq::socket_t socket_;
@@ -65,6 +70,8 @@ class SchedulerLink {
   int32_t id_ = -1;
   int32_t rank_ = -1;
   ClusterView view_;
+  uint64_t scheduler_incarnation_ = 0;  // 0: none heard yet
+  bool silence_logged_ = false;
 };
 
 }  // namespace hetps

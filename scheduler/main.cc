@@ -15,6 +15,11 @@ DEFINE_int32(num_workers, 1,
 DEFINE_int32(max_workers, 0, "live workers the cluster takes at most (0: no bound)");
 DEFINE_int64(partition_bytes, 4 << 20, "largest partition of a tensor, in bytes");
 DEFINE_int32(heartbeat_timeout_ms, 5000, "a node silent this long is declared dead");
+DEFINE_string(data_dir, "",
+              "keep the cluster's membership, shard map and policy here (RocksDB); restarted on "
+              "it, the scheduler resumes the same cluster and no node stops");
+DEFINE_int32(recovery_timeout_ms, 60000,
+             "with --data_dir: how long nodes wait for a restarted scheduler before giving up");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
 DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
@@ -44,6 +49,8 @@ int main(int argc, char** argv) {
   o.num_servers = FLAGS_num_servers;
   o.num_workers = FLAGS_num_workers;
   o.max_workers = FLAGS_max_workers;
+  o.data_dir = FLAGS_data_dir;
+  o.recovery_timeout_ms = FLAGS_recovery_timeout_ms;
   o.partition_bytes = FLAGS_partition_bytes;
   o.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   o.http_port = FLAGS_http_port;

@@ -109,6 +109,49 @@ StatusOr<const Member*> Membership::JoinLate(const std::string& identity,
   return static_cast<const Member*>(&m);
 }
 
+std::vector<proto::SchedulerMember> Membership::Save() const {
+  std::vector<proto::SchedulerMember> out;
+  for (const Member& m : members_) {
+    proto::SchedulerMember& r = out.emplace_back();
+    *r.mutable_info() = m.info;
+    r.set_identity(m.identity);
+    r.set_state(static_cast<int32_t>(m.state));
+    r.set_took_over(m.took_over);
+    r.set_joined_late(m.joined_late);
+    r.set_superseded(m.superseded);
+  }
+  return out;
+}
+
+Status Membership::Restore(const std::vector<proto::SchedulerMember>& records, SteadyTime now) {
+  members_.clear();
+  servers_ = workers_ = 0;
+  server_ranks_.clear();
+  worker_ranks_.clear();
+  for (const proto::SchedulerMember& r : records) {
+    if (r.info().id() != static_cast<int32_t>(members_.size()) + 1 || r.state() < 0 ||
+        r.state() > 2 || (r.info().role() != proto::SERVER && r.info().role() != proto::WORKER)) {
+      return Status::Malformed(fmt::format("member record {} is damaged", members_.size() + 1));
+    }
+    Member m;
+    m.info = r.info();
+    m.identity = r.identity();
+    m.state = static_cast<Member::State>(r.state());
+    m.took_over = r.took_over();
+    m.joined_late = r.joined_late();
+    m.superseded = r.superseded();
+    m.last_seen = now;
+    // The counts of the forming cluster: every first registration of a rank.
+    if (!m.took_over && !m.joined_late) {
+      const bool server = m.info.role() == proto::SERVER;
+      (server ? servers_ : workers_)++;
+      (server ? server_ranks_ : worker_ranks_).insert(m.info.rank());
+    }
+    members_.push_back(std::move(m));
+  }
+  return Status();
+}
+
 Member* Membership::DeadServer(int32_t rank) {
   Member* found = nullptr;
   for (Member& m : members_) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "durable.pb.h"
 #include "hetps.pb.h"
 
 namespace hetps {
@@ -64,6 +65,13 @@ class Membership {
   // Declares dead every live node silent for longer than `timeout`; returns their ids.
   std::vector<int32_t> ExpireSilent(SteadyTime now, std::chrono::milliseconds timeout);
   void MarkLeft(int32_t id);
+
+  // For a scheduler's data dir: every member as a record, and a table rebuilt from them (each
+  // live member counts as heard from at `now`, so one that died meanwhile expires as usual).
+  std::vector<proto::SchedulerMember> Save() const;
+  Status Restore(const std::vector<proto::SchedulerMember>& members, SteadyTime now);
+  // Every member ever admitted, superseded ones included, by id - 1.
+  const std::deque<Member>& members() const { return members_; }
 
   // Members in the alive state (any role).
   std::vector<const Member*> Alive() const;

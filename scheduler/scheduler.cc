@@ -9,6 +9,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "common/cluster_view.h"
@@ -17,6 +18,7 @@
 #include "scheduler/cluster_stats.h"
 #include "scheduler/http_status.h"
 #include "scheduler/membership.h"
+#include "scheduler/scheduler_store.h"
 
 namespace hetps {
 namespace {
@@ -49,6 +51,10 @@ class Loop {
   Status Run();
 
  private:
+  // --data_dir: resumes the saved cluster (returns the endpoint to bind), or claims a new dir.
+  StatusOr<std::string> OpenDataDir();
+  // Saves what a restarted scheduler needs, before any node hears of the change.
+  void Save();
   void Handle(Envelope& env);
   void HandleMember(const Envelope& env, Member& member);
   void OnNodeError(const Member& member, const proto::Header& h);
@@ -63,7 +69,10 @@ class Loop {
   void Progress();  // releases whatever can be released now
   void BuildShardMap(const std::vector<Arrival>& waiting);
   Status CheckAgainstMap(const proto::Header& declare) const;
-  void Reply(const std::string& identity, const proto::Header& h) {
+  // Every message carries this scheduler's incarnation: a node that sees it change knows the
+  // scheduler was restarted and asks again what it had not been answered.
+  void Reply(const std::string& identity, proto::Header h) {
+    h.set_incarnation(incarnation_);
     SendRouted(router_, identity, h);
   }
   void Broadcast(proto::Header h);
@@ -88,11 +97,14 @@ class Loop {
   ClusterStats stats_;
   std::unique_ptr<StatusHttp> http_;
   const Clock::time_point start_ = Clock::now();
+  std::unique_ptr<SchedulerStore> store_;
+  const uint64_t incarnation_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
   double last_observed_ = -1;
   std::vector<int32_t> hinted_stragglers_;
   int64_t hinted_quorum_ = -1;
   zmq::context_t ctx_{1};
   zmq::socket_t router_;
+  std::string endpoint_;  // bound
   bool view_sent_ = false;
   std::set<int32_t> restoring_;  // restarted servers installing the shard map
   struct Joining {
@@ -119,20 +131,81 @@ class Loop {
   uint64_t next_policy_id_ = 1;
 };
 
+StatusOr<std::string> Loop::OpenDataDir() {
+  if (options_.data_dir.empty()) return options_.bind;
+  auto store = SchedulerStore::Open(options_.data_dir);
+  if (!store.ok()) return store.status();
+  store_ = std::move(*store);
+  if (!store_->state()) {
+    Save();
+    return options_.bind;
+  }
+  const proto::SchedulerState& state = *store_->state();
+  if (state.num_servers() != options_.num_servers || state.num_workers() != options_.num_workers) {
+    return Status::FailedPrecondition(fmt::format(
+        "scheduler data dir {} holds a cluster of {} servers and {} workers; this scheduler was "
+        "started for {} and {}",
+        options_.data_dir, state.num_servers(), state.num_workers(), options_.num_servers,
+        options_.num_workers));
+  }
+  const auto now = Clock::now();
+  if (Status s = members_.Restore({state.members().begin(), state.members().end()}, now);
+      !s.ok()) {
+    return Status(s.code(), fmt::format("scheduler data dir {}: {}", options_.data_dir, s.message()));
+  }
+  for (const Member& m : members_.members()) {
+    if (!m.superseded) stats_.OnJoin(m.info, Now());
+  }
+  view_sent_ = state.formed();
+  if (state.has_shard_map()) {
+    auto map = ShardMap::FromProto(state.shard_map());
+    if (!map.ok()) return map.status();
+    map_ = std::move(*map);
+  }
+  if (!state.policy().consistency().empty()) policy_ = state.policy();
+  spdlog::info("resumed the cluster saved in {}: {} nodes ({} alive when saved), {}", options_.data_dir,
+               state.members_size(), members_.Alive().size(),
+               map_ ? "shard map built" : "no shard map yet");
+  // Nodes reconnect to the address they know: a wildcard port binds the saved one again.
+  const bool any_port = options_.bind.ends_with(":*") || options_.bind.ends_with(":0");
+  return any_port && !state.endpoint().empty() ? state.endpoint() : options_.bind;
+}
+
+void Loop::Save() {
+  if (!store_) return;
+  proto::SchedulerState state;
+  state.set_endpoint(endpoint_);
+  state.set_num_servers(options_.num_servers);
+  state.set_num_workers(options_.num_workers);
+  for (proto::SchedulerMember& m : members_.Save()) *state.add_members() = std::move(m);
+  state.set_formed(view_sent_);
+  if (map_) *state.mutable_shard_map() = map_->ToProto();
+  if (policy_) *state.mutable_policy() = *policy_;
+  if (Status s = store_->Save(state); !s.ok()) spdlog::error("{}", s.ToString());
+}
+
 Status Loop::Run() {
   if (Status s = ValidateSchedulerOptions(options_); !s.ok()) return s;
+  auto bind = OpenDataDir();
+  if (!bind.ok()) return bind.status();
   router_.set(zmq::sockopt::linger, 2000);  // let SHUTDOWN reach the nodes on exit
   try {
-    router_.bind(options_.bind);
+    router_.bind(*bind);
   } catch (const zmq::error_t& e) {
-    return Status::InvalidArgument(fmt::format("cannot bind '{}': {}", options_.bind, e.what()));
+    return Status::InvalidArgument(fmt::format("cannot bind '{}': {}", *bind, e.what()));
   }
   const std::string endpoint = BoundEndpoint(router_);
+  endpoint_ = endpoint;
+  Save();
   if (!options_.endpoint_file.empty()) {
     if (Status s = WriteEndpointFile(options_.endpoint_file, endpoint); !s.ok()) return s;
   }
-  spdlog::info("listening on {}; waiting for {} servers and {} workers", endpoint,
-               options_.num_servers, options_.num_workers);
+  if (view_sent_) {
+    spdlog::info("listening on {}; the nodes reconnect to the resumed cluster", endpoint);
+  } else {
+    spdlog::info("listening on {}; waiting for {} servers and {} workers", endpoint,
+                 options_.num_servers, options_.num_workers);
+  }
   if (options_.http_port >= 0) {
     http_ = std::make_unique<StatusHttp>(
         options_.http_host, options_.http_port,
@@ -181,6 +254,7 @@ void Loop::Handle(Envelope& env) {
   }
   Member* m = members_.Touch(env.identity, Clock::now());
   if (m == nullptr || m->state == Member::State::kDead) {
+    spdlog::debug("{} from unknown or dead {}", proto::MsgType_Name(h.type()), env.identity);
     Status s = Status::Unregistered(m == nullptr ? "register first"
                                                  : "this node was declared dead; restart it");
     Reply(env.identity, ErrorReply(h, s, kSchedulerId));
@@ -273,6 +347,9 @@ void Loop::HandleRegister(const Envelope& env) {
                    h.policy().consistency(), policy_->consistency());
     }
   }
+  const bool formed_now = !view_sent_ && members_.complete();
+  view_sent_ = view_sent_ || formed_now;
+  Save();  // before the node hears it was admitted
   proto::Header r = ReplyTo(h, proto::REGISTER_REPLY, kSchedulerId);
   r.set_node(info.id());
   r.set_rank(info.rank());
@@ -284,11 +361,10 @@ void Loop::HandleRegister(const Envelope& env) {
   if (members_.JoinedLate(**m)) return AdmitLateWorker(**m);
   if (!members_.complete()) return;
   const proto::Header view = ViewMessage(proto::CLUSTER_VIEW, /*alive_only=*/false);
-  if (view_sent_) {
+  if (!formed_now) {
     Reply(env.identity, view);  // a retried registration
     return;
   }
-  view_sent_ = true;
   spdlog::info("cluster complete: {} servers, {} workers", options_.num_servers,
                options_.num_workers);
   Broadcast(view);
@@ -373,6 +449,7 @@ proto::Header Loop::ViewMessage(proto::MsgType type, bool alive_only) const {
   h.set_sender(kSchedulerId);
   *h.mutable_view() = members_.View(alive_only);
   h.mutable_view()->set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
+  if (store_) h.mutable_view()->set_scheduler_recovery_timeout_ms(options_.recovery_timeout_ms);
   if (policy_) *h.mutable_view()->mutable_policy() = *policy_;
   return h;
 }
@@ -426,6 +503,7 @@ Status Loop::CheckAgainstMap(const proto::Header& declare) const {
 void Loop::HandleLeave(const Envelope& env, const Member& m) {
   const int32_t id = m.info.id();
   members_.MarkLeft(id);
+  Save();
   stats_.OnLeft(id, Now());
   barrier_.Remove(id);
   declare_.Remove(id);
@@ -447,6 +525,7 @@ void Loop::OnDead(int32_t id) {
   auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - m->last_seen);
   spdlog::error("node {} ({} rank {}, pid {}) silent for {} ms: declared dead", id,
                 proto::Role_Name(m->info.role()), m->info.rank(), m->info.pid(), silent.count());
+  Save();
   proto::Header h;
   h.set_type(proto::NODE_DEAD);
   h.set_sender(kSchedulerId);
@@ -514,7 +593,10 @@ void Loop::FinishPolicyChanges() {
     Reply(it->second.requester.identity, s.ok() ? ReplyTo(req, proto::POLICY_ACK, kSchedulerId)
                                                 : ErrorReply(req, s, kSchedulerId));
     spdlog::info("policy change {}", s.ok() ? "applied on every live server" : s.ToString());
-    if (s.ok()) policy_ = it->second.policy;
+    if (s.ok()) {
+      policy_ = it->second.policy;
+      Save();
+    }
     it = policy_changes_.erase(it);
   }
 }
@@ -568,6 +650,7 @@ void Loop::BuildShardMap(const std::vector<Arrival>& waiting) {
     return;
   }
   map_ = std::move(*map);
+  Save();  // before any server installs it
   waiting_for_map_ = waiting;
   std::vector<int64_t> bytes = map_->ServerBytes();
   spdlog::info("shard map: {} tensors, {} partitions over {} servers ({:.1f}..{:.1f} MiB each)",

@@ -33,6 +33,11 @@ struct SchedulerOptions {
   std::string http_host = "127.0.0.1";
   std::string dashboard_dir;  // empty: DefaultDashboardDir()
   StragglerOptions straggler;
+  // Where the scheduler keeps the cluster's membership, shard map and policy (empty: in memory
+  // only, and its loss ends every node). Restarted on it, it resumes the same cluster; nodes
+  // wait up to recovery_timeout_ms for it to come back.
+  std::string data_dir;
+  int recovery_timeout_ms = 60000;
 };
 
 // What a scheduler refuses before it binds: node counts, partition size, HTTP port, straggler

@@ -228,7 +228,7 @@ void ClientIo::Dispatch(Outgoing& o) {
   p.clock = o.header.clock();
   p.type = o.header.type();
   p.partition = o.header.partition();
-  if (o.target >= 0 && options_.server_recovery_timeout_ms > 0) {
+  if (o.target == kToScheduler || (o.target >= 0 && options_.server_recovery_timeout_ms > 0)) {
     p.header = o.header;
     p.src = o.src;
     p.src_bytes = o.src_bytes;
@@ -322,6 +322,13 @@ Status ClientIo::AcceptPull(const proto::Header& h, const Message& message, cons
 void ClientIo::OnControl(Envelope& env) {
   if (!env.status.ok()) return;
   const proto::Header& h = env.message.header;
+  if (link_.SchedulerRestarted(h)) {
+    // A restarted scheduler knows this node (its data dir) but not what it was asked (a
+    // barrier, a declaration): ask again, under the same request ids.
+    for (const auto& [id, p] : pending_) {
+      if (p.target == kToScheduler) hetps::Send(link_.socket(), p.header, {});
+    }
+  }
   switch (h.type()) {
     case proto::NODE_DEAD: {
       auto server = server_rank_.find(h.node());

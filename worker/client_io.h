@@ -126,7 +126,7 @@ class ClientIo {
     int64_t clock = 0;
     proto::MsgType type = proto::MSG_UNKNOWN;  // of the request
     int32_t partition = 0;                     // data requests: the partition asked about
-    // To send it again to a restarted server (only kept with a recovery timeout).
+    // To send it again to a restarted server (only kept with a recovery timeout) or scheduler.
     proto::Header header;
     const float* src = nullptr;
     size_t src_bytes = 0;

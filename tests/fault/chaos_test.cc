@@ -2,6 +2,7 @@
 // ends at minus the number of pushes applied to it) and clock, under asp and under bsp, while
 // processes die:
 //  - a seeded schedule SIGKILLs a random server three times, each restarted on its data dir;
+//  - the same with the scheduler (on its data dir) killed twice;
 //  - a worker process is SIGKILLed after a seeded number of acknowledged pushes and started
 //    again under its rank.
 // At the end every tensor holds exactly the sum of all acknowledged pushes, each counted once.
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -48,7 +50,7 @@ class DataRoot {
 ClusterOptions Options(const std::string& consistency, const DataRoot& root, int workers) {
   return {.servers = 2,
           .workers = workers,
-          .scheduler_flags = {"--heartbeat_timeout_ms=800"},
+          .scheduler_flags = {"--heartbeat_timeout_ms=800", "--data_dir=" + root.str() + "/{i}"},
           .server_flags = {"--data_dir=" + root.str() + "/server{i}", "--init=zeros",
                            "--optimizer=sgd:lr=1", "--checkpoint_interval_ms=200",
                            "--consistency=" + consistency}};
@@ -66,10 +68,14 @@ void ExpectSums(Client& c, int64_t pushes_per_tensor) {
 
 class ChaosTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ChaosTest, ServersKilledAtRandomLoseAndDoubleNothing) {
+// Three workers push and clock while `kills` processes die, chosen by `victim`: -1 the
+// scheduler, else the server of that index. Each is restarted at once; at the end every tensor
+// holds exactly the 3 * kSteps pushes per tensor, each once.
+void RunWithKills(const std::string& consistency, int kills,
+                  const std::function<int(std::mt19937&)>& victim) {
   std::mt19937 rng(Seed());
   DataRoot root;
-  LocalCluster cluster(Options(GetParam(), root, 3));
+  LocalCluster cluster(Options(consistency, root, 3));
   std::vector<std::unique_ptr<Client>> clients(3);
   LocalCluster::RunEach(3, [&](int i) {
     ClientOptions o = cluster.ClientOpts();
@@ -94,6 +100,7 @@ TEST_P(ChaosTest, ServersKilledAtRandomLoseAndDoubleNothing) {
           }
           ++acked;
         }
+        std::this_thread::sleep_for(10ms);
         if (Status s = clients[i]->Clock(); !s.ok()) {
           ADD_FAILURE() << "worker " << i << " clock: " << s.ToString();
           failed = true;
@@ -101,24 +108,44 @@ TEST_P(ChaosTest, ServersKilledAtRandomLoseAndDoubleNothing) {
       }
     });
   });
-  // Three kills, each once the cluster made progress after the previous restart.
+  // Each kill once the cluster made progress after the previous restart.
   constexpr int kTotal = 3 * kSteps * 2;
   int next = 0;
-  for (int kill = 0; kill < 3 && !failed; ++kill) {
+  for (int kill = 0; kill < kills && !failed; ++kill) {
     next += std::uniform_int_distribution<int>(kTotal / 8, kTotal / 5)(rng);
     while (acked.load() < next && !failed) std::this_thread::sleep_for(2ms);
-    const int victim = std::uniform_int_distribution<int>(0, 1)(rng);
-    std::printf("kill %d: server %d after %d acknowledged pushes\n", kill + 1, victim,
-                acked.load());
-    cluster.server(victim).Signal(SIGKILL);
-    ASSERT_TRUE(cluster.server(victim).WaitExit(5s).has_value());
-    cluster.RestartServer(victim);
+    const int v = victim(rng);
+    std::printf("kill %d: %s after %d acknowledged pushes\n", kill + 1,
+                v < 0 ? "the scheduler" : ("server " + std::to_string(v)).c_str(), acked.load());
+    Process& p = v < 0 ? cluster.scheduler() : cluster.server(v);
+    p.Signal(SIGKILL);
+    ASSERT_TRUE(p.WaitExit(5s).has_value());
+    if (v < 0) {
+      cluster.RestartScheduler();
+    } else {
+      cluster.RestartServer(v);
+    }
   }
   workers.join();
   ASSERT_FALSE(failed.load());
   ASSERT_EQ(acked.load(), kTotal);
+  // The control plane works after the kills: a barrier of every worker, then the sums.
+  LocalCluster::RunEach(3, [&](int i) { EXPECT_TRUE(clients[i]->Barrier().ok()); });
   ExpectSums(*clients[0], 3 * kSteps);
   LocalCluster::RunEach(3, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
+  auto st = cluster.scheduler().WaitExit(10s);
+  ASSERT_TRUE(st.has_value()) << "the scheduler did not end the run";
+  EXPECT_EQ(WEXITSTATUS(*st), 0);
+}
+
+TEST_P(ChaosTest, ServersKilledAtRandomLoseAndDoubleNothing) {
+  RunWithKills(GetParam(), 3, [](std::mt19937& rng) {
+    return std::uniform_int_distribution<int>(0, 1)(rng);
+  });
+}
+
+TEST_P(ChaosTest, TheSchedulerKilledTwiceLosesAndDoublesNothing) {
+  RunWithKills(GetParam(), 2, [](std::mt19937&) { return -1; });
 }
 
 // A worker process: pushes ones to each tensor and clocks until clock kSteps (computing 60 ms

@@ -170,17 +170,17 @@ TEST(LaunchTest, KilledWorkerIsNamedAndTheOthersFinish) {
 // --restart on a real training run: the quickstart's MLP, with servers SIGKILLed three times in
 // all; each is restarted on its data dir, rejoins, the workers resend what it did not answer,
 // and training still reaches 85% without any worker restarting.
-// The quickstart with three server kills and a worker kill: each is restarted (servers on
-// their data dirs, the worker under its rank, rejoining where the cluster is), and the model
-// still trains to the quickstart's accuracy.
-TEST(LaunchTest, TrainingSurvivesServersAndAWorkerKilledAndRestarted) {
+// The quickstart with three server kills, a worker kill and a scheduler kill: each is
+// restarted (servers and the scheduler on their data dirs, the worker under its rank,
+// rejoining where the cluster is), and the model still trains to the quickstart's accuracy.
+TEST(LaunchTest, TrainingSurvivesServersAWorkerAndTheSchedulerKilledAndRestarted) {
   const std::string dir = ::testing::TempDir() + "hetps-restart-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   int kills = 0;
-  bool worker_killed = false;
+  bool worker_killed = false, scheduler_killed = false;
   LaunchResult r = Launch(
       "--servers 2 --workers 4 --flagfile " + std::string(HETPS_SOURCE_DIR) +
-          "/deploy/quickstart.flags --restart=on-failure:4 --data_dir=" + dir +
+          "/deploy/quickstart.flags --restart=on-failure:5 --data_dir=" + dir +
           "/server{i} --heartbeat_timeout_ms=1000 --heartbeat_interval_ms=200 --run_dir=" + dir +
           "/run",
       [&](const std::string& line, pid_t launcher) {
@@ -191,6 +191,12 @@ TEST(LaunchTest, TrainingSurvivesServersAndAWorkerKilledAndRestarted) {
           ASSERT_FALSE(servers.empty());
           kill(servers[kills % servers.size()], SIGKILL);
           ++kills;
+        }
+        if (!scheduler_killed && line.find("iter 1000/") != std::string::npos) {
+          auto scheduler = Children(launcher, "hetps-scheduler");
+          ASSERT_EQ(scheduler.size(), 1u);
+          kill(scheduler[0], SIGKILL);
+          scheduler_killed = true;
         }
         if (worker_killed || line.find("iter 500/") == std::string::npos) return;
         for (pid_t w : Children(launcher, "hetps-worker")) {
@@ -204,9 +210,11 @@ TEST(LaunchTest, TrainingSurvivesServersAndAWorkerKilledAndRestarted) {
   std::filesystem::remove_all(dir);
   EXPECT_EQ(kills, 3) << r.output;
   EXPECT_TRUE(worker_killed) << r.output;
+  EXPECT_TRUE(scheduler_killed) << r.output;
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("restarting it (4 of 4 restarts)"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("(4 restarts)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("restarting it (5 of 5 restarts)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(5 restarts)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed the cluster saved in"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("joined the running cluster as rank 3; starting at clock"),
             std::string::npos)
       << r.output;

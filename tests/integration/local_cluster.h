@@ -96,6 +96,12 @@ class LocalCluster {
   const std::string& endpoint() const { return cluster_->endpoint(); }
   Process& scheduler() { return *scheduler_; }
   Process& server(int i) { return *servers_.at(i); }
+  // Starts the scheduler again with its flags (after it exited); it needs a --data_dir.
+  void RestartScheduler() {
+    auto child = cluster_->RestartScheduler();
+    ASSERT_TRUE(child.ok()) << child.status().ToString();
+    scheduler_ = std::make_unique<Process>(supervisor_, *child);
+  }
   // Starts server i again with its flags (after it exited), e.g. on its data dir.
   void RestartServer(int i) {
     auto child = cluster_->RestartServer(i);

@@ -1,0 +1,43 @@
+// SchedulerStore: a scheduler's --data_dir. It keeps the cluster's membership (every node's id,
+// role, rank, address, connection identity and state), whether the cluster formed, the shard
+// map and the consistency policy, in RocksDB, synced before any node hears of a change. A
+// scheduler restarted on it resumes the same cluster: the nodes, which keep running, reconnect
+// under their identities and go on (common/scheduler_link.h).
+//
+// Thread-safety: none; owned by the scheduler's loop thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "durable.pb.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace hetps {
+
+class SchedulerStore {
+ public:
+  // Opens `dir`, creating it when missing or empty. A folder that holds something else, or a
+  // damaged record, is refused with an error naming it.
+  static StatusOr<std::unique_ptr<SchedulerStore>> Open(const std::string& dir);
+  ~SchedulerStore();
+
+  const std::string& dir() const { return dir_; }
+  // What the last scheduler on this dir saved; nullopt for a new one.
+  const std::optional<proto::SchedulerState>& state() const { return state_; }
+  // Replaces the saved state (synced to disk).
+  Status Save(const proto::SchedulerState& state);
+
+ private:
+  explicit SchedulerStore(std::string dir);
+  std::string dir_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::optional<proto::SchedulerState> state_;
+};
+
+}  // namespace hetps
