@@ -1,6 +1,7 @@
 #include "bench/bench_cluster.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <chrono>
@@ -75,7 +76,8 @@ StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Launch(
   return cluster;
 }
 
-Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors) {
+Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
+                                       int server_recovery_timeout_ms) {
   clients_.resize(workers_);
   std::vector<Status> results(workers_);
   std::vector<std::thread> threads;
@@ -84,6 +86,7 @@ Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors) {
       ClientOptions o;
       o.scheduler = cluster_->endpoint();
       o.join_timeout_ms = 30000;
+      o.server_recovery_timeout_ms = server_recovery_timeout_ms;
       auto client = Client::Connect(o);
       if (!client.ok()) {
         results[i] = client.status();
@@ -99,5 +102,16 @@ Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors) {
   }
   return Status();
 }
+
+Status BenchCluster::KillServer(int i) {
+  ChildProcess* server = cluster_->servers().at(i);
+  if (server->running()) kill(server->pid, SIGKILL);
+  if (!supervisor_->WaitExit(*server, std::chrono::seconds(30)).has_value()) {
+    return Status::Internal(fmt::format("server {} did not exit after SIGKILL", i));
+  }
+  return Status();
+}
+
+Status BenchCluster::RestartServer(int i) { return cluster_->RestartServer(i).status(); }
 
 }  // namespace hetps::bench

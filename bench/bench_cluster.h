@@ -24,8 +24,14 @@ class BenchCluster {
   // Start() then ConnectAndDeclare(); a failure's message names the cluster's log.
   static StatusOr<std::unique_ptr<BenchCluster>> Launch(const BenchClusterOptions& options,
                                                         const std::vector<TensorSpec>& tensors);
-  // Connects the W clients together (Connect and DeclareTensors are collective).
-  Status ConnectAndDeclare(const std::vector<TensorSpec>& tensors);
+  // Connects the W clients together (Connect and DeclareTensors are collective); their requests
+  // to a dead server wait `server_recovery_timeout_ms` for its restart.
+  Status ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
+                           int server_recovery_timeout_ms = 0);
+  // SIGKILLs server `i` and waits for it to exit.
+  Status KillServer(int i);
+  // Starts server `i` again with its flags (after it exited).
+  Status RestartServer(int i);
   std::vector<std::unique_ptr<Client>>& clients() { return clients_; }
   const std::string& log_path() const { return log_; }
   const std::string& dir() const { return dir_; }

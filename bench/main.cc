@@ -9,6 +9,7 @@
 #include "bench/codec.h"
 #include "bench/consistency.h"
 #include "bench/pushpull.h"
+#include "bench/recovery.h"
 #include "bench/train.h"
 #include "common/allocator.h"
 #include "common/int_list.h"
@@ -30,6 +31,7 @@ DEFINE_string(codec, "topk:density=0.01", "codec: the codec spec to measure");
 DEFINE_int64(elements, 16 << 20, "codec: float32 elements per encode");
 DEFINE_string(device, "cpu", "codec: cpu or gpu");
 DEFINE_string(mb, "1,16,64", "pushpull: tensor sizes in MiB, comma-separated");
+DEFINE_string(model_mib, "256,1024", "recovery: model sizes in MiB, comma-separated");
 DEFINE_double(seconds, 6,
               "pushpull: measuring time per size (raw, push and pull slices alternate)");
 DEFINE_int32(server_threads, 2, "apply threads per server");
@@ -73,6 +75,17 @@ int PushPull() {
     o.durability.push_back(level);
   }
   return hetps::bench::RunPushPull(o);
+}
+
+int Recovery() {
+  hetps::bench::RecoveryBenchOptions o;
+  auto sizes = hetps::ParsePositiveList(FLAGS_model_mib, 16384);
+  if (!sizes.ok()) {
+    std::fprintf(stderr, "--model_mib: %s\n", sizes.status().message().c_str());
+    return 2;
+  }
+  o.mib.assign(sizes->begin(), sizes->end());
+  return hetps::bench::RunRecoveryBench(o);
 }
 
 int Train() {
@@ -125,7 +138,8 @@ int main(int argc, char** argv) {
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
       "--straggler_slowdown "
       "F]\n"
-      "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]");
+      "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]\n"
+      "       hetps-bench recovery [--model_mib 256,1024]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   // The same tuning as the role processes, so the raw ZeroMQ ceiling measured here benefits
   // from it exactly as the clients do.
@@ -140,6 +154,7 @@ int main(int argc, char** argv) {
   if (command == "consistency") return Consistency();
   if (command == "train") return Train();
   if (command == "codec") return Codec();
+  if (command == "recovery") return Recovery();
   std::fprintf(stderr, "usage: %s\n", gflags::ProgramUsage());
   return 2;
 }

@@ -285,7 +285,7 @@ int Launch(const LaunchArgs& args) {
   if (args.max_restarts > 0) {
     // A restarted server must find its shards, and the workers must wait for it.
     if (LastFlagValue(routed->at("server"), "data_dir").empty()) {
-      return Say("--restart needs servers that keep their shards: add --data_dir=DIR/server{i}"), 2;
+      return Say("--restart needs servers that keep their shards: add --data_dir=DIR/{i}"), 2;
     }
     if (LastFlagValue(routed->at("worker"), "server_recovery_timeout_ms").empty()) {
       routed->at("worker").insert(routed->at("worker").begin(),
