@@ -87,6 +87,15 @@ void ClusterStats::OnDead(int32_t id, double) {
   if (ServerRecord* s = Server(id)) s->state = "dead";
 }
 
+void ClusterStats::OnServerRestarted(int32_t id, int32_t old) {
+  if (ServerRecord* s = Server(old)) s->state = "replaced";
+  if (ServerRecord* s = Server(id)) s->state = "recovering";
+}
+
+void ClusterStats::OnServerBack(int32_t id) {
+  if (ServerRecord* s = Server(id); s != nullptr && s->state == "recovering") s->state = "alive";
+}
+
 void ClusterStats::OnWorkerReport(int32_t id, const proto::WorkerReport& r, double now) {
   WorkerRecord* w = Worker(id);
   if (w == nullptr || w->state != "alive") return;

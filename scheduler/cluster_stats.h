@@ -45,6 +45,10 @@ class ClusterStats {
   void OnHeard(int32_t id, double now);  // any message from the node
   void OnLeft(int32_t id, double now);
   void OnDead(int32_t id, double now);
+  // A server restarted on its data dir took over the rank of the dead `old` one: `old` is
+  // "replaced", the new one "recovering" (restoring its shards) until OnServerBack.
+  void OnServerRestarted(int32_t id, int32_t old);
+  void OnServerBack(int32_t id);
   void OnWorkerReport(int32_t id, const proto::WorkerReport& report, double now);
   void OnServerReport(int32_t id, const proto::ServerReport& report, double now);
 

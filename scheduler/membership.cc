@@ -167,6 +167,7 @@ const Member* Membership::TakeOver(Member& dead, const std::string& identity,
   dead.superseded = true;
   Member& m = Add(identity, request, dead.info.rank(), now);
   m.took_over = true;
+  m.replaces = dead.info.id();
   return &m;
 }
 

@@ -27,6 +27,7 @@ struct Member {
   SteadyTime last_seen;
   State state = State::kAlive;
   bool took_over = false;    // a server that took over a dead server's rank
+  int32_t replaces = 0;      // then: the dead server's id
   bool joined_late = false;  // a worker that joined the running cluster
   bool superseded = false;   // a dead node whose rank another took over (or a departed worker's)
 };

@@ -374,6 +374,7 @@ void Loop::HandleRegister(const Envelope& env) {
 // and the shard map; once it acknowledged the map (it restored its shards by then) everyone
 // learns its new address.
 void Loop::AdmitRestartedServer(const Envelope& env, const Member& m) {
+  stats_.OnServerRestarted(m.info.id(), m.replaces);
   Reply(env.identity, ViewMessage(proto::CLUSTER_VIEW, /*alive_only=*/true));
   if (!map_) return AnnounceServerBack(m);
   proto::Header h;
@@ -385,6 +386,7 @@ void Loop::AdmitRestartedServer(const Envelope& env, const Member& m) {
 }
 
 void Loop::AnnounceServerBack(const Member& m) {
+  stats_.OnServerBack(m.info.id());
   spdlog::info("server rank {} is back (node {} at {})", m.info.rank(), m.info.id(),
                m.info.address());
   proto::Header back = ViewMessage(proto::SERVER_BACK, /*alive_only=*/false);

@@ -419,6 +419,19 @@ void ServerLoop::HandleControl(Envelope& env) {
       break;
     case proto::HEARTBEAT:
       break;
+    case proto::ERROR:
+      if (h.error() == proto::UNREGISTERED) {
+        // Declared dead while alive (it stalled past the heartbeat timeout): the cluster has
+        // stopped routing to it, so it stops too; restarted on its data dir it takes its rank
+        // over again (hetps launch --restart does that).
+        fatal_ = Status::Aborted(fmt::format(
+            "the scheduler declared this server dead ({}); stopping so that a restart takes its "
+            "rank over",
+            h.error_message()));
+        break;
+      }
+      spdlog::warn("the scheduler reported: {}", StatusOf(h).ToString());
+      break;
     default:
       spdlog::debug("ignoring control message {}", proto::MsgType_Name(h.type()));
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <thread>
 
 #include "tests/integration/local_cluster.h"
 
@@ -78,6 +79,24 @@ TEST(NodeFailureTest, LostSchedulerIsAnErrorNotAHang) {
   auto st = cluster.server(0).WaitExit(15s);
   ASSERT_TRUE(st.has_value()) << "server kept running without a scheduler";
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1);
+}
+
+// A server that stalls past the heartbeat timeout (SIGSTOP) is declared dead and routed around;
+// once it runs again and hears so, it stops (exit 1) instead of serving a cluster that no
+// longer counts on it, so a restart on its data dir can take its rank over.
+TEST(NodeFailureTest, AServerDeclaredDeadWhileStalledStopsOnceItHearsSo) {
+  LocalCluster cluster(
+      {.servers = 2, .workers = 1, .scheduler_flags = {"--heartbeat_timeout_ms=800"}});
+  auto clients = cluster.ConnectClients(1);
+  ASSERT_TRUE(clients[0]->DeclareTensors({{"w", {10}, 0}}).ok());
+  cluster.server(0).Signal(SIGSTOP);
+  std::this_thread::sleep_for(1500ms);
+  cluster.server(0).Signal(SIGCONT);
+  auto st = cluster.server(0).WaitExit(10s);
+  ASSERT_TRUE(st.has_value()) << "a server declared dead went on serving";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1) << "status " << *st;
+  EXPECT_FALSE(cluster.server(1).WaitExit(1ms).has_value()) << "the other server stopped";
+  EXPECT_TRUE(clients[0]->Finish().ok());
 }
 
 TEST(NodeFailureTest, DaemonsExitCleanlyOnSigterm) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace hetps {
@@ -227,6 +228,33 @@ TEST(ClusterStatsTest, IgnoresBadFiguresAndUnknownNodes) {
   EXPECT_TRUE((*WorkerOf(s, 0))["iteration_ms"].is_null());
   EXPECT_EQ(s["staleness_histogram"]["counts"][0], 0);
   EXPECT_EQ(s["workers"].size(), 3u);
+}
+
+}  // namespace
+}  // namespace hetps
+
+namespace hetps {
+namespace {
+
+TEST(ClusterStatsTest, ARestartedServerIsRecoveringUntilItIsBack) {
+  ClusterStats stats = Cluster();
+  auto states = [&] {
+    std::map<int, std::string> by_id;
+    const Json status = Json::parse(stats.StatusJson(1));
+    for (const Json& s : status["servers"]) {
+      by_id[s["id"].get<int>()] = s["state"].get<std::string>();
+    }
+    return by_id;
+  };
+  stats.OnDead(2, 1);
+  EXPECT_EQ(states()[2], "dead");
+  stats.OnJoin(Node(6, proto::SERVER, 1), 1);  // restarted on its data dir, takes rank 1 over
+  stats.OnServerRestarted(6, 2);
+  EXPECT_EQ(states()[2], "replaced");
+  EXPECT_EQ(states()[6], "recovering");
+  stats.OnServerBack(6);
+  EXPECT_EQ(states()[6], "alive");
+  EXPECT_EQ(states()[1], "alive");
 }
 
 }  // namespace
