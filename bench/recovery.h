@@ -2,7 +2,8 @@
 // For each model size, one server (--data_dir, process durability, Adam: values plus two
 // moments) takes five whole-model pushes (its log then holds a checkpoint and an update after
 // it), is SIGKILLed, declared dead, and started again on its data dir; the time from that start
-// until a worker's pull of the whole model is answered is the recovery time. JSON per size.
+// until a worker's pull of the whole model is answered is the recovery time (restore_s: the
+// server's own figure for reading its checkpoints and replaying its log). JSON per size.
 #pragma once
 
 #include <vector>
