@@ -66,6 +66,9 @@ class ServerLoop {
   const ServerOptions& options_;
   const std::atomic<bool>& stop_;
   zmq::context_t ctx_{1};
+  // The scheduler link has its own I/O thread: heartbeats must not queue behind a GiB of pushes
+  // arriving on the data plane (the scheduler would declare a busy server dead).
+  zmq::context_t control_ctx_{1};
   std::optional<zmq::socket_t> router_;
   std::optional<ApplyThreads> apply_threads_;
   std::unique_ptr<SchedulerLink> link_;
@@ -119,7 +122,7 @@ Status ServerLoop::Setup() {
         endpoint));
   }
   apply_threads_.emplace(ctx_, options_.threads);
-  link_ = std::make_unique<SchedulerLink>(ctx_, options_.scheduler, proto::SERVER, address,
+  link_ = std::make_unique<SchedulerLink>(control_ctx_, options_.scheduler, proto::SERVER, address,
                                           options_.heartbeat_interval_ms);
   link_->registration().mutable_policy()->set_consistency(gate_->consistency());
   if (Status s = OpenDataDir(); !s.ok()) return s;
@@ -320,12 +323,22 @@ Status ServerLoop::RestoreShards() {
         map_->tensors().size(), map_->partitions().size()));
   }
   const auto start = std::chrono::steady_clock::now();
-  int64_t replayed = 0;
+  auto last_progress = start;
+  int64_t replayed = 0, done = 0;
   for (const auto& owned : state_.owned) {
     for (int32_t id : owned) {
       auto n = RecoverPartition(state_, *state_.store->Find(id));
       if (!n.ok()) return n.status();
       replayed += *n;
+      ++done;
+      // A large model takes seconds: the scheduler must keep hearing from this server (or it
+      // declares it dead), and the operator sees how far it got.
+      link_->MaybeHeartbeat();
+      if (std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(5)) {
+        last_progress = std::chrono::steady_clock::now();
+        spdlog::info("restoring from {}: {} of {} partitions", dir, done,
+                     state_.store->num_partitions());
+      }
     }
   }
   spdlog::info("restored {} partitions from {}: {} logged updates replayed in {:.2f} s",
