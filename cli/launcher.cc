@@ -182,7 +182,7 @@ bool MaybeRestart(const LaunchArgs& args, LocalCluster& cluster, ChildProcess& c
   Say(fmt::format("{} (pid {}) {}; restarting it ({} of {} restarts)", c.label, c.pid, c.Describe(),
                   restarts, args.max_restarts));
   c.replaced = true;
-  auto again = scheduler           ? cluster.RestartScheduler()
+  auto again = scheduler            ? cluster.RestartScheduler()
                : c.role == "server" ? cluster.RestartServer(c.index)
                                     : cluster.RestartWorker(c.index);
   if (!again.ok()) {

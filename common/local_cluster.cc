@@ -80,10 +80,9 @@ StatusOr<ChildProcess*> LocalCluster::RestartScheduler() {
   if (scheduler_ == nullptr || scheduler_->running()) {
     return Status::FailedPrecondition("the scheduler was not started or is still running");
   }
-  const bool keeps_state = std::any_of(scheduler_argv_.begin(), scheduler_argv_.end(),
-                                       [](const std::string& a) {
-                                         return a.starts_with("--data_dir=") && a.size() > 11;
-                                       });
+  const bool keeps_state = std::any_of(
+      scheduler_argv_.begin(), scheduler_argv_.end(),
+      [](const std::string& a) { return a.starts_with("--data_dir=") && a.size() > 11; });
   if (!keeps_state) {
     return Status::FailedPrecondition(
         "the scheduler keeps no state (no --data_dir): it cannot resume the running cluster");

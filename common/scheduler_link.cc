@@ -58,9 +58,10 @@ bool SchedulerLink::SchedulerLost() {
   }
   if (silent <= std::chrono::milliseconds(recovery)) {
     if (!silence_logged_) {
-      spdlog::warn("no word from the scheduler for {} ms; it keeps its state, so carrying on and "
-                   "waiting up to {} ms for it to come back",
-                   timeout, recovery);
+      spdlog::warn(
+          "no word from the scheduler for {} ms; it keeps its state, so carrying on and "
+          "waiting up to {} ms for it to come back",
+          timeout, recovery);
       silence_logged_ = true;
     }
     return false;
@@ -100,7 +101,9 @@ Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
     if (!env || !env->status.ok()) continue;
     Heard();
     const proto::Header& h = env->message.header;
-    (void)SchedulerRestarted(h);  // learns the incarnation (a restart while joining changes nothing)
+    // Learns the incarnation; while joining there is nothing to resend (a registration the
+    // scheduler answered is in its data dir).
+    (void)SchedulerRestarted(h);
     switch (h.type()) {
       case proto::REGISTER_REPLY:
         id_ = h.node();

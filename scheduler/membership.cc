@@ -89,9 +89,9 @@ StatusOr<const Member*> Membership::JoinLate(const std::string& identity,
   if (request.has_rank()) {
     rank = request.rank();
     if (rank < 0 || rank >= max_workers_) {
-      return Status::InvalidArgument(fmt::format(
-          "rank {} asked for, but the cluster takes at most {} workers (0..{})", rank,
-          max_workers_, max_workers_ - 1));
+      return Status::InvalidArgument(
+          fmt::format("rank {} asked for, but the cluster takes at most {} workers (0..{})", rank,
+                      max_workers_, max_workers_ - 1));
     }
     auto it = holder.find(rank);
     if (it != holder.end() && it->second->state == Member::State::kAlive) {

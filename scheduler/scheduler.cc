@@ -98,7 +98,8 @@ class Loop {
   std::unique_ptr<StatusHttp> http_;
   const Clock::time_point start_ = Clock::now();
   std::unique_ptr<SchedulerStore> store_;
-  const uint64_t incarnation_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  const uint64_t incarnation_ =
+      std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
   double last_observed_ = -1;
   std::vector<int32_t> hinted_stragglers_;
   int64_t hinted_quorum_ = -1;
@@ -149,9 +150,9 @@ StatusOr<std::string> Loop::OpenDataDir() {
         options_.num_workers));
   }
   const auto now = Clock::now();
-  if (Status s = members_.Restore({state.members().begin(), state.members().end()}, now);
-      !s.ok()) {
-    return Status(s.code(), fmt::format("scheduler data dir {}: {}", options_.data_dir, s.message()));
+  if (Status s = members_.Restore({state.members().begin(), state.members().end()}, now); !s.ok()) {
+    return Status(s.code(),
+                  fmt::format("scheduler data dir {}: {}", options_.data_dir, s.message()));
   }
   for (const Member& m : members_.members()) {
     if (!m.superseded) stats_.OnJoin(m.info, Now());
@@ -163,8 +164,8 @@ StatusOr<std::string> Loop::OpenDataDir() {
     map_ = std::move(*map);
   }
   if (!state.policy().consistency().empty()) policy_ = state.policy();
-  spdlog::info("resumed the cluster saved in {}: {} nodes ({} alive when saved), {}", options_.data_dir,
-               state.members_size(), members_.Alive().size(),
+  spdlog::info("resumed the cluster saved in {}: {} nodes ({} alive when saved), {}",
+               options_.data_dir, state.members_size(), members_.Alive().size(),
                map_ ? "shard map built" : "no shard map yet");
   // Nodes reconnect to the address they know: a wildcard port binds the saved one again.
   const bool any_port = options_.bind.ends_with(":*") || options_.bind.ends_with(":0");

@@ -1,11 +1,11 @@
 // SchedulerNode: rendezvous and membership for one cluster. It admits the expected servers and
-// workers, broadcasts the cluster view, admits workers that join (or rejoin) the running cluster, builds and installs the shard map from the workers'
-// declared tensors, runs barriers, detects dead nodes from missed heartbeats, and shuts the
-// servers down once every worker has left or died. It is on the control plane only: no tensor
-// ever passes through it. It is also the policy brain and the observer: the reports riding on
-// heartbeats feed ClusterStats (clocks, iteration times, staleness, stragglers, per-layer and
-// per-server figures), served over HTTP and to `hetps status`, and straggler flags with the
-// resulting quorum go to the servers as POLICY_HINT.
+// workers, broadcasts the cluster view, admits workers that join (or rejoin) the running cluster,
+// builds and installs the shard map from the workers' declared tensors, runs barriers, detects dead
+// nodes from missed heartbeats, and shuts the servers down once every worker has left or died. It
+// is on the control plane only: no tensor ever passes through it. It is also the policy brain and
+// the observer: the reports riding on heartbeats feed ClusterStats (clocks, iteration times,
+// staleness, stragglers, per-layer and per-server figures), served over HTTP and to `hetps status`,
+// and straggler flags with the resulting quorum go to the servers as POLICY_HINT.
 #pragma once
 
 #include <atomic>

@@ -60,9 +60,9 @@ StatusOr<std::unique_ptr<SchedulerStore>> SchedulerStore::Open(const std::string
                                          got.ok() ? "" : ": " + got.ToString()));
   }
   if (state.format() != kFormat) {
-    return Status::FailedPrecondition(fmt::format(
-        "scheduler data dir {} has layout {}; this scheduler reads layout {}", dir,
-        state.format(), kFormat));
+    return Status::FailedPrecondition(
+        fmt::format("scheduler data dir {} has layout {}; this scheduler reads layout {}", dir,
+                    state.format(), kFormat));
   }
   store->state_ = std::move(state);
   return store;

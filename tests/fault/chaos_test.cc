@@ -30,15 +30,17 @@ constexpr int kSteps = 40;  // clocks per worker
 
 uint32_t Seed() {
   const char* env = std::getenv("HETPS_CHAOS_SEED");
-  const uint32_t seed = env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10)) : 20261123;
+  const uint32_t seed =
+      env != nullptr ? static_cast<uint32_t>(std::strtoul(env, nullptr, 10)) : 20261123;
   std::printf("chaos seed %u (set HETPS_CHAOS_SEED to replay another)\n", seed);
   return seed;
 }
 
 class DataRoot {
  public:
-  DataRoot() : path_(std::filesystem::temp_directory_path() /
-                     ("hetps-chaos-" + std::to_string(getpid()) + "-" + std::to_string(n_++))) {}
+  DataRoot()
+      : path_(std::filesystem::temp_directory_path() /
+              ("hetps-chaos-" + std::to_string(getpid()) + "-" + std::to_string(n_++))) {}
   ~DataRoot() { std::filesystem::remove_all(path_); }
   std::string str() const { return path_.string(); }
 
@@ -139,9 +141,8 @@ void RunWithKills(const std::string& consistency, int kills,
 }
 
 TEST_P(ChaosTest, ServersKilledAtRandomLoseAndDoubleNothing) {
-  RunWithKills(GetParam(), 3, [](std::mt19937& rng) {
-    return std::uniform_int_distribution<int>(0, 1)(rng);
-  });
+  RunWithKills(GetParam(), 3,
+               [](std::mt19937& rng) { return std::uniform_int_distribution<int>(0, 1)(rng); });
 }
 
 TEST_P(ChaosTest, TheSchedulerKilledTwiceLosesAndDoublesNothing) {
@@ -150,9 +151,9 @@ TEST_P(ChaosTest, TheSchedulerKilledTwiceLosesAndDoublesNothing) {
 
 // A worker process: pushes ones to each tensor and clocks until clock kSteps (computing 60 ms
 // per step, so the others are still running when the killed one comes back), telling `acks`
-// of each acknowledged push (the tensor's first letter); with `die_after` > 0 it SIGKILLs itself right after that many
-// acknowledgements (nothing in flight, so the count is exact). Rank 0 waits for the others at
-// the end and writes the sums it pulls. Never returns.
+// of each acknowledged push (the tensor's first letter); with `die_after` > 0 it SIGKILLs itself
+// right after that many acknowledgements (nothing in flight, so the count is exact). Rank 0 waits
+// for the others at the end and writes the sums it pulls. Never returns.
 [[noreturn]] void WorkerProcess(const ClientOptions& o, int acks, int die_after, int sums) {
   auto c = Client::Connect(o);
   if (!c.ok() || !(*c)->DeclareTensors(kTensors).ok()) _exit(3);

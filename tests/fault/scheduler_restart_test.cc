@@ -34,11 +34,11 @@ class TempDir {
 
 TEST(SchedulerRestartTest, ARestartedSchedulerResumesTheClusterAndNoNodeStops) {
   TempDir dir;
-  LocalCluster cluster({.servers = 2,
-                        .workers = 2,
-                        .scheduler_flags = {"--heartbeat_timeout_ms=600",
-                                            "--data_dir=" + dir.str() + "/scheduler"},
-                        .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1"}});
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = 2,
+       .scheduler_flags = {"--heartbeat_timeout_ms=600", "--data_dir=" + dir.str() + "/scheduler"},
+       .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1"}});
   auto clients = cluster.ConnectClients(2);
   LocalCluster::RunEach(2, [&](int i) {
     ASSERT_TRUE(clients[i]->DeclareTensors({{"w", {1000}, 0}}).ok());

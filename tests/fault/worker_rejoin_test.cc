@@ -24,9 +24,9 @@ TEST_P(WorkerRejoinTest, AKilledWorkerRestartedUnderItsRankRejoinsAndTheJobFinis
                         .scheduler_flags = {"--heartbeat_timeout_ms=800"},
                         .server_flags = {"--consistency=" + GetParam()}});
   auto flags = [](int rank) {
-    return std::vector<std::string>{"--iterations=120",      "--tensor_elements=2000,30000",
-                                    "--compute_ms=15",       "--heartbeat_interval_ms=200",
-                                    "--progress_every=20",   "--rank=" + std::to_string(rank)};
+    return std::vector<std::string>{"--iterations=120",    "--tensor_elements=2000,30000",
+                                    "--compute_ms=15",     "--heartbeat_interval_ms=200",
+                                    "--progress_every=20", "--rank=" + std::to_string(rank)};
   };
   auto read = [](const std::string& path) {
     std::stringstream text;
@@ -35,7 +35,8 @@ TEST_P(WorkerRejoinTest, AKilledWorkerRestartedUnderItsRankRejoinsAndTheJobFinis
   };
   std::vector<std::unique_ptr<Process>> workers;
   const std::string victim = cluster.Path("victim.log");
-  for (int r = 0; r < 3; ++r) workers.push_back(cluster.StartWorker(flags(r), r == 1 ? victim : ""));
+  for (int r = 0; r < 3; ++r)
+    workers.push_back(cluster.StartWorker(flags(r), r == 1 ? victim : ""));
   // Killed once the cluster runs (at clock 20 or a little later).
   for (int i = 0; i < 600 && read(victim).find("iter 20/") == std::string::npos; ++i) {
     std::this_thread::sleep_for(50ms);

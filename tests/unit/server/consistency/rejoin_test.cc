@@ -39,8 +39,7 @@ TEST_P(RejoinTest, AJoinerStartsAtTheSlowestClockCountsAndEveryoneGoesOn) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryController, RejoinTest,
-                         ::testing::ValuesIn(Controllers().Names()),
+INSTANTIATE_TEST_SUITE_P(EveryController, RejoinTest, ::testing::ValuesIn(Controllers().Names()),
                          [](const auto& info) { return info.param; });
 
 TEST(RejoinTest, BspRoundsWaitForTheJoiner) {
