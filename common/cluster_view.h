@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "hetps.pb.h"
@@ -23,7 +24,7 @@ class ClusterView {
   void Add(const proto::NodeInfo& node);
   int num_servers() const { return view_.num_servers(); }
   int num_workers() const { return view_.num_workers(); }
-  // nullptr when unknown.
+  // nullptr when unknown. Constant time: a server asks it for every request.
   const proto::NodeInfo* Node(int32_t id) const;
   // Servers ordered by rank.
   const std::vector<proto::NodeInfo>& servers() const { return servers_; }
@@ -31,6 +32,7 @@ class ClusterView {
 
  private:
   proto::ClusterView view_;
+  std::unordered_map<int32_t, int> by_id_;  // index into view_.nodes()
   std::vector<proto::NodeInfo> servers_;
   std::vector<proto::NodeInfo> workers_;
 };
