@@ -101,9 +101,9 @@ Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
     if (!env || !env->status.ok()) continue;
     Heard();
     const proto::Header& h = env->message.header;
-    // Learns the incarnation; while joining there is nothing to resend (a registration the
-    // scheduler answered is in its data dir).
-    (void)SchedulerRestarted(h);
+    // A scheduler restarted on its data dir knows this node once it answered the registration,
+    // but not that it still waits for its view (a late worker's join in progress): ask again.
+    if (SchedulerRestarted(h) && id_ >= 0) Send(reg);
     switch (h.type()) {
       case proto::REGISTER_REPLY:
         id_ = h.node();
