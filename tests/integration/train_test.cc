@@ -141,6 +141,14 @@ TEST(TrainTest, LaunchWritesTheRunFolder) {
           .lexically_normal()
           .string();
   std::filesystem::remove_all(dir);
+  struct Cleanup {  // the run folder and the log go away also when an assertion fails
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      std::filesystem::remove(dir + ".log", ec);
+    }
+  } cleanup{dir};
   const std::string cmd = Bin("hetps") + " launch --servers 1 --workers 2 --run_dir=" + dir +
                           " --workload=train --consistency=bsp --optimizer=adam:lr=0.001"
                           " --init=worker --iterations=40 --eval_every=20 > " +
