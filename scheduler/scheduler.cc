@@ -81,6 +81,7 @@ class Loop {
   // the view with the clock it starts at.
   void AdmitLateWorker(const Member& m);
   void OnJoinAck(const Member& server, const proto::Header& h);
+  void SendJoins();
   void FinishJoins();
   void AnnounceServerBack(const Member& m);
   proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
@@ -110,6 +111,8 @@ class Loop {
   std::set<int32_t> restoring_;  // restarted servers installing the shard map
   struct Joining {
     std::string identity;
+    proto::NodeInfo info;
+    double sent_at = -1;        // when WORKER_JOINED last went to the waiting servers
     std::set<int32_t> waiting;  // live servers yet to count the worker
     int64_t clock = 0;          // the highest clock a server starts it at
   };
@@ -229,6 +232,7 @@ Status Loop::Run() {
     }
     for (int32_t id : members_.ExpireSilent(Clock::now(), timeout)) OnDead(id);
     if (Now() - last_observed_ >= 0.2) Observe();
+    SendJoins();
   }
   return Status();
 }
@@ -396,17 +400,28 @@ void Loop::AnnounceServerBack(const Member& m) {
 }
 
 void Loop::AdmitLateWorker(const Member& m) {
-  proto::Header h;
-  h.set_type(proto::WORKER_JOINED);
-  h.set_sender(kSchedulerId);
-  *h.mutable_view()->add_nodes() = m.info;
   Joining& j = joining_[m.info.id()];
   j.identity = m.identity;
-  for (int32_t id : members_.LiveServers()) {
-    j.waiting.insert(id);
-    Reply(members_.ById(id)->identity, h);
-  }
+  j.info = m.info;
+  for (int32_t id : members_.LiveServers()) j.waiting.insert(id);
+  SendJoins();
   FinishJoins();  // at once when no server is alive (a restarted one learns it from its view)
+}
+
+// (Re)sends WORKER_JOINED to the servers that have not acknowledged it, at most every 500 ms:
+// a message to a server whose connection is not up at that moment (e.g. just after this
+// scheduler was restarted) is dropped by ZeroMQ, and servers take a repeat as a no-op.
+void Loop::SendJoins() {
+  const double now = Now();
+  for (auto& [worker, j] : joining_) {
+    if (now - j.sent_at < 0.5) continue;
+    j.sent_at = now;
+    proto::Header h;
+    h.set_type(proto::WORKER_JOINED);
+    h.set_sender(kSchedulerId);
+    *h.mutable_view()->add_nodes() = j.info;
+    for (int32_t id : j.waiting) Reply(members_.ById(id)->identity, h);
+  }
 }
 
 void Loop::OnJoinAck(const Member& server, const proto::Header& h) {
