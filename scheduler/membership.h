@@ -57,7 +57,6 @@ class Membership {
   bool TookOver(const Member& m) const { return m.took_over; }
   // Whether `m` is a worker that joined the running cluster.
   bool JoinedLate(const Member& m) const { return m.joined_late; }
-  int max_workers() const { return max_workers_; }
 
   Member* ByIdentity(const std::string& identity);
   Member* ById(int32_t id);

@@ -85,6 +85,14 @@ class Loop {
   void FinishJoins();
   void AnnounceServerBack(const Member& m);
   proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
+  // NODE_DEAD / NODE_LEFT: a message of `type` about node `id`.
+  static proto::Header AboutNode(proto::MsgType type, int32_t id) {
+    proto::Header h;
+    h.set_type(type);
+    h.set_sender(kSchedulerId);
+    h.set_node(id);
+    return h;
+  }
   void Shutdown(bool everyone);
   // Straggler flags and figures: recomputed, hinted to the servers, published over HTTP (every
   // 200 ms).
@@ -446,11 +454,7 @@ void Loop::FinishJoins() {
     for (const proto::NodeInfo& node : view.view().nodes()) {
       const Member* n = members_.ById(node.id());
       if (node.role() != proto::SERVER || n->state != Member::State::kDead) continue;
-      proto::Header dead;
-      dead.set_type(proto::NODE_DEAD);
-      dead.set_sender(kSchedulerId);
-      dead.set_node(node.id());
-      Reply(it->second.identity, dead);
+      Reply(it->second.identity, AboutNode(proto::NODE_DEAD, node.id()));
     }
     const Member* w = members_.ById(it->first);
     spdlog::info("worker rank {} (node {}) joined the running cluster at clock {}; {} workers now",
@@ -526,10 +530,7 @@ void Loop::HandleLeave(const Envelope& env, const Member& m) {
   barrier_.Remove(id);
   declare_.Remove(id);
   Reply(env.identity, ReplyTo(env.message.header, proto::LEAVE, kSchedulerId));
-  proto::Header left;
-  left.set_type(proto::NODE_LEFT);
-  left.set_sender(kSchedulerId);
-  left.set_node(id);
+  const proto::Header left = AboutNode(proto::NODE_LEFT, id);
   for (const Member* s : members_.Alive()) {
     if (s->info.role() == proto::SERVER) Reply(s->identity, left);
   }
@@ -544,11 +545,7 @@ void Loop::OnDead(int32_t id) {
   spdlog::error("node {} ({} rank {}, pid {}) silent for {} ms: declared dead", id,
                 proto::Role_Name(m->info.role()), m->info.rank(), m->info.pid(), silent.count());
   Save();
-  proto::Header h;
-  h.set_type(proto::NODE_DEAD);
-  h.set_sender(kSchedulerId);
-  h.set_node(id);
-  Broadcast(h);
+  Broadcast(AboutNode(proto::NODE_DEAD, id));
   stats_.OnDead(id, Now());
   barrier_.Remove(id);
   declare_.Remove(id);

@@ -36,20 +36,7 @@ uint32_t Seed() {
   return seed;
 }
 
-class DataRoot {
- public:
-  DataRoot()
-      : path_(std::filesystem::temp_directory_path() /
-              ("hetps-chaos-" + std::to_string(getpid()) + "-" + std::to_string(n_++))) {}
-  ~DataRoot() { std::filesystem::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-
- private:
-  static inline int n_ = 0;
-  std::filesystem::path path_;
-};
-
-ClusterOptions Options(const std::string& consistency, const DataRoot& root, int workers) {
+ClusterOptions Options(const std::string& consistency, const ScratchDir& root, int workers) {
   return {.servers = 2,
           .workers = workers,
           .scheduler_flags = {"--heartbeat_timeout_ms=800", "--data_dir=" + root.str() + "/{i}"},
@@ -76,7 +63,7 @@ class ChaosTest : public ::testing::TestWithParam<std::string> {};
 void RunWithKills(const std::string& consistency, int kills,
                   const std::function<int(std::mt19937&)>& victim) {
   std::mt19937 rng(Seed());
-  DataRoot root;
+  ScratchDir root("hetps-chaos");
   LocalCluster cluster(Options(consistency, root, 3));
   std::vector<std::unique_ptr<Client>> clients(3);
   LocalCluster::RunEach(3, [&](int i) {
@@ -194,7 +181,7 @@ pid_t Fork(ClientOptions o, int rank, int acks, int die_after, int sums) {
 
 TEST_P(ChaosTest, AWorkerKilledAndRestartedUnderItsRankLosesAndDoublesNothing) {
   std::mt19937 rng(Seed());
-  DataRoot root;
+  ScratchDir root("hetps-chaos");
   LocalCluster cluster(Options(GetParam(), root, 3));
   int acks[2], sums[2];
   ASSERT_EQ(pipe(acks), 0);

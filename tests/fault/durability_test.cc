@@ -18,32 +18,16 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-// A data dir under the system's temporary folder, removed at the end.
-class DataDir {
- public:
-  DataDir() {
-    path_ = fs::temp_directory_path() /
-            ("hetps-data-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
-    fs::remove_all(path_);
-  }
-  ~DataDir() { fs::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
-
 // "small" is served by the network thread, "big" (1.2 MB) by an apply thread.
 const std::vector<TensorSpec> kTensors = {{"small", {1000}, 0}, {"big", {300000}, 1}};
 
-std::vector<std::string> ServerFlags(const DataDir& dir) {
+std::vector<std::string> ServerFlags(const ScratchDir& dir) {
   return {"--data_dir=" + dir.str(), "--init=zeros", "--optimizer=sgd:lr=1",
           "--checkpoint_interval_ms=300"};
 }
 
 TEST(DurabilityTest, AKilledServerRestartsWithEveryLoggedUpdateAppliedOnce) {
-  DataDir dir;
+  ScratchDir dir("hetps-data");
   constexpr int kCrashAt = 41;  // the server dies right after logging its 41st update
   std::atomic<int> acked{0};
   {
@@ -94,7 +78,7 @@ TEST(DurabilityTest, AKilledServerRestartsWithEveryLoggedUpdateAppliedOnce) {
 // never answered; at the end every tensor holds exactly the sum of every push, each once, and
 // no worker was restarted.
 TEST(DurabilityTest, ARestartedServerRejoinsTheRunningClusterAndNothingIsLostOrDoubled) {
-  DataDir dir;
+  ScratchDir dir("hetps-data");
   std::vector<std::string> flags = ServerFlags(dir);
   flags[0] = "--data_dir=" + dir.str() + "/server{i}";
   LocalCluster cluster({.servers = 2,
@@ -147,7 +131,7 @@ TEST(DurabilityTest, ARestartedServerRejoinsTheRunningClusterAndNothingIsLostOrD
 // An operator switched the consistency before the restart: the restarted server runs the
 // cluster's consistency, not the one its command line still names.
 TEST(DurabilityTest, ARestartedServerTakesTheClustersCurrentConsistency) {
-  DataDir dir;
+  ScratchDir dir("hetps-data");
   LocalCluster cluster({.servers = 1,
                         .workers = 1,
                         .scheduler_flags = {"--heartbeat_timeout_ms=1000"},
@@ -188,7 +172,7 @@ TEST(DurabilityTest, ARestartedServerTakesTheClustersCurrentConsistency) {
 }
 
 TEST(DurabilityTest, ACleanStopCheckpointsAndARestartResumesTheModel) {
-  DataDir dir;
+  ScratchDir dir("hetps-data");
   std::vector<float> before(1000);
   {
     LocalCluster cluster({.servers = 1, .workers = 1, .server_flags = ServerFlags(dir)});
@@ -213,7 +197,7 @@ TEST(DurabilityTest, ACleanStopCheckpointsAndARestartResumesTheModel) {
 }
 
 TEST(DurabilityTest, ADataDirOfAnotherModelStopsTheServer) {
-  DataDir dir;
+  ScratchDir dir("hetps-data");
   {
     LocalCluster cluster({.servers = 1, .workers = 1, .server_flags = ServerFlags(dir)});
     auto clients = cluster.ConnectClients(1);
@@ -230,7 +214,7 @@ TEST(DurabilityTest, ADataDirOfAnotherModelStopsTheServer) {
 }
 
 TEST(DurabilityTest, AFolderThatIsNotADataDirIsRefusedAtStart) {
-  DataDir dir;
+  ScratchDir dir("hetps-data");
   fs::create_directories(dir.str());
   std::ofstream(dir.str() + "/model.bin") << "someone else's file";
   const std::string out = dir.str() + ".log";

@@ -19,21 +19,8 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir()
-      : path_(fs::temp_directory_path() /
-              ("hetps-sched-" + std::to_string(getpid()) + "-" + std::to_string(n_++))) {}
-  ~TempDir() { fs::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-
- private:
-  static inline int n_ = 0;
-  fs::path path_;
-};
-
 TEST(SchedulerRestartTest, ARestartedSchedulerResumesTheClusterAndNoNodeStops) {
-  TempDir dir;
+  ScratchDir dir("hetps-sched");
   LocalCluster cluster(
       {.servers = 2,
        .workers = 2,
@@ -103,7 +90,7 @@ std::pair<int, std::string> RunScheduler(const std::vector<std::string>& flags,
 }
 
 TEST(SchedulerRestartTest, ADataDirOfAnotherClusterOrAnotherKindIsRefusedNamingIt) {
-  TempDir dir;
+  ScratchDir dir("hetps-sched");
   const std::string data = dir.str() + "/scheduler";
   {  // A scheduler for 1 server and 1 worker claims the dir, then is stopped.
     LocalCluster cluster({.servers = 1, .workers = 1, .scheduler_flags = {"--data_dir=" + data}});
