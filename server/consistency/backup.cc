@@ -45,6 +45,10 @@ class Backup final : public ConsistencyController {
     total_ = std::max(total_, static_cast<int64_t>(clocks_.all().size()));
     return clocks_.clock(w);
   }
+  void AdoptClocks(const ClockTable& clocks) override {
+    ConsistencyController::AdoptClocks(clocks);
+    if (clocks_.min() != kUnbounded) open_ = std::max(open_, clocks_.min());
+  }
   std::vector<Round> TakeRounds() override { return std::exchange(closed_, {}); }
   void OnHint(const std::vector<int32_t>& stragglers, int64_t) override {
     stragglers_ = stragglers;

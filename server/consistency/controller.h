@@ -82,8 +82,10 @@ class ConsistencyController {
     clocks_.Advance(w, clock - 1);
     return true;
   }
-  // Takes over the clocks of the controller it replaces (live switch).
-  void AdoptClocks(const ClockTable& clocks) { clocks_ = clocks; }
+  // Takes over the clocks of the controller it replaces (live switch), or of a whole-run
+  // checkpoint (every worker at the cut's clock). A controller that counts rounds moves its
+  // first open round to the slowest clock: the ones below were closed by its predecessor.
+  virtual void AdoptClocks(const ClockTable& clocks) { clocks_ = clocks; }
 
  protected:
   explicit ConsistencyController(const std::vector<int32_t>& workers) : clocks_(workers) {}

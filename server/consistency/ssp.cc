@@ -25,6 +25,10 @@ class Ssp final : public ConsistencyController {
     return clock;
   }
 
+  void AdoptClocks(const ClockTable& clocks) override {
+    ConsistencyController::AdoptClocks(clocks);
+    if (clocks_.min() != kUnbounded) completed_ = std::max(completed_, clocks_.min());
+  }
   // BSP: every clock below the slowest worker's is complete; each is one summed step.
   std::vector<Round> TakeRounds() override {
     const int64_t slowest = clocks_.min();  // kUnbounded once no worker is left

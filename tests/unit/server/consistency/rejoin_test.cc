@@ -39,6 +39,35 @@ TEST_P(RejoinTest, AJoinerStartsAtTheSlowestClockCountsAndEveryoneGoesOn) {
   }
 }
 
+// A controller that takes over clocks (a live switch mid-run, or a run resumed from a
+// whole-run checkpoint: every worker at the cut's clock) goes on from there: rounds close at the
+// adopted clocks, not at clock 0 (backup's open step used to stay at 0, so no step ever closed).
+TEST_P(RejoinTest, GoesOnFromAdoptedClocks) {
+  auto c = Make(GetParam(), 3);
+  ClockTable at50({0, 1, 2});
+  for (int32_t w : {0, 1, 2}) at50.Advance(w, 49);
+  c->AdoptClocks(at50);
+  EXPECT_TRUE(c->TakeRounds().empty()) << "the clocks below 50 were closed before";
+  double now = 1;
+  for (int64_t clock = 50; clock < 53; ++clock) {
+    int64_t rounds = 0;
+    for (int32_t w : {0, 1, 2}) {
+      ASSERT_TRUE(c->TryStart(w, clock, now)) << "worker " << w << " clock " << clock;
+      c->OnClock(w, clock, now += 0.01);
+      for (const RoundSpec& r : c->TakeRounds()) {
+        ++rounds;
+        if (r.clock != kUnbounded) {
+          EXPECT_GE(r.clock, 50);
+        }
+      }
+    }
+    if (c->synchronous()) {
+      EXPECT_GE(rounds, 1) << "clock " << clock;
+    }
+    for (int32_t w : {0, 1, 2}) EXPECT_EQ(c->ContinueAt(w, clock), clock + 1);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryController, RejoinTest, ::testing::ValuesIn(Controllers().Names()),
                          [](const auto& info) { return info.param; });
 
