@@ -21,6 +21,7 @@ StatusOr<int64_t> NonNegative(const std::string& key, const std::string& value) 
 
 StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
   CtlArgs out;
+  bool timeout_given = false;
   size_t i = 0;
   for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {
     const std::string& a = args[i];
@@ -30,14 +31,24 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
       auto v = NonNegative("--timeout_ms", a.substr(13));
       if (!v.ok()) return v.status();
       out.timeout_ms = static_cast<int>(*v);
+      timeout_given = true;
     } else {
       return Status::InvalidArgument(fmt::format("unknown option '{}'", a));
     }
   }
   if (out.scheduler.empty())
     return Status::InvalidArgument("--scheduler=tcp://host:port is required");
+  if (i < args.size() && args[i] == "checkpoint") {
+    if (i + 1 != args.size()) {
+      return Status::InvalidArgument(
+          fmt::format("checkpoint takes no arguments, got '{}'", args[i + 1]));
+    }
+    out.command = CtlArgs::Command::kCheckpoint;
+    if (!timeout_given) out.timeout_ms = 600000;
+    return out;
+  }
   if (i >= args.size() || args[i] != "set") {
-    return Status::InvalidArgument("expected: set consistency=SPEC");
+    return Status::InvalidArgument("expected: set consistency=SPEC, or checkpoint");
   }
   for (++i; i < args.size(); ++i) {
     const std::string& kv = args[i];
@@ -63,11 +74,21 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
   return out;
 }
 
-Status RunCtl(const CtlArgs& args) {
+StatusOr<std::string> RunCtl(const CtlArgs& args) {
   proto::Header h;
+  if (args.command == CtlArgs::Command::kCheckpoint) {
+    h.set_type(proto::CHECKPOINT);
+    auto r = CallScheduler(args.scheduler, std::move(h), args.timeout_ms);
+    if (!r.ok()) return r.status();
+    return fmt::format("checkpoint at clock {}: {:.1f} MiB in {:.2f} s, {}", r->cut().clock(),
+                       r->cut().bytes() / 1048576.0, r->cut().seconds(), r->cut().dir());
+  }
   h.set_type(proto::SET_POLICY);
   *h.mutable_policy() = args.policy;
-  return CallScheduler(args.scheduler, std::move(h), args.timeout_ms).status();
+  if (auto r = CallScheduler(args.scheduler, std::move(h), args.timeout_ms); !r.ok()) {
+    return r.status();
+  }
+  return fmt::format("consistency {} applied on every server", args.policy.consistency());
 }
 
 }  // namespace hetps

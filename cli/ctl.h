@@ -4,6 +4,10 @@
 // all); parameters left out take their registered defaults. The scheduler passes the change to
 // every server, each validates it (against its aggregator too) and switches at once (nothing
 // held is lost), and the command returns when all have, or with the first refusal.
+//
+// `hetps ctl --scheduler=... checkpoint`: a whole-run checkpoint now (scheduler/checkpoints.h):
+// a consistent cut of the model at one clock on every server, in the scheduler's
+// --checkpoint_dir; returns once it is complete, printing its clock and folder.
 #pragma once
 
 #include <string>
@@ -15,13 +19,15 @@
 namespace hetps {
 
 struct CtlArgs {
+  enum class Command { kSet, kCheckpoint };
+  Command command = Command::kSet;
   std::string scheduler;
-  proto::Policy policy;
-  int timeout_ms = 10000;
+  proto::Policy policy;    // kSet
+  int timeout_ms = 10000;  // kCheckpoint: 600000 unless given (writing a large model takes time)
 };
 
 StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args);
-// Sends the change and waits for the scheduler's answer.
-Status RunCtl(const CtlArgs& args);
+// Sends the request and waits for the scheduler's answer; returns the line to print.
+StatusOr<std::string> RunCtl(const CtlArgs& args);
 
 }  // namespace hetps

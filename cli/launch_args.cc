@@ -112,7 +112,62 @@ std::string FlagName(const std::string& flag) {
   return flag.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
 }
 
+std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args) {
+  std::vector<std::string> saved = {fmt::format("--servers={}", args.servers),
+                                    fmt::format("--workers={}", args.workers),
+                                    fmt::format("--grace_ms={}", args.grace_ms)};
+  if (args.max_restarts > 0)
+    saved.push_back(fmt::format("--restart=on-failure:{}", args.max_restarts));
+  for (const auto& [rank, factor] : args.slow_workers) {
+    saved.push_back(fmt::format("--slow_worker={}:{}", rank, factor));
+  }
+  saved.insert(saved.end(), args.extra_flags.begin(), args.extra_flags.end());
+  return saved;
+}
+
+namespace {
+
+// --resume=RUN_DIR: the run's saved arguments, then the ones given now (which win).
+StatusOr<LaunchArgs> ParseResume(const std::string& dir, const std::vector<std::string>& given) {
+  const std::string path = dir + "/launch.args";
+  std::ifstream in(path);
+  if (!in) {
+    return Status::NotFound(
+        fmt::format("--resume={}: no {} (only a run folder written by hetps launch can be resumed)",
+                    dir, path));
+  }
+  std::vector<std::string> args;
+  for (std::string line; std::getline(in, line);) {
+    if (!Trim(line).empty()) args.push_back(Trim(line));
+  }
+  args.insert(args.end(), given.begin(), given.end());
+  auto out = ParseLaunchArgs(args);
+  if (!out.ok()) return Status(out.status().code(), path + ": " + out.status().message());
+  if (!out->run_dir.empty() && out->run_dir != dir) {
+    return Status::InvalidArgument("--resume continues the run in its own folder; drop --run_dir");
+  }
+  out->run_dir = dir;
+  out->resume = dir;
+  return out;
+}
+
+}  // namespace
+
 StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  std::string resume;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (FlagName(args[i]) != "resume") {
+      rest.push_back(args[i]);
+    } else if (args[i].find('=') != std::string::npos) {
+      resume = args[i].substr(args[i].find('=') + 1);
+    } else if (i + 1 < args.size()) {
+      resume = args[++i];
+    } else {
+      return Status::InvalidArgument("--resume needs a run folder");
+    }
+  }
+  if (!resume.empty()) return ParseResume(resume, rest);
   LaunchArgs out;
   std::vector<std::string> command_line;
   std::string flagfile;

@@ -22,10 +22,18 @@ struct LaunchArgs {
   // --restart=on-failure[:N]: a server that fails is started again, at most N times in all
   // (default 3); 0: never (--restart=no, the default).
   int max_restarts = 0;
+  // --resume=RUN_DIR: the run in RUN_DIR again (its launch.args, then the flags given now), from
+  // its newest complete whole-run checkpoint.
+  std::string resume;
 };
 
+// What a run's folder keeps to be resumed (launch.args, one per line): the options and flags
+// the run was started with, the flagfile expanded.
+std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args);
+
 // Parses `--servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G] [--run_dir R]
-// [--slow_worker=RANK:FACTOR]... [--restart=no|on-failure[:N]] [--flag=value]...`; a slowed
+// [--slow_worker=RANK:FACTOR]... [--restart=no|on-failure[:N]] [--resume=RUN_DIR]
+// [--flag=value]...`; a slowed
 // rank must be < W and its factor >= 1 (the worker's --slowdown).
 // (also --servers=S forms). Reads the flagfile: one flag per line, '#' starts a comment.
 StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cut.h"
 #include "common/local_cluster.h"
 #include "common/subprocess.h"
 #include "common/supervisor.h"
@@ -122,9 +123,8 @@ Status CheckRoleFlags(const LaunchArgs& args,
   return Status();
 }
 
-// The run's folder (created), with flags.txt: what each role was started with.
-StatusOr<std::string> PrepareRunDir(const LaunchArgs& args,
-                                    const std::map<std::string, std::vector<std::string>>& routed) {
+// The run's folder: --run_dir, or runs/<timestamp>; absolute.
+std::string RunDirPath(const LaunchArgs& args) {
   std::string dir = args.run_dir;
   if (dir.empty()) {
     const std::time_t now = std::time(nullptr);
@@ -132,16 +132,51 @@ StatusOr<std::string> PrepareRunDir(const LaunchArgs& args,
     std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
     dir = std::string("runs/") + stamp;
   }
+  return fs::absolute(dir).lexically_normal().string();
+}
+
+// Creates the run's folder with flags.txt (what each role was started with) and launch.args
+// (what --resume starts it with again).
+Status PrepareRunDir(const LaunchArgs& args, const std::string& dir,
+                     const std::map<std::string, std::vector<std::string>>& routed) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::InvalidArgument(fmt::format("cannot create {}: {}", dir, ec.message()));
-  dir = fs::absolute(dir).lexically_normal().string();
   std::ofstream flags(dir + "/flags.txt");
   flags << fmt::format("hetps launch --servers {} --workers {}\n", args.servers, args.workers);
   for (const auto& [role, list] : routed)
     flags << fmt::format("{}: {}\n", role, fmt::join(list, " "));
-  if (!flags) return Status::InvalidArgument(fmt::format("cannot write {}/flags.txt", dir));
-  return dir;
+  std::ofstream saved(dir + "/launch.args");
+  for (const std::string& a : SavedLaunchArgs(args)) saved << a << "\n";
+  if (!flags || !saved) return Status::InvalidArgument(fmt::format("cannot write {}", dir));
+  return Status();
+}
+
+// Whole-run checkpoints go to <run>/checkpoints unless the flags say where; --resume starts the
+// scheduler and the servers from the newest complete one.
+Status SetUpCheckpoints(const LaunchArgs& args, const std::string& run_dir,
+                        std::map<std::string, std::vector<std::string>>& routed) {
+  std::vector<std::string>& scheduler = routed.at("scheduler");
+  std::string dir = LastFlagValue(scheduler, "checkpoint_dir");
+  if (dir.empty()) {
+    dir = run_dir + "/checkpoints";
+    scheduler.insert(scheduler.begin(), "--checkpoint_dir=" + dir);
+  }
+  if (args.resume.empty()) return Status();
+  auto cut = LatestCut(dir);
+  if (!cut.ok()) {
+    return Status::NotFound(fmt::format(
+        "cannot resume {}: {} (take checkpoints with --checkpoint_every_clocks=N or hetps ctl "
+        "checkpoint)",
+        run_dir, cut.status().message()));
+  }
+  auto manifest = ReadManifest(*cut);
+  if (!manifest.ok()) return manifest.status();
+  scheduler.push_back("--resume_from=" + *cut);
+  routed.at("server").push_back("--restore_from=" + *cut);
+  Say(fmt::format("resuming {} from its checkpoint at clock {} ({}, written {})", run_dir,
+                  manifest->clock(), *cut, manifest->written_at()));
+  return Status();
 }
 
 // Tells where the dashboard is when the scheduler serves HTTP.
@@ -292,9 +327,10 @@ int Launch(const LaunchArgs& args) {
                                   "--server_recovery_timeout_ms=60000");
     }
   }
+  const std::string run_dir = RunDirPath(args);
+  if (Status s = SetUpCheckpoints(args, run_dir, *routed); !s.ok()) return Say(s.message()), 2;
   if (Status s = CheckRoleFlags(args, *routed, bin_dir); !s.ok()) return Say(s.message()), 2;
-  auto run_dir = PrepareRunDir(args, *routed);
-  if (!run_dir.ok()) return Say(run_dir.status().ToString()), 2;
+  if (Status s = PrepareRunDir(args, run_dir, *routed); !s.ok()) return Say(s.ToString()), 2;
 
   char tmpl[] = "/tmp/hetps-launch-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return Say("cannot create a temporary directory"), 1;
@@ -322,7 +358,7 @@ int Launch(const LaunchArgs& args) {
     cluster.work_dir = tmpl;
     cluster.scheduler_flags = routed->at("scheduler");
     cluster.server_flags = routed->at("server");
-    code = Run(args, supervisor, cluster, routed->at("worker"), *run_dir);
+    code = Run(args, supervisor, cluster, routed->at("worker"), run_dir);
   }
   close(signal_fd);
   std::error_code ec;

@@ -24,11 +24,15 @@ constexpr char kUsage[] =
     "           /metrics and /api/status on http://127.0.0.1:P/.\n"
     "\n"
     "usage: hetps ctl --scheduler=tcp://host:port [--timeout_ms=T] set consistency=SPEC\n"
+    "       hetps ctl --scheduler=tcp://host:port [--timeout_ms=T] checkpoint\n"
     "\n"
     "  ctl set  switch the consistency of a running cluster on every server, e.g.\n"
     "           set consistency=ssp:staleness=4 | set consistency=dssp:lower=2,range=8 |\n"
     "           set consistency=backup:backups=auto | set consistency=bsp\n"
     "           (hetps-server --list shows every controller and its parameters)\n"
+    "  ctl checkpoint  a whole-run checkpoint now: the model cut at one clock on every\n"
+    "           server, in the scheduler's --checkpoint_dir (hetps launch: <run>/checkpoints);\n"
+    "           hetps launch --resume=RUN_DIR continues from the newest one\n"
     "\n"
     "usage: hetps status --scheduler=tcp://host:port [--watch[=SECONDS]] [--json]\n"
     "                    [--timeout_ms=T]\n"
@@ -50,12 +54,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "hetps ctl: %s\n\n%s", args.status().message().c_str(), kUsage);
       return 2;
     }
-    hetps::Status s = hetps::RunCtl(*args);
-    if (!s.ok()) {
-      std::fprintf(stderr, "hetps ctl: %s\n", s.ToString().c_str());
+    auto done = hetps::RunCtl(*args);
+    if (!done.ok()) {
+      std::fprintf(stderr, "hetps ctl: %s\n", done.status().ToString().c_str());
       return 1;
     }
-    std::printf("consistency %s applied on every server\n", args->policy.consistency().c_str());
+    std::printf("%s\n", done->c_str());
     return 0;
   }
   if (command == "status") {

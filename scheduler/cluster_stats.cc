@@ -201,6 +201,14 @@ double ClusterStats::StragglerReference(int32_t id) const {
   return StragglerDetector::Reference(*w, live);
 }
 
+int64_t ClusterStats::MaxClock() const {
+  int64_t clock = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w.state == "alive") clock = std::max(clock, w.clock);
+  }
+  return clock;
+}
+
 int64_t ClusterStats::Quorum() const {
   std::vector<double> ewmas;
   int64_t live = 0;

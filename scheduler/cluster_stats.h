@@ -63,6 +63,9 @@ class ClusterStats {
   // workers' iteration-time EWMAs; every live worker until each has one.
   int64_t Quorum() const;
 
+  // The furthest clock a live worker reported (0 before any report).
+  int64_t MaxClock() const;
+
   std::string StatusJson(double now) const;
   std::string Metrics(double now) const;
 

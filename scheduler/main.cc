@@ -20,6 +20,15 @@ DEFINE_string(data_dir, "",
               "it, the scheduler resumes the same cluster and no node stops");
 DEFINE_int32(recovery_timeout_ms, 60000,
              "with --data_dir: how long nodes wait for a restarted scheduler before giving up");
+DEFINE_string(checkpoint_dir, "",
+              "where whole-run checkpoints go (<dir>/clock-N; on each server's file system); "
+              "empty: hetps ctl checkpoint is refused");
+DEFINE_int64(checkpoint_every_clocks, 0,
+             "take a whole-run checkpoint every N clocks (0: only on hetps ctl checkpoint)");
+DEFINE_int32(keep_checkpoints, 2, "complete checkpoints kept, older ones removed (0: all)");
+DEFINE_string(resume_from, "",
+              "a checkpoint folder to resume from: workers start at its clock (servers get "
+              "--restore_from; hetps launch --resume sets both)");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
 DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
@@ -50,6 +59,10 @@ int main(int argc, char** argv) {
   o.num_workers = FLAGS_num_workers;
   o.max_workers = FLAGS_max_workers;
   o.data_dir = FLAGS_data_dir;
+  o.checkpoint_dir = FLAGS_checkpoint_dir;
+  o.checkpoint_every_clocks = FLAGS_checkpoint_every_clocks;
+  o.keep_checkpoints = FLAGS_keep_checkpoints;
+  o.resume_from = FLAGS_resume_from;
   o.recovery_timeout_ms = FLAGS_recovery_timeout_ms;
   o.partition_bytes = FLAGS_partition_bytes;
   o.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;

@@ -13,8 +13,10 @@
 #include <set>
 
 #include "common/cluster_view.h"
+#include "common/cut.h"
 #include "common/message.h"
 #include "scheduler/barrier.h"
+#include "scheduler/checkpoints.h"
 #include "scheduler/cluster_stats.h"
 #include "scheduler/http_status.h"
 #include "scheduler/membership.h"
@@ -46,6 +48,10 @@ class Loop {
         members_(options.num_servers, options.num_workers,
                  options.max_workers > 0 ? options.max_workers : kMaxWorkerRanks),
         stats_(options.num_servers, options.num_workers, {.straggler = options.straggler}),
+        checkpoints_({.dir = options.checkpoint_dir,
+                      .every_clocks = options.checkpoint_every_clocks,
+                      .keep = options.keep_checkpoints},
+                     CheckpointActions()),
         router_(ctx_, zmq::socket_type::router) {}
 
   Status Run();
@@ -53,6 +59,9 @@ class Loop {
  private:
   // --data_dir: resumes the saved cluster (returns the endpoint to bind), or claims a new dir.
   StatusOr<std::string> OpenDataDir();
+  // --resume_from: the checkpoint this run starts from.
+  Status OpenResume();
+  Checkpoints::Actions CheckpointActions();
   // Saves what a restarted scheduler needs, before any node hears of the change.
   void Save();
   void Handle(Envelope& env);
@@ -107,6 +116,8 @@ class Loop {
   std::unique_ptr<StatusHttp> http_;
   const Clock::time_point start_ = Clock::now();
   std::unique_ptr<SchedulerStore> store_;
+  Checkpoints checkpoints_;
+  std::optional<proto::CutManifest> resume_;
   const uint64_t incarnation_ =
       std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
   double last_observed_ = -1;
@@ -153,6 +164,12 @@ StatusOr<std::string> Loop::OpenDataDir() {
     return options_.bind;
   }
   const proto::SchedulerState& state = *store_->state();
+  if (resume_) {
+    return Status::FailedPrecondition(fmt::format(
+        "scheduler data dir {} already holds a cluster; resuming from checkpoint {} needs an "
+        "empty one",
+        options_.data_dir, options_.resume_from));
+  }
   if (state.num_servers() != options_.num_servers || state.num_workers() != options_.num_workers) {
     return Status::FailedPrecondition(fmt::format(
         "scheduler data dir {} holds a cluster of {} servers and {} workers; this scheduler was "
@@ -183,6 +200,44 @@ StatusOr<std::string> Loop::OpenDataDir() {
   return any_port && !state.endpoint().empty() ? state.endpoint() : options_.bind;
 }
 
+Status Loop::OpenResume() {
+  if (options_.resume_from.empty()) return Status();
+  auto manifest = ReadManifest(options_.resume_from);
+  if (!manifest.ok()) return manifest.status();
+  if (manifest->num_servers() != options_.num_servers) {
+    return Status::FailedPrecondition(
+        fmt::format("checkpoint {} was taken on {} servers; this scheduler was started for {}",
+                    options_.resume_from, manifest->num_servers(), options_.num_servers));
+  }
+  if (manifest->num_workers() != options_.num_workers) {
+    spdlog::warn(
+        "checkpoint {} was taken with {} workers, this run starts {}: the training data "
+        "is split differently from here on",
+        options_.resume_from, manifest->num_workers(), options_.num_workers);
+  }
+  resume_ = std::move(*manifest);
+  if (!resume_->policy().consistency().empty()) policy_ = resume_->policy();
+  spdlog::info("resuming from checkpoint {}: workers start at clock {}", options_.resume_from,
+               resume_->clock());
+  return Status();
+}
+
+Checkpoints::Actions Loop::CheckpointActions() {
+  return {.send = [this](int32_t server,
+                         const proto::Header& h) { Reply(members_.ById(server)->identity, h); },
+          .reply = [this](const Arrival& to, const proto::Header& h) { Reply(to.identity, h); },
+          .live_servers = [this] { return members_.LiveServers(); },
+          .describe =
+              [this] {
+                proto::CutManifest m;
+                m.set_num_servers(options_.num_servers);
+                m.set_num_workers(options_.num_workers);
+                if (map_) *m.mutable_shard_map() = map_->ToProto();
+                if (policy_) *m.mutable_policy() = *policy_;
+                return m;
+              }};
+}
+
 void Loop::Save() {
   if (!store_) return;
   proto::SchedulerState state;
@@ -198,6 +253,7 @@ void Loop::Save() {
 
 Status Loop::Run() {
   if (Status s = ValidateSchedulerOptions(options_); !s.ok()) return s;
+  if (Status s = OpenResume(); !s.ok()) return s;
   auto bind = OpenDataDir();
   if (!bind.ok()) return bind.status();
   router_.set(zmq::sockopt::linger, 2000);  // let SHUTDOWN reach the nodes on exit
@@ -241,6 +297,8 @@ Status Loop::Run() {
     for (int32_t id : members_.ExpireSilent(Clock::now(), timeout)) OnDead(id);
     if (Now() - last_observed_ >= 0.2) Observe();
     SendJoins();
+    checkpoints_.Tick(stats_.MaxClock(),
+                      map_ && pending_acks_.empty() && !members_.AllWorkersDone(), Now());
   }
   return Status();
 }
@@ -259,6 +317,9 @@ void Loop::Handle(Envelope& env) {
   if (h.type() == proto::SET_POLICY) {  // from an operator, who is not a node
     StartPolicyChange(env);
     return;
+  }
+  if (h.type() == proto::CHECKPOINT) {  // likewise
+    return checkpoints_.Request({-1, h.request_id(), env.identity});
   }
   if (h.type() == proto::STATUS) {  // likewise; as of the last Observe(), at most 200 ms ago
     proto::Header r = ReplyTo(h, proto::STATUS, kSchedulerId);
@@ -308,11 +369,21 @@ void Loop::HandleMember(const Envelope& env, Member& member) {
       return Progress();
     case proto::POLICY_ACK:
       return OnPolicyAnswer(*m, h);
+    case proto::CHECKPOINT_DONE:
+      if (!worker) {
+        checkpoints_.OnAnswer(m->info.id(), h, Now());
+        return Progress();
+      }
+      break;
     case proto::WORKER_JOINED_ACK:
       if (!worker) return OnJoinAck(*m, h);
       break;
     case proto::ERROR:
       if (policy_changes_.contains(h.request_id())) return OnPolicyAnswer(*m, h);
+      if (h.has_cut()) {
+        checkpoints_.OnAnswer(m->info.id(), h, Now());
+        return Progress();
+      }
       return OnNodeError(*m, h);
     default:
       break;
@@ -471,6 +542,7 @@ proto::Header Loop::ViewMessage(proto::MsgType type, bool alive_only) const {
   h.set_sender(kSchedulerId);
   *h.mutable_view() = members_.View(alive_only);
   h.mutable_view()->set_heartbeat_timeout_ms(options_.heartbeat_timeout_ms);
+  if (resume_) h.mutable_view()->set_start_clock(resume_->clock());  // late joiners: overridden
   if (store_) h.mutable_view()->set_scheduler_recovery_timeout_ms(options_.recovery_timeout_ms);
   if (policy_) *h.mutable_view()->mutable_policy() = *policy_;
   return h;
@@ -556,6 +628,7 @@ void Loop::OnDead(int32_t id) {
   FinishJoins();
   for (auto& [pid, change] : policy_changes_) change.waiting.erase(id);
   FinishPolicyChanges();
+  checkpoints_.OnServerDead(id, Now());
   Progress();
 }
 
@@ -644,6 +717,7 @@ void Loop::Progress() {
   if (!released.empty()) {
     spdlog::debug("barrier {} released {} workers", barrier_.generation(), released.size());
   }
+  if (members_.AllWorkersDone()) checkpoints_.Abandon(Now());
   if (members_.AllWorkersDone()) {
     spdlog::info("every worker has finished or died; shutting the servers down");
     Shutdown(/*everyone=*/false);
@@ -660,6 +734,21 @@ void Loop::BuildShardMap(const std::vector<Arrival>& waiting) {
       proto::Header req;
       req.set_request_id(a.request_id);
       Reply(a.identity, ErrorReply(req, map.status(), kSchedulerId));
+    }
+    declared_.clear();
+    return;
+  }
+  if (resume_ && map->ToProto().SerializeAsString() != resume_->shard_map().SerializeAsString()) {
+    const Status s = Status::FailedPrecondition(fmt::format(
+        "the declared model ({} tensors, {} partitions) is not the one of checkpoint {} ({} "
+        "tensors, {} partitions): resume with the same model and --partition_bytes",
+        map->tensors().size(), map->partitions().size(), options_.resume_from,
+        resume_->shard_map().tensors_size(), resume_->shard_map().partitions_size()));
+    spdlog::error("{}", s.message());
+    for (const Arrival& a : waiting) {
+      proto::Header req;
+      req.set_request_id(a.request_id);
+      Reply(a.identity, ErrorReply(req, s, kSchedulerId));
     }
     declared_.clear();
     return;
@@ -729,6 +818,7 @@ void Loop::Broadcast(proto::Header h) {
 }
 
 void Loop::Shutdown(bool everyone) {
+  checkpoints_.Shutdown();
   proto::Header h;
   h.set_type(proto::SHUTDOWN);
   h.set_sender(kSchedulerId);
@@ -748,6 +838,12 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
     return Status::InvalidArgument(fmt::format(
         "max_workers must be 0 (no bound) or in [num_workers, {}], got {} (num_workers {})",
         kMaxWorkerRanks, o.max_workers, o.num_workers));
+  }
+  if (o.checkpoint_every_clocks < 0 || o.keep_checkpoints < 0) {
+    return Status::InvalidArgument("checkpoint_every_clocks and keep_checkpoints must be >= 0");
+  }
+  if (o.checkpoint_every_clocks > 0 && o.checkpoint_dir.empty()) {
+    return Status::InvalidArgument("checkpoint_every_clocks needs a --checkpoint_dir");
   }
   if (o.partition_bytes < 4) return Status::InvalidArgument("partition_bytes must be >= 4");
   if (o.http_port < -1 || o.http_port > 65535) {

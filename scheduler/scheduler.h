@@ -38,6 +38,14 @@ struct SchedulerOptions {
   // wait up to recovery_timeout_ms for it to come back.
   std::string data_dir;
   int recovery_timeout_ms = 60000;
+  // Whole-run checkpoints (scheduler/checkpoints.h): where they go (empty: refused), every how
+  // many clocks (0: on request only), how many complete ones to keep (0: all).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every_clocks = 0;
+  int keep_checkpoints = 2;
+  // A checkpoint folder to resume from: its workers start at its clock, and the model they
+  // declare must be the checkpoint's (servers load it with --restore_from).
+  std::string resume_from;
 };
 
 // What a scheduler refuses before it binds: node counts, partition size, HTTP port, straggler

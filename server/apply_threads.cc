@@ -18,10 +18,11 @@ std::string WorkEndpoint(int thread) { return fmt::format("inproc://server-work-
 
 }  // namespace
 
-// One hand-over: a data request, a round, or (neither) the stop signal.
+// One hand-over: a data request, a round, a checkpoint to write, or (none) the stop signal.
 struct ApplyThreads::Work {
   std::optional<DataRequest> request;
   std::optional<RoundSpec> round;
+  std::shared_ptr<CutJob> cut;
 };
 
 ApplyThreads::ApplyThreads(zmq::context_t& context, int threads)
@@ -55,6 +56,14 @@ void ApplyThreads::Broadcast(const RoundSpec& round) {
   for (int i = 0; i < static_cast<int>(work_.size()); ++i) {
     auto work = std::make_unique<Work>();
     work->round = round;
+    Send(i, std::move(work));
+  }
+}
+
+void ApplyThreads::WriteCut(const std::shared_ptr<CutJob>& job) {
+  for (int i = 0; i < static_cast<int>(work_.size()); ++i) {
+    auto work = std::make_unique<Work>();
+    work->cut = job;
     Send(i, std::move(work));
   }
 }
@@ -97,6 +106,10 @@ void ApplyThreads::Loop(zmq::context_t& context, int index, const ServingState& 
     std::unique_ptr<Work> work(raw);
     if (work->round) {
       CompleteRound(state, owner, *work->round);
+      continue;
+    }
+    if (work->cut) {
+      work->cut->Write(*state.store, owner, state.owned[owner]);
       continue;
     }
     if (!work->request) {  // the stop signal

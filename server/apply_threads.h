@@ -14,6 +14,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "server/cut_file.h"
 #include "server/serving.h"
 
 namespace hetps {
@@ -32,6 +33,9 @@ class ApplyThreads {
   void Hand(int index, DataRequest request);
   // Every thread applies `round` to the partitions it owns.
   void Broadcast(const RoundSpec& round);
+  // Every thread writes its partitions' part of a whole-run checkpoint (after everything handed
+  // over before).
+  void WriteCut(const std::shared_ptr<CutJob>& job);
   // Replies ready for the workers: [identity, header, payload...] multipart messages.
   zmq::socket_t& replies() { return replies_; }
   // Stops and joins the threads (idempotent).

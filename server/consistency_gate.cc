@@ -12,8 +12,12 @@ ConsistencyGate::ConsistencyGate(AlgorithmSpec consistency, AlgorithmSpec aggreg
       aggregator_(std::move(aggregator)),
       actions_(std::move(actions)) {}
 
-void ConsistencyGate::Start(const std::vector<int32_t>& workers) {
+void ConsistencyGate::Start(const std::vector<int32_t>& workers, int64_t start_clock) {
   controller_ = MakeController(consistency_, workers);
+  if (start_clock <= 0) return;
+  ClockTable clocks(workers);
+  for (int32_t w : workers) clocks.Advance(w, start_clock - 1);
+  controller_->AdoptClocks(clocks);
 }
 
 int64_t ConsistencyGate::MinClock(int64_t fallback) const {

@@ -37,8 +37,9 @@ class ConsistencyGate {
   ConsistencyGate(const ConsistencyGate&) = delete;
   ConsistencyGate& operator=(const ConsistencyGate&) = delete;
 
-  // Builds the controller over the cluster's workers (all at clock 0).
-  void Start(const std::vector<int32_t>& workers);
+  // Builds the controller over the cluster's workers, all at `start_clock` (0; a run resumed
+  // from a whole-run checkpoint starts at the checkpoint's clock).
+  void Start(const std::vector<int32_t>& workers, int64_t start_clock = 0);
   bool started() const { return controller_ != nullptr; }
 
   // A validated PUSH, PULL or INIT: dropped, parked or served. REQUIRES: started().
@@ -58,6 +59,8 @@ class ConsistencyGate {
   // or the aggregator is not defined under it.
   Status Switch(const std::string& spec);
 
+  // The slowest live worker's clock (kUnbounded when none is left). REQUIRES: started().
+  int64_t slowest_clock() const { return controller_->clocks().min(); }
   // For reports: the running spec with every parameter, parked requests, dropped pushes.
   std::string consistency() const { return consistency_.Full(); }
   int64_t parked_reads() const { return static_cast<int64_t>(parked_reads_.size()); }

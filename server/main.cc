@@ -38,6 +38,9 @@ DEFINE_string(durability, "process",
               "log is synced before the reply)");
 DEFINE_int64(checkpoint_interval_ms, 10000,
              "with --data_dir, how often each partition's log is folded into a checkpoint");
+DEFINE_string(restore_from, "",
+              "a whole-run checkpoint folder (runs/<run>/checkpoints/clock-N) to start from: the "
+              "model, optimizer state and clocks as they stood there (hetps launch --resume)");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
 DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
@@ -75,6 +78,7 @@ int main(int argc, char** argv) {
   o.aggregator = FLAGS_aggregator;
   o.init = {FLAGS_init, FLAGS_init_scale, FLAGS_seed};
   o.data_dir = FLAGS_data_dir;
+  o.restore_from = FLAGS_restore_from;
   o.durability = FLAGS_durability;
   o.checkpoint_interval_ms = FLAGS_checkpoint_interval_ms;
   if (hetps::Status s = hetps::ValidateServerOptions(o); !s.ok()) {

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <deque>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <unordered_set>
@@ -12,12 +14,14 @@
 
 #include "common/cluster_view.h"
 #include "common/compress/codec.h"
+#include "common/cut.h"
 #include "common/logging.h"
 #include "common/message.h"
 #include "common/scheduler_link.h"
 #include "common/shard_map.h"
 #include "server/apply_threads.h"
 #include "server/consistency_gate.h"
+#include "server/cut_file.h"
 #include "server/durable_store.h"
 #include "server/fault_point.h"
 #include "server/serving.h"
@@ -44,7 +48,13 @@ class ServerLoop {
   Status InstallShardMap(const proto::ShardMap& proto_map);
   Status OpenDataDir();
   Status RestoreShards();
+  Status RestoreCut();
   void MaybeCheckpoint();
+  // Whole-run checkpoints: the scheduler's request, and on every turn, writing the cut once
+  // every live worker reached its clock and answering once every owner wrote its part.
+  void OnCheckpoint(const proto::Header& h);
+  void ProgressCut();
+  void ReleaseDeferred(std::deque<Envelope> deferred);
   Status CheckSender(const Envelope& env) const;
   Status CheckRequest(const Envelope& env) const;
   void Serve(DataRequest request);  // on the partition's owning thread
@@ -84,6 +94,20 @@ class ServerLoop {
   std::unique_ptr<DurableStore> durable_;
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   Status fatal_;  // set when the server cannot go on (its data dir does not fit the cluster)
+  std::optional<proto::CutManifest> restore_;  // --restore_from's manifest
+  // A whole-run checkpoint at cut.clock: requests of that clock or later wait in `deferred`
+  // (in arrival order) until every owner has its part in hand (the network thread's written,
+  // the apply threads' queued ahead of them), so it holds every update of the clocks before and
+  // none after.
+  struct PendingCut {
+    uint64_t request_id = 0;
+    proto::Cut cut;
+    std::deque<Envelope> deferred;
+    std::shared_ptr<CutJob> job;  // writing, once every live worker reached cut.clock
+    std::chrono::steady_clock::time_point writing_since;
+  };
+  std::optional<PendingCut> cut_;
+  int64_t max_clock_seen_ = -1;  // the furthest clock of any request served
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   int64_t pushes_ = 0, pulls_ = 0, errors_ = 0;
   bool shutdown_ = false;
@@ -139,11 +163,13 @@ Status ServerLoop::Run() {
   state_.self = link_->id();
   std::vector<int32_t> workers;
   for (const proto::NodeInfo& w : link_->view().workers()) workers.push_back(w.id());
-  gate_->Start(workers);
+  gate_->Start(workers, restore_ ? restore_->clock() : 0);
   // Restarted on its data dir into a running cluster, it takes the cluster's consistency (an
-  // operator may have switched it since this server's flags were written).
-  const std::string& cluster_policy = link_->view().proto().policy().consistency();
-  if (durable_ && durable_->meta() && !cluster_policy.empty() &&
+  // operator may have switched it since this server's flags were written); resumed from a
+  // checkpoint, the consistency the run had then.
+  const std::string& cluster_policy =
+      restore_ ? restore_->policy().consistency() : link_->view().proto().policy().consistency();
+  if (((durable_ && durable_->meta()) || restore_) && !cluster_policy.empty() &&
       cluster_policy != gate_->consistency()) {
     if (Status s = gate_->Switch(cluster_policy); !s.ok()) {
       spdlog::warn("the cluster runs consistency '{}', which this server refuses: {}",
@@ -156,6 +182,7 @@ Status ServerLoop::Run() {
 
   while (!shutdown_ && !stop_.load() && fatal_.ok()) {
     Poll();
+    ProgressCut();
     MaybeCheckpoint();
     if (link_->SchedulerLost()) {
       apply_threads_->Stop();
@@ -263,6 +290,11 @@ void ServerLoop::HandleWorker(Envelope& env) {
     Reply(env.identity, ErrorReply(h, s, link_->id()));
     return;
   }
+  if (cut_ && !cut_->job && h.clock() >= cut_->cut.clock()) {
+    cut_->deferred.push_back(std::move(env));  // after the checkpoint's clock: waits for it
+    return;
+  }
+  max_clock_seen_ = std::max(max_clock_seen_, h.clock());
   if (h.type() == proto::CLOCK) return gate_->OnClock(env);
   (h.type() == proto::PULL ? pulls_ : pushes_)++;
   gate_->Admit(env);
@@ -287,10 +319,22 @@ void ServerLoop::ApplyRound(const RoundSpec& round) {
 
 // A data dir remembers its rank: the restarted server asks the scheduler for it again.
 Status ServerLoop::OpenDataDir() {
+  if (!options_.restore_from.empty()) {
+    auto manifest = ReadManifest(options_.restore_from);
+    if (!manifest.ok()) return manifest.status();
+    restore_ = std::move(*manifest);
+    spdlog::info("starting from checkpoint {} (clock {})", options_.restore_from,
+                 restore_->clock());
+  }
   if (options_.data_dir.empty()) return Status();
   auto store = DurableStore::Open(options_.data_dir, *ParseDurability(options_.durability));
   if (!store.ok()) return store.status();
   durable_ = std::move(*store);
+  if (durable_->meta() && restore_) {
+    return Status::FailedPrecondition(fmt::format(
+        "data dir {} already holds a model; starting from checkpoint {} needs an empty one",
+        durable_->dir(), options_.restore_from));
+  }
   if (durable_->meta()) link_->registration().set_rank(durable_->meta()->server_rank());
   spdlog::info("data dir {} ({}), durability {}, checkpoints every {} ms", durable_->dir(),
                durable_->meta() ? fmt::format("server rank {}", durable_->meta()->server_rank())
@@ -355,6 +399,142 @@ void ServerLoop::MaybeCheckpoint() {
   last_checkpoint_ = now;
 }
 
+// Loads this rank's part of the checkpoint into the partitions (a data dir, new by then, takes
+// each as its first checkpoint). Per-worker state moves from the old run's node ids to the
+// new ones by rank.
+Status ServerLoop::RestoreCut() {
+  const std::string& dir = options_.restore_from;
+  const auto start = std::chrono::steady_clock::now();
+  auto reader = CutReader::Open(dir, link_->rank());
+  if (!reader.ok()) return reader.status();
+  const proto::CutFileMeta& meta = (*reader)->meta();
+  if (meta.clock() != restore_->clock() ||
+      meta.shard_map().SerializeAsString() != map_->ToProto().SerializeAsString()) {
+    return Status::FailedPrecondition(fmt::format(
+        "checkpoint {} holds another model ({} tensors, {} partitions at clock {}; the cluster "
+        "declared {} and {})",
+        dir, meta.shard_map().tensors_size(), meta.shard_map().partitions_size(), meta.clock(),
+        map_->tensors().size(), map_->partitions().size()));
+  }
+  std::map<int32_t, int32_t> by_rank, ids;  // new: rank -> id; old id -> new id
+  for (const proto::NodeInfo& w : link_->view().workers()) by_rank[w.rank()] = w.id();
+  for (const proto::NodeInfo& w : meta.workers()) {
+    if (auto it = by_rank.find(w.rank()); it != by_rank.end()) ids[w.id()] = it->second;
+  }
+  int64_t restored = 0;
+  for (const auto& owned : state_.owned) {
+    for (int32_t id : owned) {
+      auto saved = (*reader)->Read(id);
+      if (!saved.ok()) return saved.status();
+      RemapWorkers(*saved, ids);
+      PartitionState& part = *state_.store->Find(id);
+      if (Status s = part.Load(*saved); !s.ok()) {
+        return Status(s.code(), fmt::format("checkpoint {}: {}", dir, s.message()));
+      }
+      if (durable_) {
+        if (Status s = durable_->Checkpoint(id, part); !s.ok()) return s;
+      }
+      ++restored;
+      link_->MaybeHeartbeat();
+    }
+  }
+  spdlog::info("restored {} partitions from checkpoint {} (clock {}) in {:.2f} s", restored, dir,
+               meta.clock(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return Status();
+}
+
+void ServerLoop::OnCheckpoint(const proto::Header& h) {
+  const proto::Cut& cut = h.cut();
+  if (cut.abort()) {
+    if (cut_ && cut_->request_id == h.request_id() && !cut_->job) {
+      spdlog::info("checkpoint at clock {} called off", cut.clock());
+      std::deque<Envelope> deferred = std::move(cut_->deferred);
+      cut_.reset();
+      ReleaseDeferred(std::move(deferred));
+    }
+    return;
+  }
+  auto refuse = [&](Status s) {
+    proto::Header r = ErrorReply(h, s, link_->id());
+    r.mutable_cut()->set_clock(cut.clock());
+    r.mutable_cut()->set_seen_clock(max_clock_seen_);
+    link_->Send(r);
+  };
+  if (!map_) return refuse(Status::Unavailable("no shard map installed yet"));
+  if (cut_ && cut_->job) {
+    return refuse(Status::Unavailable(
+        fmt::format("still writing the checkpoint at clock {}", cut_->cut.clock())));
+  }
+  if (max_clock_seen_ >= cut.clock()) {
+    return refuse(Status::Aborted(
+        fmt::format("clock {} was served already (up to {}); a checkpoint needs a later clock",
+                    cut.clock(), max_clock_seen_)));
+  }
+  std::deque<Envelope> earlier;  // a repeated request replaces the one pending
+  if (cut_) earlier = std::move(cut_->deferred);
+  cut_.emplace();
+  cut_->request_id = h.request_id();
+  cut_->cut = cut;
+  ReleaseDeferred(std::move(earlier));
+  ProgressCut();
+}
+
+void ServerLoop::ProgressCut() {
+  if (!cut_) return;
+  const int64_t clock = cut_->cut.clock();
+  if (!cut_->job) {
+    // With no live worker left the cluster is shutting down (the scheduler calls the cut
+    // off): its clock will never be reached.
+    const int64_t slowest = gate_->slowest_clock();
+    if (slowest < clock || slowest == kUnbounded) return;
+    // Every live worker finished clock - 1 and nothing later was served: each owner writes its
+    // partitions after everything handed over before (FIFO), rounds of clock - 1 included.
+    std::error_code ec;
+    std::filesystem::create_directories(cut_->cut.dir(), ec);
+    proto::CutFileMeta meta;
+    meta.set_format(kCutFileFormat);
+    meta.set_server_rank(link_->rank());
+    meta.set_clock(clock);
+    *meta.mutable_shard_map() = map_->ToProto();
+    for (const proto::NodeInfo& w : link_->view().workers()) *meta.add_workers() = w;
+    cut_->writing_since = std::chrono::steady_clock::now();
+    cut_->job = std::make_shared<CutJob>(cut_->cut.dir(), std::move(meta), 1 + options_.threads);
+    apply_threads_->WriteCut(cut_->job);
+    cut_->job->Write(*state_.store, 0, state_.owned[0]);
+    // The apply threads write before anything handed over from now on, and this thread's
+    // partitions are written: what waited may go on.
+    ReleaseDeferred(std::exchange(cut_->deferred, {}));
+  }
+  if (!cut_->job->done()) return;
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - cut_->writing_since).count();
+  proto::Header req;
+  req.set_type(proto::CHECKPOINT);
+  req.set_request_id(cut_->request_id);
+  const Status s = cut_->job->status();
+  proto::Header r =
+      s.ok() ? ReplyTo(req, proto::CHECKPOINT_DONE, link_->id()) : ErrorReply(req, s, link_->id());
+  *r.mutable_cut() = cut_->cut;
+  r.mutable_cut()->set_bytes(cut_->job->bytes());
+  r.mutable_cut()->set_seconds(secs);
+  link_->Send(r);
+  if (s.ok()) {
+    spdlog::info("checkpoint at clock {}: {} partitions, {:.1f} MiB written to {} in {:.2f} s",
+                 clock, state_.store->num_partitions(), cut_->job->bytes() / 1048576.0,
+                 cut_->cut.dir(), secs);
+  } else {
+    spdlog::error("checkpoint at clock {} failed: {}", clock, s.ToString());
+  }
+  cut_.reset();
+}
+
+// Hands requests held back for a checkpoint to the usual path, in their order (some may wait
+// again, for a later checkpoint).
+void ServerLoop::ReleaseDeferred(std::deque<Envelope> deferred) {
+  for (Envelope& env : deferred) HandleWorker(env);
+}
+
 Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
   if (map_) return Status::FailedPrecondition("a shard map is already installed");
   auto map = ShardMap::FromProto(proto_map);
@@ -381,6 +561,13 @@ Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
     if (Status s = RestoreShards(); !s.ok()) {
       fatal_ = s;                // this server cannot serve this cluster: it stops with the reason
       state_.durable = nullptr;  // and writes nothing into a data dir that is not this model's
+      return s;
+    }
+  }
+  if (restore_) {
+    if (Status s = RestoreCut(); !s.ok()) {
+      fatal_ = s;
+      state_.durable = nullptr;
       return s;
     }
   }
@@ -423,6 +610,8 @@ void ServerLoop::HandleControl(Envelope& env) {
                          : ErrorReply(h, s, link_->id()));
       break;
     }
+    case proto::CHECKPOINT:
+      return OnCheckpoint(h);
     case proto::POLICY_HINT:
       gate_->OnHint({h.stragglers().begin(), h.stragglers().end()}, h.quorum());
       break;

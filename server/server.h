@@ -45,6 +45,9 @@ struct ServerOptions {
   std::string data_dir;
   std::string durability = "process";
   int64_t checkpoint_interval_ms = 10000;
+  // A whole-run checkpoint (common/cut.h) to start from: this server loads its rank's part, and
+  // every worker starts at the checkpoint's clock. A data dir must then be empty.
+  std::string restore_from;
 };
 
 // What a server refuses before it binds or joins: thread count, the optimizer, consistency

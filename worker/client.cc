@@ -69,9 +69,10 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
     impl->pulls.decoder = *compress::MakeCodec(*pull);
   }
   if (Status s = impl->io.Start(impl->clock); !s.ok()) return s;
-  impl->clock = impl->io.view().proto().start_clock();  // > 0: it joined a running cluster
+  // > 0: it joined a running cluster, or the run resumed from a whole-run checkpoint.
+  impl->clock = impl->io.view().proto().start_clock();
   if (impl->clock > 0) {
-    spdlog::info("joined the running cluster as rank {}; starting at clock {}", impl->io.rank(),
+    spdlog::info("rank {} starts at clock {} (a running cluster or a resumed run)", impl->io.rank(),
                  impl->clock.load());
   }
   return std::unique_ptr<Client>(new Client(std::move(impl)));

@@ -104,7 +104,10 @@ class Client {
   // Registers with the scheduler and blocks until the cluster view arrives. A worker may also
   // join a cluster that is already running (elastic membership; a restarted worker asks for
   // its old rank with options.rank): it then starts at the clock the servers count it from,
-  // the slowest live worker's (clock() says which), and is waited for from there on.
+  // the slowest live worker's (clock() says which), and is waited for from there on. In a run
+  // resumed from a whole-run checkpoint every worker starts at the checkpoint's clock: a trainer
+  // that derives its data order from (seed, rank, clock), as the built-in one does, continues
+  // exactly where the checkpoint was taken.
   static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
   ~Client();  // Finish()es if the caller did not
   Client(const Client&) = delete;

@@ -19,15 +19,32 @@ double UnixSeconds() {
 
 constexpr char kHeader[] = "wall_s,clock,worker,loss,test_accuracy,staleness";
 
+// The rows of `path` before `from_clock` (the clock is a row's second field).
+std::string RowsBefore(const std::string& path, int64_t from_clock) {
+  std::ifstream in(path);
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    const size_t a = line.find(','), b = a == std::string::npos ? a : line.find(',', a + 1);
+    if (b == std::string::npos) continue;
+    try {
+      if (std::stoll(line.substr(a + 1, b - a - 1)) < from_clock) kept += line + "\n";
+    } catch (const std::exception&) {
+    }
+  }
+  return kept;
+}
+
 }  // namespace
 
-StatusOr<RunLog> RunLog::Open(const std::string& dir, int rank) {
+StatusOr<RunLog> RunLog::Open(const std::string& dir, int rank, int64_t from_clock) {
   RunLog log;
   if (dir.empty()) return log;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string path = fmt::format("{}/worker-{}.csv", dir, rank);
+  const std::string earlier = from_clock > 0 ? RowsBefore(path, from_clock) : "";
   log.file_ = std::fopen(path.c_str(), "w");
+  if (log.file_ != nullptr) std::fputs(earlier.c_str(), log.file_);
   if (log.file_ == nullptr) return Status::InvalidArgument(fmt::format("cannot write {}", path));
   return log;
 }

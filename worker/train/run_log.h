@@ -21,8 +21,9 @@ class RunLog {
   RunLog& operator=(RunLog&&) = delete;
   RunLog(const RunLog&) = delete;
 
-  // Opens <dir>/worker-<rank>.csv; an empty dir gives a log that records nothing.
-  static StatusOr<RunLog> Open(const std::string& dir, int rank);
+  // Opens <dir>/worker-<rank>.csv; an empty dir gives a log that records nothing. From
+  // `from_clock` > 0 (a resumed run) it keeps the file's rows of earlier clocks and appends.
+  static StatusOr<RunLog> Open(const std::string& dir, int rank, int64_t from_clock = 0);
   // One row; `accuracy` only on evaluations.
   void Record(int64_t clock, int rank, double loss, std::optional<double> accuracy,
               int64_t staleness);

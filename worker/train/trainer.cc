@@ -61,6 +61,20 @@ class Batches {
       y[i] = d.y[s];
     }
   }
+  // Draws `n` samples without copying them: the order and rng state after Skip(k * batch) are
+  // those after k calls of Next (a resumed run continues the same sequence).
+  void Skip(int64_t n) {
+    while (n > 0) {
+      if (next_ == samples_.size()) {
+        std::shuffle(samples_.begin(), samples_.end(), rng_);
+        next_ = 0;
+        ++epoch_;
+      }
+      const int64_t take = std::min<int64_t>(n, samples_.size() - next_);
+      next_ += take;
+      n -= take;
+    }
+  }
   double epoch() const { return epoch_ + static_cast<double>(next_) / samples_.size(); }
 
  private:
@@ -171,10 +185,12 @@ Status Trainer::Prepare() {
   }
   grads_[0] = model_->Zeros();
   grads_[1] = model_->Zeros();
-  auto log = RunLog::Open(o_.run_dir, client_.rank());
+  auto log = RunLog::Open(o_.run_dir, client_.rank(), client_.clock());
   if (!log.ok()) return log.status();
   log_.emplace(std::move(*log));
   batches_.emplace(std::move(parts_[Shard()]), o_.seed * 1000003 + client_.rank());
+  // Started past clock 0 (resumed, or joined a running cluster): continue the data order.
+  batches_->Skip(client_.clock() * o_.batch);
   start_ = Clock::now();
   return Status();
 }
