@@ -30,7 +30,7 @@ Checkpoints::Checkpoints(CheckpointOptions options, Actions actions)
   next_periodic_ = options_.every_clocks;
 }
 
-void Checkpoints::Request(const Arrival& requester) {
+void Checkpoints::Request(const Arrival& requester, double now) {
   if (!enabled()) {
     proto::Header req;
     req.set_request_id(requester.request_id);
@@ -42,29 +42,33 @@ void Checkpoints::Request(const Arrival& requester) {
     return;
   }
   requesters_.push_back(requester);
+  if (attempt_ && attempt_->periodic) CallOff("an operator asked for one now", now, false);
 }
 
 void Checkpoints::Tick(int64_t clock, bool ready, double now) {
   floor_ = std::max(floor_, clock);
   if (!enabled() || attempt_ || now < retry_at_ || !ready) return;
-  const int64_t margin = int64_t{2} << std::min(tries_, 20);
-  if (!requesters_.empty()) return Start(floor_ + margin, now);
+  // First the furthest clock known (a worker waiting there is cut at once), then one past
+  // what the refusing server had served, then further ahead each time.
+  const int64_t margin = tries_ == 0 ? 0 : int64_t{1} << std::min(tries_ - 1, 20);
+  if (!requesters_.empty()) return Start(floor_ + margin, false, now);
   if (options_.every_clocks <= 0) return;
-  if (next_periodic_ <= floor_ + (tries_ > 0 ? margin : 0)) {
+  if (next_periodic_ <= floor_ + margin) {
     // Missed (or called off): the next multiple far enough ahead.
-    const int64_t ahead = floor_ + (tries_ > 0 ? margin : 1);
+    const int64_t ahead = floor_ + std::max<int64_t>(margin, 1);
     next_periodic_ =
         (ahead + options_.every_clocks - 1) / options_.every_clocks * options_.every_clocks;
   }
-  Start(next_periodic_, now);
+  Start(next_periodic_, true, now);
 }
 
-void Checkpoints::Start(int64_t clock, double now) {
+void Checkpoints::Start(int64_t clock, bool periodic, double now) {
   const std::vector<int32_t> servers = actions_.live_servers();
   if (servers.empty()) return;
   attempt_.emplace();
   attempt_->id = next_id_++;
   attempt_->clock = clock;
+  attempt_->periodic = periodic;
   attempt_->started = now;
   attempt_->asked = {servers.begin(), servers.end()};
   attempt_->waiting = attempt_->asked;
@@ -98,7 +102,7 @@ void Checkpoints::OnAnswer(int32_t server, const proto::Header& h, double now) {
     spdlog::error("checkpoint at clock {} failed: {}", attempt_->clock,
                   attempt_->failed.ToString());
     Fail(attempt_->failed);
-    next_periodic_ = attempt_->clock + options_.every_clocks;
+    if (attempt_->periodic) next_periodic_ = attempt_->clock + options_.every_clocks;
     attempt_.reset();
     return;
   }
@@ -123,7 +127,6 @@ void Checkpoints::CallOff(const char* why, double now, bool retry) {
   for (int32_t s : attempt_->asked) actions_.send(s, h);
   spdlog::info("checkpoint at clock {} called off ({}){}", attempt_->clock, why,
                retry ? "; trying further ahead" : "");
-  floor_ = std::max(floor_, attempt_->clock);
   attempt_.reset();
   if (!retry) return;
   if (++tries_ >= kMaxTries) {
@@ -168,7 +171,7 @@ void Checkpoints::Complete(double now) {
     }
     requesters_.clear();
   }
-  next_periodic_ = attempt_->clock + options_.every_clocks;
+  if (attempt_->periodic) next_periodic_ = attempt_->clock + options_.every_clocks;
   tries_ = 0;
   attempt_.reset();
 }

@@ -5,9 +5,10 @@
 // before C and none after, on every server. Then the scheduler writes the manifest, which
 // makes the cut complete, and removes old cuts.
 //
-// Choosing C: ahead of every clock the scheduler heard of. A server that already served a
-// request of clock C refuses (with the furthest clock it served); the attempt is called off
-// on every server and retried further ahead; so is one whose server died. `hetps ctl
+// Choosing C: on request, the furthest clock the scheduler heard of (workers waiting there are
+// cut at once). A server that already served a request of clock C refuses (with the furthest
+// clock it served); the attempt is called off on every server and retried one past it, then
+// further ahead each time; so is one whose server died. `hetps ctl
 // checkpoint` asks for one now; with every_clocks = N, cuts are taken at clocks N, 2N, ...
 //
 // Thread-safety: none; owned by the scheduler's loop.
@@ -49,8 +50,9 @@ class Checkpoints {
   bool enabled() const { return !options_.dir.empty(); }
 
   // An operator's request (hetps ctl checkpoint): answered with CHECKPOINT once a cut is
-  // complete (the one under way, if any), or with an error.
-  void Request(const Arrival& requester);
+  // complete, or with an error. A periodic cut still waiting for its clock is called off for it
+  // (the periodic schedule goes on after).
+  void Request(const Arrival& requester, double now);
   // Every turn of the loop: starts the cut that is due. `clock`: the furthest clock the
   // scheduler heard of; `ready`: the shard map is installed and workers are running.
   void Tick(int64_t clock, bool ready, double now);
@@ -71,10 +73,10 @@ class Checkpoints {
     int64_t bytes = 0;
     double seconds = 0;  // the slowest server's writing time
     double started = 0;
-    bool refused = false;  // by a server that is past the clock or still writing
-    Status failed;         // a server could not write its part
+    bool periodic = false;
+    Status failed;  // a server could not write its part
   };
-  void Start(int64_t clock, double now);
+  void Start(int64_t clock, bool periodic, double now);
   // Tells every server asked to forget the attempt; retried further ahead if `retry`.
   void CallOff(const char* why, double now, bool retry = true);
   void Complete(double now);

@@ -319,7 +319,7 @@ void Loop::Handle(Envelope& env) {
     return;
   }
   if (h.type() == proto::CHECKPOINT) {  // likewise
-    return checkpoints_.Request({-1, h.request_id(), env.identity});
+    return checkpoints_.Request({-1, h.request_id(), env.identity}, Now());
   }
   if (h.type() == proto::STATUS) {  // likewise; as of the last Observe(), at most 200 ms ago
     proto::Header r = ReplyTo(h, proto::STATUS, kSchedulerId);
