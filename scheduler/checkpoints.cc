@@ -110,7 +110,8 @@ void Checkpoints::OnAnswer(int32_t server, const proto::Header& h, double now) {
 }
 
 void Checkpoints::OnServerDead(int32_t server, double now) {
-  if (attempt_ && attempt_->asked.contains(server)) CallOff("a server died", now);
+  if (!attempt_ || attempt_->asked.erase(server) == 0) return;
+  CallOff("a server died", now);
 }
 
 void Checkpoints::Abandon(double now) {
