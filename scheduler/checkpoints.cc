@@ -83,7 +83,12 @@ void Checkpoints::Start(int64_t clock, bool periodic, double now) {
 }
 
 void Checkpoints::OnAnswer(int32_t server, const proto::Header& h, double now) {
-  if (!attempt_ || h.request_id() != attempt_->id || !attempt_->waiting.erase(server)) return;
+  // An answer to a previous incarnation of this scheduler (ids start again at 1) names another
+  // clock: ignored like any other stale answer.
+  if (!attempt_ || h.request_id() != attempt_->id || h.cut().clock() != attempt_->clock ||
+      !attempt_->waiting.erase(server)) {
+    return;
+  }
   if (h.type() == proto::CHECKPOINT_DONE) {
     attempt_->bytes += h.cut().bytes();
     attempt_->seconds = std::max(attempt_->seconds, h.cut().seconds());

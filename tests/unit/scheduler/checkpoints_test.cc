@@ -46,6 +46,7 @@ class CheckpointsTest : public ::testing::Test {
     proto::Header r;
     r.set_type(proto::CHECKPOINT_DONE);
     r.set_request_id(request.request_id());
+    *r.mutable_cut() = request.cut();
     r.mutable_cut()->set_bytes(bytes);
     r.mutable_cut()->set_seconds(0.5);
     return r;
@@ -55,6 +56,7 @@ class CheckpointsTest : public ::testing::Test {
     r.set_type(proto::ERROR);
     r.set_error(proto::ABORTED);
     r.set_request_id(request.request_id());
+    *r.mutable_cut() = request.cut();
     r.mutable_cut()->set_seen_clock(seen);
     return r;
   }
