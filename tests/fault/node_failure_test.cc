@@ -2,6 +2,7 @@
 // SIGTERM to each daemon.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -101,9 +102,16 @@ TEST(NodeFailureTest, AServerDeclaredDeadWhileStalledStopsOnceItHearsSo) {
 
 TEST(NodeFailureTest, DaemonsExitCleanlyOnSigterm) {
   LocalCluster cluster({.servers = 1, .workers = 1});
+  const std::string output = cluster.Path("worker.out");
   auto worker = cluster.StartWorker(
-      {"--iterations=100000000", "--tensor_elements=1000", "--progress_every=1000000"});
-  std::this_thread::sleep_for(1500ms);  // joined and iterating
+      {"--iterations=100000000", "--tensor_elements=1000", "--progress_every=100"}, output);
+  // Joined and iterating (not a fixed sleep: a loaded machine may take seconds to get there).
+  for (int i = 0; i < 300; ++i) {
+    std::ifstream in(output);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (text.find("iter 100/") != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);
+  }
   worker->Signal(SIGTERM);
   auto ws = worker->WaitExit(10s);
   ASSERT_TRUE(ws.has_value()) << "worker ignored SIGTERM";
