@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler
   librocksdb-dev libspdlog-dev libfmt-dev libgflags-dev
-  libgtest-dev libgmock-dev zlib1g-dev
+  libgtest-dev libgmock-dev zlib1g-dev libxxhash-dev
   libcpp-httplib-dev nlohmann-json3-dev libeigen3-dev
   dataset-fashion-mnist gnuplot-nox
   prometheus chromium

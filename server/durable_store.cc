@@ -4,18 +4,24 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
 
 #include <cstring>
 #include <filesystem>
 
 #include "server/fault_point.h"
 #include "server/partition_store.h"
+#include "server/value_log.h"
 
 namespace hetps {
 namespace {
 
 constexpr int kFormat = 1;
 constexpr char kMetaKey[] = "m";
+constexpr char kValueLogDir[] = "values";
+// Values at least this large go to the value log: below it RocksDB's per-byte costs matter
+// less than a record of their own.
+constexpr int64_t kValueLogMinBytes = 64 << 10;
 
 // Keys sort by partition, then by log sequence number: "c" pid, "l" pid lsn (big-endian).
 void PutBigEndian(std::string& key, uint64_t v, int bytes) {
@@ -110,6 +116,7 @@ StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& di
   }
   std::unique_ptr<DurableStore> store(new DurableStore(dir, durability));
   store->db_.reset(raw);
+  if (Status s = store->OpenValueLog(); !s.ok()) return s;
   std::string meta;
   rocksdb::Status got = raw->Get(rocksdb::ReadOptions(), kMetaKey, &meta);
   if (got.IsNotFound()) {
@@ -135,6 +142,28 @@ StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& di
   return store;
 }
 
+// With per-update logging, or when an earlier run left values in one.
+Status DurableStore::OpenValueLog() {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(dir_) / kValueLogDir).string();
+  std::error_code ec;
+  if (durability_ == Durability::kNone && !fs::exists(path, ec)) return Status();
+  ValueLog::Options options;
+  options.dead = [this](int32_t pid, uint64_t lsn) {
+    return pid < 0 || static_cast<size_t>(pid) >= num_partitions_ ||
+           checkpoint_lsn_[pid].load() >= lsn;
+  };
+  // The checkpoints that made a segment's values dead are in RocksDB's log: on disk before
+  // the values are written over, so a power loss never leaves a record without its values.
+  options.before_reuse = [this] {
+    return FromRocks(db_->SyncWAL(), fmt::format("data dir {}: syncing its log", dir_));
+  };
+  auto log = ValueLog::Open(path, std::move(options));
+  if (!log.ok()) return log.status();
+  values_ = std::move(*log);
+  return Status();
+}
+
 Status DurableStore::SetMeta(const proto::DurableMeta& meta) {
   proto::DurableMeta m = meta;
   m.set_format(kFormat);
@@ -151,7 +180,9 @@ Status DurableStore::SetMeta(const proto::DurableMeta& meta) {
 
 void DurableStore::Prepare(size_t num_partitions) {
   last_lsn_.assign(num_partitions, 0);
-  checkpoint_lsn_.assign(num_partitions, 0);
+  checkpoint_lsn_ = std::make_unique<std::atomic<uint64_t>[]>(num_partitions);
+  for (size_t i = 0; i < num_partitions; ++i) checkpoint_lsn_[i] = 0;
+  num_partitions_ = num_partitions;
   log_bytes_.assign(num_partitions, 0);
 }
 
@@ -160,9 +191,26 @@ Status DurableStore::Append(int32_t pid, const proto::LogRecord& record, const f
   const uint64_t lsn = ++last_lsn_[pid];
   if (durability_ == Durability::kNone) return Status();  // only marks the partition dirty
   log_bytes_[pid] += n * static_cast<int64_t>(sizeof(float));
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(float));
+  const proto::LogRecord* logged = &record;
+  proto::LogRecord with_ref;
+  if (values_ && bytes >= kValueLogMinBytes) {
+    auto ref = values_->Append(pid, lsn, values, bytes);
+    if (!ref.ok()) return ref.status();
+    if (*ref) {  // else the ring is full: the values go into RocksDB as below
+      if (durability_ == Durability::kMachine) {
+        if (Status s = values_->Sync(**ref); !s.ok()) return s;
+      }
+      with_ref = record;
+      *with_ref.mutable_value_ref() = std::move(**ref);
+      logged = &with_ref;
+      n = 0;
+      FaultPoint("update.value_logged");
+    }
+  }
   // [header length, 4 bytes little-endian][header][values], gathered without a copy of the
   // values (RocksDB copies them once, into its log and memtable).
-  const std::string header = record.SerializeAsString();
+  const std::string header = logged->SerializeAsString();
   const uint32_t length = static_cast<uint32_t>(header.size());
   char prefix[4];
   for (int i = 0; i < 4; ++i) prefix[i] = static_cast<char>((length >> (8 * i)) & 0xff);
@@ -187,8 +235,22 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
   const uint64_t lsn = last_lsn_[pid];
   checkpoint.set_lsn(lsn);
   FaultPoint("checkpoint.saved");
+  std::string bytes = checkpoint.SerializeAsString();
+  if (values_ && static_cast<int64_t>(bytes.size()) >= kValueLogMinBytes) {
+    auto ref = values_->Append(pid, lsn + 1, bytes.data(), static_cast<int64_t>(bytes.size()));
+    if (!ref.ok()) return ref.status();
+    if (*ref) {  // else the ring is full: the checkpoint goes into RocksDB whole
+      if (durability_ == Durability::kMachine) {
+        if (Status s = values_->Sync(**ref); !s.ok()) return s;
+      }
+      proto::PartitionCheckpoint stub;
+      stub.set_lsn(lsn);
+      *stub.mutable_stored() = std::move(**ref);
+      bytes = stub.SerializeAsString();
+    }
+  }
   rocksdb::WriteBatch batch;
-  batch.Put(CheckpointKey(pid), checkpoint.SerializeAsString());
+  batch.Put(CheckpointKey(pid), bytes);
   batch.DeleteRange(LogKey(pid, 0), LogKey(pid, lsn + 1));
   rocksdb::WriteOptions options;
   options.sync = durability_ == Durability::kMachine;
@@ -198,7 +260,7 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
     return s;
   }
   FaultPoint("checkpoint.written");
-  checkpoint_lsn_[pid] = lsn;
+  checkpoint_lsn_[pid].store(lsn);
   log_bytes_[pid] = 0;
   return Status();
 }
@@ -213,6 +275,18 @@ StatusOr<int64_t> DurableStore::Recover(int32_t pid, PartitionState& part, const
     if (!checkpoint.ParseFromString(bytes)) {
       return Status::Malformed(where + ": the checkpoint is damaged");
     }
+    if (checkpoint.has_stored()) {  // in the value log
+      const proto::ValueRef ref = checkpoint.stored();
+      const uint64_t at = checkpoint.lsn() + 1;
+      auto read = values_ ? values_->Read(ref, pid, at)
+                          : StatusOr<const char*>(Status::Malformed(
+                                "its checkpoint is in a value log the data dir lacks"));
+      if (!read.ok()) return Status(read.status().code(), where + ": " + read.status().message());
+      if (!checkpoint.ParseFromArray(*read, static_cast<int>(ref.length()))) {
+        return Status::Malformed(where + ": the checkpoint in the value log is damaged");
+      }
+      values_->Hold(ref, pid, at);
+    }
     if (Status s = part.Load(checkpoint); !s.ok()) {
       return Status(s.code(), fmt::format("{}: {}", where, s.message()));
     }
@@ -220,7 +294,8 @@ StatusOr<int64_t> DurableStore::Recover(int32_t pid, PartitionState& part, const
   } else if (!got.IsNotFound()) {
     return FromRocks(got, where + ": reading the checkpoint");
   }
-  checkpoint_lsn_[pid] = last_lsn_[pid] = lsn;
+  checkpoint_lsn_[pid].store(lsn);
+  last_lsn_[pid] = lsn;
   int64_t replayed = 0;
   rocksdb::ReadOptions read;
   const std::string end = LogKey(pid + 1, 0);
@@ -240,14 +315,39 @@ StatusOr<int64_t> DurableStore::Recover(int32_t pid, PartitionState& part, const
       return Status::Malformed(
           fmt::format("{}: log record {} is damaged", where, LsnOf(it->key())));
     }
-    // RocksDB's values are not aligned for floats in general: copy them out.
-    std::vector<float> values(rest / sizeof(float));
-    if (rest > 0) std::memcpy(values.data(), v.data() + 4 + length, rest);
-    if (Status s = replay(record, values.data(), static_cast<int64_t>(values.size())); !s.ok()) {
-      return Status(s.code(), fmt::format("{}: replaying log record {}: {}", where,
-                                          LsnOf(it->key()), s.message()));
+    const uint64_t at = LsnOf(it->key());
+    // RocksDB's values are not aligned for floats in general: copy them out. The value log's
+    // are (and are read in place).
+    std::vector<float> copied(rest / sizeof(float));
+    if (rest > 0) std::memcpy(copied.data(), v.data() + 4 + length, rest);
+    const float* values = copied.data();
+    int64_t n = static_cast<int64_t>(copied.size());
+    if (record.has_value_ref()) {
+      auto read = values_ ? values_->Read(record.value_ref(), pid, at)
+                          : StatusOr<const char*>(Status::Malformed(fmt::format(
+                                "log record {} refers to a value log the data dir lacks", at)));
+      if (!read.ok() && durability_ != Durability::kMachine) {
+        // Below machine durability a machine crash may lose acknowledged values: the log ends
+        // before the first one lost, and what followed it is dropped.
+        spdlog::warn("{}: {}; the partition's log ends before it", where, read.status().message());
+        if (Status s = FromRocks(db_->DeleteRange(rocksdb::WriteOptions(),
+                                                  db_->DefaultColumnFamily(), LogKey(pid, at), end),
+                                 where + ": dropping the log after a lost value");
+            !s.ok()) {
+          return s;
+        }
+        break;
+      }
+      if (!read.ok()) return Status(read.status().code(), where + ": " + read.status().message());
+      values = reinterpret_cast<const float*>(*read);
+      n = static_cast<int64_t>(record.value_ref().length() / sizeof(float));
+      values_->Hold(record.value_ref(), pid, at);
     }
-    last_lsn_[pid] = LsnOf(it->key());
+    if (Status s = replay(record, values, n); !s.ok()) {
+      return Status(s.code(),
+                    fmt::format("{}: replaying log record {}: {}", where, at, s.message()));
+    }
+    last_lsn_[pid] = at;
     ++replayed;
   }
   if (!it->status().ok()) return FromRocks(it->status(), where + ": reading the log");

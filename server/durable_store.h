@@ -9,17 +9,25 @@
 // the log: a push's (incarnation, seq) is in its own record, so what was applied and the
 // memory of having applied it are written together.
 //
+// Large values (update values and checkpoints of 64 KiB and more) are kept in a value log
+// (server/value_log.h), RocksDB holding the record and a reference; the ring being full, they
+// go into RocksDB as well.
+//
 // Durability levels (what an acknowledgement promises):
 //   none     nothing per update; checkpoints every interval and at a clean stop
-//   process  the update is in RocksDB's write-ahead log (the OS's page cache) before its reply:
-//            a killed server loses nothing acknowledged; a machine crash may
-//   machine  the write-ahead log is synced (concurrent writers share one sync) before the
-//            reply: a power loss loses nothing acknowledged
+//   process  the update is in RocksDB's write-ahead log (the OS's page cache) before its reply,
+//            its values (64 KiB and more) in the value log's mapped pages: a killed server
+//            loses nothing acknowledged. A machine crash may: a logged value that did not reach
+//            the disk fails its hash at recovery and its partition's log ends before it (with a
+//            warning); a checkpoint that did not is refused at start, naming the data dir
+//   machine  the value log's pages and then the write-ahead log are synced (concurrent writers
+//            share one log sync) before the reply: a power loss loses nothing acknowledged
 //
 // Thread-safety: Append and Checkpoint of one partition come from its owning thread only;
 // different partitions may be written from different threads at once (RocksDB is thread-safe).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,6 +45,7 @@ class DB;
 namespace hetps {
 
 class PartitionState;
+class ValueLog;
 
 enum class Durability { kNone, kProcess, kMachine };
 StatusOr<Durability> ParseDurability(const std::string& text);
@@ -69,7 +78,7 @@ class DurableStore {
   // Writes `part`'s checkpoint and drops its log so far, atomically (synced under kMachine).
   Status Checkpoint(int32_t pid, const PartitionState& part);
   // Whether `pid` changed since its checkpoint, and the bytes logged since (0 under kNone).
-  bool dirty(int32_t pid) const { return last_lsn_[pid] > checkpoint_lsn_[pid]; }
+  bool dirty(int32_t pid) const { return last_lsn_[pid] > checkpoint_lsn_[pid].load(); }
   int64_t log_bytes(int32_t pid) const { return log_bytes_[pid]; }
 
   // Loads `pid`'s checkpoint into `part` (if there is one) and hands every log record after it
@@ -81,13 +90,19 @@ class DurableStore {
  private:
   DurableStore(std::string dir, Durability durability);
 
+  Status OpenValueLog();
+
   std::string dir_;
   Durability durability_;
   std::unique_ptr<rocksdb::DB> db_;
+  // Large update values go here instead of into RocksDB's log (server/value_log.h).
+  std::unique_ptr<ValueLog> values_;
   std::optional<proto::DurableMeta> meta_;
-  // Per partition, touched by its owning thread only: the last log sequence number given out
-  // and the last one its checkpoint covers.
-  std::vector<uint64_t> last_lsn_, checkpoint_lsn_;
+  // Per partition, written by its owning thread only: the last log sequence number given out
+  // and the last one its checkpoint covers (read by the value log from any thread).
+  std::vector<uint64_t> last_lsn_;
+  std::unique_ptr<std::atomic<uint64_t>[]> checkpoint_lsn_;
+  size_t num_partitions_ = 0;
   std::vector<int64_t> log_bytes_;  // logged since the checkpoint
 };
 

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -28,9 +29,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ShardMap TestMap() {
-  // "a": two partitions of 100 floats, "b": one of 40, all on server rank 0.
-  return *ShardMap::Build({{"a", {200}, 0}, {"b", {40}, 1}}, 1, 100 * 4);
+ShardMap TestMap(int64_t b_length = 40) {
+  // "a": two partitions of 100 floats, "b": one of b_length (40; a value of 64 KiB or more goes
+  // to the value log), all on server rank 0.
+  return *ShardMap::Build({{"a", {200}, 0}, {"b", {b_length}, 1}}, 1,
+                          std::max<int64_t>(100, b_length) * 4);
 }
 
 // One server's serving state over a data dir, driven like the server drives it.
@@ -254,20 +257,25 @@ TEST_F(DurableStoreTest, DurabilityNoneKeepsOnlyCheckpoints) {
   EXPECT_EQ(node.Values(2), Filled(40, -1));
 }
 
-// A child process pushes 1, 2, ... 12 (seq = value) to partition 2 and tells the parent each
+// A child process pushes 1, 2, ... 12 (seq = value) to partition "b" and tells the parent each
 // acknowledgement; checkpoints after every fourth push. The crash hook kills it at the n-th
 // time `point` is reached. Then the parent recovers, resends everything not acknowledged with
 // the same numbers, and the partition must hold exactly -(1 + 2 + ... + 12): every update
 // applied once, none lost, none twice.
+// Each case runs with small values (in RocksDB's log) and with large ones (in the value log).
 struct CrashCase {
   const char* point;
   int nth;
+  int64_t length = 40;
 };
 
 class CrashPointTest : public DurableStoreTest, public ::testing::WithParamInterface<CrashCase> {};
 
 TEST_P(CrashPointTest, NothingAcknowledgedIsLostAndNothingAppliesTwice) {
   constexpr int kPushes = 12;
+  const int64_t length = GetParam().length;
+  map_ = TestMap(length);
+  const int32_t b = static_cast<int32_t>(map_.partitions().size()) - 1;  // "b", the last
   constexpr uint64_t kIncarnation = 77;
   int acks[2];
   ASSERT_EQ(pipe(acks), 0);
@@ -283,7 +291,8 @@ TEST_P(CrashPointTest, NothingAcknowledgedIsLostAndNothingAppliesTwice) {
       _exit(11);
     }
     for (int i = 1; i <= kPushes; ++i) {
-      const proto::Header reply = node.Push(2, Filled(40, static_cast<float>(i)), kIncarnation, i);
+      const proto::Header reply =
+          node.Push(b, Filled(length, static_cast<float>(i)), kIncarnation, i);
       if (reply.type() != proto::PUSH_REPLY) _exit(12);
       if (write(acks[1], &i, sizeof(i)) != sizeof(i)) _exit(13);
       FaultPoint("update.replied");
@@ -305,16 +314,16 @@ TEST_P(CrashPointTest, NothingAcknowledgedIsLostAndNothingAppliesTwice) {
   ASSERT_TRUE(node.Open().ok());
   float acked_sum = 0;
   for (int i : acked) acked_sum += static_cast<float>(i);
-  const float recovered = -node.Values(2)[0];
+  const float recovered = -node.Values(b)[0];
   const float next = static_cast<float>(acked.size() + 1);
   // Everything acknowledged is there; at most the one update logged but not yet answered more.
   EXPECT_TRUE(recovered == acked_sum || recovered == acked_sum + next)
       << "recovered " << recovered << ", acknowledged " << acked_sum;
   for (int i = static_cast<int>(acked.size()) + 1; i <= kPushes; ++i) {
-    node.Push(2, Filled(40, static_cast<float>(i)), kIncarnation, i);  // the client resends
+    node.Push(b, Filled(length, static_cast<float>(i)), kIncarnation, i);  // the client resends
   }
-  EXPECT_EQ(node.Values(2), Filled(40, -(kPushes * (kPushes + 1) / 2)));
-  EXPECT_EQ(node.Version(2), kPushes);
+  EXPECT_EQ(node.Values(b), Filled(length, -(kPushes * (kPushes + 1) / 2)));
+  EXPECT_EQ(node.Version(b), kPushes);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -322,14 +331,87 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(CrashCase{"update.logged", 1}, CrashCase{"update.logged", 6},
                       CrashCase{"update.replied", 5}, CrashCase{"update.replied", 8},
                       CrashCase{"checkpoint.saved", 1}, CrashCase{"checkpoint.saved", 2},
-                      CrashCase{"checkpoint.written", 1}, CrashCase{"checkpoint.written", 2}),
+                      CrashCase{"checkpoint.written", 1}, CrashCase{"checkpoint.written", 2},
+                      CrashCase{"update.value_logged", 1, 20000},
+                      CrashCase{"update.value_logged", 7, 20000},
+                      CrashCase{"update.logged", 6, 20000}, CrashCase{"update.replied", 8, 20000},
+                      CrashCase{"checkpoint.saved", 2, 20000},
+                      CrashCase{"checkpoint.written", 2, 20000}),
     [](const ::testing::TestParamInfo<CrashCase>& info) {
       std::string name = info.param.point;
       for (char& c : name) {
         if (c == '.') c = '_';
       }
-      return name + "_" + std::to_string(info.param.nth);
+      return name + "_" + std::to_string(info.param.nth) +
+             (info.param.length >= 16384 ? "_value_log" : "");
     });
+
+// Damages the payload of the `nth` (0-based) value-log entry of partition `pid` under log
+// sequence number `lsn` (a checkpoint is stored under its lsn + 1, as is the next update).
+void DamageValue(const fs::path& dir, int32_t pid, uint64_t lsn, int nth) {
+  const std::string path = (dir / "values" / "segment-0").string();
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  for (size_t at = 0; at + 64 <= bytes.size(); at += 64) {
+    uint32_t magic;
+    int32_t p;
+    uint64_t l;
+    std::memcpy(&magic, &bytes[at], 4);
+    std::memcpy(&p, &bytes[at + 4], 4);
+    std::memcpy(&l, &bytes[at + 8], 8);
+    if (magic != 0x6c764548 || p != pid || l != lsn || nth-- > 0) continue;
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at + 64 + 8));
+    f.put(0x7f);
+    return;
+  }
+  ADD_FAILURE() << "no such value-log entry";
+}
+
+// Large values live in the value log. One that did not reach the disk (a machine crash under
+// process durability; here damaged on purpose) ends its partition's log before it: the updates
+// before it are restored, the rest dropped, and the partition goes on from there. Under machine
+// durability that cannot happen to an acknowledged value, so it is damage: the start is refused.
+// A lost checkpoint is refused at every level.
+TEST_F(DurableStoreTest, ALostValueEndsThePartitionsLogUnlessEveryValueWasSynced) {
+  constexpr int64_t kLength = 20000;  // 80000 bytes: into the value log
+  map_ = TestMap(kLength);
+  const int32_t b = static_cast<int32_t>(map_.partitions().size()) - 1;
+  for (Durability level : {Durability::kProcess, Durability::kMachine}) {
+    fs::remove_all(dir_);
+    {
+      Node node(map_, Dir(), level);
+      ASSERT_TRUE(node.Open().ok());
+      // The fourth push checkpoints (its log held four partitions' worth): entries are pushes
+      // 1-4, the checkpoint (under lsn 5), pushes 5 and 6.
+      for (int i = 1; i <= 6; ++i) node.Push(b, Filled(kLength, static_cast<float>(i)));
+    }
+    DamageValue(dir_, b, 5, /*nth=*/1);  // push 5
+    {
+      Node node(map_, Dir(), level);
+      Status opened = node.Open();
+      if (level == Durability::kMachine) {
+        ASSERT_FALSE(opened.ok());
+        EXPECT_NE(opened.message().find("hash"), std::string::npos) << opened.message();
+        continue;
+      }
+      ASSERT_TRUE(opened.ok()) << opened.ToString();
+      EXPECT_EQ(node.Values(b), Filled(kLength, -10.0f)) << "1 + ... + 4, not what followed";
+      EXPECT_EQ(node.Version(b), 4);
+      node.Push(b, Filled(kLength, 10));
+    }
+    {
+      Node again(map_, Dir(), level);
+      ASSERT_TRUE(again.Open().ok());
+      EXPECT_EQ(again.Values(b), Filled(kLength, -20.0f)) << "the dropped records stay dropped";
+    }
+    DamageValue(dir_, b, 5, /*nth=*/0);  // the checkpoint
+    Node lost(map_, Dir(), level);
+    Status opened = lost.Open();
+    ASSERT_FALSE(opened.ok());
+    EXPECT_NE(opened.message().find(Dir()), std::string::npos) << opened.message();
+  }
+}
 
 TEST_F(DurableStoreTest, RefusesAFolderThatIsNotADataDir) {
   fs::create_directories(dir_);
