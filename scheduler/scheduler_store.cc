@@ -6,6 +6,8 @@
 
 #include <filesystem>
 
+#include "common/data_dir.h"
+
 namespace hetps {
 namespace {
 
@@ -21,19 +23,9 @@ SchedulerStore::~SchedulerStore() {
 }
 
 StatusOr<std::unique_ptr<SchedulerStore>> SchedulerStore::Open(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const bool fresh = !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec));
-  if (!fresh && !fs::exists(fs::path(dir) / "CURRENT", ec)) {
-    return Status::FailedPrecondition(fmt::format(
-        "scheduler data dir {} is not empty and holds no hetps scheduler state; refusing to start "
-        "on it as a new cluster",
-        dir));
-  }
-  if (fresh && (fs::create_directories(dir, ec), ec)) {
-    return Status::InvalidArgument(
-        fmt::format("cannot create scheduler data dir {}: {}", dir, ec.message()));
-  }
+  auto prepared = PrepareDataDir(dir, "scheduler data dir");
+  if (!prepared.ok()) return prepared.status();
+  const bool fresh = *prepared;
   rocksdb::Options options;
   options.create_if_missing = fresh;
   options.paranoid_checks = true;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/data_dir.h"
 #include "server/fault_point.h"
 #include "server/partition_store.h"
 #include "server/value_log.h"
@@ -83,20 +84,9 @@ DurableStore::~DurableStore() {
 StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& dir,
                                                            Durability durability) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  const bool fresh = !fs::exists(dir, ec) || fs::is_empty(dir, ec);
-  if (!fresh && !fs::is_directory(dir, ec)) {
-    return Status::InvalidArgument(fmt::format("data dir {} is not a folder", dir));
-  }
-  if (!fresh && !fs::exists(fs::path(dir) / "CURRENT", ec)) {
-    return Status::FailedPrecondition(fmt::format(
-        "data dir {} is not empty and holds no hetps data (no RocksDB CURRENT file); refusing "
-        "to start on it as an empty model",
-        dir));
-  }
-  if (fresh && (fs::create_directories(dir, ec), ec)) {
-    return Status::InvalidArgument(fmt::format("cannot create data dir {}: {}", dir, ec.message()));
-  }
+  auto prepared = PrepareDataDir(dir, "data dir");
+  if (!prepared.ok()) return prepared.status();
+  const bool fresh = *prepared;
   rocksdb::Options options;
   options.create_if_missing = fresh;
   options.error_if_exists = false;
