@@ -1,8 +1,10 @@
 #include "cli/launch_args.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 namespace hetps {
@@ -97,6 +99,36 @@ TEST(LaunchArgsTest, SlowWorkers) {
   auto rank = ParseLaunchArgs({"--workers=2", "--rank=1"});
   ASSERT_FALSE(rank.ok());
   EXPECT_NE(rank.status().message().find("drop --rank"), std::string::npos);
+}
+
+// A run folder keeps what it was launched with (the flagfile expanded); --resume reads it back
+// and the flags given with --resume come after, so they win.
+TEST(LaunchArgsTest, ResumeReadsTheRunsArgumentsAndLetsNewFlagsWin) {
+  const std::string dir = ::testing::TempDir() + "hetps-resume-args-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  auto first = ParseLaunchArgs(
+      {"--servers=2", "--workers=3", "--restart=on-failure:2", "--slow_worker=1:2", "--lr=0.1"});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  {
+    std::ofstream saved(dir + "/launch.args");
+    for (const std::string& a : SavedLaunchArgs(*first)) saved << a << "\n";
+  }
+  auto resumed = ParseLaunchArgs({"--resume=" + dir, "--lr=0.2"});
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->resume, dir);
+  EXPECT_EQ(resumed->run_dir, dir);
+  EXPECT_EQ(resumed->servers, 2);
+  EXPECT_EQ(resumed->workers, 3);
+  EXPECT_EQ(resumed->max_restarts, 2);
+  EXPECT_EQ(resumed->slow_workers, (std::map<int, double>{{1, 2.0}}));
+  EXPECT_EQ(resumed->extra_flags, (std::vector<std::string>{"--lr=0.1", "--lr=0.2"}));
+  auto elsewhere = ParseLaunchArgs({"--resume", dir, "--run_dir=/tmp/other"});
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_NE(elsewhere.status().message().find("drop --run_dir"), std::string::npos);
+  auto not_a_run = ParseLaunchArgs({"--resume=" + dir + "/absent"});
+  ASSERT_FALSE(not_a_run.ok());
+  EXPECT_NE(not_a_run.status().message().find("launch.args"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(LaunchArgsTest, FlagName) {
