@@ -225,9 +225,12 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
   const uint64_t lsn = last_lsn_[pid];
   checkpoint.set_lsn(lsn);
   FaultPoint("checkpoint.saved");
-  std::string bytes = checkpoint.SerializeAsString();
-  if (values_ && static_cast<int64_t>(bytes.size()) >= kValueLogMinBytes) {
-    auto ref = values_->Append(pid, lsn + 1, bytes.data(), static_cast<int64_t>(bytes.size()));
+  const int64_t size = static_cast<int64_t>(checkpoint.ByteSizeLong());
+  std::string bytes;
+  if (values_ && size >= kValueLogMinBytes) {
+    auto ref = values_->AppendWith(pid, lsn + 1, size, [&](char* to) {
+      checkpoint.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(to));
+    });
     if (!ref.ok()) return ref.status();
     if (*ref) {  // else the ring is full: the checkpoint goes into RocksDB whole
       if (durability_ == Durability::kMachine) {
@@ -239,6 +242,7 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
       bytes = stub.SerializeAsString();
     }
   }
+  if (bytes.empty()) bytes = checkpoint.SerializeAsString();
   rocksdb::WriteBatch batch;
   batch.Put(CheckpointKey(pid), bytes);
   batch.DeleteRange(LogKey(pid, 0), LogKey(pid, lsn + 1));

@@ -88,6 +88,12 @@ StatusOr<bool> ValueLog::Rotate() {
 
 StatusOr<std::optional<proto::ValueRef>> ValueLog::Append(int32_t pid, uint64_t lsn,
                                                           const void* data, int64_t bytes) {
+  return AppendWith(pid, lsn, bytes,
+                    [&](char* to) { std::memcpy(to, data, static_cast<size_t>(bytes)); });
+}
+
+StatusOr<std::optional<proto::ValueRef>> ValueLog::AppendWith(
+    int32_t pid, uint64_t lsn, int64_t bytes, const std::function<void(char*)>& fill) {
   const int64_t need = kAlign + Aligned(bytes);
   if (need > options_.segment_bytes) return std::optional<proto::ValueRef>();
   int segment;
@@ -108,8 +114,9 @@ StatusOr<std::optional<proto::ValueRef>> ValueLog::Append(int32_t pid, uint64_t 
   // The segment cannot be reused under us: it holds this value, live until a checkpoint of
   // `pid` past `lsn`, which only this partition's owner (the caller) writes.
   char* at = maps_[segment] + offset;
-  std::memcpy(at + kAlign, data, static_cast<size_t>(bytes));
-  EntryHeader header{kMagic, pid, lsn, static_cast<uint64_t>(bytes), XXH3_64bits(data, bytes)};
+  fill(at + kAlign);
+  EntryHeader header{kMagic, pid, lsn, static_cast<uint64_t>(bytes),
+                     XXH3_64bits(at + kAlign, static_cast<size_t>(bytes))};
   std::memcpy(at, &header, sizeof(header));
   proto::ValueRef ref;
   ref.set_segment(segment);

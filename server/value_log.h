@@ -55,6 +55,10 @@ class ValueLog {
   // segment is free (or the value does not fit one), or an error from before_reuse.
   StatusOr<std::optional<proto::ValueRef>> Append(int32_t pid, uint64_t lsn, const void* data,
                                                   int64_t bytes);
+  // The same, with the value written in place by `fill` (e.g. a message encoding itself into
+  // the ring, without a copy of its own).
+  StatusOr<std::optional<proto::ValueRef>> AppendWith(int32_t pid, uint64_t lsn, int64_t bytes,
+                                                      const std::function<void(char*)>& fill);
   // Writes the entry's pages to disk (machine durability).
   Status Sync(const proto::ValueRef& ref);
   // The entry's bytes, checked against its hash and header; valid while the log is open.
