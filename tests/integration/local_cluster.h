@@ -18,33 +18,12 @@
 
 #include "common/local_cluster.h"
 #include "common/supervisor.h"
+#include "tests/scratch_dir.h"
 #include "worker/client.h"
 
 namespace hetps::testing {
 
 inline std::string Bin(const std::string& name) { return std::string(HETPS_BIN_DIR) + "/" + name; }
-
-// A folder under the system's temporary folder, named `prefix`-pid-n, removed (with what it
-// holds) when the handle goes away, also when the test fails.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& prefix)
-      : path_(std::filesystem::temp_directory_path() /
-              (prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(counter_++))) {
-    std::filesystem::remove_all(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string str() const { return path_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  std::filesystem::path path_;
-};
 
 // A process the cluster's supervisor started; killed (SIGKILL) when the handle goes away.
 class Process {

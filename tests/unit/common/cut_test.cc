@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/scratch_dir.h"
 namespace hetps {
 namespace {
 
@@ -16,12 +17,7 @@ namespace fs = std::filesystem;
 
 class CutTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("hetps-cut-test-" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { fs::create_directories(dir_); }
   // A cut folder at `clock`, complete (with a manifest) or not.
   std::string MakeCut(int64_t clock, bool complete) {
     const std::string cut = CutDir(dir_.string(), clock);
@@ -36,7 +32,8 @@ class CutTest : public ::testing::Test {
     }
     return cut;
   }
-  fs::path dir_;
+  testing::ScratchDir scratch_{"hetps-cut-test"};
+  const fs::path dir_ = scratch_.path();
 };
 
 TEST_F(CutTest, ManifestRoundTripsAndFoldersSortByClock) {

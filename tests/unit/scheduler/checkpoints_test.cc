@@ -12,6 +12,7 @@
 
 #include "common/cluster_view.h"
 #include "common/cut.h"
+#include "tests/scratch_dir.h"
 
 namespace hetps {
 namespace {
@@ -20,12 +21,6 @@ namespace fs = std::filesystem;
 
 class CheckpointsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("hetps-checkpoints-test-" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::unique_ptr<Checkpoints> Make(int64_t every = 0, std::string dir = "") {
     return std::make_unique<Checkpoints>(
         CheckpointOptions{.dir = dir.empty() ? dir_.string() : dir, .every_clocks = every},
@@ -61,7 +56,8 @@ class CheckpointsTest : public ::testing::Test {
     return r;
   }
 
-  fs::path dir_;
+  testing::ScratchDir scratch_{"hetps-checkpoints-test"};
+  const fs::path dir_ = scratch_.path();
   std::vector<int32_t> servers_ = {1, 2};
   std::map<int32_t, std::vector<proto::Header>> sent_;
   std::vector<proto::Header> replies_;

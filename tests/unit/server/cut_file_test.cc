@@ -14,6 +14,7 @@
 #include "server/initializer.h"
 #include "server/optimizer/optimizer.h"
 #include "server/partition_store.h"
+#include "tests/scratch_dir.h"
 
 namespace hetps {
 namespace {
@@ -23,18 +24,16 @@ namespace fs = std::filesystem;
 class CutFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("hetps-cut-file-test-" + std::to_string(getpid()));
-    fs::remove_all(dir_);
     fs::create_directories(dir_);
     optimizer_ = std::move(*MakeOptimizer("adam:lr=0.5"));
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // "a": two partitions of 100 floats, "b": one of 40; all on server rank 1.
   ShardMap map_ = *ShardMap::Build({{"a", {200}, 0}, {"b", {40}, 1}}, 1, 100 * 4);
   std::unique_ptr<Optimizer> optimizer_;
   Initializer zeros_ = *Initializer::Make({"zeros", 0, 1});
-  fs::path dir_;
+  testing::ScratchDir scratch_{"hetps-cut-file-test"};
+  const fs::path dir_ = scratch_.path();
 
   std::unique_ptr<PartitionStore> Store() {
     // ShardMap::Build put everything on rank 0; the file below calls it rank 1.

@@ -11,6 +11,7 @@
 #include <map>
 #include <vector>
 
+#include "tests/scratch_dir.h"
 namespace hetps {
 namespace {
 
@@ -18,12 +19,6 @@ namespace fs = std::filesystem;
 
 class ValueLogTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("hetps-value-log-test-" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::unique_ptr<ValueLog> Open() {
     ValueLog::Options o;
     o.segments = 2;
@@ -49,7 +44,8 @@ class ValueLogTest : public ::testing::Test {
     return ref.ok() && ref->has_value() ? **ref : proto::ValueRef();
   }
 
-  fs::path dir_;
+  testing::ScratchDir scratch_{"hetps-value-log-test"};
+  const fs::path dir_ = scratch_.path();
   std::map<int32_t, uint64_t> checkpointed_;  // pid -> lsn its checkpoint covers
   int reuse_calls_ = 0;
 };
