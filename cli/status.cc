@@ -91,6 +91,15 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
         c.at("uptime_s").get<double>(), c.at("consistency").get<std::string>(),
         c.at("workers").get<int>(), c.at("servers").get<int>(), c.at("min_clock").get<int64_t>(),
         c.at("max_clock").get<int64_t>(), c.at("quorum").get<int64_t>(), c.at("stragglers").size());
+    if (c.contains("checkpoint") && c.at("checkpoint").is_object()) {
+      const Json& k = c.at("checkpoint");
+      out.insert(out.size() - 1,
+                 fmt::format("last checkpoint: clock {}, {:.1f} MiB written in {:.2f} s, {:.0f} s "
+                             "ago, {}\n",
+                             k.at("clock").get<int64_t>(), k.at("bytes").get<int64_t>() / 1048576.0,
+                             k.at("write_s").get<double>(), k.at("age_s").get<double>(),
+                             k.at("dir").get<std::string>()));
+    }
     out += fmt::format(
         "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:>7} "
         "{:>8}  {}\n",

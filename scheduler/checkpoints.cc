@@ -176,6 +176,7 @@ void Checkpoints::Complete(double now) {
       actions_.reply(a, r);
     }
     requesters_.clear();
+    if (actions_.completed) actions_.completed(r.cut());
   }
   if (attempt_->periodic) next_periodic_ = attempt_->clock + options_.every_clocks;
   tries_ = 0;

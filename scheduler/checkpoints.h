@@ -42,6 +42,8 @@ class Checkpoints {
     std::function<std::vector<int32_t>()> live_servers;
     // The manifest's description of the cluster: node counts, shard map, policy.
     std::function<proto::CutManifest()> describe;
+    // A cut is complete (clock, dir, bytes, the slowest server's writing time); may be empty.
+    std::function<void(const proto::Cut& cut)> completed;
   };
   Checkpoints(CheckpointOptions options, Actions actions);
   Checkpoints(const Checkpoints&) = delete;

@@ -209,6 +209,11 @@ int64_t ClusterStats::MaxClock() const {
   return clock;
 }
 
+void ClusterStats::OnCheckpoint(int64_t clock, const std::string& dir, int64_t bytes,
+                                double seconds, double now) {
+  checkpoint_ = CheckpointRecord{clock, dir, bytes, seconds, now};
+}
+
 int64_t ClusterStats::Quorum() const {
   std::vector<double> ewmas;
   int64_t live = 0;
@@ -352,6 +357,12 @@ std::string ClusterStats::StatusJson(double now) const {
       {"stragglers", Stragglers()},
       {"straggler_factor", options_.straggler.factor},
   };
+  j["cluster"]["checkpoint"] = checkpoint_ ? Json{{"clock", checkpoint_->clock},
+                                                  {"dir", checkpoint_->dir},
+                                                  {"bytes", checkpoint_->bytes},
+                                                  {"write_s", checkpoint_->seconds},
+                                                  {"age_s", now - checkpoint_->at}}
+                                           : Json(nullptr);
   j["workers"] = WorkersJson(now);
   j["servers"] = ServersJson(now);
   j["layers"] = LayersJson();

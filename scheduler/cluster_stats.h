@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ class ClusterStats {
 
   // The furthest clock a live worker reported (0 before any report).
   int64_t MaxClock() const;
+  // A whole-run checkpoint completed (scheduler/checkpoints.h): shown in the status.
+  void OnCheckpoint(int64_t clock, const std::string& dir, int64_t bytes, double seconds,
+                    double now);
 
   std::string StatusJson(double now) const;
   std::string Metrics(double now) const;
@@ -124,6 +128,13 @@ class ClusterStats {
   std::map<int32_t, WorkerRecord> workers_;  // by node id
   std::map<int32_t, ServerRecord> servers_;
   std::vector<CurvePoint> curve_;
+  struct CheckpointRecord {
+    int64_t clock = 0;
+    std::string dir;
+    int64_t bytes = 0;
+    double seconds = 0, at = 0;
+  };
+  std::optional<CheckpointRecord> checkpoint_;  // the last complete one
   std::vector<double> history_t_;
   double start_ = -1;
 };

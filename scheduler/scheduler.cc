@@ -235,6 +235,10 @@ Checkpoints::Actions Loop::CheckpointActions() {
                 if (map_) *m.mutable_shard_map() = map_->ToProto();
                 if (policy_) *m.mutable_policy() = *policy_;
                 return m;
+              },
+          .completed =
+              [this](const proto::Cut& cut) {
+                stats_.OnCheckpoint(cut.clock(), cut.dir(), cut.bytes(), cut.seconds(), Now());
               }};
 }
 

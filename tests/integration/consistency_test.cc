@@ -108,8 +108,14 @@ TEST(ConsistencyTest, SoftsyncRunsWithoutBlockingAndConverges) {
 
 TEST(ConsistencyTest, SemiAsyncRoundsDoNotWaitForTheStraggler) {
   auto reports = RunWithStraggler({"--consistency=semi_async:quorum=2,timeout_ms=50"});
-  const double straggler_bound_s = 30 * 0.016;  // what waiting for it every round would cost
-  for (int i = 0; i < 2; ++i) EXPECT_LT(reports[i].loop_s, 0.8 * straggler_bound_s);
+  // Waiting for the straggler every round would cost at least its 30 x 16 ms of compute, and
+  // as long as its own run on a loaded machine (its requests slow down like everyone's): the
+  // bound is the larger, so a busy machine does not fail a run that never waited.
+  const double straggler_bound_s = std::max(30 * 0.016, reports[2].loop_s);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LT(reports[i].loop_s, 0.8 * straggler_bound_s)
+        << "fast " << reports[i].loop_s << " s vs slow " << reports[2].loop_s << " s";
+  }
 }
 
 TEST(ConsistencyTest, FedAvgAveragesEachRoundBySampleCount) {

@@ -64,6 +64,14 @@ TEST(StatusRenderTest, TablesShowWorkersServersLayersAndTheStraggler) {
   const size_t row = text->find("\n   1    3 alive");
   ASSERT_NE(row, std::string::npos) << *text;
   EXPECT_LT(text->find("STRAGGLER", row), text->find('\n', row + 1));
+  EXPECT_EQ(text->find("last checkpoint"), std::string::npos) << "none was taken";
+  stats.OnCheckpoint(750, "/runs/x/checkpoints/clock-000000750", 3 << 20, 0.25, 1);
+  auto with_checkpoint = RenderStatus(stats.StatusJson(31));
+  ASSERT_TRUE(with_checkpoint.ok());
+  EXPECT_NE(with_checkpoint->find("last checkpoint: clock 750, 3.0 MiB written in 0.25 s, 30 s "
+                                  "ago, /runs/x/checkpoints/clock-000000750\n\n"),
+            std::string::npos)
+      << *with_checkpoint;
 }
 
 TEST(StatusRenderTest, RejectsWhatIsNotAStatus) {

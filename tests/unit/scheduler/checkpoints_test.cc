@@ -33,7 +33,8 @@ class CheckpointsTest : public ::testing::Test {
                   proto::CutManifest m;
                   m.set_num_servers(2);
                   return m;
-                }});
+                },
+            .completed = [this](const proto::Cut& cut) { completed_.push_back(cut.clock()); }});
   }
   // The last CHECKPOINT server `s` was sent.
   const proto::Header& Last(int32_t s) { return sent_[s].back(); }
@@ -60,6 +61,7 @@ class CheckpointsTest : public ::testing::Test {
   const fs::path dir_ = scratch_.path();
   std::vector<int32_t> servers_ = {1, 2};
   std::map<int32_t, std::vector<proto::Header>> sent_;
+  std::vector<int64_t> completed_;  // clocks of complete cuts, for the status
   std::vector<proto::Header> replies_;
 };
 
@@ -83,6 +85,7 @@ TEST_F(CheckpointsTest, ARequestIsCutAtTheFurthestKnownClockAndCompleteOnceEvery
   ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
   EXPECT_EQ(manifest->clock(), 12);
   EXPECT_EQ(manifest->num_servers(), 2);
+  EXPECT_EQ(completed_, std::vector<int64_t>{12});
   c->Tick(13, true, 3);
   EXPECT_EQ(sent_[1].size(), 1u) << "nothing more was asked for";
 }
