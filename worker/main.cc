@@ -11,20 +11,33 @@
 #include "common/logging.h"
 #include "common/signals.h"
 #include "worker/client.h"
+#include "worker/edge/edge_client.h"
 #include "worker/synthetic.h"
 #include "worker/train/trainer.h"
 
 DEFINE_string(scheduler, "", "scheduler endpoint, e.g. tcp://10.0.0.1:7000 (required)");
 DEFINE_string(workload, "synthetic",
-              "what to run: synthetic (quadratic objective, known optimum) or train (--model on "
-              "Fashion-MNIST or any IDX pair)");
+              "what to run: synthetic (quadratic objective, known optimum), train (--model on "
+              "Fashion-MNIST or any IDX pair) or edge (a federated client: local epochs on its "
+              "own shard, its delta uploaded each round)");
 DEFINE_string(model, "mlp", "train: mlp (784-256-128-10, see --hidden) or cnn (LeNet-5 style)");
 DEFINE_string(device, "auto", "train: where to compute: auto (the GPU when usable), cpu, cuda");
 DEFINE_int32(compute_threads, 1,
              "train: CPU threads for the model's arithmetic (more pays only on idle cores)");
-DEFINE_int32(batch, 64, "train: minibatch size");
-DEFINE_int32(eval_every, 200, "train: rank 0 evaluates on the test set every N clocks");
-DEFINE_string(partition, "iid", "train: how the training set is split: iid or dirichlet");
+DEFINE_int32(batch, 64, "train, edge: minibatch size");
+DEFINE_int32(eval_every, 200,
+             "train, edge: rank 0 evaluates on the test set every N clocks (edge: rounds)");
+DEFINE_string(partition, "iid",
+              "train, edge: how the training set is split: iid, dirichlet, or (edge) shards");
+DEFINE_int32(shards_per_client, 2,
+             "edge: --partition=shards gives each client this many label-sorted shards");
+DEFINE_int32(rounds, 20, "edge: rounds (pull, local training, upload, clock) per client");
+DEFINE_int32(local_epochs, 1, "edge: epochs over the client's shard per round");
+DEFINE_double(local_lr, 0.05, "edge: learning rate of the client's local SGD");
+DEFINE_double(prox_mu, 0, "edge: FedProx's proximal weight mu (0: plain local SGD)");
+DEFINE_string(data_cache, "",
+              "edge: folder of the decoded data set every client maps (default "
+              "$TMPDIR/hetps-data-<uid>)");
 DEFINE_double(dirichlet_alpha, 0.5, "train: label skew of --partition=dirichlet (smaller: more)");
 DEFINE_string(hidden, "256,128", "train: hidden layer widths");
 DEFINE_uint64(data_seed, 1, "train: seed of the split, the minibatches and the initial weights");
@@ -41,7 +54,8 @@ DEFINE_string(tensor_elements, "100000,1000000,2500000",
 DEFINE_uint64(workload_seed, 7, "synthetic: seed of the per-worker targets");
 DEFINE_double(compute_ms, 0, "synthetic: simulated compute time per iteration, in ms");
 DEFINE_double(slowdown, 1.0,
-              "multiplies this worker's compute time (>= 1): a reproducible straggler");
+              "multiplies this worker's compute time (>= 1): a reproducible straggler or a "
+              "slower edge device");
 DEFINE_int32(progress_every, 10, "print a progress line every N iterations");
 DEFINE_int32(heartbeat_interval_ms, 500,
              "heartbeat period to the scheduler (each carries this worker's report)");
@@ -65,9 +79,9 @@ namespace {
 // The flags that choose among fixed words, and the codecs.
 hetps::Status CheckChoices() {
   using hetps::Status;
-  if (FLAGS_workload != "synthetic" && FLAGS_workload != "train") {
+  if (FLAGS_workload != "synthetic" && FLAGS_workload != "train" && FLAGS_workload != "edge") {
     return Status::InvalidArgument(
-        fmt::format("unknown --workload '{}' (known: synthetic, train)", FLAGS_workload));
+        fmt::format("unknown --workload '{}' (known: synthetic, train, edge)", FLAGS_workload));
   }
   if (FLAGS_model != "mlp" && FLAGS_model != "cnn") {
     return Status::InvalidArgument(
@@ -128,6 +142,35 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   return o;
 }
 
+hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
+  auto hidden = hetps::ParsePositiveList(FLAGS_hidden, 1 << 16);
+  if (!hidden.ok()) return hetps::Status::InvalidArgument("--hidden: " + hidden.status().message());
+  hetps::EdgeOptions o;
+  o.hidden.assign(hidden->begin(), hidden->end());
+  o.dataset_dir = FLAGS_dataset_dir;
+  o.train_images = FLAGS_train_images;
+  o.train_labels = FLAGS_train_labels;
+  o.test_images = FLAGS_test_images;
+  o.test_labels = FLAGS_test_labels;
+  o.data_cache = FLAGS_data_cache;
+  o.partition = FLAGS_partition;
+  o.dirichlet_alpha = FLAGS_dirichlet_alpha;
+  o.shards_per_client = FLAGS_shards_per_client;
+  o.model = FLAGS_model;
+  o.device = FLAGS_device;
+  o.compute_threads = FLAGS_compute_threads;
+  o.local.epochs = FLAGS_local_epochs;
+  o.local.batch = FLAGS_batch;
+  o.local.lr = FLAGS_local_lr;
+  o.local.prox_mu = FLAGS_prox_mu;
+  o.rounds = FLAGS_rounds;
+  o.eval_every = FLAGS_eval_every;
+  o.seed = FLAGS_data_seed;
+  o.slowdown = FLAGS_slowdown;
+  o.run_dir = FLAGS_run_dir;
+  return o;
+}
+
 hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
   hetps::ClientOptions o;
   o.scheduler = FLAGS_scheduler;
@@ -156,12 +199,14 @@ int main(int argc, char** argv) {
   hetps::Status valid = CheckChoices();
   auto synthetic = SyntheticFromFlags();
   auto train = TrainFromFlags();
-  for (const hetps::Status& s : {synthetic.status(), train.status()}) {
+  auto edge = EdgeFromFlags();
+  for (const hetps::Status& s : {synthetic.status(), train.status(), edge.status()}) {
     if (valid.ok()) valid = s;
   }
   if (valid.ok()) {
-    valid = FLAGS_workload == "train" ? hetps::ValidateTrainOptions(*train)
-                                      : hetps::ValidateSyntheticOptions(*synthetic);
+    valid = FLAGS_workload == "train"  ? hetps::ValidateTrainOptions(*train)
+            : FLAGS_workload == "edge" ? hetps::ValidateEdgeOptions(*edge)
+                                       : hetps::ValidateSyntheticOptions(*synthetic);
   }
   if (!valid.ok()) {
     spdlog::error("{}", valid.message());
@@ -177,8 +222,9 @@ int main(int argc, char** argv) {
     spdlog::error("cannot join the cluster: {}", client.status().ToString());
     return 1;
   }
-  hetps::Status s = FLAGS_workload == "train"
-                        ? hetps::RunTraining(**client, *train, signals.stop())
+  hetps::Status s = FLAGS_workload == "train" ? hetps::RunTraining(**client, *train, signals.stop())
+                    : FLAGS_workload == "edge"
+                        ? hetps::RunEdgeClient(**client, *edge, signals.stop())
                         : hetps::RunSynthetic(**client, *synthetic, signals.stop());
   hetps::Status left = (*client)->Finish();
   if (!s.ok()) {

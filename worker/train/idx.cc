@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -64,45 +65,53 @@ StatusOr<IdxArray> ReadIdx(const std::string& path) {
   return a;
 }
 
+PixelStats ComputePixelStats(const uint8_t* pixels, size_t n) {
+  double sum = 0, sq = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sum += pixels[i];
+    sq += static_cast<double>(pixels[i]) * pixels[i];
+  }
+  const double count = static_cast<double>(std::max<size_t>(n, 1));
+  const double mean = sum / count;
+  return {mean, std::sqrt(std::max(sq / count - mean * mean, 1e-12))};
+}
+
+Status CheckIdxPair(const IdxArray& x, const IdxArray& y, const std::string& images,
+                    const std::string& labels, int32_t classes) {
+  if (x.dims.size() != 3) {
+    return Status::Malformed(
+        fmt::format("{}: images need 3 dims, found {}", images, x.dims.size()));
+  }
+  if (y.dims.size() != 1 || y.dims[0] != x.dims[0]) {
+    return Status::Malformed(fmt::format("{} holds {} labels for {} images", labels,
+                                         y.dims.empty() ? 0 : y.dims[0], x.dims[0]));
+  }
+  for (size_t i = 0; i < y.data.size(); ++i) {
+    if (y.data[i] >= classes) {
+      return Status::Malformed(
+          fmt::format("{}: label {} at {} is not below {} classes", labels, y.data[i], i, classes));
+    }
+  }
+  return Status();
+}
+
 StatusOr<Dataset> LoadIdxPair(const std::string& images, const std::string& labels,
                               int32_t classes) {
   auto x = ReadIdx(images);
   if (!x.ok()) return x.status();
   auto y = ReadIdx(labels);
   if (!y.ok()) return y.status();
-  if (x->dims.size() != 3) {
-    return Status::Malformed(
-        fmt::format("{}: images need 3 dims, found {}", images, x->dims.size()));
-  }
-  if (y->dims.size() != 1 || y->dims[0] != x->dims[0]) {
-    return Status::Malformed(fmt::format("{} holds {} labels for {} images", labels,
-                                         y->dims.empty() ? 0 : y->dims[0], x->dims[0]));
-  }
+  if (Status s = CheckIdxPair(*x, *y, images, labels, classes); !s.ok()) return s;
   Dataset d;
   d.size = x->dims[0];
   d.rows = x->dims[1];
   d.cols = x->dims[2];
   d.features = static_cast<int64_t>(x->dims[1]) * x->dims[2];
   d.classes = classes;
-  double sum = 0, sq = 0;
-  for (uint8_t v : x->data) {
-    sum += v;
-    sq += static_cast<double>(v) * v;
-  }
-  const double n = static_cast<double>(x->data.size());
-  const double mean = sum / n, std = std::sqrt(std::max(sq / n - mean * mean, 1e-12));
+  const PixelStats stats = ComputePixelStats(x->data.data(), x->data.size());
   d.x.resize(x->data.size());
-  for (size_t i = 0; i < x->data.size(); ++i) {
-    d.x[i] = static_cast<float>((x->data[i] - mean) / std);
-  }
-  d.y.resize(d.size);
-  for (int64_t i = 0; i < d.size; ++i) {
-    d.y[i] = y->data[i];
-    if (d.y[i] >= classes) {
-      return Status::Malformed(
-          fmt::format("{}: label {} at {} is not below {} classes", labels, d.y[i], i, classes));
-    }
-  }
+  for (size_t i = 0; i < x->data.size(); ++i) d.x[i] = Standardize(x->data[i], stats);
+  d.y.assign(y->data.begin(), y->data.end());
   return d;
 }
 

@@ -30,6 +30,21 @@ struct Dataset {
   std::vector<int32_t> y;  // size labels in [0, classes)
 };
 
+// Mean and standard deviation over every pixel of a set; a sample's features are its pixels
+// standardized with them.
+struct PixelStats {
+  double mean = 0, std = 1;
+};
+PixelStats ComputePixelStats(const uint8_t* pixels, size_t n);
+inline float Standardize(uint8_t v, const PixelStats& s) {
+  return static_cast<float>((v - s.mean) / s.std);
+}
+
+// Checks that `images` (3 dims: n, rows, cols) and `labels` (1 dim: n, each below `classes`)
+// form a labelled set; the error names the file at fault.
+Status CheckIdxPair(const IdxArray& images, const IdxArray& labels, const std::string& images_path,
+                    const std::string& labels_path, int32_t classes);
+
 // Loads an image file (3 dims: n, rows, cols) and its label file (1 dim: n).
 StatusOr<Dataset> LoadIdxPair(const std::string& images, const std::string& labels,
                               int32_t classes = 10);

@@ -51,6 +51,30 @@ std::vector<std::vector<int64_t>> PartitionDirichlet(const std::vector<int32_t>&
   return parts;
 }
 
+std::vector<std::vector<int64_t>> PartitionShards(const std::vector<int32_t>& labels, int workers,
+                                                  int per_worker, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> order(labels.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);  // ties within a label in seeded order
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return labels[a] < labels[b]; });
+  const int64_t shards = static_cast<int64_t>(workers) * per_worker;
+  std::vector<int64_t> shard_ids(shards);
+  std::iota(shard_ids.begin(), shard_ids.end(), 0);
+  std::shuffle(shard_ids.begin(), shard_ids.end(), rng);
+  const int64_t n = static_cast<int64_t>(order.size());
+  std::vector<std::vector<int64_t>> parts(workers);
+  for (int64_t k = 0; k < shards; ++k) {
+    const int64_t s = shard_ids[k];
+    const int64_t begin = s * n / shards, end = (s + 1) * n / shards;
+    auto& part = parts[k / per_worker];
+    part.insert(part.end(), order.begin() + begin, order.begin() + end);
+  }
+  for (auto& p : parts) std::shuffle(p.begin(), p.end(), rng);
+  return parts;
+}
+
 std::vector<std::vector<int64_t>> LabelHistogram(const std::vector<std::vector<int64_t>>& parts,
                                                  const std::vector<int32_t>& labels,
                                                  int32_t classes) {

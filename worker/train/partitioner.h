@@ -3,6 +3,9 @@
 //   iid:       a seeded shuffle cut into near-equal parts
 //   dirichlet: non-IID label skew; for each class, shares drawn from Dirichlet(alpha) over the
 //              workers (small alpha: each worker sees few classes; large alpha: close to iid)
+//   shards:    pathological label skew (McMahan et al. 2017): the samples sorted by label, cut
+//              into workers * per_worker equal shards, each worker given per_worker of them at
+//              random, so it sees at most per_worker classes
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,8 @@ std::vector<std::vector<int64_t>> PartitionIid(int64_t n, int workers, uint64_t 
 std::vector<std::vector<int64_t>> PartitionDirichlet(const std::vector<int32_t>& labels,
                                                      int32_t classes, int workers, double alpha,
                                                      uint64_t seed);
+std::vector<std::vector<int64_t>> PartitionShards(const std::vector<int32_t>& labels, int workers,
+                                                  int per_worker, uint64_t seed);
 // Per-worker label counts of a partition (for reports).
 std::vector<std::vector<int64_t>> LabelHistogram(const std::vector<std::vector<int64_t>>& parts,
                                                  const std::vector<int32_t>& labels,

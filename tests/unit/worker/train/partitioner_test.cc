@@ -59,5 +59,18 @@ TEST(PartitionerTest, SmallerAlphaSkewsLabelsMore) {
   EXPECT_LT(even, 0.13);  // close to the iid 0.1
 }
 
+TEST(PartitionerTest, ShardsCoverEverySampleAndGiveEachWorkerAtMostPerWorkerClasses) {
+  const auto labels = Labels(6000, 10);
+  const auto parts = PartitionShards(labels, 100, 2, 3);
+  ASSERT_EQ(parts.size(), 100u);
+  ExpectCoverage(parts, 6000);
+  for (const auto& row : LabelHistogram(parts, labels, 10)) {
+    EXPECT_LE(std::count_if(row.begin(), row.end(), [](int64_t c) { return c > 0; }), 2);
+    EXPECT_EQ(std::accumulate(row.begin(), row.end(), int64_t{0}), 60);
+  }
+  EXPECT_EQ(PartitionShards(labels, 100, 2, 3), parts);  // seeded
+  EXPECT_NE(PartitionShards(labels, 100, 2, 4), parts);
+}
+
 }  // namespace
 }  // namespace hetps

@@ -1,0 +1,142 @@
+// Federated edge clients as real processes (hetps-worker --workload=edge) on a live cluster,
+// checked against the same local training replayed in this process: FedAvg's rounds must give
+// exactly the sample-weighted mean of the clients' local models.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "tests/integration/local_cluster.h"
+#include "worker/edge/local_training.h"
+#include "worker/train/model.h"
+#include "worker/train/partitioner.h"
+#include "worker/train/shared_images.h"
+
+namespace hetps::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteIdxGz(const std::string& path, std::vector<int32_t> dims,
+                const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> b = {0, 0, 0x08, static_cast<uint8_t>(dims.size())};
+  for (int32_t d : dims) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(d >> s));
+  }
+  b.insert(b.end(), data.begin(), data.end());
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, b.data(), static_cast<unsigned>(b.size()));
+  gzclose(f);
+}
+
+// A small learnable image set: each of 10 classes lights its own pixels, plus noise.
+void WriteData(const std::string& images, const std::string& labels, int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> noise(0, 60);
+  std::vector<uint8_t> x(static_cast<size_t>(n) * 36), y(n);
+  for (int i = 0; i < n; ++i) {
+    y[i] = static_cast<uint8_t>(rng() % 10);
+    for (int p = 0; p < 36; ++p) {
+      x[i * 36 + p] = static_cast<uint8_t>(noise(rng) + (p % 10 == y[i] ? 150 : 0));
+    }
+  }
+  WriteIdxGz(images, {n, 6, 6}, x);
+  WriteIdxGz(labels, {n}, y);
+}
+
+Params ReadModel(const std::string& path, const Params& shape) {
+  std::ifstream in(path, std::ios::binary);
+  Params p = shape;
+  for (auto& t : p) {
+    in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size() * 4));
+  }
+  EXPECT_TRUE(in.good()) << "model file " << path << " is short";
+  EXPECT_EQ(in.peek(), EOF) << "model file " << path << " is longer than the model";
+  return p;
+}
+
+TEST(EdgeTest, FedAvgRoundsGiveTheSampleWeightedMeanOfTheLocalModels) {
+  constexpr int kClients = 4, kRounds = 3;
+  constexpr uint64_t kSeed = 3;
+  LocalCluster cluster({.servers = 2,
+                        .workers = kClients,
+                        .server_flags = {"--consistency=bsp", "--aggregator=fedavg",
+                                         "--optimizer=sgd:lr=1", "--init=worker"}});
+  const std::string images = cluster.Path("train-images.gz"),
+                    labels = cluster.Path("train-labels.gz");
+  WriteData(images, labels, 240, 11);
+  const std::string run_dir = cluster.Path("run");
+  const LocalTraining local{.epochs = 2, .batch = 16, .lr = 0.1};
+  std::vector<std::unique_ptr<Process>> procs;
+  for (int i = 0; i < kClients; ++i) {
+    procs.push_back(cluster.StartWorker(
+        {"--workload=edge", "--rounds=" + std::to_string(kRounds), "--local_epochs=2", "--batch=16",
+         "--local_lr=0.1", "--hidden=8", "--partition=shards", "--shards_per_client=2",
+         "--data_seed=3", "--eval_every=1", "--train_images=" + images, "--train_labels=" + labels,
+         "--test_images=" + images, "--test_labels=" + labels,
+         "--data_cache=" + cluster.Path("cache"), "--run_dir=" + run_dir},
+        cluster.Path("client" + std::to_string(i))));
+  }
+  std::string outputs;
+  for (int i = 0; i < kClients; ++i) {
+    auto st = procs[i]->WaitExit(120s);
+    const std::string out = Slurp(cluster.Path("client" + std::to_string(i)));
+    outputs += out;
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out;
+  }
+  EXPECT_NE(outputs.find("final test accuracy"), std::string::npos) << outputs;
+
+  // The same rounds, replayed here: every client trains from the global model with its own
+  // seeded sample order, and the new global model is the sample-weighted mean.
+  auto data = SharedImages::Open(images, labels, cluster.Path("cache-replay"));
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  const auto parts = PartitionShards(data->labels(), kClients, 2, kSeed);
+  auto arch = BuildArchitecture("mlp", {1, 6, 6}, 10, {8});
+  ASSERT_TRUE(arch.ok());
+  auto model = MakeCpuModel(std::move(*arch));
+  Params global = model->Init(kSeed), grads = model->Zeros();
+  std::vector<std::mt19937_64> rngs;
+  for (int k = 0; k < kClients; ++k) rngs.emplace_back(kSeed * 1000003 + k);
+  for (int r = 0; r < kRounds; ++r) {
+    std::vector<std::vector<double>> sum(global.size());
+    for (size_t t = 0; t < global.size(); ++t) sum[t].assign(global[t].size(), 0);
+    double samples = 0;
+    for (int k = 0; k < kClients; ++k) {
+      const Dataset shard = data->Gather(parts[k]);
+      Params w = global;
+      ASSERT_TRUE(TrainLocally(*model, shard, local, global, w, grads, rngs[k]).ok());
+      for (size_t t = 0; t < w.size(); ++t) {
+        for (size_t i = 0; i < w[t].size(); ++i) sum[t][i] += shard.size * double{w[t][i]};
+      }
+      samples += shard.size;
+    }
+    for (size_t t = 0; t < global.size(); ++t) {
+      for (size_t i = 0; i < global[t].size(); ++i) {
+        global[t][i] = static_cast<float>(sum[t][i] / samples);
+      }
+    }
+  }
+  const Params served = ReadModel(run_dir + "/model.bin", global);
+  double max_diff = 0, max_moved = 0;
+  const Params start = model->Init(kSeed);
+  for (size_t t = 0; t < global.size(); ++t) {
+    for (size_t i = 0; i < global[t].size(); ++i) {
+      max_diff = std::max(max_diff, double{std::abs(served[t][i] - global[t][i])});
+      max_moved = std::max(max_moved, double{std::abs(global[t][i] - start[t][i])});
+    }
+  }
+  EXPECT_LT(max_diff, 1e-5) << "the served model is not the weighted mean of the local models";
+  EXPECT_GT(max_moved, 1e-2) << "training moved nothing: the check would be empty";
+}
+
+}  // namespace
+}  // namespace hetps::testing

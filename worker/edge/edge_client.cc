@@ -1,0 +1,274 @@
+#include "worker/edge/edge_client.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <thread>
+
+#include "worker/train/partitioner.h"
+#include "worker/train/run_log.h"
+#include "worker/train/shared_images.h"
+
+namespace hetps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string PathOr(const std::string& given, const std::string& fallback) {
+  return given.empty() ? fallback : given;
+}
+
+// Issues one request per tensor and waits for them all.
+template <typename Op>
+Status ForEachTensor(const std::vector<TensorSpec>& tensors, Op op) {
+  std::vector<Ticket> tickets;
+  for (size_t t = 0; t < tensors.size(); ++t) tickets.push_back(op(t));
+  for (const Ticket& ticket : tickets) {
+    if (Status s = ticket.Wait(); !s.ok()) return s;
+  }
+  return Status();
+}
+
+Status WriteModel(const std::string& path, const Params& params) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (const std::vector<float>& p : params) {
+    out.write(reinterpret_cast<const char*>(p.data()),
+              static_cast<std::streamsize>(p.size() * sizeof(float)));
+  }
+  if (!out.flush()) return Status::Internal(fmt::format("cannot write the model to {}", path));
+  return Status();
+}
+
+class EdgeClient {
+ public:
+  EdgeClient(Client& client, const EdgeOptions& options) : client_(client), o_(options) {}
+
+  // Maps the data, keeps this client's shard, builds the model and declares its tensors.
+  Status Prepare();
+  // One round: pull, train locally, upload the delta, clock.
+  Status Round();
+  // Rank 0: evaluation of the model pulled this round, the progress line and the run's rows.
+  Status Observe();
+  Status Finish();
+
+ private:
+  Status LoadData();
+  int Shard() const { return client_.rank() % client_.num_workers(); }
+
+  Client& client_;
+  const EdgeOptions& o_;
+  Dataset shard_;
+  std::optional<Dataset> test_;  // rank 0 only
+  std::unique_ptr<Model> model_;
+  std::vector<TensorSpec> tensors_;
+  Params global_, local_, grads_;
+  std::mt19937_64 rng_;
+  std::optional<RunLog> log_;
+  Clock::time_point start_;
+  double loss_ = 0;
+  double train_s_ = 0;
+};
+
+Status EdgeClient::LoadData() {
+  const std::string cache = o_.data_cache.empty() ? SharedImages::DefaultCacheDir() : o_.data_cache;
+  auto train = SharedImages::Open(
+      PathOr(o_.train_images, FashionMnistImages(o_.dataset_dir, "train")),
+      PathOr(o_.train_labels, FashionMnistLabels(o_.dataset_dir, "train")), cache);
+  if (!train.ok()) return train.status();
+  const int clients = client_.num_workers();
+  std::vector<std::vector<int64_t>> parts;
+  if (o_.partition == "dirichlet") {
+    parts =
+        PartitionDirichlet(train->labels(), train->classes(), clients, o_.dirichlet_alpha, o_.seed);
+  } else if (o_.partition == "shards") {
+    parts = PartitionShards(train->labels(), clients, o_.shards_per_client, o_.seed);
+  } else {
+    parts = PartitionIid(train->size(), clients, o_.seed);
+  }
+  shard_ = train->Gather(parts[Shard()]);
+  const auto histogram = LabelHistogram({parts[Shard()]}, train->labels(), train->classes());
+  spdlog::info("client {} trains on {} samples, labels [{}]", client_.rank(), shard_.size,
+               fmt::join(histogram[0], " "));
+  if (client_.rank() == 0) {
+    auto test = SharedImages::Open(
+        PathOr(o_.test_images, FashionMnistImages(o_.dataset_dir, "t10k")),
+        PathOr(o_.test_labels, FashionMnistLabels(o_.dataset_dir, "t10k")), cache);
+    if (!test.ok()) return test.status();
+    std::vector<int64_t> all(test->size());
+    std::iota(all.begin(), all.end(), 0);
+    test_ = test->Gather(all);
+  }
+  return Status();
+}
+
+Status EdgeClient::Prepare() {
+  if (Status s = LoadData(); !s.ok()) return s;
+  auto arch = BuildArchitecture(o_.model, {1, shard_.rows, shard_.cols}, shard_.classes, o_.hidden);
+  if (!arch.ok()) return arch.status();
+  SetComputeThreads(o_.compute_threads);
+  auto made = MakeModel(std::move(*arch), o_.device);
+  if (!made.ok()) return made.status();
+  model_ = std::move(*made);
+  tensors_ = model_->Tensors();
+  if (Status s = client_.DeclareTensors(tensors_); !s.ok()) return s;
+  // Every client offers the same seeded start; the first Init of each partition wins.
+  global_ = model_->Init(o_.seed);
+  if (Status s = ForEachTensor(tensors_,
+                               [&](size_t t) {
+                                 return client_.Init(tensors_[t].name, global_[t].data(),
+                                                     tensors_[t].NumElements());
+                               });
+      !s.ok()) {
+    return s;
+  }
+  local_ = model_->Zeros();
+  grads_ = model_->Zeros();
+  rng_.seed(o_.seed * 1000003 + static_cast<uint64_t>(client_.rank()));
+  auto log = RunLog::Open(o_.run_dir, client_.rank(), client_.clock());
+  if (!log.ok()) return log.status();
+  log_.emplace(std::move(*log));
+  start_ = Clock::now();
+  return Status();
+}
+
+Status EdgeClient::Round() {
+  client_.BeginIteration();
+  if (Status s = ForEachTensor(tensors_,
+                               [&](size_t t) {
+                                 return client_.Pull(tensors_[t].name, global_[t].data(),
+                                                     tensors_[t].NumElements());
+                               });
+      !s.ok()) {
+    return s;
+  }
+  const auto train_start = Clock::now();
+  for (size_t t = 0; t < tensors_.size(); ++t) local_[t] = global_[t];
+  auto loss = TrainLocally(*model_, shard_, o_.local, global_, local_, grads_, rng_);
+  if (!loss.ok()) return loss.status();
+  loss_ = *loss;
+  if (o_.slowdown > 1.0) {
+    std::this_thread::sleep_for((Clock::now() - train_start) * (o_.slowdown - 1.0));
+  }
+  train_s_ += std::chrono::duration<double>(Clock::now() - train_start).count();
+  // The delta is written over the local model: local_ = global_ - local_.
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    float* d = local_[t].data();
+    const float* g = global_[t].data();
+    for (size_t i = 0; i < local_[t].size(); ++i) d[i] = g[i] - d[i];
+  }
+  const double weight = static_cast<double>(shard_.size);
+  if (Status s = ForEachTensor(tensors_,
+                               [&](size_t t) {
+                                 return client_.Push(tensors_[t].name, local_[t].data(),
+                                                     tensors_[t].NumElements(), weight);
+                               });
+      !s.ok()) {
+    return s;
+  }
+  return client_.Clock();
+}
+
+Status EdgeClient::Observe() {
+  const int64_t round = client_.clock();
+  std::optional<double> accuracy;
+  if (test_ && (round % o_.eval_every == 0 || round >= o_.rounds)) {
+    // The model this round started from: the global model after round - 1 aggregations.
+    auto a = model_->Accuracy(global_, test_->x.data(), test_->y.data(), test_->size);
+    if (!a.ok()) return a.status();
+    accuracy = *a;
+  }
+  if (accuracy) {
+    client_.ReportMetrics({{"loss", loss_}, {"accuracy", *accuracy}});
+  } else {
+    client_.ReportMetrics({{"loss", loss_}});
+  }
+  log_->Record(round, client_.rank(), loss_, accuracy, client_.stats().max_staleness);
+  if (client_.rank() == 0) {
+    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    const std::string acc =
+        accuracy ? fmt::format("  test accuracy {:.4f} (model of round {})", *accuracy, round - 1)
+                 : "";
+    std::printf("round %lld/%d  %.1f s  local loss %.4f%s\n", static_cast<long long>(round),
+                o_.rounds, secs, loss_, acc.c_str());
+    std::fflush(stdout);
+  }
+  return Status();
+}
+
+Status EdgeClient::Finish() {
+  const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+  const ClientStats stats = client_.stats();
+  spdlog::info("client {}: {} rounds on {} samples, {:.1f} s training of {:.1f} s, {} bytes up",
+               client_.rank(), client_.clock(), shard_.size, train_s_, secs, stats.bytes_pushed);
+  log_->Close();  // before the barrier: rank 0 merges every client's file after it
+  if (Status s = client_.Barrier(); !s.ok()) return s;
+  if (!test_) return Status();
+  if (Status s = ForEachTensor(tensors_,
+                               [&](size_t t) {
+                                 return client_.Pull(tensors_[t].name, global_[t].data(),
+                                                     tensors_[t].NumElements());
+                               });
+      !s.ok()) {
+    return s;
+  }
+  auto evaluated = model_->Accuracy(global_, test_->x.data(), test_->y.data(), test_->size);
+  if (!evaluated.ok()) return evaluated.status();
+  std::printf("final test accuracy %.4f after %d rounds of %d clients in %.1f s\n", *evaluated,
+              o_.rounds, client_.num_workers(), secs);
+  if (!o_.run_dir.empty()) {
+    RunSummary summary;
+    summary.test_accuracy = *evaluated;
+    summary.wall_s = secs;
+    summary.iterations = o_.rounds;
+    summary.workers = client_.num_workers();
+    summary.consistency = client_.consistency();
+    if (Status s = FinishRun(o_.run_dir, summary); !s.ok()) return s;
+    if (Status s = WriteModel(o_.run_dir + "/model.bin", global_); !s.ok()) return s;
+    std::printf("run files in %s: metrics.csv, plot.png, summary.json, model.bin\n",
+                o_.run_dir.c_str());
+  }
+  std::fflush(stdout);
+  return Status();
+}
+
+}  // namespace
+
+Status ValidateEdgeOptions(const EdgeOptions& o) {
+  if (o.rounds < 1 || o.eval_every < 1 || o.local.epochs < 1 || o.local.batch < 1) {
+    return Status::InvalidArgument("rounds, eval_every, local_epochs and batch must be >= 1");
+  }
+  if (!(o.local.lr > 0) || !(o.local.prox_mu >= 0) || !(o.slowdown >= 1.0)) {
+    return Status::InvalidArgument("local_lr must be > 0, prox_mu >= 0 and slowdown >= 1");
+  }
+  if (o.partition != "iid" && o.partition != "dirichlet" && o.partition != "shards") {
+    return Status::InvalidArgument(
+        fmt::format("unknown partition '{}' (iid, dirichlet, shards)", o.partition));
+  }
+  if (o.partition == "dirichlet" && !(o.dirichlet_alpha > 0)) {
+    return Status::InvalidArgument("dirichlet_alpha must be > 0");
+  }
+  if (o.partition == "shards" && o.shards_per_client < 1) {
+    return Status::InvalidArgument("shards_per_client must be >= 1");
+  }
+  return Status();
+}
+
+Status RunEdgeClient(Client& client, const EdgeOptions& o, const std::atomic<bool>& stop) {
+  if (Status s = ValidateEdgeOptions(o); !s.ok()) return s;
+  EdgeClient edge(client, o);
+  if (Status s = edge.Prepare(); !s.ok()) return s;
+  while (client.clock() < o.rounds && !stop.load()) {
+    if (Status s = edge.Round(); !s.ok()) return s;
+    if (Status s = edge.Observe(); !s.ok()) return s;
+  }
+  if (stop.load()) return Status::Aborted("interrupted");
+  return edge.Finish();
+}
+
+}  // namespace hetps

@@ -1,0 +1,53 @@
+// The federated edge client (hetps-worker --workload=edge). It holds only its own shard of the
+// training set (the pixels come from a cache file every client on the machine maps, see
+// worker/train/shared_images.h), and each round it
+//   1. pulls the global model w (its version travels with its later pushes as their base),
+//   2. trains locally from w (worker/edge/local_training.h: E epochs of SGD, FedProx optional),
+//   3. uploads its delta w - w_local per tensor with its sample count as the push's weight,
+//   4. ends the round with Clock().
+// How uploads combine is the servers' aggregator: fedavg under bsp (each round one step on the
+// sample-weighted mean of every client's delta; with server SGD at lr 1 the new model is the
+// weighted mean of the local models), fedasync or fedbuff under asp (each upload on arrival,
+// weighted by its staleness). Rank 0 also evaluates the global model it pulled every
+// eval_every rounds and at the end, and with a run_dir writes the final global model to
+// <run_dir>/model.bin: every tensor's float32 values (little-endian), in the order of the
+// model's tensors (fc0.w, fc0.b, fc1.w, ...), nothing else.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "worker/client.h"
+#include "worker/edge/local_training.h"
+#include "worker/train/idx.h"
+
+namespace hetps {
+
+struct EdgeOptions {
+  std::string dataset_dir = kFashionMnistDir;
+  std::string train_images, train_labels, test_images, test_labels;  // override dataset_dir
+  std::string data_cache;         // SharedImages' folder; empty: its default
+  std::string partition = "iid";  // iid | dirichlet | shards
+  double dirichlet_alpha = 0.5;   // dirichlet
+  int shards_per_client = 2;      // shards
+  std::string model = "mlp";      // mlp | cnn
+  std::vector<int> hidden = {256, 128};
+  std::string device = "cpu";
+  int compute_threads = 1;
+  LocalTraining local;
+  int rounds = 20;
+  int eval_every = 5;     // rounds between rank 0's evaluations
+  uint64_t seed = 1;      // the split, the initial model, each client's sample order
+  double slowdown = 1.0;  // multiplies local training time (a slower device)
+  std::string run_dir;    // when set: metrics, summary.json, plot.png and model.bin go there
+};
+
+// Runs rounds until the client's clock reaches options.rounds; rank 0 prints the final test
+// accuracy. Fails if the data cannot be loaded or a request fails.
+Status RunEdgeClient(Client& client, const EdgeOptions& options, const std::atomic<bool>& stop);
+// What RunEdgeClient refuses before it starts, checked without a cluster.
+Status ValidateEdgeOptions(const EdgeOptions& options);
+
+}  // namespace hetps
