@@ -7,9 +7,12 @@
 // call. Activations stay on the device between forward and backward.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -66,22 +69,69 @@ Status CudaError(cudaError_t e, const char* what) {
   } while (0)
 #define HETPS_LAUNCHED() HETPS_CUDA(cudaGetLastError())
 
+// cuBLAS is opened when the first CUDA model is made, not at program start: loaded, it and its
+// cuBLASLt cost a process about 150 MB of memory, which every worker linking them would pay,
+// GPU or not (a hundred edge clients on one machine use none). Only these entry points are used.
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+  decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
+};
+
+#define HETPS_STR2(x) #x
+#define HETPS_STR(x) HETPS_STR2(x)
+
+StatusOr<const Cublas*> LoadCublas() {
+  static StatusOr<Cublas> loaded = []() -> StatusOr<Cublas> {
+    // The soname of the toolkit built against, found on the executable's run path, else in the
+    // toolkit's folder.
+    const std::string soname = "libcublas.so." HETPS_STR(CUBLAS_VER_MAJOR);
+    void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      lib = dlopen((std::string(HETPS_CUDA_LIBRARY_DIR) + "/" + soname).c_str(),
+                   RTLD_NOW | RTLD_LOCAL);
+    }
+    if (lib == nullptr) {
+      return Status::FailedPrecondition(fmt::format("cannot load {}: {}", soname, dlerror()));
+    }
+    Cublas c;
+    bool all = true;
+    auto bind = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      all = all && fn != nullptr;
+    };
+    bind(c.create, "cublasCreate_v2");
+    bind(c.destroy, "cublasDestroy_v2");
+    bind(c.set_stream, "cublasSetStream_v2");
+    bind(c.sgemm, "cublasSgemm_v2");
+    bind(c.sgemm_strided_batched, "cublasSgemmStridedBatched");
+    if (!all) return Status::FailedPrecondition(soname + " lacks an entry point hetps uses");
+    return c;
+  }();
+  if (!loaded.ok()) return loaded.status();
+  return &*loaded;
+}
+
 // Row-major C (m x n) = alpha op(A) op(B) + beta C, as cuBLAS's column-major C^T = op(B)^T op(A)^T.
-cublasStatus_t Gemm(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, const float* a,
-                    int lda, const float* b, int ldb, float* c, int ldc, float beta = 0.0f) {
+cublasStatus_t Gemm(const Cublas& blas, cublasHandle_t h, bool ta, bool tb, int m, int n, int k,
+                    const float* a, int lda, const float* b, int ldb, float* c, int ldc,
+                    float beta = 0.0f) {
   const float alpha = 1.0f;
-  return cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
-                     &alpha, b, ldb, a, lda, &beta, c, ldc);
+  return blas.sgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                    &alpha, b, ldb, a, lda, &beta, c, ldc);
 }
 
 // The same for `count` independent products with the given element strides (0: shared).
-cublasStatus_t GemmBatched(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, const float* a,
-                           int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b,
-                           float* c, int ldc, int64_t stride_c, int count) {
+cublasStatus_t GemmBatched(const Cublas& blas, cublasHandle_t h, bool ta, bool tb, int m, int n,
+                           int k, const float* a, int lda, int64_t stride_a, const float* b,
+                           int ldb, int64_t stride_b, float* c, int ldc, int64_t stride_c,
+                           int count) {
   const float alpha = 1.0f, beta = 0.0f;
-  return cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,
-                                   stride_b, a, lda, stride_a, &beta, c, ldc, stride_c, count);
+  return blas.sgemm_strided_batched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,
+                                    stride_b, a, lda, stride_a, &beta, c, ldc, stride_c, count);
 }
 
 Geometry GeometryOf(const Shape& s, const Shape& o, const LayerSpec& l) {
@@ -94,15 +144,18 @@ class CudaModel : public Model {
       : Model(std::move(a)), device_(device), name_(std::move(name)) {}
 
   ~CudaModel() override {
-    if (blas_) cublasDestroy(blas_);
+    if (blas_) cublas_->destroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
   Status Open() {
     HETPS_CUDA(cudaSetDevice(device_));
     HETPS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    HETPS_CUBLAS(cublasCreate(&blas_));
-    HETPS_CUBLAS(cublasSetStream(blas_, stream_));
+    auto cublas = LoadCublas();
+    if (!cublas.ok()) return cublas.status();
+    cublas_ = *cublas;
+    HETPS_CUBLAS(cublas_->create(&blas_));
+    HETPS_CUBLAS(cublas_->set_stream(blas_, stream_));
     const Architecture& a = arch();
     params_.resize(a.tensors.size());
     grads_.resize(a.tensors.size());
@@ -187,7 +240,7 @@ class CudaModel : public Model {
       const int w = a.weight_tensor[i];
       switch (l.kind) {
         case Kind::kLinear:
-          HETPS_CUBLAS(Gemm(blas_, false, true, batch, o.size(), s.size(), in, s.size(),
+          HETPS_CUBLAS(Gemm(*cublas_, blas_, false, true, batch, o.size(), s.size(), in, s.size(),
                             params_[w].get(), s.size(), out, o.size()));
           cuda::AddBias(stream_, out, params_[w + 1].get(), batch, o.size(), 1);
           HETPS_LAUNCHED();
@@ -199,9 +252,9 @@ class CudaModel : public Model {
           cuda::Im2Col(stream_, in, g, batch, col_.get());
           HETPS_LAUNCHED();
           // out[n] (oc x ohw) = W (oc x ckk) col[n] (ckk x ohw)
-          HETPS_CUBLAS(GemmBatched(blas_, false, false, o.c, ohw, ckk, params_[w].get(), ckk, 0,
-                                   col_.get(), ohw, static_cast<int64_t>(ckk) * ohw, out, ohw,
-                                   o.size(), batch));
+          HETPS_CUBLAS(GemmBatched(*cublas_, blas_, false, false, o.c, ohw, ckk, params_[w].get(),
+                                   ckk, 0, col_.get(), ohw, static_cast<int64_t>(ckk) * ohw, out,
+                                   ohw, o.size(), batch));
           cuda::AddBias(stream_, out, params_[w + 1].get(), batch, o.c, ohw);
           HETPS_LAUNCHED();
           break;
@@ -234,15 +287,15 @@ class CudaModel : public Model {
     switch (l.kind) {
       case Kind::kLinear:
         // gW (out x in) = delta^T (out x batch) in (batch x in)
-        HETPS_CUBLAS(Gemm(blas_, true, false, o.size(), s.size(), batch, delta, o.size(), in,
-                          s.size(), grads_[w].get(), s.size()));
+        HETPS_CUBLAS(Gemm(*cublas_, blas_, true, false, o.size(), s.size(), batch, delta, o.size(),
+                          in, s.size(), grads_[w].get(), s.size()));
         cuda::ChannelSum(stream_, delta, batch, o.size(), 1, grads_[w + 1].get());
         HETPS_LAUNCHED();
         if (input_grad) {
           HETPS_CUDA(next.Reserve(batch * s.size()));
           // d in (batch x in) = delta (batch x out) W (out x in)
-          HETPS_CUBLAS(Gemm(blas_, false, false, batch, s.size(), o.size(), delta, o.size(),
-                            params_[w].get(), s.size(), next.get(), s.size()));
+          HETPS_CUBLAS(Gemm(*cublas_, blas_, false, false, batch, s.size(), o.size(), delta,
+                            o.size(), params_[w].get(), s.size(), next.get(), s.size()));
           current = 1 - current;
         }
         break;
@@ -254,7 +307,7 @@ class CudaModel : public Model {
         HETPS_LAUNCHED();
         // gW (oc x ckk) = sum over n of delta[n] (oc x ohw) col[n]^T (ohw x ckk)
         for (int64_t n = 0; n < batch; ++n) {
-          HETPS_CUBLAS(Gemm(blas_, false, true, o.c, ckk, ohw, delta + n * o.size(), ohw,
+          HETPS_CUBLAS(Gemm(*cublas_, blas_, false, true, o.c, ckk, ohw, delta + n * o.size(), ohw,
                             col_.get() + n * ckk * ohw, ohw, grads_[w].get(), ckk,
                             n == 0 ? 0.0f : 1.0f));
         }
@@ -262,8 +315,8 @@ class CudaModel : public Model {
         HETPS_LAUNCHED();
         if (input_grad) {
           // dcol[n] (ckk x ohw) = W^T (ckk x oc) delta[n] (oc x ohw), reusing col_.
-          HETPS_CUBLAS(GemmBatched(blas_, true, false, ckk, ohw, o.c, params_[w].get(), ckk, 0,
-                                   delta, ohw, o.size(), col_.get(), ohw,
+          HETPS_CUBLAS(GemmBatched(*cublas_, blas_, true, false, ckk, ohw, o.c, params_[w].get(),
+                                   ckk, 0, delta, ohw, o.size(), col_.get(), ohw,
                                    static_cast<int64_t>(ckk) * ohw, batch));
           HETPS_CUDA(next.Reserve(batch * s.size()));
           cuda::Col2Im(stream_, col_.get(), g, batch, next.get());
@@ -294,6 +347,7 @@ class CudaModel : public Model {
   int device_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  const Cublas* cublas_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::vector<DeviceBuffer<float>> params_, grads_, act_;
   std::vector<DeviceBuffer<int32_t>> argmax_;
