@@ -36,7 +36,7 @@ DEFINE_int32(local_epochs, 1, "edge: epochs over the client's shard per round");
 DEFINE_double(local_lr, 0.05, "edge: learning rate of the client's local SGD");
 DEFINE_double(prox_mu, 0, "edge: FedProx's proximal weight mu (0: plain local SGD)");
 DEFINE_string(data_cache, "",
-              "edge: folder of the decoded data set every client maps (default "
+              "train, edge: folder of the decoded data set every worker maps (default "
               "$TMPDIR/hetps-data-<uid>)");
 DEFINE_double(dirichlet_alpha, 0.5, "train: label skew of --partition=dirichlet (smaller: more)");
 DEFINE_string(hidden, "256,128", "train: hidden layer widths");
@@ -127,6 +127,7 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   o.train_labels = FLAGS_train_labels;
   o.test_images = FLAGS_test_images;
   o.test_labels = FLAGS_test_labels;
+  o.data_cache = FLAGS_data_cache;
   o.partition = FLAGS_partition;
   o.dirichlet_alpha = FLAGS_dirichlet_alpha;
   o.batch = FLAGS_batch;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "worker/train/model.h"
 #include "worker/train/partitioner.h"
 #include "worker/train/run_log.h"
+#include "worker/train/shared_images.h"
 
 namespace hetps {
 namespace {
@@ -125,7 +127,6 @@ class Trainer {
   Client& client_;
   const TrainOptions& o_;
   std::optional<Dataset> train_, test_;  // test: rank 0 only
-  std::vector<std::vector<int64_t>> parts_;
   std::unique_ptr<Model> model_;
   std::vector<TensorSpec> tensors_;
   Params params_;
@@ -139,24 +140,32 @@ class Trainer {
   double loss_ewma_ = -1;
 };
 
+// The pixels come from the machine's shared cache (worker/train/shared_images.h); this worker
+// keeps only its shard as floats, in the split's order, so its batches are those it would
+// draw from the whole set.
 Status Trainer::LoadData() {
-  auto train = LoadIdxPair(PathOr(o_.train_images, FashionMnistImages(o_.dataset_dir, "train")),
-                           PathOr(o_.train_labels, FashionMnistLabels(o_.dataset_dir, "train")));
+  const std::string cache = o_.data_cache.empty() ? SharedImages::DefaultCacheDir() : o_.data_cache;
+  auto train = SharedImages::Open(
+      PathOr(o_.train_images, FashionMnistImages(o_.dataset_dir, "train")),
+      PathOr(o_.train_labels, FashionMnistLabels(o_.dataset_dir, "train")), cache);
   if (!train.ok()) return train.status();
-  train_ = std::move(*train);
   if (client_.rank() == 0) {
-    auto t = LoadIdxPair(PathOr(o_.test_images, FashionMnistImages(o_.dataset_dir, "t10k")),
-                         PathOr(o_.test_labels, FashionMnistLabels(o_.dataset_dir, "t10k")));
+    auto t = SharedImages::Open(PathOr(o_.test_images, FashionMnistImages(o_.dataset_dir, "t10k")),
+                                PathOr(o_.test_labels, FashionMnistLabels(o_.dataset_dir, "t10k")),
+                                cache);
     if (!t.ok()) return t.status();
-    test_ = std::move(*t);
+    std::vector<int64_t> all(t->size());
+    std::iota(all.begin(), all.end(), 0);
+    test_ = t->Gather(all);
   }
-  parts_ = o_.partition == "dirichlet"
-               ? PartitionDirichlet(train_->y, train_->classes, client_.num_workers(),
-                                    o_.dirichlet_alpha, o_.seed)
-               : PartitionIid(train_->size, client_.num_workers(), o_.seed);
-  const auto histogram = LabelHistogram(parts_, train_->y, train_->classes);
-  spdlog::info("rank {} trains on {} samples, labels [{}]{}", client_.rank(),
-               parts_[Shard()].size(), fmt::join(histogram[Shard()], " "),
+  const auto parts = o_.partition == "dirichlet"
+                         ? PartitionDirichlet(train->labels(), train->classes(),
+                                              client_.num_workers(), o_.dirichlet_alpha, o_.seed)
+                         : PartitionIid(train->size(), client_.num_workers(), o_.seed);
+  const auto histogram = LabelHistogram({parts[Shard()]}, train->labels(), train->classes());
+  train_ = train->Gather(parts[Shard()]);
+  spdlog::info("rank {} trains on {} samples, labels [{}]{}", client_.rank(), train_->size,
+               fmt::join(histogram[0], " "),
                Shard() == client_.rank() ? "" : fmt::format(" (shard {})", Shard()));
   return Status();
 }
@@ -188,7 +197,9 @@ Status Trainer::Prepare() {
   auto log = RunLog::Open(o_.run_dir, client_.rank(), client_.clock());
   if (!log.ok()) return log.status();
   log_.emplace(std::move(*log));
-  batches_.emplace(std::move(parts_[Shard()]), o_.seed * 1000003 + client_.rank());
+  std::vector<int64_t> samples(train_->size);
+  std::iota(samples.begin(), samples.end(), 0);
+  batches_.emplace(std::move(samples), o_.seed * 1000003 + client_.rank());
   // Started past clock 0 (resumed, or joined a running cluster): continue the data order.
   batches_->Skip(client_.clock() * o_.batch);
   start_ = Clock::now();

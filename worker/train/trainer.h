@@ -19,7 +19,8 @@ namespace hetps {
 struct TrainOptions {
   std::string dataset_dir = kFashionMnistDir;
   std::string train_images, train_labels, test_images, test_labels;  // override dataset_dir
-  std::string partition = "iid";                                     // iid | dirichlet
+  std::string data_cache;         // SharedImages' folder; empty: its default
+  std::string partition = "iid";  // iid | dirichlet
   double dirichlet_alpha = 0.5;
   std::string model = "mlp";             // mlp | cnn
   std::vector<int> hidden = {256, 128};  // mlp
