@@ -43,6 +43,21 @@ DEFINE_double(
     "flag a worker whose iteration-time EWMA exceeds this multiple of the others' median");
 DEFINE_double(straggler_clear_factor, 1.25,
               "a flagged worker clears once its EWMA is below this multiple (hysteresis)");
+DEFINE_int32(clients_per_round, 0,
+             "federated rounds (servers run --consistency=selected): uploads a round keeps, "
+             "the first K to arrive (0: every selected client's)");
+DEFINE_double(overcommit, 1.0,
+              "federated rounds: clients selected per round, as a multiple of "
+              "--clients_per_round (>= 1; the slowest are then left out)");
+DEFINE_int32(round_deadline_ms, 0,
+             "federated rounds: a round closes this long after it opened with the uploads that "
+             "arrived (0: no deadline)");
+DEFINE_int32(rounds, 20,
+             "federated rounds: how many to run (0: until the clients are stopped); hetps "
+             "launch gives the edge clients' --rounds to the scheduler too");
+DEFINE_string(selection, "random", "federated rounds: the client selection policy");
+DEFINE_uint64(selection_seed, 1, "federated rounds: seed of the selection policy");
+DEFINE_string(rounds_csv, "", "federated rounds: write one row per closed round to this file");
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("hetps scheduler: membership, shard map, barriers, failure detection");
@@ -71,6 +86,13 @@ int main(int argc, char** argv) {
   o.dashboard_dir = FLAGS_dashboard_dir;
   o.straggler.factor = FLAGS_straggler_factor;
   o.straggler.clear_factor = FLAGS_straggler_clear_factor;
+  o.fed.clients_per_round = FLAGS_clients_per_round;
+  o.fed.overcommit = FLAGS_overcommit;
+  o.fed.deadline_s = FLAGS_round_deadline_ms / 1000.0;
+  o.fed.rounds = FLAGS_rounds;
+  o.fed.selection = FLAGS_selection;
+  o.fed.seed = FLAGS_selection_seed;
+  o.fed.csv_path = FLAGS_rounds_csv;
   if (hetps::Status s = hetps::ValidateSchedulerOptions(o); !s.ok()) {
     spdlog::error("{}", s.message());
     return 2;

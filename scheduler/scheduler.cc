@@ -18,6 +18,7 @@
 #include "scheduler/barrier.h"
 #include "scheduler/checkpoints.h"
 #include "scheduler/cluster_stats.h"
+#include "scheduler/fed_rounds.h"
 #include "scheduler/http_status.h"
 #include "scheduler/membership.h"
 #include "scheduler/scheduler_store.h"
@@ -52,6 +53,7 @@ class Loop {
                       .every_clocks = options.checkpoint_every_clocks,
                       .keep = options.keep_checkpoints},
                      CheckpointActions()),
+        fed_(options.fed, FedActions()),
         router_(ctx_, zmq::socket_type::router) {}
 
   Status Run();
@@ -62,6 +64,8 @@ class Loop {
   // --resume_from: the checkpoint this run starts from.
   Status OpenResume();
   Checkpoints::Actions CheckpointActions();
+  FedRounds::Actions FedActions();
+  int LiveWorkers() const { return static_cast<int>(members_.LiveWorkers().size()); }
   // Saves what a restarted scheduler needs, before any node hears of the change.
   void Save();
   void Handle(Envelope& env);
@@ -117,6 +121,7 @@ class Loop {
   const Clock::time_point start_ = Clock::now();
   std::unique_ptr<SchedulerStore> store_;
   Checkpoints checkpoints_;
+  FedRounds fed_;
   std::optional<proto::CutManifest> resume_;
   const uint64_t incarnation_ =
       std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
@@ -222,6 +227,36 @@ Status Loop::OpenResume() {
   return Status();
 }
 
+FedRounds::Actions Loop::FedActions() {
+  auto answer = [this](proto::MsgType type) {
+    return [this, type](const Arrival& to, const proto::FedRound& r) {
+      proto::Header h;
+      h.set_type(type);
+      h.set_sender(kSchedulerId);
+      h.set_request_id(to.request_id);
+      *h.mutable_fed_round() = r;
+      Reply(to.identity, h);
+    };
+  };
+  return {.answer_checkin = answer(proto::ROUND_TASK),
+          .answer_upload = answer(proto::ROUND_UPLOADED),
+          .answer_watch = answer(proto::ROUND_WATCH),
+          .close =
+              [this](const proto::FedRound& r) {
+                proto::Header h;
+                h.set_type(proto::ROUND_CLOSE);
+                h.set_sender(kSchedulerId);
+                *h.mutable_fed_round() = r;
+                for (int32_t id : members_.LiveServers()) Reply(members_.ById(id)->identity, h);
+              },
+          .live_servers = [this] { return members_.LiveServers(); },
+          .rank_of =
+              [this](int32_t id) {
+                const Member* m = members_.ById(id);
+                return m != nullptr ? m->info.rank() : -1;
+              }};
+}
+
 Checkpoints::Actions Loop::CheckpointActions() {
   return {.send = [this](int32_t server,
                          const proto::Header& h) { Reply(members_.ById(server)->identity, h); },
@@ -303,6 +338,7 @@ Status Loop::Run() {
     SendJoins();
     checkpoints_.Tick(stats_.MaxClock(),
                       map_ && pending_acks_.empty() && !members_.AllWorkersDone(), Now());
+    fed_.Tick(LiveWorkers(), Now());
   }
   return Status();
 }
@@ -381,6 +417,25 @@ void Loop::HandleMember(const Envelope& env, Member& member) {
       break;
     case proto::WORKER_JOINED_ACK:
       if (!worker) return OnJoinAck(*m, h);
+      break;
+    case proto::ROUND_CHECKIN:
+      if (worker)
+        return fed_.CheckIn({m->info.id(), h.request_id(), env.identity}, LiveWorkers(), Now());
+      break;
+    case proto::ROUND_UPLOADED:
+      if (worker) {
+        return fed_.Uploaded({m->info.id(), h.request_id(), env.identity}, h.fed_round().round(),
+                             LiveWorkers(), Now());
+      }
+      break;
+    case proto::ROUND_WATCH:
+      if (worker) {
+        return fed_.Watch({m->info.id(), h.request_id(), env.identity}, h.fed_round().round(),
+                          LiveWorkers(), Now());
+      }
+      break;
+    case proto::ROUND_CLOSED:
+      if (!worker) return fed_.OnClosed(m->info.id(), h.fed_round().round(), LiveWorkers(), Now());
       break;
     case proto::ERROR:
       if (policy_changes_.contains(h.request_id())) return OnPolicyAnswer(*m, h);
@@ -605,6 +660,7 @@ void Loop::HandleLeave(const Envelope& env, const Member& m) {
   stats_.OnLeft(id, Now());
   barrier_.Remove(id);
   declare_.Remove(id);
+  fed_.RemoveClient(id, LiveWorkers(), Now());
   Reply(env.identity, ReplyTo(env.message.header, proto::LEAVE, kSchedulerId));
   const proto::Header left = AboutNode(proto::NODE_LEFT, id);
   for (const Member* s : members_.Alive()) {
@@ -633,6 +689,11 @@ void Loop::OnDead(int32_t id) {
   for (auto& [pid, change] : policy_changes_) change.waiting.erase(id);
   FinishPolicyChanges();
   checkpoints_.OnServerDead(id, Now());
+  if (m->info.role() == proto::SERVER) {
+    fed_.RemoveServer(id, LiveWorkers(), Now());
+  } else {
+    fed_.RemoveClient(id, LiveWorkers(), Now());
+  }
   Progress();
 }
 
@@ -850,6 +911,7 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
     return Status::InvalidArgument("checkpoint_every_clocks needs a --checkpoint_dir");
   }
   if (o.partition_bytes < 4) return Status::InvalidArgument("partition_bytes must be >= 4");
+  if (Status s = ValidateFedRoundsOptions(o.fed); !s.ok()) return s;
   if (o.http_port < -1 || o.http_port > 65535) {
     return Status::InvalidArgument(fmt::format(
         "http_port must be -1 (off), 0 (any free port) or a port, got {}", o.http_port));

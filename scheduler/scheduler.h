@@ -14,6 +14,7 @@
 
 #include "common/shard_map.h"
 #include "common/status.h"
+#include "scheduler/fed_rounds.h"
 #include "scheduler/straggler.h"
 
 namespace hetps {
@@ -46,6 +47,9 @@ struct SchedulerOptions {
   // A checkpoint folder to resume from: its workers start at its clock, and the model they
   // declare must be the checkpoint's (servers load it with --restore_from).
   std::string resume_from;
+  // Federated rounds with client sampling (scheduler/fed_rounds.h), for servers running the
+  // consistency "selected".
+  FedRoundsOptions fed;
 };
 
 // What a scheduler refuses before it binds: node counts, partition size, HTTP port, straggler

@@ -127,6 +127,13 @@ void ConsistencyGate::OnHint(const std::vector<int32_t>& stragglers, int64_t quo
   Release();
 }
 
+void ConsistencyGate::OnRoundClosed(int64_t round, const std::vector<int32_t>& kept) {
+  if (!controller_) return;
+  controller_->OnRoundClosed(round, kept);
+  CompleteRounds();
+  Release();
+}
+
 Status ConsistencyGate::Switch(const std::string& text) {
   auto spec = Controllers().Parse(text);
   if (!spec.ok()) return spec.status();

@@ -54,21 +54,38 @@ void PartitionState::Hold(int64_t clock, int32_t w, zmq::message_t update, doubl
 }
 
 // A round-based aggregator (temporal) takes each clock's updates itself.
+// The round's uploads go to the aggregator clock by clock: those of the workers it counts (all
+// when it names none); with only_clock, the others of that clock and every earlier clock are
+// dropped, otherwise they wait for a later round.
 int PartitionState::HandOverRound(const RoundSpec& round) {
   int rounds = 0;
-  for (auto c = held_.begin(); c != held_.end() && c->first <= round.clock; c = held_.erase(c)) {
-    for (const auto& [worker, updates] : c->second) {
-      for (const Held& h : updates) {
+  for (auto c = held_.begin(); c != held_.end() && c->first <= round.clock;) {
+    const bool dropped_clock = round.only_clock && c->first != round.clock;
+    bool handed = false;
+    for (auto w = c->second.begin(); w != c->second.end();) {
+      const bool counts =
+          round.workers.empty() ||
+          std::find(round.workers.begin(), round.workers.end(), w->first) != round.workers.end();
+      if (dropped_clock || !counts) {
+        w = round.only_clock ? c->second.erase(w) : std::next(w);
+        continue;
+      }
+      for (const Held& h : w->second) {
         PushInfo info;
-        info.worker = worker;
+        info.worker = w->first;
         info.clock = c->first;
         info.base_version = h.base_version;
         info.weight = h.weight;
         aggregator_->Upload(*this, info, static_cast<const float*>(h.update.data()));
       }
+      handed = true;
+      w = c->second.erase(w);
     }
-    aggregator_->EndRound(*this, c->first);
-    ++rounds;
+    if (handed) {
+      aggregator_->EndRound(*this, c->first);
+      ++rounds;
+    }
+    c = c->second.empty() ? held_.erase(c) : std::next(c);
   }
   return rounds;
 }

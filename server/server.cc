@@ -615,6 +615,16 @@ void ServerLoop::HandleControl(Envelope& env) {
     case proto::POLICY_HINT:
       gate_->OnHint({h.stragglers().begin(), h.stragglers().end()}, h.quorum());
       break;
+    case proto::ROUND_CLOSE: {
+      // Handed to the partition owners before anything that arrives after it (FIFO), so a
+      // pull of the next round reads the model with this one applied.
+      gate_->OnRoundClosed(h.fed_round().round(),
+                           {h.fed_round().workers().begin(), h.fed_round().workers().end()});
+      proto::Header ack = ReplyTo(h, proto::ROUND_CLOSED, link_->id());
+      *ack.mutable_fed_round() = h.fed_round();
+      link_->Send(ack);
+      break;
+    }
     case proto::SHUTDOWN:
       spdlog::info("shutdown requested by the scheduler");
       shutdown_ = true;

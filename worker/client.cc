@@ -270,6 +270,53 @@ Status Client::Barrier() {
   return impl_->io.Call(std::move(h)).status();
 }
 
+StatusOr<int64_t> Client::AwaitRound() {
+  proto::Header h;
+  h.set_type(proto::ROUND_CHECKIN);
+  h.set_clock(clock());
+  auto r = impl_->io.Call(std::move(h));
+  if (!r.ok()) return r.status();
+  if (r->type() != proto::ROUND_TASK) {
+    return Status::Malformed(fmt::format("the scheduler answered a round check-in with {}",
+                                         proto::MsgType_Name(r->type())));
+  }
+  if (r->fed_round().finished()) return int64_t{-1};
+  if (r->fed_round().round() < 0) {
+    return Status::Malformed(
+        fmt::format("the scheduler selected this client for round {}", r->fed_round().round()));
+  }
+  impl_->clock = r->fed_round().round();
+  return r->fed_round().round();
+}
+
+StatusOr<Client::RoundsClosed> Client::AwaitRoundsClosed(int64_t rounds) {
+  proto::Header h;
+  h.set_type(proto::ROUND_WATCH);
+  h.mutable_fed_round()->set_round(rounds);
+  auto r = impl_->io.Call(std::move(h));
+  if (!r.ok()) return r.status();
+  if (r->type() != proto::ROUND_WATCH ||
+      (r->fed_round().round() < rounds && !r->fed_round().finished())) {
+    return Status::Malformed(fmt::format("the scheduler answered a wait for {} rounds with {} ({})",
+                                         rounds, proto::MsgType_Name(r->type()),
+                                         r->fed_round().round()));
+  }
+  return RoundsClosed{r->fed_round().round(), r->fed_round().finished()};
+}
+
+StatusOr<bool> Client::FinishRound() {
+  proto::Header h;
+  h.set_type(proto::ROUND_UPLOADED);
+  h.set_clock(clock());
+  h.mutable_fed_round()->set_round(clock());
+  auto r = impl_->io.Call(std::move(h));
+  if (!r.ok()) return r.status();
+  if (r->type() != proto::ROUND_UPLOADED || r->fed_round().round() != clock()) {
+    return Status::Malformed("the scheduler's answer to an upload report names another round");
+  }
+  return r->fed_round().kept();
+}
+
 Status Client::Finish() {
   if (impl_->finished.exchange(true)) return Status();
   proto::Header h;

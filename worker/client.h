@@ -155,6 +155,24 @@ class Client {
   int64_t clock() const;
   // Blocks until every live worker has called Barrier (dead workers are not waited for).
   Status Barrier();
+
+  // Federated rounds (servers run --consistency=selected; the scheduler samples clients,
+  // --clients_per_round). AwaitRound blocks until the scheduler's selection policy picks this
+  // client and returns the round, which clock() becomes, so the pushes that follow belong to
+  // it; it returns -1 once the run's rounds are done (the client should Finish). After every
+  // push of the round was acknowledged, FinishRound reports the upload and returns whether the
+  // round kept it (false: it closed without it, e.g. at its deadline, and servers drop it).
+  StatusOr<int64_t> AwaitRound();
+  StatusOr<bool> FinishRound();
+  // For an evaluator (a worker that measures the global model and does not train; the
+  // scheduler then does not wait for it as a client): blocks until `rounds` federated rounds
+  // are closed and applied on every server, or the run's rounds are done. Returns how many are
+  // closed and whether the run's rounds are done.
+  struct RoundsClosed {
+    int64_t closed = 0;
+    bool finished = false;
+  };
+  StatusOr<RoundsClosed> AwaitRoundsClosed(int64_t rounds);
   // Leaves the cluster cleanly; idempotent. Pending tickets complete before it returns.
   Status Finish();
 

@@ -31,7 +31,12 @@ DEFINE_string(partition, "iid",
               "train, edge: how the training set is split: iid, dirichlet, or (edge) shards");
 DEFINE_int32(shards_per_client, 2,
              "edge: --partition=shards gives each client this many label-sorted shards");
-DEFINE_int32(rounds, 20, "edge: rounds (pull, local training, upload, clock) per client");
+DEFINE_int32(rounds, 20,
+             "edge: rounds (pull, local training, upload, clock) per client; under "
+             "--consistency=selected the scheduler's --rounds decides instead");
+DEFINE_int32(evaluators, 0,
+             "edge, federated rounds (--consistency=selected): ranks 0..N-1 measure the global "
+             "model every --eval_every rounds and do not train");
 DEFINE_int32(local_epochs, 1, "edge: epochs over the client's shard per round");
 DEFINE_double(local_lr, 0.05, "edge: learning rate of the client's local SGD");
 DEFINE_double(prox_mu, 0, "edge: FedProx's proximal weight mu (0: plain local SGD)");
@@ -166,6 +171,7 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.local.prox_mu = FLAGS_prox_mu;
   o.rounds = FLAGS_rounds;
   o.eval_every = FLAGS_eval_every;
+  o.evaluators = FLAGS_evaluators;
   o.seed = FLAGS_data_seed;
   o.slowdown = FLAGS_slowdown;
   o.run_dir = FLAGS_run_dir;
@@ -223,10 +229,18 @@ int main(int argc, char** argv) {
     spdlog::error("cannot join the cluster: {}", client.status().ToString());
     return 1;
   }
-  hetps::Status s = FLAGS_workload == "train" ? hetps::RunTraining(**client, *train, signals.stop())
-                    : FLAGS_workload == "edge"
-                        ? hetps::RunEdgeClient(**client, *edge, signals.stop())
-                        : hetps::RunSynthetic(**client, *synthetic, signals.stop());
+  // Federated rounds are asked for and reported by edge clients only; another workload's
+  // pushes would be held for rounds that never close.
+  const bool rounds = (*client)->consistency().starts_with("selected");
+  hetps::Status s =
+      rounds && FLAGS_workload != "edge"
+          ? hetps::Status::InvalidArgument(fmt::format(
+                "the servers run federated rounds (consistency {}): only --workload=edge "
+                "clients take part in them",
+                (*client)->consistency()))
+      : FLAGS_workload == "train" ? hetps::RunTraining(**client, *train, signals.stop())
+      : FLAGS_workload == "edge"  ? hetps::RunEdgeClient(**client, *edge, signals.stop())
+                                  : hetps::RunSynthetic(**client, *synthetic, signals.stop());
   hetps::Status left = (*client)->Finish();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());

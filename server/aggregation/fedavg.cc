@@ -48,16 +48,18 @@ class FedAvg final : public Aggregator {
 
 }  // namespace
 
-// A round must be every client's update of one clock: bsp's.
+// A round must be every client's update of one clock (bsp's), or the clients the scheduler
+// kept for it (selected's).
 void RegisterFedAvg(AggregatorRegistry& r) {
   r.Add({"fedavg",
-         "each bsp round is one optimizer step on the sample-weighted mean of the clients' "
+         "each round (bsp's, or one the scheduler closes under selected) is one optimizer step on "
+         "the sample-weighted mean of the clients' "
          "deltas (McMahan et al. 2017)",
          {}},
         {[](const AlgorithmSpec&, const Optimizer& optimizer) {
            return std::make_unique<FedAvg>(optimizer);
          },
-         OnlyUnder({ApplySchedule::kLockstepRounds})});
+         OnlyUnder({ApplySchedule::kLockstepRounds, ApplySchedule::kScheduledRounds})});
 }
 
 }  // namespace hetps

@@ -12,6 +12,8 @@ const char* ScheduleName(ApplySchedule schedule) {
       return "lockstep rounds of every worker";
     case ApplySchedule::kQuorumRounds:
       return "rounds of the first K workers";
+    case ApplySchedule::kScheduledRounds:
+      return "rounds the scheduler closes";
   }
   return "?";
 }
@@ -25,6 +27,16 @@ const ControllerRegistry& Controllers() {
     return r;
   }();
   return *r;
+}
+
+std::vector<std::string> ClockDrivenControllers() {
+  std::vector<std::string> names;
+  for (const std::string& name : Controllers().Names()) {
+    if (Controllers().EntryFor(name).schedule != ApplySchedule::kScheduledRounds) {
+      names.push_back(name);
+    }
+  }
+  return names;
 }
 
 std::unique_ptr<ConsistencyController> MakeController(const AlgorithmSpec& spec,

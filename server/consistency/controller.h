@@ -71,6 +71,9 @@ class ConsistencyController {
   // now (backup:backups=auto waits for the others) and its automatic quorum, AutoQuorum
   // over the workers' iteration-time EWMAs (semi_async:quorum=auto takes it).
   virtual void OnHint(const std::vector<int32_t>& /*stragglers*/, int64_t /*quorum*/) {}
+  // Federated rounds run by the scheduler (ROUND_CLOSE): round `round` closed with the uploads
+  // of `kept` (selected takes it; the others have no such rounds).
+  virtual void OnRoundClosed(int64_t /*round*/, const std::vector<int32_t>& /*kept*/) {}
 
   const ClockTable& clocks() const { return clocks_; }
   // A request from worker `w` working on `clock` shows it finished every clock before: its
@@ -95,10 +98,11 @@ class ConsistencyController {
 // How a controller's accepted pushes reach the partition's values. Aggregators declare which
 // they support (aggregator.h), so a combination is either defined or refused.
 enum class ApplySchedule {
-  kOnArrival,       // each push goes to the aggregator as it arrives (asp, ssp, dssp)
-  kWindowed,        // each push goes to the aggregator with a window of c per step (softsync)
-  kLockstepRounds,  // held; each clock of every live worker is one round (bsp)
-  kQuorumRounds,    // held; a round takes the first K workers' uploads (backup, semi_async)
+  kOnArrival,        // each push goes to the aggregator as it arrives (asp, ssp, dssp)
+  kWindowed,         // each push goes to the aggregator with a window of c per step (softsync)
+  kLockstepRounds,   // held; each clock of every live worker is one round (bsp)
+  kQuorumRounds,     // held; a round takes the first K workers' uploads (backup, semi_async)
+  kScheduledRounds,  // held; the scheduler closes each round with the uploads it keeps (selected)
 };
 const char* ScheduleName(ApplySchedule schedule);
 
@@ -111,6 +115,9 @@ struct ControllerEntry {
 using ControllerRegistry = Registry<ControllerEntry>;
 // Every controller (controllers.def).
 const ControllerRegistry& Controllers();
+// The controllers driven by the workers' clocks: all but those whose rounds the scheduler
+// closes (selected), which only federated edge clients can run.
+std::vector<std::string> ClockDrivenControllers();
 
 // Builds the controller of a validated spec over `workers` (all at clock 0).
 std::unique_ptr<ConsistencyController> MakeController(const AlgorithmSpec& spec,

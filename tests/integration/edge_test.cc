@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tests/integration/local_cluster.h"
+#include "tests/scratch_dir.h"
 #include "worker/edge/local_training.h"
 #include "worker/train/model.h"
 #include "worker/train/partitioner.h"
@@ -51,6 +52,36 @@ void WriteData(const std::string& images, const std::string& labels, int n, uint
   }
   WriteIdxGz(images, {n, 6, 6}, x);
   WriteIdxGz(labels, {n}, y);
+}
+
+std::vector<int> Ints(const std::string& text) {
+  std::vector<int> v;
+  std::istringstream in(text);
+  for (int x; in >> x;) v.push_back(x);
+  return v;
+}
+
+// rounds.csv of the scheduler: per round the ranks it selected and those it kept.
+struct RoundRow {
+  std::vector<int> selected, kept;
+};
+std::vector<RoundRow> ReadRounds(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "round,opened_s,closed_s,selected,kept,missed,selected_ranks,kept_ranks");
+  std::vector<RoundRow> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::stringstream fields(line);
+    for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
+    if (line.back() == ',') cells.push_back("");
+    EXPECT_EQ(cells.size(), 8u) << line;
+    if (cells.size() != 8) break;
+    EXPECT_EQ(std::stoi(cells[0]), static_cast<int>(rows.size())) << line;
+    rows.push_back({Ints(cells[6]), Ints(cells[7])});
+  }
+  return rows;
 }
 
 Params ReadModel(const std::string& path, const Params& shape) {
@@ -136,6 +167,97 @@ TEST(EdgeTest, FedAvgRoundsGiveTheSampleWeightedMeanOfTheLocalModels) {
   }
   EXPECT_LT(max_diff, 1e-5) << "the served model is not the weighted mean of the local models";
   EXPECT_GT(max_moved, 1e-2) << "training moved nothing: the check would be empty";
+}
+
+// Federated rounds run by the scheduler: each round samples clients (over-committed), keeps the
+// first K uploads, and the servers apply exactly those, sample-weighted; a selected client that
+// was not kept trained all the same (its sample order moved on) but its delta is never applied.
+TEST(EdgeTest, SampledFedAvgRoundsApplyExactlyTheWeightedMeanOfTheKeptUploads) {
+  constexpr int kClients = 20, kRounds = 3, kPerRound = 5;
+  constexpr uint64_t kSeed = 5;
+  ScratchDir logs("edge_test");
+  std::filesystem::create_directories(logs.path());
+  const std::string rounds_csv = (logs.path() / "rounds.csv").string();
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = kClients,
+       .scheduler_flags = {"--clients_per_round=" + std::to_string(kPerRound), "--overcommit=1.4",
+                           "--rounds=" + std::to_string(kRounds), "--selection_seed=9",
+                           "--rounds_csv=" + rounds_csv},
+       .server_flags = {"--consistency=selected", "--aggregator=fedavg", "--optimizer=sgd:lr=1",
+                        "--init=worker"}});
+  const std::string images = cluster.Path("train-images.gz"),
+                    labels = cluster.Path("train-labels.gz");
+  WriteData(images, labels, 800, 13);
+  const std::string run_dir = cluster.Path("run");
+  const LocalTraining local{.epochs = 1, .batch = 8, .lr = 0.1};
+  std::vector<std::unique_ptr<Process>> procs;
+  for (int i = 0; i < kClients; ++i) {
+    procs.push_back(cluster.StartWorker(
+        {"--workload=edge", "--local_epochs=1", "--batch=8", "--local_lr=0.1", "--hidden=8",
+         "--partition=iid", "--data_seed=5", "--eval_every=1", "--train_images=" + images,
+         "--train_labels=" + labels, "--test_images=" + images, "--test_labels=" + labels,
+         "--data_cache=" + cluster.Path("cache"), "--run_dir=" + run_dir},
+        cluster.Path("client" + std::to_string(i))));
+  }
+  std::string outputs;
+  for (int i = 0; i < kClients; ++i) {
+    auto st = procs[i]->WaitExit(120s);
+    const std::string out = Slurp(cluster.Path("client" + std::to_string(i)));
+    outputs += out;
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out;
+  }
+  EXPECT_NE(outputs.find("final test accuracy"), std::string::npos) << outputs;
+  const std::vector<RoundRow> rounds = ReadRounds(rounds_csv);
+  ASSERT_EQ(rounds.size(), static_cast<size_t>(kRounds));
+  bool someone_left_out = false;
+  for (const RoundRow& r : rounds) {
+    EXPECT_EQ(r.selected.size(), 7u) << "ceil(5 * 1.4) clients selected";
+    EXPECT_EQ(r.kept.size(), static_cast<size_t>(kPerRound));
+    for (int k : r.kept) {
+      EXPECT_NE(std::find(r.selected.begin(), r.selected.end(), k), r.selected.end());
+    }
+    someone_left_out |= r.selected.size() > r.kept.size();
+  }
+  EXPECT_TRUE(someone_left_out);
+
+  auto data = SharedImages::Open(images, labels, cluster.Path("cache-replay"));
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  const auto parts = PartitionIid(data->size(), kClients, kSeed);
+  auto arch = BuildArchitecture("mlp", {1, 6, 6}, 10, {8});
+  ASSERT_TRUE(arch.ok());
+  auto model = MakeCpuModel(std::move(*arch));
+  Params global = model->Init(kSeed), grads = model->Zeros();
+  std::vector<std::mt19937_64> rngs;
+  for (int k = 0; k < kClients; ++k) rngs.emplace_back(kSeed * 1000003 + k);
+  for (const RoundRow& r : rounds) {
+    std::vector<std::vector<double>> sum(global.size());
+    for (size_t t = 0; t < global.size(); ++t) sum[t].assign(global[t].size(), 0);
+    double samples = 0;
+    for (int k : r.selected) {
+      const Dataset shard = data->Gather(parts[k]);
+      Params w = global;
+      ASSERT_TRUE(TrainLocally(*model, shard, local, global, w, grads, rngs[k]).ok());
+      if (std::find(r.kept.begin(), r.kept.end(), k) == r.kept.end()) continue;
+      for (size_t t = 0; t < w.size(); ++t) {
+        for (size_t i = 0; i < w[t].size(); ++i) sum[t][i] += shard.size * double{w[t][i]};
+      }
+      samples += shard.size;
+    }
+    for (size_t t = 0; t < global.size(); ++t) {
+      for (size_t i = 0; i < global[t].size(); ++i) {
+        global[t][i] = static_cast<float>(sum[t][i] / samples);
+      }
+    }
+  }
+  const Params served = ReadModel(run_dir + "/model.bin", global);
+  double max_diff = 0;
+  for (size_t t = 0; t < global.size(); ++t) {
+    for (size_t i = 0; i < global[t].size(); ++i) {
+      max_diff = std::max(max_diff, double{std::abs(served[t][i] - global[t][i])});
+    }
+  }
+  EXPECT_LT(max_diff, 1e-5) << "the served model is not the weighted mean of the kept uploads";
 }
 
 }  // namespace

@@ -51,20 +51,28 @@ class EdgeClient {
 
   // Maps the data, keeps this client's shard, builds the model and declares its tensors.
   Status Prepare();
-  // One round: pull, train locally, upload the delta, clock.
-  Status Round();
+  // One round: pull, train locally, upload the delta, then Clock() (every client each round) or
+  // FinishRound() (federated rounds the scheduler samples: `federated`).
+  Status Round(bool federated);
   // Rank 0: evaluation of the model pulled this round, the progress line and the run's rows.
   Status Observe();
+  // An evaluator's whole run (evaluators > 0): every eval_every closed rounds, the global model's
+  // test loss and accuracy.
+  Status Evaluate(const std::atomic<bool>& stop);
+  bool evaluator() const { return client_.rank() < o_.evaluators; }
   Status Finish();
 
  private:
   Status LoadData();
-  int Shard() const { return client_.rank() % client_.num_workers(); }
+  int Clients() const { return client_.num_workers() - o_.evaluators; }
+  int Shard() const { return (client_.rank() - o_.evaluators) % Clients(); }
+  Status PullGlobal();
+  void Progress(int64_t round, const std::string& what);
 
   Client& client_;
   const EdgeOptions& o_;
   Dataset shard_;
-  std::optional<Dataset> test_;  // rank 0 only
+  std::optional<Dataset> test_;  // rank 0 and evaluators only
   std::unique_ptr<Model> model_;
   std::vector<TensorSpec> tensors_;
   Params global_, local_, grads_;
@@ -73,6 +81,8 @@ class EdgeClient {
   Clock::time_point start_;
   double loss_ = 0;
   double train_s_ = 0;
+  int64_t rounds_done_ = 0;              // rounds of the run finished, as of this client's last one
+  int64_t participated_ = 0, kept_ = 0;  // federated rounds: selected for, and kept in
 };
 
 Status EdgeClient::LoadData() {
@@ -81,7 +91,12 @@ Status EdgeClient::LoadData() {
       PathOr(o_.train_images, FashionMnistImages(o_.dataset_dir, "train")),
       PathOr(o_.train_labels, FashionMnistLabels(o_.dataset_dir, "train")), cache);
   if (!train.ok()) return train.status();
-  const int clients = client_.num_workers();
+  const int clients = Clients();
+  if (clients < 1) {
+    return Status::InvalidArgument(
+        fmt::format("{} evaluators leave no training client among {} workers", o_.evaluators,
+                    client_.num_workers()));
+  }
   std::vector<std::vector<int64_t>> parts;
   if (o_.partition == "dirichlet") {
     parts =
@@ -91,11 +106,15 @@ Status EdgeClient::LoadData() {
   } else {
     parts = PartitionIid(train->size(), clients, o_.seed);
   }
-  shard_ = train->Gather(parts[Shard()]);
-  const auto histogram = LabelHistogram({parts[Shard()]}, train->labels(), train->classes());
-  spdlog::info("client {} trains on {} samples, labels [{}]", client_.rank(), shard_.size,
-               fmt::join(histogram[0], " "));
-  if (client_.rank() == 0) {
+  if (evaluator()) {
+    shard_ = train->Gather({});  // the shape only
+  } else {
+    shard_ = train->Gather(parts[Shard()]);
+    const auto histogram = LabelHistogram({parts[Shard()]}, train->labels(), train->classes());
+    spdlog::info("client {} trains on {} samples, labels [{}]", client_.rank(), shard_.size,
+                 fmt::join(histogram[0], " "));
+  }
+  if (client_.rank() == 0 || evaluator()) {
     auto test = SharedImages::Open(
         PathOr(o_.test_images, FashionMnistImages(o_.dataset_dir, "t10k")),
         PathOr(o_.test_labels, FashionMnistLabels(o_.dataset_dir, "t10k")), cache);
@@ -137,16 +156,46 @@ Status EdgeClient::Prepare() {
   return Status();
 }
 
-Status EdgeClient::Round() {
-  client_.BeginIteration();
-  if (Status s = ForEachTensor(tensors_,
-                               [&](size_t t) {
-                                 return client_.Pull(tensors_[t].name, global_[t].data(),
-                                                     tensors_[t].NumElements());
-                               });
-      !s.ok()) {
-    return s;
+Status EdgeClient::PullGlobal() {
+  return ForEachTensor(tensors_, [&](size_t t) {
+    return client_.Pull(tensors_[t].name, global_[t].data(), tensors_[t].NumElements());
+  });
+}
+
+void EdgeClient::Progress(int64_t round, const std::string& what) {
+  const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+  std::printf("round %lld/%d  %.1f s  %s\n", static_cast<long long>(round), o_.rounds, secs,
+              what.c_str());
+  std::fflush(stdout);
+}
+
+Status EdgeClient::Evaluate(const std::atomic<bool>& stop) {
+  int64_t next = o_.eval_every;
+  while (!stop.load()) {
+    auto closed = client_.AwaitRoundsClosed(next);
+    if (!closed.ok()) return closed.status();
+    if (Status s = PullGlobal(); !s.ok()) return s;
+    auto loss =
+        model_->LossAndGradients(global_, test_->x.data(), test_->y.data(), test_->size, grads_);
+    if (!loss.ok()) return loss.status();
+    auto accuracy = model_->Accuracy(global_, test_->x.data(), test_->y.data(), test_->size);
+    if (!accuracy.ok()) return accuracy.status();
+    rounds_done_ = closed->closed;
+    client_.ReportMetrics({{"loss", *loss}, {"accuracy", *accuracy}});
+    log_->Record(rounds_done_, client_.rank(), *loss, *accuracy, 0);
+    if (client_.rank() == 0) {
+      Progress(rounds_done_,
+               fmt::format("test loss {:.4f}  test accuracy {:.4f}", *loss, *accuracy));
+    }
+    if (closed->finished) return Status();
+    next = (closed->closed / o_.eval_every + 1) * o_.eval_every;
   }
+  return Status::Aborted("interrupted");
+}
+
+Status EdgeClient::Round(bool federated) {
+  client_.BeginIteration();
+  if (Status s = PullGlobal(); !s.ok()) return s;
   const auto train_start = Clock::now();
   for (size_t t = 0; t < tensors_.size(); ++t) local_[t] = global_[t];
   auto loss = TrainLocally(*model_, shard_, o_.local, global_, local_, grads_, rng_);
@@ -171,11 +220,21 @@ Status EdgeClient::Round() {
       !s.ok()) {
     return s;
   }
-  return client_.Clock();
+  if (!federated) {
+    if (Status s = client_.Clock(); !s.ok()) return s;
+    rounds_done_ = client_.clock();
+    return Status();
+  }
+  auto kept = client_.FinishRound();
+  if (!kept.ok()) return kept.status();
+  if (*kept) ++kept_;
+  rounds_done_ = client_.clock() + 1;
+  ++participated_;
+  return Status();
 }
 
 Status EdgeClient::Observe() {
-  const int64_t round = client_.clock();
+  const int64_t round = rounds_done_;
   std::optional<double> accuracy;
   if (test_ && (round % o_.eval_every == 0 || round >= o_.rounds)) {
     // The model this round started from: the global model after round - 1 aggregations.
@@ -190,13 +249,10 @@ Status EdgeClient::Observe() {
   }
   log_->Record(round, client_.rank(), loss_, accuracy, client_.stats().max_staleness);
   if (client_.rank() == 0) {
-    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     const std::string acc =
         accuracy ? fmt::format("  test accuracy {:.4f} (model of round {})", *accuracy, round - 1)
                  : "";
-    std::printf("round %lld/%d  %.1f s  local loss %.4f%s\n", static_cast<long long>(round),
-                o_.rounds, secs, loss_, acc.c_str());
-    std::fflush(stdout);
+    Progress(round, fmt::format("local loss {:.4f}{}", loss_, acc));
   }
   return Status();
 }
@@ -204,23 +260,18 @@ Status EdgeClient::Observe() {
 Status EdgeClient::Finish() {
   const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
   const ClientStats stats = client_.stats();
-  spdlog::info("client {}: {} rounds on {} samples, {:.1f} s training of {:.1f} s, {} bytes up",
-               client_.rank(), client_.clock(), shard_.size, train_s_, secs, stats.bytes_pushed);
+  spdlog::info("client {}: {} rounds{} on {} samples, {:.1f} s training of {:.1f} s, {} bytes up",
+               client_.rank(), participated_ > 0 ? participated_ : rounds_done_,
+               participated_ > 0 ? fmt::format(" ({} kept)", kept_) : "", shard_.size, train_s_,
+               secs, stats.bytes_pushed);
   log_->Close();  // before the barrier: rank 0 merges every client's file after it
   if (Status s = client_.Barrier(); !s.ok()) return s;
-  if (!test_) return Status();
-  if (Status s = ForEachTensor(tensors_,
-                               [&](size_t t) {
-                                 return client_.Pull(tensors_[t].name, global_[t].data(),
-                                                     tensors_[t].NumElements());
-                               });
-      !s.ok()) {
-    return s;
-  }
+  if (client_.rank() != 0) return Status();
+  if (Status s = PullGlobal(); !s.ok()) return s;
   auto evaluated = model_->Accuracy(global_, test_->x.data(), test_->y.data(), test_->size);
   if (!evaluated.ok()) return evaluated.status();
   std::printf("final test accuracy %.4f after %d rounds of %d clients in %.1f s\n", *evaluated,
-              o_.rounds, client_.num_workers(), secs);
+              o_.rounds, Clients(), secs);
   if (!o_.run_dir.empty()) {
     RunSummary summary;
     summary.test_accuracy = *evaluated;
@@ -250,6 +301,7 @@ Status ValidateEdgeOptions(const EdgeOptions& o) {
     return Status::InvalidArgument(
         fmt::format("unknown partition '{}' (iid, dirichlet, shards)", o.partition));
   }
+  if (o.evaluators < 0) return Status::InvalidArgument("evaluators must be >= 0");
   if (o.partition == "dirichlet" && !(o.dirichlet_alpha > 0)) {
     return Status::InvalidArgument("dirichlet_alpha must be > 0");
   }
@@ -263,8 +315,26 @@ Status RunEdgeClient(Client& client, const EdgeOptions& o, const std::atomic<boo
   if (Status s = ValidateEdgeOptions(o); !s.ok()) return s;
   EdgeClient edge(client, o);
   if (Status s = edge.Prepare(); !s.ok()) return s;
-  while (client.clock() < o.rounds && !stop.load()) {
-    if (Status s = edge.Round(); !s.ok()) return s;
+  // Servers running "selected": the scheduler samples the clients of each round and says when
+  // the run's rounds are done; otherwise every client takes part in every round.
+  const bool federated = client.consistency().starts_with("selected");
+  if (o.evaluators > 0 && !federated) {
+    return Status::InvalidArgument(
+        "evaluators need federated rounds (servers running --consistency=selected)");
+  }
+  if (client.rank() < o.evaluators) {
+    if (Status s = edge.Evaluate(stop); !s.ok()) return s;
+    return edge.Finish();
+  }
+  while (!stop.load()) {
+    if (federated) {
+      auto round = client.AwaitRound();
+      if (!round.ok()) return round.status();
+      if (*round < 0) break;
+    } else if (client.clock() >= o.rounds) {
+      break;
+    }
+    if (Status s = edge.Round(federated); !s.ok()) return s;
     if (Status s = edge.Observe(); !s.ok()) return s;
   }
   if (stop.load()) return Status::Aborted("interrupted");

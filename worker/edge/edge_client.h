@@ -39,6 +39,7 @@ struct EdgeOptions {
   LocalTraining local;
   int rounds = 20;
   int eval_every = 5;     // rounds between rank 0's evaluations
+  int evaluators = 0;     // ranks 0..evaluators-1 evaluate and do not train (selected only)
   uint64_t seed = 1;      // the split, the initial model, each client's sample order
   double slowdown = 1.0;  // multiplies local training time (a slower device)
   std::string run_dir;    // when set: metrics, summary.json, plot.png and model.bin go there

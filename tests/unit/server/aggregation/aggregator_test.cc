@@ -16,7 +16,9 @@ namespace {
 bool Defined(const std::string& aggregator, const std::string& consistency) {
   static const std::set<std::string> per_push = {"asp", "ssp", "dssp"};
   if (aggregator == "sum") return true;
-  if (aggregator == "fedavg" || aggregator == "temporal") return consistency == "bsp";
+  if (aggregator == "fedavg" || aggregator == "temporal") {
+    return consistency == "bsp" || consistency == "selected";
+  }
   return per_push.contains(consistency);  // fedbuff, fedasync
 }
 
@@ -61,6 +63,9 @@ Outcome Drive(const std::string& consistency, const std::string& aggregator, int
       c.OnClock(w, clock, now += 1);
       for (const RoundSpec& round : c.TakeRounds()) part.ApplyRound(**optimizer, round);
     }
+    // Rounds the scheduler closes (selected): this one keeps every worker's upload.
+    c.OnRoundClosed(clock, workers);
+    for (const RoundSpec& round : c.TakeRounds()) part.ApplyRound(**optimizer, round);
   }
   return {{part.values(), part.values() + 2}, part.version()};
 }
@@ -86,7 +91,7 @@ TEST(AggregatorTest, EveryCombinationIsDefinedOrRefusedWithAReason) {
 TEST(AggregatorTest, PerPushOptionsOfSumAreRefusedWhereRoundsCombine) {
   for (const char* option : {"sum:staleness_lr=inverse", "sum:compensation=dcasgd"}) {
     for (const std::string& c : Controllers().Names()) {
-      const bool rounds = c == "bsp" || c == "backup" || c == "semi_async";
+      const bool rounds = c == "bsp" || c == "backup" || c == "semi_async" || c == "selected";
       Status s = CheckCombination(*Aggregators().Parse(option), *Controllers().Parse(c));
       EXPECT_EQ(s.ok(), !rounds) << option << " under " << c << ": " << s.ToString();
     }

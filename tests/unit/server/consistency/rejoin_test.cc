@@ -68,7 +68,7 @@ TEST_P(RejoinTest, GoesOnFromAdoptedClocks) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryController, RejoinTest, ::testing::ValuesIn(Controllers().Names()),
+INSTANTIATE_TEST_SUITE_P(EveryController, RejoinTest, ::testing::ValuesIn(ClockDrivenControllers()),
                          [](const auto& info) { return info.param; });
 
 TEST(RejoinTest, BspRoundsWaitForTheJoiner) {

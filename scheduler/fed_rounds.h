@@ -1,0 +1,122 @@
+// FedRounds: the scheduler's side of synchronous federated rounds with client sampling (FedAvg,
+// McMahan et al. 2017; over-commitment and a round deadline as in FedScale). Servers run the
+// consistency "selected" (server/consistency/selected.cc); edge clients ask for work
+// (Client::AwaitRound) and report their uploads (Client::FinishRound).
+//
+// A round opens once enough clients are idle (checked in and waiting): ceil(K * overcommit)
+// of the selected, or every live client when fewer are alive; the first round waits for every
+// live client, so that the draw depends on the seed and not on start-up order. The selection policy
+// (scheduler/selection/) picks that many; each is answered with the round and trains for it.
+// The round closes at the K-th upload (K = --clients_per_round; 0: every selected client),
+// when its deadline passed (with what arrived), or when every selected client uploaded or
+// died. Closing sends ROUND_CLOSE (the round and the clients kept: the first K uploads) to
+// every live server; once all answered, the next round may open, so a client selected for it
+// pulls a model with the closed round applied. Uploads after the close are answered "not kept"
+// and the servers drop them. After `rounds` rounds (0: no limit) every check-in is answered
+// "finished". Each closed round is one row of the rounds CSV when a path is given: round,
+// opened_s, closed_s, selected, kept, missed, selected_ranks, kept_ranks (space-separated,
+// kept in arrival order).
+//
+// An evaluator (a worker that measures the global model and does not train) watches: Watch
+// answers once n rounds are closed and applied everywhere (or the run is done). Workers that
+// watched are evaluators: they are not counted among the live clients a round waits for.
+//
+// Thread-safety: none; owned by the scheduler's loop thread. Time is passed in.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hetps.pb.h"
+#include "scheduler/barrier.h"
+#include "scheduler/selection/selection.h"
+
+namespace hetps {
+
+struct FedRoundsOptions {
+  int clients_per_round = 0;  // K: uploads a round keeps; 0: every selected client's
+  double overcommit = 1.0;    // clients selected: ceil(K * overcommit)
+  double deadline_s = 0;      // a round closes this long after it opened (0: no deadline)
+  int64_t rounds = 0;         // rounds to run (0: no limit)
+  std::string selection = "random";
+  uint64_t seed = 1;
+  std::string csv_path;  // rounds.csv (empty: none)
+};
+
+class FedRounds {
+ public:
+  struct Actions {
+    std::function<void(const Arrival&, const proto::FedRound&)> answer_checkin;  // ROUND_TASK
+    std::function<void(const Arrival&, const proto::FedRound&)> answer_upload;
+    std::function<void(const Arrival&, const proto::FedRound&)> answer_watch;  // ROUND_WATCH
+    std::function<void(const proto::FedRound&)> close;  // ROUND_CLOSE to every live server
+    std::function<std::vector<int32_t>()> live_servers;
+    std::function<int(int32_t)> rank_of;  // a worker's rank, for the CSV
+  };
+  // REQUIRES: options.selection parses (ValidateFedRoundsOptions).
+  FedRounds(const FedRoundsOptions& options, Actions actions);
+  ~FedRounds();
+  FedRounds(const FedRounds&) = delete;
+  FedRounds& operator=(const FedRounds&) = delete;
+
+  // Client `a.worker` is idle and waits to be selected. `live_workers` counts the live workers
+  // (clients and evaluators) in every call below.
+  void CheckIn(Arrival a, int live_workers, double now);
+  // Client `a.worker` finished its pushes of `round`.
+  void Uploaded(Arrival a, int64_t round, int live_workers, double now);
+  // Server `server` applied the closing round `round`.
+  void OnClosed(int32_t server, int64_t round, int live_workers, double now);
+  // Evaluator `a.worker` waits until `rounds` rounds are closed and applied.
+  void Watch(Arrival a, int64_t rounds, int live_workers, double now);
+  // A client (or evaluator) died or left; a server died.
+  void RemoveClient(int32_t id, int live_workers, double now);
+  void RemoveServer(int32_t id, int live_workers, double now);
+  // Deadlines; opens a round that became possible.
+  void Tick(int live_workers, double now);
+
+  int64_t round() const { return round_; }  // the open (or next) round
+  bool finished() const { return options_.rounds > 0 && round_ >= options_.rounds; }
+  const std::map<int32_t, ClientRecord>& clients() const { return clients_; }
+
+ private:
+  enum class State { kWaiting, kOpen, kClosing };
+  void MaybeOpen(int live_workers, double now);
+  void MaybeClose(int live_workers, double now);
+  void Close(int live_workers, double now);
+  void FinishEveryone();
+  void AnswerWatchers();
+  // Live workers that are clients (not evaluators).
+  int Clients(int live_workers) const {
+    return live_workers - static_cast<int>(evaluators_.size());
+  }
+
+  FedRoundsOptions options_;
+  Actions actions_;
+  std::unique_ptr<SelectionPolicy> policy_;
+  std::mt19937_64 rng_;
+  std::FILE* csv_ = nullptr;
+  State state_ = State::kWaiting;
+  int64_t round_ = 0;
+  double opened_at_ = 0;
+  int keep_ = 0;                       // K of the open round
+  std::map<int32_t, Arrival> idle_;    // checked in, by id
+  std::set<int32_t> selected_;         // of the open round, still alive
+  std::vector<int32_t> selected_all_;  // of the open round, as selected
+  std::vector<int32_t> uploads_;       // of the open round, in arrival order
+  std::set<int32_t> closing_servers_;  // yet to answer ROUND_CLOSE
+  std::map<int32_t, ClientRecord> clients_;
+  std::set<int32_t> evaluators_;
+  std::multimap<int64_t, Arrival> watchers_;  // by the rounds they wait for
+};
+
+// What FedRounds refuses: counts below 0, overcommit below 1, an unknown selection policy.
+Status ValidateFedRoundsOptions(const FedRoundsOptions& options);
+
+}  // namespace hetps

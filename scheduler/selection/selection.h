@@ -1,0 +1,48 @@
+// Client selection for federated rounds (scheduler/fed_rounds.h): which of the idle clients
+// train in the next round. A policy sees every idle client's history (rounds it was selected
+// for, kept in, missed; its last training time) and picks `count` of them. Chosen by a spec
+// string (--selection=random) from the registry below; a new policy is one file with its
+// Register function, one line in selections.def, and its test.
+//
+// Thread-safety: none; owned by the scheduler's loop thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/registry.h"
+
+namespace hetps {
+
+// What the scheduler knows about one federated client.
+struct ClientRecord {
+  int32_t id = 0;  // node id
+  int rank = 0;
+  int64_t selected = 0;      // rounds it was selected for
+  int64_t kept = 0;          // rounds that used its upload
+  int64_t missed = 0;        // rounds it was selected for and did not make
+  int64_t last_round = -1;   // the last round it was selected for
+  int64_t last_missed = -1;  // the last round it missed
+  double last_train_s = -1;  // selection to upload, its last kept round
+};
+
+class SelectionPolicy {
+ public:
+  virtual ~SelectionPolicy() = default;
+  // `count` distinct ids out of `idle` (count <= idle.size()) for round `round`.
+  virtual std::vector<int32_t> Select(const std::vector<const ClientRecord*>& idle, int count,
+                                      int64_t round, std::mt19937_64& rng) = 0;
+};
+
+struct SelectionEntry {
+  std::function<std::unique_ptr<SelectionPolicy>(const AlgorithmSpec&)> make;
+};
+using SelectionRegistry = Registry<SelectionEntry>;
+
+const SelectionRegistry& Selections();
+StatusOr<std::unique_ptr<SelectionPolicy>> MakeSelection(const std::string& spec);
+
+}  // namespace hetps

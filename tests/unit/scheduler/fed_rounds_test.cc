@@ -1,0 +1,223 @@
+#include "scheduler/fed_rounds.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/scratch_dir.h"
+
+namespace hetps {
+using testing::ScratchDir;
+namespace {
+
+// Records what FedRounds sends; two servers answer ROUND_CLOSE when the test says so.
+struct Recorder {
+  std::map<int32_t, proto::FedRound> tasks;    // by worker: the latest ROUND_TASK
+  std::map<int32_t, proto::FedRound> answers;  // by worker: the latest ROUND_UPLOADED answer
+  std::map<int32_t, proto::FedRound> watches;  // by evaluator: the latest ROUND_WATCH answer
+  std::vector<proto::FedRound> closes;
+  std::vector<int32_t> servers = {100, 101};
+
+  FedRounds::Actions Actions() {
+    return {.answer_checkin = [this](const Arrival& a,
+                                     const proto::FedRound& r) { tasks[a.worker] = r; },
+            .answer_upload = [this](const Arrival& a,
+                                    const proto::FedRound& r) { answers[a.worker] = r; },
+            .answer_watch = [this](const Arrival& a,
+                                   const proto::FedRound& r) { watches[a.worker] = r; },
+            .close = [this](const proto::FedRound& r) { closes.push_back(r); },
+            .live_servers = [this] { return servers; },
+            .rank_of = [](int32_t id) { return id - 1; }};
+  }
+};
+
+Arrival From(int32_t worker) { return {worker, 7, "id"}; }
+
+std::vector<int32_t> Selected(const Recorder& r, int64_t round) {
+  std::vector<int32_t> ids;
+  for (const auto& [w, t] : r.tasks) {
+    if (!t.finished() && t.round() == round) ids.push_back(w);
+  }
+  return ids;
+}
+
+void CloseOnServers(FedRounds& f, const Recorder& r, int live, double now) {
+  for (int32_t s : r.servers) f.OnClosed(s, r.closes.back().round(), live, now);
+}
+
+TEST(FedRoundsTest, ARoundOpensWithTheClientsItSelectsAndKeepsTheFirstK) {
+  Recorder rec;
+  FedRounds f({.clients_per_round = 2, .overcommit = 1.5, .rounds = 3}, rec.Actions());
+  for (int32_t w = 1; w <= 2; ++w) f.CheckIn(From(w), 5, 0.0);
+  EXPECT_TRUE(rec.tasks.empty()) << "opened with 2 idle; the round selects ceil(2 * 1.5) = 3";
+  for (int32_t w = 3; w <= 5; ++w) f.CheckIn(From(w), 5, 0.1);
+  const std::vector<int32_t> picked = Selected(rec, 0);
+  ASSERT_EQ(picked.size(), 3u);
+  // The first two uploads are kept and close the round; the third is late.
+  f.Uploaded(From(picked[1]), 0, 5, 1.0);
+  EXPECT_TRUE(rec.closes.empty());
+  f.Uploaded(From(picked[0]), 0, 5, 2.0);
+  ASSERT_EQ(rec.closes.size(), 1u);
+  EXPECT_EQ(rec.closes[0].round(), 0);
+  EXPECT_EQ(std::vector<int32_t>(rec.closes[0].workers().begin(), rec.closes[0].workers().end()),
+            (std::vector<int32_t>{picked[1], picked[0]}));
+  f.Uploaded(From(picked[2]), 0, 5, 3.0);
+  EXPECT_TRUE(rec.answers[picked[0]].kept());
+  EXPECT_TRUE(rec.answers[picked[1]].kept());
+  EXPECT_FALSE(rec.answers[picked[2]].kept()) << "an upload after the K-th is not kept";
+  EXPECT_EQ(f.clients().at(picked[2]).missed, 1);
+  EXPECT_EQ(f.clients().at(picked[0]).kept, 1);
+  // Later rounds do not wait for every client: 3 idle are enough while picked[2] is away.
+  CloseOnServers(f, rec, 5, 3.5);
+  f.CheckIn(From(picked[0]), 5, 4);
+  EXPECT_EQ(Selected(rec, 1).size(), 3u);
+}
+
+TEST(FedRoundsTest, TheNextRoundOpensOnlyOnceEveryServerAppliedTheLast) {
+  Recorder rec;
+  FedRounds f({.clients_per_round = 1, .rounds = 2}, rec.Actions());
+  f.CheckIn(From(1), 2, 0);
+  f.CheckIn(From(2), 2, 0);
+  ASSERT_EQ(Selected(rec, 0).size(), 1u);
+  const int32_t first = Selected(rec, 0)[0], other = first == 1 ? 2 : 1;
+  f.Uploaded(From(first), 0, 2, 1);
+  f.CheckIn(From(first), 2, 1);
+  ASSERT_EQ(rec.closes.size(), 1u);
+  f.OnClosed(100, 0, 2, 1.5);
+  EXPECT_TRUE(Selected(rec, 1).empty()) << "server 101 has not applied round 0 yet";
+  f.OnClosed(101, 0, 2, 2);
+  EXPECT_EQ(Selected(rec, 1).size(), 1u);
+  EXPECT_EQ(f.round(), 1);
+  // Round 1 closes; the run has 2 rounds, so every idle client is told it is finished.
+  const int32_t second = Selected(rec, 1)[0];
+  f.Uploaded(From(second), 1, 2, 3);
+  CloseOnServers(f, rec, 2, 3);
+  EXPECT_TRUE(f.finished());
+  const int32_t idle = second == first ? other : first;
+  EXPECT_TRUE(rec.tasks[idle].finished());
+  f.CheckIn(From(second), 2, 4);
+  EXPECT_TRUE(rec.tasks[second].finished()) << "a check-in after the last round";
+}
+
+TEST(FedRoundsTest, ADeadlineClosesTheRoundWithWhatArrived) {
+  Recorder rec;
+  FedRounds f({.clients_per_round = 3, .deadline_s = 10, .rounds = 5}, rec.Actions());
+  for (int32_t w = 1; w <= 3; ++w) f.CheckIn(From(w), 3, 0);
+  f.Uploaded(From(2), 0, 3, 4);
+  f.Tick(3, 9.9);
+  EXPECT_TRUE(rec.closes.empty());
+  f.Tick(3, 10.0);
+  ASSERT_EQ(rec.closes.size(), 1u);
+  ASSERT_EQ(rec.closes[0].workers_size(), 1);
+  EXPECT_EQ(rec.closes[0].workers(0), 2);
+  f.Uploaded(From(1), 0, 3, 11);
+  EXPECT_FALSE(rec.answers[1].kept()) << "after the deadline";
+  EXPECT_EQ(f.clients().at(1).missed, 1);
+  EXPECT_EQ(f.clients().at(3).missed, 1);
+}
+
+TEST(FedRoundsTest, AClientThatDiesIsNeverKeptAndTheRoundGoesOnWithoutIt) {
+  Recorder rec;
+  FedRounds f({.rounds = 3}, rec.Actions());  // K = 0: every selected client
+  for (int32_t w = 1; w <= 3; ++w) f.CheckIn(From(w), 3, 0);
+  ASSERT_EQ(Selected(rec, 0).size(), 3u);
+  f.Uploaded(From(1), 0, 3, 1);
+  f.Uploaded(From(2), 0, 3, 1);
+  EXPECT_TRUE(rec.closes.empty()) << "client 3 has not uploaded yet";
+  f.RemoveClient(3, 2, 2);
+  ASSERT_EQ(rec.closes.size(), 1u) << "everyone still alive uploaded";
+  EXPECT_EQ(rec.closes[0].workers_size(), 2);
+  EXPECT_EQ(f.clients().at(3).missed, 1);
+  // A server that dies while the round closes does not hold the run up.
+  f.OnClosed(100, 0, 2, 3);
+  rec.servers = {100};
+  f.RemoveServer(101, 2, 3);
+  EXPECT_EQ(f.round(), 1);
+}
+
+TEST(FedRoundsTest, AllClientsRoundsWaitForEveryLiveClient) {
+  Recorder rec;
+  FedRounds f({.rounds = 2}, rec.Actions());
+  f.CheckIn(From(1), 2, 0);
+  EXPECT_TRUE(rec.tasks.empty());
+  f.RemoveClient(2, 1, 1);  // the other client left before checking in
+  EXPECT_EQ(Selected(rec, 0), (std::vector<int32_t>{1}));
+}
+
+TEST(FedRoundsTest, AnEvaluatorIsAnsweredOnceTheRoundsItWatchesAreAppliedAndIsNoClient) {
+  Recorder rec;
+  FedRounds f({.rounds = 2}, rec.Actions());  // every client each round
+  f.Watch(From(9), 1, 3, 0);                  // the evaluator: 3 live workers, 2 clients
+  f.CheckIn(From(1), 3, 0);
+  EXPECT_TRUE(rec.tasks.empty());
+  f.CheckIn(From(2), 3, 0);
+  EXPECT_EQ(Selected(rec, 0).size(), 2u) << "the evaluator is not waited for";
+  f.Uploaded(From(1), 0, 3, 1);
+  f.Uploaded(From(2), 0, 3, 1);
+  f.OnClosed(100, 0, 3, 2);
+  EXPECT_TRUE(rec.watches.empty()) << "server 101 has not applied round 0";
+  f.OnClosed(101, 0, 3, 2);
+  ASSERT_TRUE(rec.watches.contains(9));
+  EXPECT_EQ(rec.watches[9].round(), 1);
+  EXPECT_FALSE(rec.watches[9].finished());
+  f.Watch(From(9), 5, 3, 2);  // more rounds than the run has: answered when it ends
+  f.CheckIn(From(1), 3, 2);
+  f.CheckIn(From(2), 3, 2);
+  f.Uploaded(From(1), 1, 3, 3);
+  f.Uploaded(From(2), 1, 3, 3);
+  CloseOnServers(f, rec, 3, 4);
+  EXPECT_EQ(rec.watches[9].round(), 2);
+  EXPECT_TRUE(rec.watches[9].finished());
+}
+
+TEST(FedRoundsTest, TheRoundsLogHasOneRowPerClosedRound) {
+  ScratchDir dir("fed_rounds_test");
+  std::filesystem::create_directories(dir.path());
+  Recorder rec;
+  FedRounds f({.clients_per_round = 1,
+               .overcommit = 2,
+               .rounds = 1,
+               .csv_path = (dir.path() / "r.csv").string()},
+              rec.Actions());
+  f.CheckIn(From(1), 2, 0);
+  f.CheckIn(From(2), 2, 0.5);
+  f.Uploaded(From(2), 0, 2, 1.25);
+  std::ifstream in((dir.path() / "r.csv").string());
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(),
+            "round,opened_s,closed_s,selected,kept,missed,selected_ranks,kept_ranks\n"
+            "0,0.500,1.250,2,1,1,0 1,1\n");
+}
+
+TEST(FedRoundsTest, OptionsAreValidated) {
+  EXPECT_TRUE(ValidateFedRoundsOptions({}).ok());
+  EXPECT_FALSE(ValidateFedRoundsOptions({.clients_per_round = -1}).ok());
+  EXPECT_FALSE(ValidateFedRoundsOptions({.overcommit = 0.5}).ok());
+  EXPECT_FALSE(ValidateFedRoundsOptions({.deadline_s = -1}).ok());
+  EXPECT_FALSE(ValidateFedRoundsOptions({.selection = "nonesuch"}).ok());
+}
+
+TEST(SelectionTest, RandomPicksDistinctIdleClientsDependingOnlyOnTheSeed) {
+  auto policy = MakeSelection("random");
+  ASSERT_TRUE(policy.ok());
+  std::vector<ClientRecord> records(10);
+  for (int i = 0; i < 10; ++i) records[i].id = 20 + i;
+  std::vector<const ClientRecord*> idle, reversed;
+  for (const ClientRecord& r : records) idle.push_back(&r);
+  reversed.assign(idle.rbegin(), idle.rend());
+  std::mt19937_64 a(5), b(5);
+  std::vector<int32_t> x = (*policy)->Select(idle, 4, 0, a);
+  std::vector<int32_t> y = (*policy)->Select(reversed, 4, 0, b);
+  EXPECT_EQ(x, y) << "the draw must not depend on arrival order";
+  std::sort(x.begin(), x.end());
+  EXPECT_EQ(std::unique(x.begin(), x.end()), x.end());
+  EXPECT_EQ(x.size(), 4u);
+  EXPECT_FALSE(MakeSelection("random:bogus=1").ok());
+}
+
+}  // namespace
+}  // namespace hetps
