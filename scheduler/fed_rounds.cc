@@ -71,7 +71,8 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
   for (const auto& [id, a] : idle_) candidates.push_back(&clients_[id]);
   const int count = std::min<int>(want, static_cast<int>(candidates.size()));
   if (count <= 0) return;
-  const std::vector<int32_t> picked = policy_->Select(candidates, count, round_, rng_);
+  const std::vector<int32_t> picked =
+      policy_->Select(candidates, count, round_, options_.rounds, rng_);
   state_ = State::kOpen;
   opened_at_ = now;
   selected_.clear();
@@ -86,6 +87,7 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
     ClientRecord& c = clients_[id];
     ++c.selected;
     c.last_round = round_;
+    c.selected_at = now;
     actions_.answer_checkin(it->second, task);
     idle_.erase(it);
   }
@@ -100,11 +102,15 @@ void FedRounds::Uploaded(Arrival a, int64_t round, int live_workers, double now)
   const bool in_time = state_ == State::kOpen && round == round_ && selected_.contains(a.worker) &&
                        static_cast<int>(uploads_.size()) < keep_ &&
                        std::find(uploads_.begin(), uploads_.end(), a.worker) == uploads_.end();
+  ClientRecord& c = clients_[a.worker];
+  if (c.last_round == round) {  // its training time, also when it came too late
+    c.train_s.push_back(now - c.selected_at);
+    if (c.train_s.size() > ClientRecord::kHistory) c.train_s.erase(c.train_s.begin());
+  }
   if (in_time) {
     uploads_.push_back(a.worker);
-    ClientRecord& c = clients_[a.worker];
     ++c.kept;
-    c.last_train_s = now - opened_at_;
+    c.consecutive_missed = 0;
   }
   answer.set_kept(in_time);
   actions_.answer_upload(a, answer);
@@ -128,7 +134,12 @@ void FedRounds::Close(int live_workers, double now) {
     if (std::find(uploads_.begin(), uploads_.end(), id) != uploads_.end()) continue;
     ClientRecord& c = clients_[id];
     ++c.missed;
+    ++c.consecutive_missed;
     c.last_missed = round_;
+    c.missed_rounds.push_back(round_);
+    if (c.missed_rounds.size() > ClientRecord::kHistory) {
+      c.missed_rounds.erase(c.missed_rounds.begin());
+    }
     ++missed;
   }
   proto::FedRound close;

@@ -9,7 +9,7 @@ namespace {
 class RandomSelection final : public SelectionPolicy {
  public:
   std::vector<int32_t> Select(const std::vector<const ClientRecord*>& idle, int count, int64_t,
-                              std::mt19937_64& rng) override {
+                              int64_t, std::mt19937_64& rng) override {
     std::vector<int32_t> ids;
     for (const ClientRecord* c : idle) ids.push_back(c->id);
     std::sort(ids.begin(), ids.end());  // the draw depends on the seed, not on arrival order

@@ -19,22 +19,28 @@ namespace hetps {
 
 // What the scheduler knows about one federated client.
 struct ClientRecord {
-  int32_t id = 0;  // node id
+  static constexpr size_t kHistory = 64;  // train_s and missed_rounds keep the latest this many
+  int32_t id = 0;                         // node id
   int rank = 0;
-  int64_t selected = 0;      // rounds it was selected for
-  int64_t kept = 0;          // rounds that used its upload
-  int64_t missed = 0;        // rounds it was selected for and did not make
-  int64_t last_round = -1;   // the last round it was selected for
-  int64_t last_missed = -1;  // the last round it missed
-  double last_train_s = -1;  // selection to upload, its last kept round
+  int64_t selected = 0;            // rounds it was selected for
+  int64_t kept = 0;                // rounds that used its upload
+  int64_t missed = 0;              // rounds it was selected for and did not make
+  int64_t consecutive_missed = 0;  // misses since its last kept upload
+  int64_t last_round = -1;         // the last round it was selected for
+  int64_t last_missed = -1;        // the last round it missed
+  double selected_at = 0;          // when it was last selected (scheduler seconds)
+  std::vector<double> train_s;     // selection to upload, per upload (late ones too), oldest first
+  std::vector<int64_t> missed_rounds;  // the rounds it missed, oldest first
 };
 
 class SelectionPolicy {
  public:
   virtual ~SelectionPolicy() = default;
-  // `count` distinct ids out of `idle` (count <= idle.size()) for round `round`.
+  // `count` distinct ids out of `idle` (count <= idle.size()) for round `round` of
+  // `total_rounds` (0: no limit).
   virtual std::vector<int32_t> Select(const std::vector<const ClientRecord*>& idle, int count,
-                                      int64_t round, std::mt19937_64& rng) = 0;
+                                      int64_t round, int64_t total_rounds,
+                                      std::mt19937_64& rng) = 0;
 };
 
 struct SelectionEntry {

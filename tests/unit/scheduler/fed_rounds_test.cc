@@ -210,8 +210,8 @@ TEST(SelectionTest, RandomPicksDistinctIdleClientsDependingOnlyOnTheSeed) {
   for (const ClientRecord& r : records) idle.push_back(&r);
   reversed.assign(idle.rbegin(), idle.rend());
   std::mt19937_64 a(5), b(5);
-  std::vector<int32_t> x = (*policy)->Select(idle, 4, 0, a);
-  std::vector<int32_t> y = (*policy)->Select(reversed, 4, 0, b);
+  std::vector<int32_t> x = (*policy)->Select(idle, 4, 0, 10, a);
+  std::vector<int32_t> y = (*policy)->Select(reversed, 4, 0, 10, b);
   EXPECT_EQ(x, y) << "the draw must not depend on arrival order";
   std::sort(x.begin(), x.end());
   EXPECT_EQ(std::unique(x.begin(), x.end()), x.end());
