@@ -92,6 +92,11 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
     idle_.erase(it);
   }
   selected_all_.assign(selected_.begin(), selected_.end());
+  if (round_ == 0 && options_.deadline_s <= 0) {
+    spdlog::warn(
+        "rounds have no deadline (--round_deadline_ms): a selected client that fails or goes "
+        "offline without dying holds its round up unless the first K arrive without it");
+  }
   spdlog::info("round {} opened: {} clients selected of {} idle, keeps the first {}", round_,
                selected_.size(), candidates.size(), keep_);
 }

@@ -37,6 +37,12 @@ DEFINE_int32(rounds, 20,
 DEFINE_int32(evaluators, 0,
              "edge, federated rounds (--consistency=selected): ranks 0..N-1 measure the global "
              "model every --eval_every rounds and do not train");
+DEFINE_string(availability, "always",
+              "edge, federated rounds: when a client is reachable: always, or "
+              "onoff:on_s=A,off_s=B (exponential online/offline periods, seeded per client)");
+DEFINE_double(fail_fraction, 0,
+              "edge, federated rounds: chance that a selected client fails in the middle of its "
+              "work (uploads part of its delta, never reports it)");
 DEFINE_int32(local_epochs, 1, "edge: epochs over the client's shard per round");
 DEFINE_double(local_lr, 0.05, "edge: learning rate of the client's local SGD");
 DEFINE_double(prox_mu, 0, "edge: FedProx's proximal weight mu (0: plain local SGD)");
@@ -172,6 +178,8 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.rounds = FLAGS_rounds;
   o.eval_every = FLAGS_eval_every;
   o.evaluators = FLAGS_evaluators;
+  o.availability = FLAGS_availability;
+  o.fail_fraction = FLAGS_fail_fraction;
   o.seed = FLAGS_data_seed;
   o.slowdown = FLAGS_slowdown;
   o.run_dir = FLAGS_run_dir;

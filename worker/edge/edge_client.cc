@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "worker/edge/availability.h"
 #include "worker/train/partitioner.h"
 #include "worker/train/run_log.h"
 #include "worker/train/shared_images.h"
@@ -52,8 +53,12 @@ class EdgeClient {
   // Maps the data, keeps this client's shard, builds the model and declares its tensors.
   Status Prepare();
   // One round: pull, train locally, upload the delta, then Clock() (every client each round) or
-  // FinishRound() (federated rounds the scheduler samples: `federated`).
-  Status Round(bool federated);
+  // FinishRound() (federated rounds the scheduler samples: `federated`). Sets `abandoned` when
+  // the client failed or went offline in the middle of it (federated only).
+  Status Round(bool federated, bool& abandoned);
+  // Federated rounds: waits while the client is offline; then it asks for a round.
+  Status WaitOnline(const std::atomic<bool>& stop);
+  void Selected() { selected_s_ = Seconds(); }
   // Rank 0: evaluation of the model pulled this round, the progress line and the run's rows.
   Status Observe();
   // An evaluator's whole run (evaluators > 0): every eval_every closed rounds, the global model's
@@ -67,6 +72,9 @@ class EdgeClient {
   int Clients() const { return client_.num_workers() - o_.evaluators; }
   int Shard() const { return (client_.rank() - o_.evaluators) % Clients(); }
   Status PullGlobal();
+  double Seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  // Pushes the first half of the delta's tensors (at least one) and gives the round up.
+  Status Abandon(const char* why);
   void Progress(int64_t round, const std::string& what);
 
   Client& client_;
@@ -83,6 +91,10 @@ class EdgeClient {
   double train_s_ = 0;
   int64_t rounds_done_ = 0;              // rounds of the run finished, as of this client's last one
   int64_t participated_ = 0, kept_ = 0;  // federated rounds: selected for, and kept in
+  int64_t abandoned_ = 0;                // federated rounds given up (failure, offline)
+  std::unique_ptr<Availability> availability_;
+  std::mt19937_64 fail_rng_;  // its own stream: failures do not change the sample order
+  double selected_s_ = 0;     // when the current round selected it
 };
 
 Status EdgeClient::LoadData() {
@@ -149,6 +161,11 @@ Status EdgeClient::Prepare() {
   local_ = model_->Zeros();
   grads_ = model_->Zeros();
   rng_.seed(o_.seed * 1000003 + static_cast<uint64_t>(client_.rank()));
+  fail_rng_.seed(o_.seed * 7919 + 17 * static_cast<uint64_t>(client_.rank()) + 1);
+  auto availability =
+      MakeAvailability(o_.availability, o_.seed * 104729 + static_cast<uint64_t>(client_.rank()));
+  if (!availability.ok()) return availability.status();
+  availability_ = std::move(*availability);
   auto log = RunLog::Open(o_.run_dir, client_.rank(), client_.clock());
   if (!log.ok()) return log.status();
   log_.emplace(std::move(*log));
@@ -193,7 +210,36 @@ Status EdgeClient::Evaluate(const std::atomic<bool>& stop) {
   return Status::Aborted("interrupted");
 }
 
-Status EdgeClient::Round(bool federated) {
+Status EdgeClient::WaitOnline(const std::atomic<bool>& stop) {
+  const double back = availability_->NextOnline(Seconds());
+  if (back == Seconds()) return Status();
+  spdlog::info("client {} is offline until {:.1f} s", client_.rank(), back);
+  while (!stop.load() && Seconds() < back) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        std::clamp<int64_t>(static_cast<int64_t>((back - Seconds()) * 1000), 1, 100)));
+  }
+  return Status();
+}
+
+Status EdgeClient::Abandon(const char* why) {
+  const size_t sent = std::max<size_t>(1, tensors_.size() / 2);
+  std::vector<Ticket> tickets;
+  const double weight = static_cast<double>(shard_.size);
+  for (size_t t = 0; t < sent; ++t) {
+    tickets.push_back(
+        client_.Push(tensors_[t].name, local_[t].data(), tensors_[t].NumElements(), weight));
+  }
+  for (const Ticket& ticket : tickets) {
+    if (Status s = ticket.Wait(); !s.ok()) return s;
+  }
+  ++abandoned_;
+  spdlog::info("client {} {} in round {}: {} of {} tensors uploaded, the upload not reported",
+               client_.rank(), why, client_.clock(), sent, tensors_.size());
+  return Status();
+}
+
+Status EdgeClient::Round(bool federated, bool& abandoned) {
+  abandoned = false;
   client_.BeginIteration();
   if (Status s = PullGlobal(); !s.ok()) return s;
   const auto train_start = Clock::now();
@@ -210,6 +256,16 @@ Status EdgeClient::Round(bool federated) {
     float* d = local_[t].data();
     const float* g = global_[t].data();
     for (size_t i = 0; i < local_[t].size(); ++i) d[i] = g[i] - d[i];
+  }
+  if (federated) {
+    std::bernoulli_distribution fails(o_.fail_fraction);
+    const bool failed = fails(fail_rng_);
+    const bool away = !availability_->OnlineThroughout(selected_s_, Seconds());
+    if (failed || away) {
+      abandoned = true;
+      ++participated_;
+      return Abandon(failed ? "fails" : "went offline");
+    }
   }
   const double weight = static_cast<double>(shard_.size);
   if (Status s = ForEachTensor(tensors_,
@@ -260,10 +316,16 @@ Status EdgeClient::Observe() {
 Status EdgeClient::Finish() {
   const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
   const ClientStats stats = client_.stats();
-  spdlog::info("client {}: {} rounds{} on {} samples, {:.1f} s training of {:.1f} s, {} bytes up",
-               client_.rank(), participated_ > 0 ? participated_ : rounds_done_,
-               participated_ > 0 ? fmt::format(" ({} kept)", kept_) : "", shard_.size, train_s_,
-               secs, stats.bytes_pushed);
+  if (evaluator()) {
+    spdlog::info("evaluator {}: {} rounds evaluated in {:.1f} s", client_.rank(), rounds_done_,
+                 secs);
+  } else {
+    spdlog::info(
+        "client {}: {} rounds{} on {} samples, {:.1f} s training of {:.1f} s, {} bytes up",
+        client_.rank(), participated_ > 0 ? participated_ : rounds_done_,
+        participated_ > 0 ? fmt::format(" ({} kept, {} abandoned)", kept_, abandoned_) : "",
+        shard_.size, train_s_, secs, stats.bytes_pushed);
+  }
   log_->Close();  // before the barrier: rank 0 merges every client's file after it
   if (Status s = client_.Barrier(); !s.ok()) return s;
   if (client_.rank() != 0) return Status();
@@ -302,6 +364,12 @@ Status ValidateEdgeOptions(const EdgeOptions& o) {
         fmt::format("unknown partition '{}' (iid, dirichlet, shards)", o.partition));
   }
   if (o.evaluators < 0) return Status::InvalidArgument("evaluators must be >= 0");
+  if (!(o.fail_fraction >= 0 && o.fail_fraction <= 1)) {
+    return Status::InvalidArgument("fail_fraction must be in [0, 1]");
+  }
+  if (auto a = Availabilities().Parse(o.availability); !a.ok()) {
+    return Status::InvalidArgument("--availability: " + a.status().message());
+  }
   if (o.partition == "dirichlet" && !(o.dirichlet_alpha > 0)) {
     return Status::InvalidArgument("dirichlet_alpha must be > 0");
   }
@@ -318,9 +386,10 @@ Status RunEdgeClient(Client& client, const EdgeOptions& o, const std::atomic<boo
   // Servers running "selected": the scheduler samples the clients of each round and says when
   // the run's rounds are done; otherwise every client takes part in every round.
   const bool federated = client.consistency().starts_with("selected");
-  if (o.evaluators > 0 && !federated) {
+  if ((o.evaluators > 0 || o.fail_fraction > 0 || o.availability != "always") && !federated) {
     return Status::InvalidArgument(
-        "evaluators need federated rounds (servers running --consistency=selected)");
+        "evaluators, fail_fraction and availability need federated rounds (servers running "
+        "--consistency=selected)");
   }
   if (client.rank() < o.evaluators) {
     if (Status s = edge.Evaluate(stop); !s.ok()) return s;
@@ -328,13 +397,18 @@ Status RunEdgeClient(Client& client, const EdgeOptions& o, const std::atomic<boo
   }
   while (!stop.load()) {
     if (federated) {
+      if (Status s = edge.WaitOnline(stop); !s.ok()) return s;
+      if (stop.load()) break;
       auto round = client.AwaitRound();
       if (!round.ok()) return round.status();
       if (*round < 0) break;
+      edge.Selected();
     } else if (client.clock() >= o.rounds) {
       break;
     }
-    if (Status s = edge.Round(federated); !s.ok()) return s;
+    bool abandoned = false;
+    if (Status s = edge.Round(federated, abandoned); !s.ok()) return s;
+    if (abandoned) continue;
     if (Status s = edge.Observe(); !s.ok()) return s;
   }
   if (stop.load()) return Status::Aborted("interrupted");

@@ -42,7 +42,12 @@ struct EdgeOptions {
   int evaluators = 0;     // ranks 0..evaluators-1 evaluate and do not train (selected only)
   uint64_t seed = 1;      // the split, the initial model, each client's sample order
   double slowdown = 1.0;  // multiplies local training time (a slower device)
-  std::string run_dir;    // when set: metrics, summary.json, plot.png and model.bin go there
+  // Federated rounds only (selected): when the client is reachable (worker/edge/availability.h)
+  // and the chance that a selected client fails in the middle of its work: it trains, uploads
+  // part of its delta and never reports the upload, so no round keeps it.
+  std::string availability = "always";
+  double fail_fraction = 0;
+  std::string run_dir;  // when set: metrics, summary.json, plot.png and model.bin go there
 };
 
 // Runs rounds until the client's clock reaches options.rounds; rank 0 prints the final test
