@@ -17,6 +17,7 @@ BenchCluster::~BenchCluster() {
   clients_.clear();
   cluster_.reset();
   supervisor_.reset();  // stops every process
+  if (keep_dir_) return;  // a failure named the log in it
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
@@ -53,6 +54,13 @@ Status BenchCluster::StartWorker(const std::vector<std::string>& flags) {
   return Status();
 }
 
+std::vector<pid_t> BenchCluster::Pids() const {
+  std::vector<pid_t> pids = {cluster_->scheduler()->pid};
+  for (const ChildProcess* s : cluster_->servers()) pids.push_back(s->pid);
+  for (const ChildProcess* w : worker_processes_) pids.push_back(w->pid);
+  return pids;
+}
+
 Status BenchCluster::WaitWorkers() {
   Status result;
   for (ChildProcess* worker : worker_processes_) {
@@ -63,6 +71,7 @@ Status BenchCluster::WaitWorkers() {
     }
   }
   worker_processes_.clear();
+  if (!result.ok()) keep_dir_ = true;
   return result;
 }
 

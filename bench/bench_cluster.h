@@ -40,12 +40,15 @@ class BenchCluster {
   Status StartWorker(const std::vector<std::string>& flags);
   // Waits for every worker process; fails naming the first that did not exit 0.
   Status WaitWorkers();
+  // The pids of the scheduler, the servers and the worker processes started, in that order.
+  std::vector<pid_t> Pids() const;
 
  private:
   BenchCluster() = default;
 
   std::string dir_, log_;
   int workers_ = 0;
+  bool keep_dir_ = false;  // a failure named the log: the folder stays
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<LocalCluster> cluster_;
   std::vector<ChildProcess*> worker_processes_;

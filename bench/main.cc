@@ -8,6 +8,7 @@
 
 #include "bench/codec.h"
 #include "bench/consistency.h"
+#include "bench/fed.h"
 #include "bench/pushpull.h"
 #include "bench/recovery.h"
 #include "bench/train.h"
@@ -23,7 +24,10 @@ DEFINE_string(controllers,
               "bsp;ssp:staleness=3;dssp:lower=3,range=12;backup:backups=1;softsync:n=1;"
               "semi_async;asp",
               "consistency: consistency specs to run, in order, separated by ';'");
-DEFINE_string(model, "mlp", "train: the model: mlp or cnn");
+DEFINE_string(model, "mlp", "train, fed: the model: mlp or cnn");
+DEFINE_int32(clients, 100, "fed: edge client processes");
+DEFINE_int32(clients_per_round, 10, "fed: uploads each FedAvg round keeps (1.3x selected)");
+DEFINE_int32(rounds, 20, "fed: rounds");
 DEFINE_string(consistency, "ssp:staleness=2", "train: the servers' consistency spec");
 DEFINE_int32(iterations, 1500, "train: iterations per worker");
 DEFINE_double(target, 0.85, "train: test accuracy to time");
@@ -88,6 +92,16 @@ int Recovery() {
   return hetps::bench::RunRecoveryBench(o);
 }
 
+int Fed() {
+  hetps::bench::FedBenchOptions o;
+  o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
+  o.clients = FLAGS_clients;
+  o.clients_per_round = FLAGS_clients_per_round;
+  o.rounds = FLAGS_rounds;
+  o.model = FLAGS_model;
+  return hetps::bench::RunFedBench(o);
+}
+
 int Train() {
   hetps::bench::TrainBenchOptions o;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
@@ -139,6 +153,7 @@ int main(int argc, char** argv) {
       "--straggler_slowdown "
       "F]\n"
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]\n"
+      "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
       "       hetps-bench recovery [--model_mib 256,1024]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   // The same tuning as the role processes, so the raw ZeroMQ ceiling measured here benefits
@@ -153,6 +168,7 @@ int main(int argc, char** argv) {
   if (command == "pushpull") return PushPull();
   if (command == "consistency") return Consistency();
   if (command == "train") return Train();
+  if (command == "fed") return Fed();
   if (command == "codec") return Codec();
   if (command == "recovery") return Recovery();
   std::fprintf(stderr, "usage: %s\n", gflags::ProgramUsage());

@@ -117,7 +117,12 @@ StatusOr<proto::Header> ClientIo::Call(proto::Header h, int timeout_ms) {
   std::unique_lock<std::mutex> lock(op->mu);
   auto done = [&] { return op->remaining <= 0; };
   if (timeout_ms <= 0) {
-    op->cv.wait(lock, done);
+    // Unbounded waits (a barrier, waiting to be selected for a round) end on a stop request.
+    while (!op->cv.wait_for(lock, std::chrono::milliseconds(100), done)) {
+      if (options_.stop != nullptr && options_.stop->load()) {
+        return Status::Aborted("stopped while waiting for the scheduler");
+      }
+    }
   } else if (!op->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), done)) {
     return Status::DeadlineExceeded(
         fmt::format("no answer from the scheduler in {} ms", timeout_ms));
@@ -139,6 +144,10 @@ void ClientIo::IoLoop() {
   while (true) {
     if (stopping_.load()) {
       SendQueued();  // anything submitted before the stop still goes out (or fails)
+      // The grace is for the servers' answers (updates in flight); what still waits on the
+      // scheduler (a wait abandoned on a stop request) ends now: Stop comes after Finish's
+      // LEAVE was answered.
+      FailPending(kToScheduler, Status::Aborted("the client stopped"));
       if ((pending_.empty() && parked_.empty()) || closed_) break;
       auto now = std::chrono::steady_clock::now();
       if (!stop_deadline) stop_deadline = now + std::chrono::milliseconds(kStopGraceMs);
@@ -441,6 +450,12 @@ void ClientIo::ExpireRecoveries() {
 
 void ClientIo::FailAll(const Status& s) {
   closed_ = s;
+  // Frames queued to a server are dropped and the caller's buffers released, so no ticket
+  // waits for a send that will never happen.
+  for (int rank = 0; rank < static_cast<int>(servers_.size()); ++rank) {
+    if (dead_servers_.insert(rank).second) servers_[rank].close();
+  }
+  recovering_.clear();
   for (auto& [id, p] : pending_) p.op->Complete(s);
   pending_.clear();
   for (auto& [rank, parked] : parked_) {

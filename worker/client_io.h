@@ -107,7 +107,7 @@ class ClientIo {
   // Queues requests for the I/O thread.
   void Submit(std::vector<Outgoing> batch);
   // Sends one control request to the scheduler and waits for its reply (at most `timeout_ms`
-  // when positive).
+  // when positive; otherwise until the reply or options.stop, which gives Aborted).
   StatusOr<proto::Header> Call(proto::Header h, int timeout_ms = 0);
   // Lets in-flight requests finish (at most kStopGraceMs), then stops the I/O thread.
   void Stop();

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "tests/integration/local_cluster.h"
 #include "tests/scratch_dir.h"
@@ -301,6 +302,57 @@ TEST(EdgeTest, FailedClientsPartialUploadsAreNeverApplied) {
   RunSampledFedAvg(run);
   EXPECT_NE(run.outputs.find("fails in round"), std::string::npos)
       << "no client failed: the check would be empty";
+}
+
+size_t Rows(const std::string& csv_path) {
+  std::ifstream in(csv_path);
+  size_t lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines > 0 ? lines - 1 : 0;
+}
+
+// Waits (at most 30 s) until the rounds log has `rows` rows.
+bool WaitRows(const std::string& csv_path, size_t rows) {
+  for (int i = 0; i < 300 && Rows(csv_path) < rows; ++i) std::this_thread::sleep_for(100ms);
+  return Rows(csv_path) >= rows;
+}
+
+// An evaluator blocks on the scheduler until enough rounds closed, and a client until it is
+// selected: SIGTERM ends either wait at once, and the rounds go on without the one that left.
+TEST(EdgeTest, AProcessWaitingOnRoundsStopsOnSigtermAndTheRoundsGoOn) {
+  ScratchDir logs("edge_test");
+  std::filesystem::create_directories(logs.path());
+  const std::string rounds_csv = (logs.path() / "rounds.csv").string();
+  LocalCluster cluster(
+      {.servers = 1,
+       .workers = 3,
+       .scheduler_flags = {"--clients_per_round=1", "--rounds=0", "--rounds_csv=" + rounds_csv},
+       .server_flags = {"--consistency=selected", "--aggregator=fedavg", "--optimizer=sgd:lr=1",
+                        "--init=worker"}});
+  const std::string images = cluster.Path("train-images.gz"),
+                    labels = cluster.Path("train-labels.gz");
+  WriteData(images, labels, 120, 13);
+  std::vector<std::unique_ptr<Process>> procs;
+  for (int i = 0; i < 3; ++i) {
+    procs.push_back(
+        cluster.StartWorker({"--workload=edge", "--rank=" + std::to_string(i), "--evaluators=1",
+                             "--eval_every=1000000", "--hidden=8", "--train_images=" + images,
+                             "--train_labels=" + labels, "--test_images=" + images,
+                             "--test_labels=" + labels, "--data_cache=" + cluster.Path("cache")},
+                            cluster.Path("client" + std::to_string(i))));
+  }
+  ASSERT_TRUE(WaitRows(rounds_csv, 3)) << Slurp(cluster.Path("client1"));
+  procs[0]->Signal(SIGTERM);  // the evaluator, waiting for round 1000000
+  auto st = procs[0]->WaitExit(5s);
+  ASSERT_TRUE(st.has_value()) << "the evaluator did not stop on SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*st)) << *st;
+  const size_t after = Rows(rounds_csv);
+  EXPECT_TRUE(WaitRows(rounds_csv, after + 3)) << "the rounds stopped with the evaluator";
+  for (int i : {1, 2}) {
+    procs[i]->Signal(SIGTERM);
+    auto client = procs[i]->WaitExit(5s);
+    EXPECT_TRUE(client.has_value()) << "client " << i << " did not stop on SIGTERM";
+  }
 }
 
 }  // namespace
