@@ -16,7 +16,7 @@ BenchCluster::~BenchCluster() {
   }
   clients_.clear();
   cluster_.reset();
-  supervisor_.reset();  // stops every process
+  supervisor_.reset();    // stops every process
   if (keep_dir_) return;  // a failure named the log in it
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);

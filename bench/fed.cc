@@ -101,7 +101,8 @@ int RunFedBench(const FedBenchOptions& o) {
   co.workers = o.clients + 1;  // and the evaluator, rank 0
   co.scheduler_flags = {fmt::format("--clients_per_round={}", o.clients_per_round),
                         "--overcommit=1.3", fmt::format("--rounds={}", o.rounds),
-                        "--rounds_csv=" + rounds_csv};
+                        "--rounds_csv=" + rounds_csv,
+                        fmt::format("--heartbeat_timeout_ms={}", o.heartbeat_timeout_ms)};
   co.server_flags = {"--consistency=selected", "--aggregator=fedavg", "--optimizer=sgd:lr=1",
                      "--init=worker"};
   auto cluster = BenchCluster::Start(co);
@@ -186,11 +187,12 @@ int RunFedBench(const FedBenchOptions& o) {
   const double mib = 1.0 / 1024;
   std::printf(
       "{\"bench\":\"fed\",\"clients\":%d,\"servers\":%d,\"clients_per_round\":%d,\"model\":\"%s\","
-      "\"rounds\":%d,\"wall_s\":%.1f,\"aggregations_per_min\":%.1f,\"total_pss_mib\":%.1f,"
+      "\"heartbeat_timeout_ms\":%d,\"rounds\":%d,\"wall_s\":%.1f,\"aggregations_per_min\":%.1f,"
+      "\"total_pss_mib\":%.1f,"
       "\"total_rss_mib\":%.1f,\"per_client_pss_mib\":%.2f,\"per_client_rss_mib\":%.2f,"
       "\"idle_client_cpu_percent\":%.2f}\n",
-      o.clients, o.servers, o.clients_per_round, o.model.c_str(), rounds, wall_s,
-      rounds_s > 0 ? rounds * 60.0 / rounds_s : 0.0, peak_pss_kb * mib, peak_rss_kb * mib,
+      o.clients, o.servers, o.clients_per_round, o.model.c_str(), o.heartbeat_timeout_ms, rounds,
+      wall_s, rounds_s > 0 ? rounds * 60.0 / rounds_s : 0.0, peak_pss_kb * mib, peak_rss_kb * mib,
       clients_alive_at_peak > 0 ? clients_pss_at_peak * mib / clients_alive_at_peak : 0.0,
       clients_alive_at_peak > 0 ? clients_rss_at_peak * mib / clients_alive_at_peak : 0.0,
       idle_cpu_percent);

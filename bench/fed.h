@@ -17,6 +17,8 @@ struct FedBenchOptions {
   int clients_per_round = 10;
   int rounds = 20;
   std::string model = "mlp";
+  int heartbeat_timeout_ms =
+      5000;  // the scheduler's; starting 1000 processes on 2 cores needs more
 };
 
 int RunFedBench(const FedBenchOptions& options);

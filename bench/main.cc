@@ -28,6 +28,9 @@ DEFINE_string(model, "mlp", "train, fed: the model: mlp or cnn");
 DEFINE_int32(clients, 100, "fed: edge client processes");
 DEFINE_int32(clients_per_round, 10, "fed: uploads each FedAvg round keeps (1.3x selected)");
 DEFINE_int32(rounds, 20, "fed: rounds");
+DEFINE_int32(heartbeat_timeout_ms, 5000,
+             "fed: the scheduler's heartbeat timeout (1000 processes starting on 2 cores need "
+             "more)");
 DEFINE_string(consistency, "ssp:staleness=2", "train: the servers' consistency spec");
 DEFINE_int32(iterations, 1500, "train: iterations per worker");
 DEFINE_double(target, 0.85, "train: test accuracy to time");
@@ -99,6 +102,7 @@ int Fed() {
   o.clients_per_round = FLAGS_clients_per_round;
   o.rounds = FLAGS_rounds;
   o.model = FLAGS_model;
+  o.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   return hetps::bench::RunFedBench(o);
 }
 
