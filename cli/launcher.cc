@@ -153,10 +153,14 @@ Status PrepareRunDir(const LaunchArgs& args, const std::string& dir,
 }
 
 // Whole-run checkpoints go to <run>/checkpoints unless the flags say where; --resume starts the
-// scheduler and the servers from the newest complete one.
+// scheduler and the servers from the newest complete one. Federated rounds are logged to
+// <run>/rounds.csv.
 Status SetUpCheckpoints(const LaunchArgs& args, const std::string& run_dir,
                         std::map<std::string, std::vector<std::string>>& routed) {
   std::vector<std::string>& scheduler = routed.at("scheduler");
+  if (LastFlagValue(scheduler, "rounds_csv").empty()) {  // federated rounds, when there are any
+    scheduler.insert(scheduler.begin(), "--rounds_csv=" + run_dir + "/rounds.csv");
+  }
   std::string dir = LastFlagValue(scheduler, "checkpoint_dir");
   if (dir.empty()) {
     dir = run_dir + "/checkpoints";

@@ -25,16 +25,6 @@ FedRounds::FedRounds(const FedRoundsOptions& options, Actions actions)
   auto policy = MakeSelection(options_.selection);
   if (!policy.ok()) policy = MakeSelection("random");  // validated before; never reached
   policy_ = std::move(*policy);
-  if (!options_.csv_path.empty()) {
-    csv_ = std::fopen(options_.csv_path.c_str(), "w");
-    if (csv_ == nullptr) {
-      spdlog::error("cannot write the rounds log {}", options_.csv_path);
-    } else {
-      std::fprintf(csv_,
-                   "round,opened_s,closed_s,selected,kept,missed,selected_ranks,kept_ranks\n");
-      std::fflush(csv_);
-    }
-  }
 }
 
 FedRounds::~FedRounds() {
@@ -155,6 +145,16 @@ void FedRounds::Close(int live_workers, double now) {
   for (int32_t id : selected_all_) selected_ranks.push_back(clients_[id].rank);
   spdlog::info("round {} closes with {} uploads ({} selected clients missed it)", round_,
                uploads_.size(), missed);
+  if (csv_ == nullptr && !options_.csv_path.empty() && !csv_failed_) {
+    csv_ = std::fopen(options_.csv_path.c_str(), "w");
+    if (csv_ == nullptr) {
+      spdlog::error("cannot write the rounds log {}", options_.csv_path);
+      csv_failed_ = true;
+    } else {
+      std::fprintf(csv_,
+                   "round,opened_s,closed_s,selected,kept,missed,selected_ranks,kept_ranks\n");
+    }
+  }
   if (csv_ != nullptr) {
     std::fprintf(csv_, "%lld,%.3f,%.3f,%zu,%zu,%d,%s,%s\n", static_cast<long long>(round_),
                  opened_at_, now, selected_all_.size(), uploads_.size(), missed,

@@ -101,7 +101,8 @@ class FedRounds {
   Actions actions_;
   std::unique_ptr<SelectionPolicy> policy_;
   std::mt19937_64 rng_;
-  std::FILE* csv_ = nullptr;
+  std::FILE* csv_ = nullptr;  // opened at the first closed round
+  bool csv_failed_ = false;
   State state_ = State::kWaiting;
   int64_t round_ = 0;
   double opened_at_ = 0;
