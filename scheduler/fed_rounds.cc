@@ -14,6 +14,7 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
     return Status::InvalidArgument("clients_per_round, rounds and round_deadline_ms must be >= 0");
   }
   if (!(o.overcommit >= 1.0)) return Status::InvalidArgument("overcommit must be >= 1");
+  if (o.concurrency < 0) return Status::InvalidArgument("concurrency must be >= 0");
   if (auto spec = Selections().Parse(o.selection); !spec.ok()) {
     return Status::InvalidArgument("--selection: " + spec.status().message());
   }
@@ -35,6 +36,11 @@ void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
   ClientRecord& c = clients_[a.worker];
   c.id = a.worker;
   c.rank = actions_.rank_of ? actions_.rank_of(a.worker) : 0;
+  if (auto t = tasks_.find(a.worker); t != tasks_.end()) {  // back without reporting its task
+    const Task task = t->second;
+    tasks_.erase(t);
+    GiveUp(a.worker, task, now, "came back without reporting it");
+  }
   if (finished()) {
     proto::FedRound done;
     done.set_finished(true);
@@ -42,7 +48,109 @@ void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
     return actions_.answer_checkin(a, done);
   }
   idle_[a.worker] = std::move(a);
+  if (async()) return MaybeGrant(live_workers, now);
   MaybeOpen(live_workers, now);
+}
+
+void FedRounds::MaybeGrant(int live_workers, double now) {
+  const int live_clients = Clients(live_workers);
+  if (next_task_ == 0 && static_cast<int>(idle_.size()) < live_clients) return;
+  // A committed upload holds its slot until every server applied it, so a client granted the
+  // slot pulls a model with it (with C = 1 the run is exactly sequential).
+  while (static_cast<int>(tasks_.size() + applying_.size()) < options_.concurrency &&
+         !idle_.empty() && !finished() &&
+         (options_.rounds == 0 || committed_ < options_.rounds)) {
+    std::vector<const ClientRecord*> candidates;
+    for (const auto& [id, a] : idle_) candidates.push_back(&clients_[id]);
+    const std::vector<int32_t> picked =
+        policy_->Select(candidates, 1, next_task_, options_.rounds, rng_);
+    auto it = picked.empty() ? idle_.end() : idle_.find(picked[0]);
+    if (it == idle_.end()) it = idle_.begin();  // a policy's mistake
+    const int32_t id = it->first;
+    const Task task{next_task_++, now};
+    tasks_[id] = task;
+    ClientRecord& c = clients_[id];
+    ++c.selected;
+    c.last_round = task.id;
+    c.selected_at = now;
+    proto::FedRound grant;
+    grant.set_round(task.id);
+    actions_.answer_checkin(it->second, grant);
+    idle_.erase(it);
+  }
+}
+
+void FedRounds::LogRow(int64_t round, double opened, double now,
+                       const std::vector<int32_t>& selected, const std::vector<int32_t>& kept) {
+  if (options_.csv_path.empty() || csv_failed_) return;
+  if (csv_ == nullptr) {
+    csv_ = std::fopen(options_.csv_path.c_str(), "w");
+    if (csv_ == nullptr) {
+      spdlog::error("cannot write the rounds log {}", options_.csv_path);
+      csv_failed_ = true;
+      return;
+    }
+    std::fprintf(csv_, "round,opened_s,closed_s,selected,kept,missed,selected_ranks,kept_ranks\n");
+  }
+  std::vector<int> selected_ranks, kept_ranks;
+  for (int32_t id : selected) selected_ranks.push_back(clients_[id].rank);
+  for (int32_t id : kept) kept_ranks.push_back(clients_[id].rank);
+  std::fprintf(csv_, "%lld,%.3f,%.3f,%zu,%zu,%zu,%s,%s\n", static_cast<long long>(round), opened,
+               now, selected.size(), kept.size(), selected.size() - kept.size(),
+               fmt::format("{}", fmt::join(selected_ranks, " ")).c_str(),
+               fmt::format("{}", fmt::join(kept_ranks, " ")).c_str());
+  std::fflush(csv_);
+}
+
+void FedRounds::Commit(int32_t worker, const Task& task, double now) {
+  ++committed_;
+  LogRow(task.id, task.opened, now, {worker}, {worker});
+  proto::FedRound close;
+  close.set_round(task.id);
+  close.add_workers(worker);
+  const std::vector<int32_t> servers = actions_.live_servers();
+  if (servers.empty()) {
+    ++round_;
+    return AnswerWatchers();
+  }
+  applying_[task.id] = {servers.begin(), servers.end()};
+  actions_.close(close);
+}
+
+void FedRounds::GiveUp(int32_t worker, const Task& task, double now, const char* why) {
+  ClientRecord& c = clients_[worker];
+  ++c.missed;
+  ++c.consecutive_missed;
+  c.last_missed = task.id;
+  c.missed_rounds.push_back(task.id);
+  if (c.missed_rounds.size() > ClientRecord::kHistory)
+    c.missed_rounds.erase(c.missed_rounds.begin());
+  spdlog::info("task {} of client {} given up: it {}", task.id, c.rank, why);
+  LogRow(task.id, task.opened, now, {worker}, {});
+  proto::FedRound drop;
+  drop.set_round(task.id);
+  actions_.close(drop);  // no answers awaited: nothing waits for a drop
+}
+
+void FedRounds::UploadedAsync(const Arrival& a, int64_t task, ClientRecord& c, double now) {
+  proto::FedRound answer;
+  answer.set_round(task);
+  auto t = tasks_.find(a.worker);
+  const bool its_task = t != tasks_.end() && t->second.id == task;
+  const bool wanted = options_.rounds == 0 || committed_ < options_.rounds;
+  if (its_task) {
+    const Task open = t->second;
+    tasks_.erase(t);
+    if (wanted) {
+      ++c.kept;
+      c.consecutive_missed = 0;
+      Commit(a.worker, open, now);
+    } else {
+      GiveUp(a.worker, open, now, "finished after the run's last update");
+    }
+  }
+  answer.set_kept(its_task && wanted);
+  actions_.answer_upload(a, answer);
 }
 
 void FedRounds::MaybeOpen(int live_workers, double now) {
@@ -102,6 +210,10 @@ void FedRounds::Uploaded(Arrival a, int64_t round, int live_workers, double now)
     c.train_s.push_back(now - c.selected_at);
     if (c.train_s.size() > ClientRecord::kHistory) c.train_s.erase(c.train_s.begin());
   }
+  if (async()) {
+    UploadedAsync(a, round, c, now);
+    return MaybeGrant(live_workers, now);
+  }
   if (in_time) {
     uploads_.push_back(a.worker);
     ++c.kept;
@@ -140,28 +252,9 @@ void FedRounds::Close(int live_workers, double now) {
   proto::FedRound close;
   close.set_round(round_);
   for (int32_t id : uploads_) close.add_workers(id);
-  std::vector<int> kept_ranks, selected_ranks;
-  for (int32_t id : uploads_) kept_ranks.push_back(clients_[id].rank);
-  for (int32_t id : selected_all_) selected_ranks.push_back(clients_[id].rank);
   spdlog::info("round {} closes with {} uploads ({} selected clients missed it)", round_,
                uploads_.size(), missed);
-  if (csv_ == nullptr && !options_.csv_path.empty() && !csv_failed_) {
-    csv_ = std::fopen(options_.csv_path.c_str(), "w");
-    if (csv_ == nullptr) {
-      spdlog::error("cannot write the rounds log {}", options_.csv_path);
-      csv_failed_ = true;
-    } else {
-      std::fprintf(csv_,
-                   "round,opened_s,closed_s,selected,kept,missed,selected_ranks,kept_ranks\n");
-    }
-  }
-  if (csv_ != nullptr) {
-    std::fprintf(csv_, "%lld,%.3f,%.3f,%zu,%zu,%d,%s,%s\n", static_cast<long long>(round_),
-                 opened_at_, now, selected_all_.size(), uploads_.size(), missed,
-                 fmt::format("{}", fmt::join(selected_ranks, " ")).c_str(),
-                 fmt::format("{}", fmt::join(kept_ranks, " ")).c_str());
-    std::fflush(csv_);
-  }
+  LogRow(round_, opened_at_, now, selected_all_, uploads_);
   state_ = State::kClosing;
   const std::vector<int32_t> servers = actions_.live_servers();
   closing_servers_ = {servers.begin(), servers.end()};
@@ -170,6 +263,17 @@ void FedRounds::Close(int live_workers, double now) {
 }
 
 void FedRounds::OnClosed(int32_t server, int64_t round, int live_workers, double now) {
+  if (async()) {
+    auto it = applying_.find(round);
+    if (it == applying_.end()) return;
+    it->second.erase(server);
+    if (!it->second.empty()) return;
+    applying_.erase(it);
+    ++round_;  // commits applied everywhere
+    AnswerWatchers();
+    if (finished()) return FinishEveryone();
+    return MaybeGrant(live_workers, now);
+  }
   if (state_ != State::kClosing || round != round_) return;
   closing_servers_.erase(server);
   if (!closing_servers_.empty()) return;
@@ -194,6 +298,7 @@ void FedRounds::Watch(Arrival a, int64_t rounds, int live_workers, double now) {
   idle_.erase(a.worker);
   watchers_.emplace(rounds, std::move(a));
   AnswerWatchers();
+  if (async()) return MaybeGrant(live_workers, now);
   MaybeOpen(live_workers, now);  // one client fewer to wait for
 }
 
@@ -212,16 +317,42 @@ void FedRounds::RemoveClient(int32_t id, int live_workers, double now) {
     it = it->second.worker == id ? watchers_.erase(it) : std::next(it);
   }
   idle_.erase(id);
+  if (auto t = tasks_.find(id); t != tasks_.end()) {
+    const Task task = t->second;
+    tasks_.erase(t);
+    GiveUp(id, task, now, "left or died");
+  }
+  if (async()) return MaybeGrant(live_workers, now);
   selected_.erase(id);  // Close counts the round as missed for it unless it uploaded first
   MaybeClose(live_workers, now);
   MaybeOpen(live_workers, now);
 }
 
 void FedRounds::RemoveServer(int32_t id, int live_workers, double now) {
+  if (async()) {
+    std::vector<int64_t> tasks;
+    for (const auto& [task, servers] : applying_) tasks.push_back(task);
+    for (int64_t task : tasks) OnClosed(id, task, live_workers, now);
+    return;
+  }
   if (state_ == State::kClosing) OnClosed(id, round_, live_workers, now);
 }
 
 void FedRounds::Tick(int live_workers, double now) {
+  if (async()) {
+    if (options_.deadline_s <= 0) return MaybeGrant(live_workers, now);
+    for (auto it = tasks_.begin(); it != tasks_.end();) {
+      if (now - it->second.opened < options_.deadline_s) {
+        ++it;
+        continue;
+      }
+      const int32_t worker = it->first;
+      const Task task = it->second;
+      it = tasks_.erase(it);
+      GiveUp(worker, task, now, "passed the deadline");
+    }
+    return MaybeGrant(live_workers, now);
+  }
   MaybeClose(live_workers, now);
   MaybeOpen(live_workers, now);
 }

@@ -17,6 +17,18 @@
 // opened_s, closed_s, selected, kept, missed, selected_ranks, kept_ranks (space-separated,
 // kept in arrival order).
 //
+// Asynchronous mode (concurrency C > 0; servers run the consistency "committed"): there are no
+// rounds. Whenever fewer than C tasks are open (a committed upload holds its slot until every
+// server applied it) and a client is idle, the policy picks one
+// idle client and it gets the next task number (the first task waits for every live client to
+// be idle, as the first round does). A client that reports its upload of its task has it
+// committed: ROUND_CLOSE(task, {client}) to every server, which hand the upload to the
+// aggregator as on arrival (fedasync, fedbuff). A task whose client died, left, checked in
+// again without reporting it, or passed the deadline is given up: ROUND_CLOSE(task, {}) drops
+// it on every server. `rounds` counts committed uploads here; "rounds closed" (the evaluator's
+// watch, finished()) counts commits applied on every server. One CSV row per task committed
+// or given up (selected 1, kept 1 or 0).
+//
 // An evaluator (a worker that measures the global model and does not train) watches: Watch
 // answers once n rounds are closed and applied everywhere (or the run is done). Workers that
 // watched are evaluators: they are not counted among the live clients a round waits for.
@@ -43,11 +55,13 @@ namespace hetps {
 struct FedRoundsOptions {
   int clients_per_round = 0;  // K: uploads a round keeps; 0: every selected client's
   double overcommit = 1.0;    // clients selected: ceil(K * overcommit)
-  double deadline_s = 0;      // a round closes this long after it opened (0: no deadline)
+  double deadline_s = 0;      // a round closes (async: a task is given up) this long after it
+                              // opened (0: no deadline)
   int64_t rounds = 0;         // rounds to run (0: no limit)
   std::string selection = "random";
   uint64_t seed = 1;
   std::string csv_path;  // rounds.csv (empty: none)
+  int concurrency = 0;   // > 0: asynchronous mode, at most this many clients train at once
 };
 
 class FedRounds {
@@ -92,6 +106,18 @@ class FedRounds {
   void Close(int live_workers, double now);
   void FinishEveryone();
   void AnswerWatchers();
+  // Asynchronous mode.
+  struct Task {
+    int64_t id = 0;
+    double opened = 0;
+  };
+  bool async() const { return options_.concurrency > 0; }
+  void MaybeGrant(int live_workers, double now);
+  void UploadedAsync(const Arrival& a, int64_t task, ClientRecord& c, double now);
+  void Commit(int32_t worker, const Task& task, double now);
+  void GiveUp(int32_t worker, const Task& task, double now, const char* why);
+  void LogRow(int64_t round, double opened, double now, const std::vector<int32_t>& selected,
+              const std::vector<int32_t>& kept);
   // Live workers that are clients (not evaluators).
   int Clients(int live_workers) const {
     return live_workers - static_cast<int>(evaluators_.size());
@@ -115,6 +141,12 @@ class FedRounds {
   std::map<int32_t, ClientRecord> clients_;
   std::set<int32_t> evaluators_;
   std::multimap<int64_t, Arrival> watchers_;  // by the rounds they wait for
+  // Asynchronous mode: the open task of each client that holds one, the next task number,
+  // uploads committed so far, and the servers yet to apply each commit.
+  std::map<int32_t, Task> tasks_;
+  int64_t next_task_ = 0;
+  int64_t committed_ = 0;
+  std::map<int64_t, std::set<int32_t>> applying_;
 };
 
 // What FedRounds refuses: counts below 0, overcommit below 1, an unknown selection policy.

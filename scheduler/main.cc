@@ -56,6 +56,10 @@ DEFINE_int32(rounds, 20,
              "federated rounds: how many to run (0: until the clients are stopped); hetps "
              "launch gives the edge clients' --rounds to the scheduler too");
 DEFINE_string(selection, "random", "federated rounds: the client selection policy");
+DEFINE_int32(concurrency, 0,
+             "asynchronous federated learning (servers run --consistency=committed): at most this "
+             "many clients train at once, each upload committed on its own; --rounds then counts "
+             "committed uploads (0: synchronous rounds)");
 DEFINE_uint64(selection_seed, 1, "federated rounds: seed of the selection policy");
 DEFINE_string(rounds_csv, "", "federated rounds: write one row per closed round to this file");
 
@@ -91,6 +95,7 @@ int main(int argc, char** argv) {
   o.fed.deadline_s = FLAGS_round_deadline_ms / 1000.0;
   o.fed.rounds = FLAGS_rounds;
   o.fed.selection = FLAGS_selection;
+  o.fed.concurrency = FLAGS_concurrency;
   o.fed.seed = FLAGS_selection_seed;
   o.fed.csv_path = FLAGS_rounds_csv;
   if (hetps::Status s = hetps::ValidateSchedulerOptions(o); !s.ok()) {

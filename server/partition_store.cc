@@ -90,7 +90,32 @@ int PartitionState::HandOverRound(const RoundSpec& round) {
   return rounds;
 }
 
+// A committed upload (RoundSpec::per_push): its updates reach the aggregator as on arrival,
+// with the version they were computed from, so staleness counts what was applied meanwhile.
+int PartitionState::ApplyCommitted(const RoundSpec& round) {
+  auto c = held_.find(round.clock);
+  if (c == held_.end()) return 0;
+  int applied = 0;
+  for (const auto& [worker, updates] : c->second) {
+    if (std::find(round.workers.begin(), round.workers.end(), worker) == round.workers.end()) {
+      continue;  // not committed: dropped with the clock
+    }
+    for (const Held& h : updates) {
+      PushInfo info;
+      info.worker = worker;
+      info.clock = c->first;
+      info.base_version = h.base_version;
+      info.weight = h.weight;
+      aggregator_->OnPush(*this, info, static_cast<const float*>(h.update.data()));
+      ++applied;
+    }
+  }
+  held_.erase(c);
+  return applied;
+}
+
 int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& round) {
+  if (round.per_push) return ApplyCommitted(round);
   if (aggregator_ && aggregator_->rounds()) return HandOverRound(round);
   auto counts = [&](int32_t w) {
     return round.workers.empty() ||

@@ -84,6 +84,7 @@ class PartitionState {
   int64_t version_ = 0;
   bool initialized_ = false;
   int HandOverRound(const RoundSpec& round);
+  int ApplyCommitted(const RoundSpec& round);
 
   struct Held {
     zmq::message_t update;

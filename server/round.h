@@ -5,6 +5,9 @@
 //   backup     the named workers at exactly `clock`, their mean; everything older is dropped
 //   semi_async the named workers' held updates whatever their clocks, one step weighted by
 //              samples * (1 + staleness)^-a; other workers' holdings wait for a later round
+//   committed  (per_push) the named workers' updates of exactly `clock` go to the aggregator
+//              one by one, as if they arrived now; the rest of that clock is dropped (an empty
+//              list drops it all); other clocks are untouched
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,7 @@ struct RoundSpec {
   bool one_step = false;         // all counted updates form one step (else one per clock)
   Combine combine = Combine::kSum;
   double staleness_exponent = 0;  // kWeighted: weight = samples * (1 + sigma)^-a
+  bool per_push = false;          // committed uploads through the aggregator (see above)
 
   // The round a policy switch applies so nothing held is lost: every clock, everyone.
   static RoundSpec Flush() {

@@ -37,6 +37,7 @@ proto::Round RoundToProto(const RoundSpec& round) {
   r.set_combine(static_cast<int32_t>(round.combine));
   r.set_staleness_exponent(round.staleness_exponent);
   r.set_flush(round.IsFlush());
+  r.set_per_push(round.per_push);
   return r;
 }
 
@@ -48,6 +49,7 @@ RoundSpec RoundFromProto(const proto::Round& r) {
   round.one_step = r.one_step();
   round.combine = static_cast<RoundSpec::Combine>(r.combine());
   round.staleness_exponent = r.staleness_exponent();
+  round.per_push = r.per_push();
   return round;
 }
 

@@ -239,7 +239,8 @@ int main(int argc, char** argv) {
   }
   // Federated rounds are asked for and reported by edge clients only; another workload's
   // pushes would be held for rounds that never close.
-  const bool rounds = (*client)->consistency().starts_with("selected");
+  const bool rounds = (*client)->consistency().starts_with("selected") ||
+                      (*client)->consistency().starts_with("committed");
   hetps::Status s =
       rounds && FLAGS_workload != "edge"
           ? hetps::Status::InvalidArgument(fmt::format(

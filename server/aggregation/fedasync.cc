@@ -74,7 +74,7 @@ void RegisterFedAsync(AggregatorRegistry& r) {
                        /*min_open=*/true),
         ParamDef::Real("b", "2", 0, 1e6, "hinge: staleness with full weight")}},
       {[](const AlgorithmSpec& spec, const Optimizer&) { return std::make_unique<FedAsync>(spec); },
-       OnlyUnder({ApplySchedule::kOnArrival})});
+       OnlyUnder({ApplySchedule::kOnArrival, ApplySchedule::kCommitted})});
 }
 
 }  // namespace hetps

@@ -14,6 +14,8 @@ const char* ScheduleName(ApplySchedule schedule) {
       return "rounds of the first K workers";
     case ApplySchedule::kScheduledRounds:
       return "rounds the scheduler closes";
+    case ApplySchedule::kCommitted:
+      return "uploads the scheduler commits";
   }
   return "?";
 }
@@ -32,7 +34,8 @@ const ControllerRegistry& Controllers() {
 std::vector<std::string> ClockDrivenControllers() {
   std::vector<std::string> names;
   for (const std::string& name : Controllers().Names()) {
-    if (Controllers().EntryFor(name).schedule != ApplySchedule::kScheduledRounds) {
+    const ApplySchedule schedule = Controllers().EntryFor(name).schedule;
+    if (schedule != ApplySchedule::kScheduledRounds && schedule != ApplySchedule::kCommitted) {
       names.push_back(name);
     }
   }

@@ -103,6 +103,7 @@ enum class ApplySchedule {
   kLockstepRounds,   // held; each clock of every live worker is one round (bsp)
   kQuorumRounds,     // held; a round takes the first K workers' uploads (backup, semi_async)
   kScheduledRounds,  // held; the scheduler closes each round with the uploads it keeps (selected)
+  kCommitted,        // held; each upload the scheduler commits goes on as on arrival (committed)
 };
 const char* ScheduleName(ApplySchedule schedule);
 
@@ -115,8 +116,8 @@ struct ControllerEntry {
 using ControllerRegistry = Registry<ControllerEntry>;
 // Every controller (controllers.def).
 const ControllerRegistry& Controllers();
-// The controllers driven by the workers' clocks: all but those whose rounds the scheduler
-// closes (selected), which only federated edge clients can run.
+// The controllers driven by the workers' clocks: all but those whose rounds or uploads the
+// scheduler closes (selected, committed), which only federated edge clients can run.
 std::vector<std::string> ClockDrivenControllers();
 
 // Builds the controller of a validated spec over `workers` (all at clock 0).

@@ -304,6 +304,91 @@ TEST(EdgeTest, FailedClientsPartialUploadsAreNeverApplied) {
       << "no client failed: the check would be empty";
 }
 
+// Asynchronous FedAsync through the scheduler with one slot (concurrency 1: each task pulls the
+// model with every earlier commit applied), 30% of the clients failing after uploading half
+// their delta: the run finishes with its 12 commits, and the served model is exactly the
+// FedAsync mixing of the committed local models in the logged order, so no part of a failed
+// upload was ever applied.
+TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads) {
+  constexpr int kClients = 8, kCommits = 12;
+  constexpr uint64_t kSeed = 7;
+  constexpr float kAlpha = 0.5f;
+  ScratchDir logs("edge_test");
+  std::filesystem::create_directories(logs.path());
+  const std::string rounds_csv = (logs.path() / "rounds.csv").string();
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = kClients,
+       .scheduler_flags = {"--concurrency=1", "--rounds=" + std::to_string(kCommits),
+                           "--selection_seed=3", "--rounds_csv=" + rounds_csv},
+       .server_flags = {"--consistency=committed",
+                        "--aggregator=fedasync:alpha=0.5,staleness=constant", "--init=worker"}});
+  const std::string images = cluster.Path("train-images.gz"),
+                    labels = cluster.Path("train-labels.gz");
+  WriteData(images, labels, 320, 17);
+  const std::string run_dir = cluster.Path("run");
+  const LocalTraining local{.epochs = 1, .batch = 8, .lr = 0.1};
+  std::vector<std::unique_ptr<Process>> procs;
+  for (int i = 0; i < kClients; ++i) {
+    procs.push_back(cluster.StartWorker(
+        {"--workload=edge", "--rank=" + std::to_string(i), "--local_epochs=1", "--batch=8",
+         "--local_lr=0.1", "--hidden=8", "--partition=iid", "--data_seed=7", "--fail_fraction=0.3",
+         "--eval_every=100", "--train_images=" + images, "--train_labels=" + labels,
+         "--test_images=" + images, "--test_labels=" + labels,
+         "--data_cache=" + cluster.Path("cache"), "--run_dir=" + run_dir},
+        cluster.Path("client" + std::to_string(i))));
+  }
+  std::string outputs;
+  for (int i = 0; i < kClients; ++i) {
+    auto st = procs[i]->WaitExit(120s);
+    const std::string out = Slurp(cluster.Path("client" + std::to_string(i)));
+    outputs += out;
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out;
+  }
+  EXPECT_NE(outputs.find("fails in round"), std::string::npos)
+      << "no client failed: the check would be empty";
+  const std::vector<RoundRow> tasks = ReadRounds(rounds_csv);
+  size_t commits = 0, given_up = 0;
+  for (const RoundRow& t : tasks) {
+    ASSERT_EQ(t.selected.size(), 1u);
+    (t.kept.empty() ? given_up : commits) += 1;
+  }
+  EXPECT_EQ(commits, static_cast<size_t>(kCommits));
+  EXPECT_GT(given_up, 0u);
+
+  auto data = SharedImages::Open(images, labels, cluster.Path("cache-replay"));
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  const auto parts = PartitionIid(data->size(), kClients, kSeed);
+  auto arch = BuildArchitecture("mlp", {1, 6, 6}, 10, {8});
+  ASSERT_TRUE(arch.ok());
+  auto model = MakeCpuModel(std::move(*arch));
+  Params global = model->Init(kSeed), grads = model->Zeros();
+  std::vector<std::mt19937_64> rngs;
+  for (int k = 0; k < kClients; ++k) rngs.emplace_back(kSeed * 1000003 + k);
+  for (const RoundRow& t : tasks) {
+    const int k = t.selected[0];
+    const Dataset shard = data->Gather(parts[k]);
+    Params w = global;
+    ASSERT_TRUE(TrainLocally(*model, shard, local, global, w, grads, rngs[k]).ok());
+    if (t.kept.empty()) continue;  // failed or given up: never applied
+    for (size_t p = 0; p < w.size(); ++p) {
+      for (size_t i = 0; i < w[p].size(); ++i) {
+        const float delta = global[p][i] - w[p][i];  // what the client pushed
+        const float x_new = global[p][i] - delta;
+        global[p][i] = (1 - kAlpha) * global[p][i] + kAlpha * x_new;
+      }
+    }
+  }
+  const Params served = ReadModel(run_dir + "/model.bin", global);
+  double max_diff = 0;
+  for (size_t p = 0; p < global.size(); ++p) {
+    for (size_t i = 0; i < global[p].size(); ++i) {
+      max_diff = std::max(max_diff, double{std::abs(served[p][i] - global[p][i])});
+    }
+  }
+  EXPECT_LT(max_diff, 1e-5) << "the served model is not FedAsync over the committed uploads";
+}
+
 size_t Rows(const std::string& csv_path) {
   std::ifstream in(csv_path);
   size_t lines = 0;

@@ -385,7 +385,8 @@ Status RunEdgeClient(Client& client, const EdgeOptions& o, const std::atomic<boo
   if (Status s = edge.Prepare(); !s.ok()) return s;
   // Servers running "selected": the scheduler samples the clients of each round and says when
   // the run's rounds are done; otherwise every client takes part in every round.
-  const bool federated = client.consistency().starts_with("selected");
+  const bool federated =
+      client.consistency().starts_with("selected") || client.consistency().starts_with("committed");
   if ((o.evaluators > 0 || o.fail_fraction > 0 || o.availability != "always") && !federated) {
     return Status::InvalidArgument(
         "evaluators, fail_fraction and availability need federated rounds (servers running "

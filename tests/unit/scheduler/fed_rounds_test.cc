@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "tests/scratch_dir.h"
@@ -199,6 +200,96 @@ TEST(FedRoundsTest, OptionsAreValidated) {
   EXPECT_FALSE(ValidateFedRoundsOptions({.overcommit = 0.5}).ok());
   EXPECT_FALSE(ValidateFedRoundsOptions({.deadline_s = -1}).ok());
   EXPECT_FALSE(ValidateFedRoundsOptions({.selection = "nonesuch"}).ok());
+}
+
+// The open tasks of an asynchronous run: worker -> task.
+std::map<int32_t, int64_t> Tasks(const Recorder& r) {
+  std::map<int32_t, int64_t> open;
+  for (const auto& [w, t] : r.tasks) {
+    if (!t.finished()) open[w] = t.round();
+  }
+  return open;
+}
+
+TEST(FedRoundsAsyncTest, AtMostCClientsHoldATaskAndEachUploadIsCommittedOnItsOwn) {
+  Recorder rec;
+  FedRounds f({.rounds = 10, .concurrency = 2}, rec.Actions());
+  for (int32_t w = 1; w <= 3; ++w) f.CheckIn(From(w), 4, 0);
+  EXPECT_TRUE(rec.tasks.empty()) << "the first task waits for every live client";
+  f.CheckIn(From(4), 4, 0);
+  std::map<int32_t, int64_t> open = Tasks(rec);
+  ASSERT_EQ(open.size(), 2u);
+  std::set<int64_t> ids;
+  for (const auto& [w, t] : open) ids.insert(t);
+  EXPECT_EQ(ids, (std::set<int64_t>{0, 1}));
+  const int32_t first = open.begin()->first;
+  const int64_t task = open.begin()->second;
+  f.Uploaded(From(first), task, 4, 1);
+  EXPECT_TRUE(rec.answers[first].kept());
+  ASSERT_EQ(rec.closes.size(), 1u);
+  EXPECT_EQ(rec.closes[0].round(), task);
+  EXPECT_EQ(std::vector<int32_t>(rec.closes[0].workers().begin(), rec.closes[0].workers().end()),
+            (std::vector<int32_t>{first}));
+  // Its slot frees once every server applied it: then it goes to an idle client, as task 2.
+  auto granted = [&] {
+    int n = 0;
+    for (const auto& [w, t] : rec.tasks) n += t.round() == 2 ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(granted(), 0);
+  EXPECT_EQ(f.round(), 0) << "not applied anywhere yet";
+  f.OnClosed(100, task, 4, 2);
+  EXPECT_EQ(granted(), 0);
+  f.OnClosed(101, task, 4, 2);
+  EXPECT_EQ(f.round(), 1) << "one commit applied on every server";
+  EXPECT_EQ(granted(), 1);
+}
+
+TEST(FedRoundsAsyncTest, TasksOfClientsThatComeBackDieOrRunLateAreGivenUp) {
+  Recorder rec;
+  FedRounds f({.deadline_s = 5, .rounds = 10, .concurrency = 3}, rec.Actions());
+  for (int32_t w = 1; w <= 3; ++w) f.CheckIn(From(w), 3, 0);
+  const std::map<int32_t, int64_t> open = Tasks(rec);
+  ASSERT_EQ(open.size(), 3u);
+  auto dropped = [&](int64_t task) {
+    for (const proto::FedRound& c : rec.closes) {
+      if (c.round() == task && c.workers().empty()) return true;
+    }
+    return false;
+  };
+  f.CheckIn(From(1), 3, 1);  // back without reporting its task
+  EXPECT_TRUE(dropped(open.at(1)));
+  f.RemoveClient(2, 2, 2);
+  EXPECT_TRUE(dropped(open.at(2)));
+  f.Tick(2, 4.9);
+  EXPECT_FALSE(dropped(open.at(3)));
+  f.Tick(2, 5.0);
+  EXPECT_TRUE(dropped(open.at(3)));
+  f.Uploaded(From(3), open.at(3), 2, 6);
+  EXPECT_FALSE(rec.answers[3].kept()) << "its task was given up";
+  EXPECT_EQ(f.clients().at(3).missed, 1);
+  EXPECT_EQ(f.clients().at(1).consecutive_missed, 1);
+}
+
+TEST(FedRoundsAsyncTest, TheRunEndsAfterItsCommittedUploads) {
+  Recorder rec;
+  FedRounds f({.rounds = 2, .concurrency = 3}, rec.Actions());
+  for (int32_t w = 1; w <= 3; ++w) f.CheckIn(From(w), 3, 0);
+  f.Watch(From(9), 2, 4, 0);
+  const std::map<int32_t, int64_t> open = Tasks(rec);
+  ASSERT_EQ(open.size(), 3u);
+  f.Uploaded(From(1), open.at(1), 4, 1);
+  f.Uploaded(From(2), open.at(2), 4, 1);
+  f.Uploaded(From(3), open.at(3), 4, 1);
+  EXPECT_FALSE(rec.answers[3].kept()) << "two uploads were all the run wanted";
+  for (int64_t t : {open.at(1), open.at(2)}) {
+    f.OnClosed(100, t, 4, 2);
+    f.OnClosed(101, t, 4, 2);
+  }
+  EXPECT_TRUE(f.finished());
+  EXPECT_TRUE(rec.watches[9].finished());
+  f.CheckIn(From(1), 4, 3);
+  EXPECT_TRUE(rec.tasks[1].finished());
 }
 
 TEST(SelectionTest, RandomPicksDistinctIdleClientsDependingOnlyOnTheSeed) {

@@ -14,7 +14,7 @@ namespace {
 
 // The combinations hetps defines; every other pair must be refused.
 bool Defined(const std::string& aggregator, const std::string& consistency) {
-  static const std::set<std::string> per_push = {"asp", "ssp", "dssp"};
+  static const std::set<std::string> per_push = {"asp", "ssp", "dssp", "committed"};
   if (aggregator == "sum") return true;
   if (aggregator == "fedavg" || aggregator == "temporal") {
     return consistency == "bsp" || consistency == "selected";
