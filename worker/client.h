@@ -40,6 +40,7 @@
 
 #include "common/shard_map.h"
 #include "common/status.h"
+#include "worker/link_shaper.h"
 
 namespace hetps {
 
@@ -59,6 +60,10 @@ struct ClientOptions {
   // partition.
   std::string push_codec = "none";
   std::string pull_codec = "none";  // codec of pull replies: none or fp16
+  // An emulated edge link to the servers (worker/link_shaper.h): requests are held until the
+  // link would have delivered them, replies until they would have arrived. Off by default;
+  // the scheduler's control messages are not shaped.
+  LinkOptions link;
 };
 
 struct ClientStats {

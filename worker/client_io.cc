@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "common/logging.h"
@@ -62,7 +64,48 @@ ClientIo::ClientIo(const ClientOptions& options, ClientReport& report, PullState
       link_(ctx_, options.scheduler, proto::WORKER, "", options.heartbeat_interval_ms),
       wake_in_(ctx_, zmq::socket_type::pull),
       wake_out_(ctx_, zmq::socket_type::push),
-      incarnation_(DrawIncarnation()) {}
+      incarnation_(DrawIncarnation()) {
+  if (options_.link.enabled()) shaper_.emplace(options_.link);
+}
+
+double ClientIo::Now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void ClientIo::SendToServer(int rank, proto::Header& header, std::vector<zmq::message_t> payload) {
+  if (!shaper_) {
+    hetps::Send(servers_[rank], header, std::move(payload));
+    return;
+  }
+  size_t bytes = header.ByteSizeLong();
+  for (const zmq::message_t& m : payload) bytes += m.size();
+  outbound_.push_back({shaper_->Up(bytes, Now()), rank, header, std::move(payload), {}});
+}
+
+// Sends the requests and hands over the replies whose time on the emulated link has come; those
+// of a server that died meanwhile are dropped (their requests failed or wait for its return).
+void ClientIo::ReleaseDue() {
+  const double now = Now();
+  auto gone = [&](int rank) { return dead_servers_.contains(rank) || recovering_.contains(rank); };
+  while (!outbound_.empty() && outbound_.front().due <= now) {
+    Delayed d = std::move(outbound_.front());
+    outbound_.pop_front();
+    if (!gone(d.rank)) hetps::Send(servers_[d.rank], d.header, std::move(d.payload));
+  }
+  while (!inbound_.empty() && inbound_.front().due <= now) {
+    Delayed d = std::move(inbound_.front());
+    inbound_.pop_front();
+    if (!gone(d.rank)) OnReply(*d.reply, d.rank);
+  }
+}
+
+int ClientIo::PollTimeoutMs() const {
+  double due = std::numeric_limits<double>::infinity();
+  if (!outbound_.empty()) due = outbound_.front().due;
+  if (!inbound_.empty()) due = std::min(due, inbound_.front().due);
+  if (!std::isfinite(due)) return 100;
+  return static_cast<int>(std::clamp(std::ceil((due - Now()) * 1000), 0.0, 100.0));
+}
 
 ClientIo::~ClientIo() { Stop(); }
 
@@ -164,7 +207,7 @@ void ClientIo::IoLoop() {
       items.push_back({servers_[r].handle(), 0, ZMQ_POLLIN, 0});
       ranks.push_back(r);
     }
-    zmq::poll(items, std::chrono::milliseconds(100));
+    zmq::poll(items, std::chrono::milliseconds(PollTimeoutMs()));
     link_.MaybeHeartbeat();
     if (items[0].revents & ZMQ_POLLIN) {
       zmq::message_t m;
@@ -172,15 +215,23 @@ void ClientIo::IoLoop() {
       }
     }
     SendQueued();
+    ReleaseDue();
     for (size_t i = 2; i < items.size(); ++i) {
       while (items[i].revents & ZMQ_POLLIN) {
         const int rank = ranks[i - 2];
         if (dead_servers_.contains(rank) || recovering_.contains(rank)) break;
         auto env = Receive(servers_[rank], zmq::recv_flags::dontwait, /*routed=*/false);
         if (!env) break;
+        if (shaper_) {  // handed over when the emulated link would have delivered it
+          size_t bytes = env->message.header.ByteSizeLong();
+          for (const zmq::message_t& m : env->message.payload) bytes += m.size();
+          inbound_.push_back({shaper_->Down(bytes, Now()), rank, {}, {}, std::move(*env)});
+          continue;
+        }
         OnReply(*env, rank);
       }
     }
+    ReleaseDue();
     while (items[1].revents & ZMQ_POLLIN) {
       auto env = Receive(link_.socket(), zmq::recv_flags::dontwait, /*routed=*/false);
       if (!env) break;
@@ -247,7 +298,7 @@ void ClientIo::Dispatch(Outgoing& o) {
     hetps::Send(link_.socket(), o.header, std::move(o.payload));
   } else {
     report_.OnRequest();
-    hetps::Send(servers_[o.target], o.header, std::move(o.payload));
+    SendToServer(o.target, o.header, std::move(o.payload));
   }
 }
 
@@ -416,7 +467,7 @@ void ClientIo::OnServerBack(const proto::Header& h) {
       payload.emplace_back(const_cast<float*>(p.src), p.src_bytes, ReleaseCallerBuffer,
                            new OpPtr(p.op));
     }
-    hetps::Send(servers_[rank], p.header, std::move(payload));
+    SendToServer(rank, p.header, std::move(payload));
   }
   spdlog::info("server rank {} is back at {}; resent {} unanswered requests", rank, node->address(),
                ids.size());
@@ -450,6 +501,8 @@ void ClientIo::ExpireRecoveries() {
 
 void ClientIo::FailAll(const Status& s) {
   closed_ = s;
+  outbound_.clear();  // releases the caller's buffers
+  inbound_.clear();
   // Frames queued to a server are dropped and the caller's buffers released, so no ticket
   // waits for a send that will never happen.
   for (int rank = 0; rank < static_cast<int>(servers_.size()); ++rank) {

@@ -134,6 +134,11 @@ class ClientIo {
   };
 
   void IoLoop();
+  // The emulated link (options.link): what waits for its time, and the poll timeout until the
+  // first of it is due.
+  void SendToServer(int rank, proto::Header& header, std::vector<zmq::message_t> payload);
+  void ReleaseDue();
+  int PollTimeoutMs() const;
   void SendQueued();
   void Dispatch(Outgoing& o);
   void OnReply(Envelope& env, int from);
@@ -160,6 +165,16 @@ class ClientIo {
   std::deque<Outgoing> queue_;
   std::thread io_thread_;
   std::atomic<bool> stopping_{false};
+  std::optional<LinkShaper> shaper_;  // options.link enabled
+  struct Delayed {
+    double due = 0;
+    int rank = 0;
+    proto::Header header;                 // a request (outbound)
+    std::vector<zmq::message_t> payload;  // a request (outbound)
+    std::optional<Envelope> reply;        // a reply (inbound)
+  };
+  std::deque<Delayed> outbound_, inbound_;  // each in due order
+  double Now() const;
   // Exactly-once numbering of updates (Header.incarnation, seq): drawn per connection, and per
   // partition in the order the updates go out.
   const uint64_t incarnation_;

@@ -3,6 +3,7 @@
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "common/allocator.h"
@@ -81,6 +82,16 @@ DEFINE_string(codec, "none",
               "fp16, topk, randomk, dgc, qsgd, terngrad, onebit, efsign, powersgd");
 DEFINE_string(pull_codec, "none", "compression of pulled values: none or fp16");
 DEFINE_string(log_level, "info", "debug, info, warn, error");
+DEFINE_double(link_up_mbps, 0,
+              "emulated link to the servers: uplink megabits per second (0: unlimited)");
+DEFINE_double(link_down_mbps, 0, "emulated link: downlink megabits per second (0: unlimited)");
+DEFINE_double(link_latency_ms, 0, "emulated link: one-way delay, each direction");
+DEFINE_double(link_jitter_ms, 0, "emulated link: deviation of the delay (normal)");
+DEFINE_double(link_loss, 0,
+              "emulated link: chance that a 1460-byte packet is lost and sent again after "
+              "--link_rto_ms");
+DEFINE_double(link_rto_ms, 200, "emulated link: retransmission timeout");
+DEFINE_uint64(link_seed, 1, "emulated link: seed of jitter and losses (the rank is added)");
 DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
             "joining a cluster; hetps launch runs this for every role before starting any");
@@ -196,6 +207,13 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
   o.push_codec = FLAGS_codec;
   o.pull_codec = FLAGS_pull_codec;
   o.stop = &stop;
+  o.link.up_mbps = FLAGS_link_up_mbps;
+  o.link.down_mbps = FLAGS_link_down_mbps;
+  o.link.latency_ms = FLAGS_link_latency_ms;
+  o.link.jitter_ms = FLAGS_link_jitter_ms;
+  o.link.loss = FLAGS_link_loss;
+  o.link.rto_ms = FLAGS_link_rto_ms;
+  o.link.seed = FLAGS_link_seed * 1000003 + static_cast<uint64_t>(std::max(0, FLAGS_rank));
   return o;
 }
 
@@ -218,6 +236,7 @@ int main(int argc, char** argv) {
   for (const hetps::Status& s : {synthetic.status(), train.status(), edge.status()}) {
     if (valid.ok()) valid = s;
   }
+  if (valid.ok()) valid = hetps::ValidateLinkOptions(ClientFromFlags(signals.stop()).link);
   if (valid.ok()) {
     valid = FLAGS_workload == "train"  ? hetps::ValidateTrainOptions(*train)
             : FLAGS_workload == "edge" ? hetps::ValidateEdgeOptions(*edge)
