@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <random>
 
 #include "common/allocator.h"
 #include "common/compress/codec.h"
@@ -68,6 +70,13 @@ DEFINE_double(compute_ms, 0, "synthetic: simulated compute time per iteration, i
 DEFINE_double(slowdown, 1.0,
               "multiplies this worker's compute time (>= 1): a reproducible straggler or a "
               "slower edge device");
+DEFINE_double(device_spread, 0,
+              "edge: heterogeneous devices: this client's --slowdown is multiplied by "
+              "exp(S |z|), z standard normal drawn from --data_seed and the rank (needs --rank)");
+DEFINE_double(link_spread, 0,
+              "heterogeneous links: this client's link bandwidths are multiplied by exp(S z), z "
+              "standard normal drawn from --link_seed and the rank (log-normal around the "
+              "given figures; needs --rank)");
 DEFINE_int32(progress_every, 10, "print a progress line every N iterations");
 DEFINE_int32(heartbeat_interval_ms, 500,
              "heartbeat period to the scheduler (each carries this worker's report)");
@@ -165,6 +174,15 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   return o;
 }
 
+// A seeded per-client factor exp(spread * z) (|z| when `at_least_one`), z standard normal drawn
+// from (seed, rank, what): the same client gets the same device and link in every run.
+double SpreadFactor(double spread, uint64_t seed, uint64_t what, bool at_least_one) {
+  if (spread <= 0) return 1.0;
+  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(std::max(0, FLAGS_rank)) * 31 + what);
+  const double z = std::normal_distribution<double>(0, 1)(rng);
+  return std::exp(spread * (at_least_one ? std::abs(z) : z));
+}
+
 hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   auto hidden = hetps::ParsePositiveList(FLAGS_hidden, 1 << 16);
   if (!hidden.ok()) return hetps::Status::InvalidArgument("--hidden: " + hidden.status().message());
@@ -192,12 +210,13 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.availability = FLAGS_availability;
   o.fail_fraction = FLAGS_fail_fraction;
   o.seed = FLAGS_data_seed;
-  o.slowdown = FLAGS_slowdown;
+  o.slowdown = FLAGS_slowdown * SpreadFactor(FLAGS_device_spread, FLAGS_data_seed, 1, true);
   o.run_dir = FLAGS_run_dir;
   return o;
 }
 
 hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
+  const double link = SpreadFactor(FLAGS_link_spread, FLAGS_link_seed, 2, false);
   hetps::ClientOptions o;
   o.scheduler = FLAGS_scheduler;
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
@@ -207,8 +226,8 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
   o.push_codec = FLAGS_codec;
   o.pull_codec = FLAGS_pull_codec;
   o.stop = &stop;
-  o.link.up_mbps = FLAGS_link_up_mbps;
-  o.link.down_mbps = FLAGS_link_down_mbps;
+  o.link.up_mbps = FLAGS_link_up_mbps * link;
+  o.link.down_mbps = FLAGS_link_down_mbps * link;
   o.link.latency_ms = FLAGS_link_latency_ms;
   o.link.jitter_ms = FLAGS_link_jitter_ms;
   o.link.loss = FLAGS_link_loss;
@@ -237,6 +256,13 @@ int main(int argc, char** argv) {
     if (valid.ok()) valid = s;
   }
   if (valid.ok()) valid = hetps::ValidateLinkOptions(ClientFromFlags(signals.stop()).link);
+  if (valid.ok() && (FLAGS_device_spread < 0 || FLAGS_link_spread < 0)) {
+    valid = hetps::Status::InvalidArgument("device_spread and link_spread must be >= 0");
+  }
+  if (valid.ok() && (FLAGS_device_spread > 0 || FLAGS_link_spread > 0) && FLAGS_rank < 0) {
+    valid = hetps::Status::InvalidArgument(
+        "device_spread and link_spread draw from the rank: give --rank (hetps launch does)");
+  }
   if (valid.ok()) {
     valid = FLAGS_workload == "train"  ? hetps::ValidateTrainOptions(*train)
             : FLAGS_workload == "edge" ? hetps::ValidateEdgeOptions(*edge)
@@ -251,7 +277,15 @@ int main(int argc, char** argv) {
     spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
     return 2;
   }
-  auto client = hetps::Client::Connect(ClientFromFlags(signals.stop()));
+  const hetps::ClientOptions client_options = ClientFromFlags(signals.stop());
+  if (client_options.link.enabled()) {
+    spdlog::info(
+        "emulated link: up {:.2f} Mbit/s, down {:.2f} Mbit/s, {} ms each way, jitter {} ms, "
+        "loss {}",
+        client_options.link.up_mbps, client_options.link.down_mbps, client_options.link.latency_ms,
+        client_options.link.jitter_ms, client_options.link.loss);
+  }
+  auto client = hetps::Client::Connect(client_options);
   if (!client.ok()) {
     spdlog::error("cannot join the cluster: {}", client.status().ToString());
     return 1;

@@ -123,8 +123,8 @@ Status EdgeClient::LoadData() {
   } else {
     shard_ = train->Gather(parts[Shard()]);
     const auto histogram = LabelHistogram({parts[Shard()]}, train->labels(), train->classes());
-    spdlog::info("client {} trains on {} samples, labels [{}]", client_.rank(), shard_.size,
-                 fmt::join(histogram[0], " "));
+    spdlog::info("client {} trains on {} samples, labels [{}], device slowdown {:.2f}",
+                 client_.rank(), shard_.size, fmt::join(histogram[0], " "), o_.slowdown);
   }
   if (client_.rank() == 0 || evaluator()) {
     auto test = SharedImages::Open(

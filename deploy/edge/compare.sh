@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs FedAvg (sampled rounds), FedAsync and FedBuff (asynchronous, through the scheduler) one
+# after another over the same seeded scenario, with the same number of clients training at
+# once (7) and the same number of applied uploads (200), and prints a Markdown table per
+# algorithm: wall time until the evaluator first measured the target test accuracy (seconds
+# from the run's first training row), uploads and uplink MB until then (every upload sent,
+# dropped ones too), and the final accuracy. Each run's folder is kept under OUT.
+# usage: deploy/edge/compare.sh [SCENARIO.flags] [TARGET] [OUT]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+scenario="${1:-deploy/edge/hetero20.flags}"
+target="${2:-0.80}"
+out="${3:-runs/compare-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$out"
+
+declare -a names=(fedavg fedasync fedbuff)
+declare -A flags=(
+  [fedavg]="--consistency=selected --aggregator=fedavg --optimizer=sgd:lr=1 --clients_per_round=5 --overcommit=1.4 --rounds=40 --eval_every=4"
+  [fedasync]="--consistency=committed --aggregator=fedasync:alpha=0.6 --concurrency=7 --rounds=200 --eval_every=20"
+  [fedbuff]="--consistency=committed --aggregator=fedbuff:k=5 --optimizer=sgd:lr=1 --concurrency=7 --rounds=200 --eval_every=20"
+)
+
+# Prints "seconds uploads" at the evaluator's first row >= target (or "- -"), then "final".
+measure() {
+  local run="$1" mode="$2"
+  awk -F, -v target="$target" -v mode="$mode" '
+    FNR == 1 { file++; next }
+    file == 1 { if (mode == "rounds") { sel[$1] = $4 } else { n++; kept_at[n] = $5 } next }
+    file == 2 && $3 == 0 && $5 != "" {
+      final = $5
+      if (!hit && $5 + 0 >= target) { hit = 1; secs = $1; closed = $2 }
+    }
+    END {
+      uploads = 0
+      if (hit && mode == "rounds") { for (r = 0; r < closed; r++) uploads += sel[r] }
+      if (hit && mode == "tasks") { k = 0; for (i = 1; i <= n && k < closed; i++) { uploads++; k += kept_at[i] } }
+      if (hit) printf "%s %d %s\n", secs, uploads, final; else printf "- - %s\n", final
+    }' "$run/rounds.csv" "$run/metrics.csv"
+}
+
+echo "| algorithm | time to ${target} (s) | uploads to ${target} | uplink MB to ${target} | final accuracy |"
+echo "|---|---|---|---|---|"
+for name in "${names[@]}"; do
+  run="$out/$name"
+  # shellcheck disable=SC2086
+  ./build/bin/hetps launch --servers 2 --workers 21 --run_dir "$run" --flagfile "$scenario" \
+    ${flags[$name]} > "$run.log" 2>&1
+  mode=tasks
+  [[ "${flags[$name]}" == *selected* ]] && mode=rounds
+  read -r secs uploads final < <(measure "$run" "$mode")
+  model_bytes=$(stat -c %s "$run/model.bin")
+  mb="-"
+  [[ "$uploads" != "-" ]] && mb=$(awk -v u="$uploads" -v b="$model_bytes" 'BEGIN { printf "%.1f", u * b / 1e6 }')
+  echo "| $name | $secs | $uploads | $mb | $final |"
+done
