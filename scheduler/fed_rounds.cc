@@ -296,6 +296,9 @@ void FedRounds::FinishEveryone() {
 void FedRounds::Watch(Arrival a, int64_t rounds, int live_workers, double now) {
   evaluators_.insert(a.worker);
   idle_.erase(a.worker);
+  for (auto it = watchers_.begin(); it != watchers_.end();) {  // one wait per evaluator
+    it = it->second.worker == a.worker ? watchers_.erase(it) : std::next(it);
+  }
   watchers_.emplace(rounds, std::move(a));
   AnswerWatchers();
   if (async()) return MaybeGrant(live_workers, now);
