@@ -81,7 +81,10 @@ function drawLayers(s) {
 }
 
 // Iteration-time EWMA per worker against the straggler threshold (factor x the others' median).
+// Workers are named by rank everywhere ("worker 1"), as in the tables; the flags come by node id.
 function drawStragglers(s) {
+  const rankOf = new Map(s.workers.map((w) => [w.id, w.rank]));
+  const workerName = (id) => (rankOf.has(id) ? `worker ${rankOf.get(id)}` : `node ${id}`);
   const el = document.getElementById("chart-stragglers");
   const live = s.workers.filter((w) => w.state === "alive" && typeof w.iteration_ms === "number");
   const times = live.map((w) => w.iteration_ms).sort((a, b) => a - b);
@@ -103,7 +106,7 @@ function drawStragglers(s) {
   const note = document.createElement("div");
   note.className = "note";
   note.textContent = `red line: straggler threshold ${s.cluster.straggler_factor}× the median (${threshold.toFixed(1)} ms); ` +
-                     `flagged: ${s.cluster.stragglers.length ? s.cluster.stragglers.map((id) => "node " + id).join(", ") : "none"}`;
+                     `flagged: ${s.cluster.stragglers.length ? s.cluster.stragglers.map(workerName).join(", ") : "none"}`;
   wrap.appendChild(note);
   el.replaceChildren(wrap);
 }

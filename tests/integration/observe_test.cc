@@ -247,6 +247,8 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
     EXPECT_NE(dom.find("data-rank=\"0\""), std::string::npos);
     EXPECT_NE(dom.find("data-rank=\"2\""), std::string::npos);
     EXPECT_NE(dom.find("STRAGGLER (slow)"), std::string::npos);
+    EXPECT_NE(dom.find("flagged: worker 1"), std::string::npos)
+        << "the chart names workers by rank, as the tables do";
     EXPECT_NE(dom.find("class=\"bar flagged\""), std::string::npos);  // the flag chart
     int plots = 0;
     for (size_t at = 0; (at = dom.find("class=\"uplot", at)) != std::string::npos; ++at) ++plots;
