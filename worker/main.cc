@@ -46,6 +46,11 @@ DEFINE_string(availability, "always",
 DEFINE_double(fail_fraction, 0,
               "edge, federated rounds: chance that a selected client fails in the middle of its "
               "work (uploads part of its delta, never reports it)");
+DEFINE_int32(deep_from, -1,
+             "edge: layer-wise uploads (pair with --aggregator=temporal): layers from this index "
+             "on go up only on the schedule's deep rounds (-1: every layer every round)");
+DEFINE_int32(deep_period, 15, "edge: the layer schedule's period P");
+DEFINE_int32(deep_rounds, 5, "edge: deep layers go up on the last f rounds of each period (and 0)");
 DEFINE_int32(local_epochs, 1, "edge: epochs over the client's shard per round");
 DEFINE_double(local_lr, 0.05, "edge: learning rate of the client's local SGD");
 DEFINE_double(prox_mu, 0, "edge: FedProx's proximal weight mu (0: plain local SGD)");
@@ -209,6 +214,9 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.evaluators = FLAGS_evaluators;
   o.availability = FLAGS_availability;
   o.fail_fraction = FLAGS_fail_fraction;
+  o.deep_from = FLAGS_deep_from;
+  o.deep_period = FLAGS_deep_period;
+  o.deep_rounds = FLAGS_deep_rounds;
   o.seed = FLAGS_data_seed;
   o.slowdown = FLAGS_slowdown * SpreadFactor(FLAGS_device_spread, FLAGS_data_seed, 1, true);
   o.run_dir = FLAGS_run_dir;

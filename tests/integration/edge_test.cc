@@ -1,6 +1,7 @@
 // Federated edge clients as real processes (hetps-worker --workload=edge) on a live cluster,
 // checked against the same local training replayed in this process: FedAvg's rounds must give
 // exactly the sample-weighted mean of the clients' local models.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -173,6 +174,88 @@ TEST(EdgeTest, FedAvgRoundsGiveTheSampleWeightedMeanOfTheLocalModels) {
 // Federated rounds run by the scheduler: each round samples clients (over-committed), keeps the
 // first K uploads, and the servers apply exactly those, sample-weighted; a selected client that
 // was not kept trained all the same (its sample order moved on) but its delta is never applied.
+// Layer-wise uploads (ALGORITHMS.md §5) with the temporally weighted aggregation: with the
+// deep layer (fc1) sent only on rounds t with t mod 3 = 0, 3 bsp rounds leave fc1 as round 0
+// made it, while fc0 moves every round; all clients upload at every round they upload, so each
+// aggregation is the sample-weighted mean of what arrived (a = e/2 weights are equal).
+TEST(EdgeTest, LayerWiseUploadsSendDeepLayersOnlyOnTheirRounds) {
+  constexpr int kClients = 3, kRounds = 3;
+  constexpr uint64_t kSeed = 4;
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = kClients,
+       .server_flags = {"--consistency=bsp", "--aggregator=temporal", "--init=worker"}});
+  const std::string images = cluster.Path("train-images.gz"),
+                    labels = cluster.Path("train-labels.gz");
+  WriteData(images, labels, 180, 19);
+  const std::string run_dir = cluster.Path("run");
+  const LocalTraining local{.epochs = 1, .batch = 16, .lr = 0.1};
+  std::vector<std::unique_ptr<Process>> procs;
+  for (int i = 0; i < kClients; ++i) {
+    procs.push_back(cluster.StartWorker(
+        {"--workload=edge", "--rank=" + std::to_string(i), "--rounds=" + std::to_string(kRounds),
+         "--local_epochs=1", "--batch=16", "--local_lr=0.1", "--hidden=8", "--partition=iid",
+         "--data_seed=4", "--deep_from=1", "--deep_period=3", "--deep_rounds=1",
+         "--train_images=" + images, "--train_labels=" + labels, "--test_images=" + images,
+         "--test_labels=" + labels, "--data_cache=" + cluster.Path("cache"),
+         "--run_dir=" + run_dir},
+        cluster.Path("client" + std::to_string(i))));
+  }
+  std::string outputs;
+  for (int i = 0; i < kClients; ++i) {
+    auto st = procs[i]->WaitExit(120s);
+    const std::string out = Slurp(cluster.Path("client" + std::to_string(i)));
+    outputs += out;
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out;
+  }
+  // Bytes up per client: Init of the whole model once (386 floats), fc0 (296 floats) every
+  // round, fc1 (90 floats) only in round 0.
+  const int64_t expected = 4 * (386 + kRounds * 296 + 90);
+  for (int i = 0; i < kClients; ++i) {
+    EXPECT_NE(outputs.find(fmt::format("client {}: {} rounds on", i, kRounds)), std::string::npos);
+    EXPECT_NE(outputs.find(fmt::format("{} bytes up", expected)), std::string::npos) << outputs;
+  }
+
+  auto data = SharedImages::Open(images, labels, cluster.Path("cache-replay"));
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  const auto parts = PartitionIid(data->size(), kClients, kSeed);
+  auto arch = BuildArchitecture("mlp", {1, 6, 6}, 10, {8});
+  ASSERT_TRUE(arch.ok());
+  auto model = MakeCpuModel(std::move(*arch));
+  Params global = model->Init(kSeed), grads = model->Zeros();
+  std::vector<std::mt19937_64> rngs;
+  for (int k = 0; k < kClients; ++k) rngs.emplace_back(kSeed * 1000003 + k);
+  for (int r = 0; r < kRounds; ++r) {
+    std::vector<std::vector<double>> sum(global.size());
+    for (size_t t = 0; t < global.size(); ++t) sum[t].assign(global[t].size(), 0);
+    double samples = 0;
+    for (int k = 0; k < kClients; ++k) {
+      const Dataset shard = data->Gather(parts[k]);
+      Params w = global;
+      ASSERT_TRUE(TrainLocally(*model, shard, local, global, w, grads, rngs[k]).ok());
+      for (size_t t = 0; t < w.size(); ++t) {
+        for (size_t i = 0; i < w[t].size(); ++i) sum[t][i] += shard.size * double{w[t][i]};
+      }
+      samples += shard.size;
+    }
+    // fc0.w, fc0.b (layer 0) every round; fc1.w, fc1.b (layer 1) on round 0 only.
+    for (size_t t = 0; t < global.size(); ++t) {
+      if (t >= 2 && r % 3 != 0) continue;
+      for (size_t i = 0; i < global[t].size(); ++i) {
+        global[t][i] = static_cast<float>(sum[t][i] / samples);
+      }
+    }
+  }
+  const Params served = ReadModel(run_dir + "/model.bin", global);
+  double max_diff = 0;
+  for (size_t t = 0; t < global.size(); ++t) {
+    for (size_t i = 0; i < global[t].size(); ++i) {
+      max_diff = std::max(max_diff, double{std::abs(served[t][i] - global[t][i])});
+    }
+  }
+  EXPECT_LT(max_diff, 1e-5) << "the served model is not the layer-wise temporal aggregation";
+}
+
 struct SampledRun {
   std::vector<std::string> scheduler_flags, client_flags;
   std::string outputs;           // every client's output

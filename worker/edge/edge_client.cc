@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "worker/edge/availability.h"
+#include "worker/layer_schedule.h"
 #include "worker/train/partitioner.h"
 #include "worker/train/run_log.h"
 #include "worker/train/shared_images.h"
@@ -93,6 +94,7 @@ class EdgeClient {
   int64_t participated_ = 0, kept_ = 0;  // federated rounds: selected for, and kept in
   int64_t abandoned_ = 0;                // federated rounds given up (failure, offline)
   std::unique_ptr<Availability> availability_;
+  std::optional<LayerSchedule> schedule_;  // deep_from >= 0
   std::mt19937_64 fail_rng_;  // its own stream: failures do not change the sample order
   double selected_s_ = 0;     // when the current round selected it
 };
@@ -166,6 +168,7 @@ Status EdgeClient::Prepare() {
       MakeAvailability(o_.availability, o_.seed * 104729 + static_cast<uint64_t>(client_.rank()));
   if (!availability.ok()) return availability.status();
   availability_ = std::move(*availability);
+  if (o_.deep_from >= 0) schedule_.emplace(o_.deep_from, o_.deep_period, o_.deep_rounds);
   auto log = RunLog::Open(o_.run_dir, client_.rank(), client_.clock());
   if (!log.ok()) return log.status();
   log_.emplace(std::move(*log));
@@ -268,13 +271,14 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
     }
   }
   const double weight = static_cast<double>(shard_.size);
-  if (Status s = ForEachTensor(tensors_,
-                               [&](size_t t) {
-                                 return client_.Push(tensors_[t].name, local_[t].data(),
-                                                     tensors_[t].NumElements(), weight);
-                               });
-      !s.ok()) {
-    return s;
+  std::vector<Ticket> pushes;  // every tensor, or the layers the schedule sends this round
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    if (schedule_ && !schedule_->Uploads(tensors_[t].layer, client_.clock())) continue;
+    pushes.push_back(
+        client_.Push(tensors_[t].name, local_[t].data(), tensors_[t].NumElements(), weight));
+  }
+  for (const Ticket& ticket : pushes) {
+    if (Status s = ticket.Wait(); !s.ok()) return s;
   }
   if (!federated) {
     if (Status s = client_.Clock(); !s.ok()) return s;
@@ -364,6 +368,9 @@ Status ValidateEdgeOptions(const EdgeOptions& o) {
         fmt::format("unknown partition '{}' (iid, dirichlet, shards)", o.partition));
   }
   if (o.evaluators < 0) return Status::InvalidArgument("evaluators must be >= 0");
+  if (o.deep_from >= 0 && !(o.deep_rounds >= 1 && o.deep_rounds <= o.deep_period)) {
+    return Status::InvalidArgument("the layer schedule needs 1 <= deep_rounds <= deep_period");
+  }
   if (!(o.fail_fraction >= 0 && o.fail_fraction <= 1)) {
     return Status::InvalidArgument("fail_fraction must be in [0, 1]");
   }

@@ -47,6 +47,12 @@ struct EdgeOptions {
   // part of its delta and never reports the upload, so no round keeps it.
   std::string availability = "always";
   double fail_fraction = 0;
+  // Layer-wise uploads (worker/layer_schedule.h, ALGORITHMS.md §5): with deep_from >= 0, layers
+  // from deep_from on go up only on rounds t with t mod deep_period in the last deep_rounds
+  // (or 0); the shallow ones every round. Pair with the servers' --aggregator=temporal.
+  int deep_from = -1;
+  int deep_period = 15;
+  int deep_rounds = 5;
   std::string run_dir;  // when set: metrics, summary.json, plot.png and model.bin go there
 };
 
