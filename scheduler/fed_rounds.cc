@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/quorum.h"
+
 namespace hetps {
 
 Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
@@ -14,6 +16,10 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
     return Status::InvalidArgument("clients_per_round, rounds and round_deadline_ms must be >= 0");
   }
   if (!(o.overcommit >= 1.0)) return Status::InvalidArgument("overcommit must be >= 1");
+  if (o.quorum < 0 || (o.concurrency > 0 && o.quorum > o.concurrency)) {
+    return Status::InvalidArgument(
+        "quorum must be 0 (auto) or at most concurrency: a group waits for that many uploads");
+  }
   if (o.concurrency < 0) return Status::InvalidArgument("concurrency must be >= 0");
   if (auto spec = Selections().Parse(o.selection); !spec.ok()) {
     return Status::InvalidArgument("--selection: " + spec.status().message());
@@ -53,13 +59,14 @@ void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
 }
 
 void FedRounds::MaybeGrant(int live_workers, double now) {
+  last_live_workers_ = live_workers;
   const int live_clients = Clients(live_workers);
   if (next_task_ == 0 && static_cast<int>(idle_.size()) < live_clients) return;
   // A committed upload holds its slot until every server applied it, so a client granted the
   // slot pulls a model with it (with C = 1 the run is exactly sequential).
-  while (static_cast<int>(tasks_.size() + applying_.size()) < options_.concurrency &&
+  while (static_cast<int64_t>(tasks_.size()) + unapplied_ < options_.concurrency &&
          !idle_.empty() && !finished() &&
-         (options_.rounds == 0 || committed_ < options_.rounds)) {
+         (options_.rounds == 0 || aggregations_ < options_.rounds)) {
     std::vector<const ClientRecord*> candidates;
     for (const auto& [id, a] : idle_) candidates.push_back(&clients_[id]);
     const std::vector<int32_t> picked =
@@ -104,16 +111,50 @@ void FedRounds::LogRow(int64_t round, double opened, double now,
 
 void FedRounds::Commit(int32_t worker, const Task& task, double now) {
   ++committed_;
+  ++unapplied_;
   LogRow(task.id, task.opened, now, {worker}, {worker});
+  if (group_.empty()) group_opened_ = now;
+  group_.push_back({worker, task.id});
+  MaybeCloseGroup(now, last_live_workers_);
+}
+
+int FedRounds::Quorum(int live_workers) const {
+  int k = options_.quorum;
+  if (k == 0) {  // auto: the K with the most uploads per unit time over the measured clients
+    std::vector<double> times;
+    for (const auto& [id, c] : clients_) {
+      if (c.train_s.empty()) continue;
+      double ema = c.train_s[0];
+      for (double t : c.train_s) ema = 0.5 * t + 0.5 * ema;
+      times.push_back(ema);
+    }
+    k = times.size() < 2 ? options_.concurrency : static_cast<int>(AutoQuorum(times));
+  }
+  return std::max(1, std::min({k, options_.concurrency, std::max(1, Clients(live_workers))}));
+}
+
+void FedRounds::MaybeCloseGroup(double now, int live_workers) {
+  if (group_.empty()) return;
+  const bool late = options_.deadline_s > 0 && now - group_opened_ >= options_.deadline_s;
+  if (static_cast<int>(group_.size()) < Quorum(live_workers) && !late) return;
   proto::FedRound close;
-  close.set_round(task.id);
-  close.add_workers(worker);
+  int64_t id = 0;
+  for (const auto& [worker, task] : group_) {
+    close.add_workers(worker);
+    close.add_tasks(task);
+    id = std::max(id, task);
+  }
+  close.set_round(id);
+  ++aggregations_;
+  const int64_t clients = static_cast<int64_t>(group_.size());
+  group_.clear();
   const std::vector<int32_t> servers = actions_.live_servers();
   if (servers.empty()) {
+    unapplied_ -= clients;
     ++round_;
     return AnswerWatchers();
   }
-  applying_[task.id] = {servers.begin(), servers.end()};
+  applying_[id] = {{servers.begin(), servers.end()}, clients};
   actions_.close(close);
 }
 
@@ -137,7 +178,7 @@ void FedRounds::UploadedAsync(const Arrival& a, int64_t task, ClientRecord& c, d
   answer.set_round(task);
   auto t = tasks_.find(a.worker);
   const bool its_task = t != tasks_.end() && t->second.id == task;
-  const bool wanted = options_.rounds == 0 || committed_ < options_.rounds;
+  const bool wanted = options_.rounds == 0 || aggregations_ < options_.rounds;
   if (its_task) {
     const Task open = t->second;
     tasks_.erase(t);
@@ -200,6 +241,7 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
 }
 
 void FedRounds::Uploaded(Arrival a, int64_t round, int live_workers, double now) {
+  last_live_workers_ = live_workers;
   proto::FedRound answer;
   answer.set_round(round);
   const bool in_time = state_ == State::kOpen && round == round_ && selected_.contains(a.worker) &&
@@ -266,8 +308,9 @@ void FedRounds::OnClosed(int32_t server, int64_t round, int live_workers, double
   if (async()) {
     auto it = applying_.find(round);
     if (it == applying_.end()) return;
-    it->second.erase(server);
-    if (!it->second.empty()) return;
+    it->second.servers.erase(server);
+    if (!it->second.servers.empty()) return;
+    unapplied_ -= it->second.clients;
     applying_.erase(it);
     ++round_;  // commits applied everywhere
     AnswerWatchers();
@@ -334,7 +377,7 @@ void FedRounds::RemoveClient(int32_t id, int live_workers, double now) {
 void FedRounds::RemoveServer(int32_t id, int live_workers, double now) {
   if (async()) {
     std::vector<int64_t> tasks;
-    for (const auto& [task, servers] : applying_) tasks.push_back(task);
+    for (const auto& [task, applying] : applying_) tasks.push_back(task);
     for (int64_t task : tasks) OnClosed(id, task, live_workers, now);
     return;
   }
@@ -342,7 +385,9 @@ void FedRounds::RemoveServer(int32_t id, int live_workers, double now) {
 }
 
 void FedRounds::Tick(int live_workers, double now) {
+  last_live_workers_ = live_workers;
   if (async()) {
+    MaybeCloseGroup(now, live_workers);
     if (options_.deadline_s <= 0) return MaybeGrant(live_workers, now);
     for (auto it = tasks_.begin(); it != tasks_.end();) {
       if (now - it->second.opened < options_.deadline_s) {

@@ -62,6 +62,10 @@ struct FedRoundsOptions {
   uint64_t seed = 1;
   std::string csv_path;  // rounds.csv (empty: none)
   int concurrency = 0;   // > 0: asynchronous mode, at most this many clients train at once
+  // Asynchronous mode: uploads per aggregation. 1: each on its own (FedAsync, FedBuff); K > 1:
+  // groups of K, each one step on the servers (FedSA); 0: K chosen from the clients' training
+  // times (common/quorum.h), at most `concurrency`.
+  int quorum = 1;
 };
 
 class FedRounds {
@@ -115,6 +119,8 @@ class FedRounds {
   void MaybeGrant(int live_workers, double now);
   void UploadedAsync(const Arrival& a, int64_t task, ClientRecord& c, double now);
   void Commit(int32_t worker, const Task& task, double now);
+  int Quorum(int live_workers) const;
+  void MaybeCloseGroup(double now, int live_workers);
   void GiveUp(int32_t worker, const Task& task, double now, const char* why);
   void LogRow(int64_t round, double opened, double now, const std::vector<int32_t>& selected,
               const std::vector<int32_t>& kept);
@@ -143,10 +149,21 @@ class FedRounds {
   std::multimap<int64_t, Arrival> watchers_;  // by the rounds they wait for
   // Asynchronous mode: the open task of each client that holds one, the next task number,
   // uploads committed so far, and the servers yet to apply each commit.
+  // A group of committed uploads waits for its quorum; each aggregation sent waits for every
+  // server (by the largest task id in it); a client keeps its slot until its upload is applied.
+  struct Applying {
+    std::set<int32_t> servers;
+    int64_t clients = 0;
+  };
   std::map<int32_t, Task> tasks_;
   int64_t next_task_ = 0;
-  int64_t committed_ = 0;
-  std::map<int64_t, std::set<int32_t>> applying_;
+  int64_t committed_ = 0;                           // uploads committed
+  int64_t aggregations_ = 0;                        // aggregations sent to the servers
+  int64_t unapplied_ = 0;                           // committed uploads not yet applied everywhere
+  std::vector<std::pair<int32_t, int64_t>> group_;  // (worker, task) waiting for the quorum
+  double group_opened_ = 0;
+  int last_live_workers_ = 0;
+  std::map<int64_t, Applying> applying_;
 };
 
 // What FedRounds refuses: counts below 0, overcommit below 1, an unknown selection policy.

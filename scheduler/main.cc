@@ -56,6 +56,10 @@ DEFINE_int32(rounds, 20,
              "federated rounds: how many to run (0: until the clients are stopped); hetps "
              "launch gives the edge clients' --rounds to the scheduler too");
 DEFINE_string(selection, "random", "federated rounds: the client selection policy");
+DEFINE_int32(quorum, 1,
+             "asynchronous federated learning: uploads per aggregation: 1 each on its own "
+             "(fedasync, fedbuff), K > 1 groups of K as one step (FedSA: servers' aggregator "
+             "sum), 0 K chosen from the clients' training times");
 DEFINE_int32(concurrency, 0,
              "asynchronous federated learning (servers run --consistency=committed): at most this "
              "many clients train at once, each upload committed on its own; --rounds then counts "
@@ -96,6 +100,7 @@ int main(int argc, char** argv) {
   o.fed.rounds = FLAGS_rounds;
   o.fed.selection = FLAGS_selection;
   o.fed.concurrency = FLAGS_concurrency;
+  o.fed.quorum = FLAGS_quorum;
   o.fed.seed = FLAGS_selection_seed;
   o.fed.csv_path = FLAGS_rounds_csv;
   if (hetps::Status s = hetps::ValidateSchedulerOptions(o); !s.ok()) {

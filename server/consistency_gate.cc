@@ -127,9 +127,10 @@ void ConsistencyGate::OnHint(const std::vector<int32_t>& stragglers, int64_t quo
   Release();
 }
 
-void ConsistencyGate::OnRoundClosed(int64_t round, const std::vector<int32_t>& kept) {
+void ConsistencyGate::OnRoundClosed(int64_t round, const std::vector<int32_t>& kept,
+                                    const std::vector<int64_t>& tasks) {
   if (!controller_) return;
-  controller_->OnRoundClosed(round, kept);
+  controller_->OnRoundClosed(round, kept, tasks);
   CompleteRounds();
   Release();
 }

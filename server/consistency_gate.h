@@ -56,7 +56,8 @@ class ConsistencyGate {
   // The scheduler's straggler flags and quorum.
   void OnHint(const std::vector<int32_t>& stragglers, int64_t quorum);
   // The scheduler closed federated round `round` with the uploads of `kept` (ROUND_CLOSE).
-  void OnRoundClosed(int64_t round, const std::vector<int32_t>& kept);
+  void OnRoundClosed(int64_t round, const std::vector<int32_t>& kept,
+                     const std::vector<int64_t>& tasks);
   // Switches to the controller of `spec`; refused (nothing changes) when the spec is invalid
   // or the aggregator is not defined under it.
   Status Switch(const std::string& spec);

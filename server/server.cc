@@ -619,7 +619,8 @@ void ServerLoop::HandleControl(Envelope& env) {
       // Handed to the partition owners before anything that arrives after it (FIFO), so a
       // pull of the next round reads the model with this one applied.
       gate_->OnRoundClosed(h.fed_round().round(),
-                           {h.fed_round().workers().begin(), h.fed_round().workers().end()});
+                           {h.fed_round().workers().begin(), h.fed_round().workers().end()},
+                           {h.fed_round().tasks().begin(), h.fed_round().tasks().end()});
       proto::Header ack = ReplyTo(h, proto::ROUND_CLOSED, link_->id());
       *ack.mutable_fed_round() = h.fed_round();
       link_->Send(ack);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs FedAvg (sampled rounds), FedAsync and FedBuff (asynchronous, through the scheduler) one
-# after another over the same seeded scenario, with the same number of clients training at
-# once (7) and the same number of applied uploads (200), and prints a Markdown table per
+# Runs FedAvg (sampled rounds), FedAsync, FedBuff and FedSA (asynchronous, through the
+# scheduler) one after another over the same seeded scenario, with the same number of clients
+# training at once (7) and the same number of applied uploads (200), and prints a Markdown table per
 # algorithm: wall time until the evaluator first measured the target test accuracy (seconds
 # from the run's first training row), uploads and uplink MB until then (every upload sent,
 # dropped ones too), and the final accuracy. Each run's folder is kept under OUT.
@@ -14,11 +14,12 @@ target="${2:-0.80}"
 out="${3:-runs/compare-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 
-declare -a names=(fedavg fedasync fedbuff)
+declare -a names=(fedavg fedasync fedbuff fedsa)
 declare -A flags=(
   [fedavg]="--consistency=selected --aggregator=fedavg --optimizer=sgd:lr=1 --clients_per_round=5 --overcommit=1.4 --rounds=40 --eval_every=4"
   [fedasync]="--consistency=committed --aggregator=fedasync:alpha=0.6 --concurrency=7 --rounds=200 --eval_every=20"
   [fedbuff]="--consistency=committed --aggregator=fedbuff:k=5 --optimizer=sgd:lr=1 --concurrency=7 --rounds=200 --eval_every=20"
+  [fedsa]="--consistency=committed:exponent=1 --aggregator=sum --optimizer=sgd:lr=0.5 --concurrency=7 --quorum=5 --rounds=40 --eval_every=4"
 )
 
 # Prints "seconds uploads" at the evaluator's first row >= target (or "- -"), then "final".
@@ -27,6 +28,7 @@ measure() {
   awk -F, -v target="$target" -v mode="$mode" '
     FNR == 1 { file++; next }
     file == 1 { if (mode == "rounds") { sel[$1] = $4 } else { n++; kept_at[n] = $5 } next }
+    # groups: the evaluator counts aggregations of --quorum uploads each (5 here)
     file == 2 && $3 == 0 && $5 != "" {
       final = $5
       if (!hit && $5 + 0 >= target) { hit = 1; secs = $1; closed = $2 }
@@ -34,7 +36,10 @@ measure() {
     END {
       uploads = 0
       if (hit && mode == "rounds") { for (r = 0; r < closed; r++) uploads += sel[r] }
-      if (hit && mode == "tasks") { k = 0; for (i = 1; i <= n && k < closed; i++) { uploads++; k += kept_at[i] } }
+      if (hit && mode != "rounds") {
+        want = mode == "groups" ? closed * 5 : closed
+        k = 0; for (i = 1; i <= n && k < want; i++) { uploads++; k += kept_at[i] }
+      }
       if (hit) printf "%s %d %s\n", secs, uploads, final; else printf "- - %s\n", final
     }' "$run/rounds.csv" "$run/metrics.csv"
 }
@@ -48,6 +53,7 @@ for name in "${names[@]}"; do
     ${flags[$name]} > "$run.log" 2>&1
   mode=tasks
   [[ "${flags[$name]}" == *selected* ]] && mode=rounds
+  [[ "${flags[$name]}" == *quorum=* ]] && mode=groups
   read -r secs uploads final < <(measure "$run" "$mode")
   model_bytes=$(stat -c %s "$run/model.bin")
   mb="-"

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <utility>
 
 #include "server/consistency/controller.h"
@@ -12,24 +13,40 @@ namespace {
 // updates to the aggregator one by one, as if they arrived then: fedasync mixes each in with
 // its staleness (versions applied since the client's pull), fedbuff buffers K of them. An upload
 // the scheduler gives up on (its client failed, left or went quiet past the deadline) is
-// dropped whole, so no part of an unfinished upload is ever applied.
+// dropped whole, so no part of an unfinished upload is ever applied. With the scheduler's
+// --quorum=K > 1 (FedSA) it commits groups of K uploads instead: each group is one step on the
+// mean of its deltas weighted by samples * (1 + staleness)^-a, through the server optimizer
+// (with sgd:lr=1 and fresh uploads, the sample-weighted mean of the local models); the
+// aggregator's own per-upload rule is not used for a group.
 class Committed final : public ConsistencyController {
  public:
-  explicit Committed(const std::vector<int32_t>& workers) : ConsistencyController(workers) {}
+  Committed(const AlgorithmSpec& spec, const std::vector<int32_t>& workers)
+      : ConsistencyController(workers), exponent_(spec.Number("exponent")) {}
   std::string name() const override { return "committed"; }
   bool synchronous() const override { return true; }  // held until the commit
   bool TryStart(int32_t, int64_t, double) override { return true; }
   bool ReadReady(int32_t, int64_t) const override { return true; }
-  void OnRoundClosed(int64_t task, const std::vector<int32_t>& committed) override {
+  void OnRoundClosed(int64_t round, const std::vector<int32_t>& committed,
+                     const std::vector<int64_t>& tasks) override {
     Round r;
-    r.clock = task;
-    r.workers = committed;  // empty: the task is given up, its updates dropped
-    r.per_push = true;
+    if (tasks.size() <= 1) {  // one upload (or none: its task is given up) as on arrival
+      r.clock = tasks.empty() ? round : tasks[0];
+      r.workers = committed;
+      r.per_push = true;
+    } else {  // a FedSA round: one step on the group, weighted by samples and staleness
+      r.clock = *std::max_element(tasks.begin(), tasks.end());
+      r.workers = committed;
+      std::sort(r.workers.begin(), r.workers.end());
+      r.one_step = true;
+      r.combine = Round::Combine::kWeighted;
+      r.staleness_exponent = exponent_;
+    }
     closed_.push_back(std::move(r));
   }
   std::vector<Round> TakeRounds() override { return std::exchange(closed_, {}); }
 
  private:
+  double exponent_;
   std::vector<Round> closed_;
 };
 
@@ -39,10 +56,12 @@ void RegisterCommitted(ControllerRegistry& r) {
   r.Add({"committed",
          "asynchronous federated uploads run by the scheduler (--concurrency): each upload the "
          "scheduler commits goes to the aggregator whole, as on arrival (fedasync, fedbuff); "
-         "unfinished uploads are dropped",
-         {}},
-        {[](const AlgorithmSpec&, const std::vector<int32_t>& workers) {
-           return std::make_unique<Committed>(workers);
+         "unfinished uploads are dropped; with the scheduler's --quorum=K a group of K is one "
+         "step weighted by samples * (1 + staleness)^-a (FedSA, Ma et al., JSAC'21)",
+         {ParamDef::Real("exponent", "0.5", 0, 100,
+                         "a in (1 + staleness)^-a for grouped uploads (--quorum > 1)")}},
+        {[](const AlgorithmSpec& spec, const std::vector<int32_t>& workers) {
+           return std::make_unique<Committed>(spec, workers);
          },
          ApplySchedule::kCommitted});
 }

@@ -19,7 +19,8 @@ class Selected final : public ConsistencyController {
   bool synchronous() const override { return true; }
   bool TryStart(int32_t, int64_t, double) override { return true; }
   bool ReadReady(int32_t, int64_t) const override { return true; }
-  void OnRoundClosed(int64_t round, const std::vector<int32_t>& kept) override {
+  void OnRoundClosed(int64_t round, const std::vector<int32_t>& kept,
+                     const std::vector<int64_t>& /*tasks*/) override {
     if (kept.empty()) return;  // nothing to apply; the round's uploads go with the next close
     Round r;
     r.clock = round;

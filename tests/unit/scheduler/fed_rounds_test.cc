@@ -292,6 +292,76 @@ TEST(FedRoundsAsyncTest, TheRunEndsAfterItsCommittedUploads) {
   EXPECT_TRUE(rec.tasks[1].finished());
 }
 
+TEST(FedRoundsAsyncTest, AQuorumGroupsKUploadsIntoOneAggregation) {
+  Recorder rec;
+  FedRounds f({.deadline_s = 10, .rounds = 5, .concurrency = 3, .quorum = 2}, rec.Actions());
+  for (int32_t w = 1; w <= 4; ++w) f.CheckIn(From(w), 4, 0);
+  std::map<int32_t, int64_t> open = Tasks(rec);
+  ASSERT_EQ(open.size(), 3u);
+  auto it = open.begin();
+  const auto [w1, t1] = *it++;
+  const auto [w2, t2] = *it++;
+  const auto [w3, t3] = *it;
+  f.Uploaded(From(w1), t1, 4, 1);
+  EXPECT_TRUE(rec.closes.empty()) << "a group waits for its second upload";
+  f.Uploaded(From(w2), t2, 4, 2);
+  ASSERT_EQ(rec.closes.size(), 1u);
+  const proto::FedRound& group = rec.closes[0];
+  EXPECT_EQ(std::vector<int32_t>(group.workers().begin(), group.workers().end()),
+            (std::vector<int32_t>{w1, w2}));
+  EXPECT_EQ(std::vector<int64_t>(group.tasks().begin(), group.tasks().end()),
+            (std::vector<int64_t>{t1, t2}));
+  // Both keep their slots until the group is applied; then two of the idle get tasks 3 and 4.
+  auto last_task = [&] {
+    int64_t last = -1;
+    for (const auto& [w, t] : rec.tasks) last = std::max(last, t.round());
+    return last;
+  };
+  f.CheckIn(From(w1), 4, 2);
+  f.CheckIn(From(w2), 4, 2);
+  EXPECT_EQ(last_task(), 2);
+  f.OnClosed(100, group.round(), 4, 3);
+  f.OnClosed(101, group.round(), 4, 3);
+  EXPECT_EQ(f.round(), 1) << "one aggregation applied";
+  EXPECT_EQ(last_task(), 4);
+  // A lone upload closes at the deadline with what it has.
+  auto groups = [&] {
+    size_t n = 0;
+    for (const proto::FedRound& c : rec.closes) n += c.workers_size() > 0 ? 1 : 0;
+    return n;
+  };
+  f.Uploaded(From(w3), t3, 4, 4);
+  EXPECT_EQ(groups(), 1u);
+  f.Tick(4, 13.9);
+  EXPECT_EQ(groups(), 1u);
+  f.Tick(4, 14.0);
+  ASSERT_EQ(groups(), 2u);
+  EXPECT_EQ(rec.closes.back().workers_size(), 1);
+}
+
+TEST(FedRoundsAsyncTest, AnAutomaticQuorumFollowsTheClientsTrainingTimes) {
+  Recorder rec;
+  FedRounds f({.rounds = 10, .concurrency = 3, .quorum = 0}, rec.Actions());
+  for (int32_t w = 1; w <= 3; ++w) f.CheckIn(From(w), 3, 0);
+  const std::map<int32_t, int64_t> open = Tasks(rec);
+  // With fewer than two clients measured the group waits for every slot.
+  f.Uploaded(From(1), open.at(1), 3, 1);
+  EXPECT_TRUE(rec.closes.empty());
+  // Two took 1 s: K = 2.
+  f.Uploaded(From(2), open.at(2), 3, 1);
+  ASSERT_EQ(rec.closes.size(), 1u);
+  EXPECT_EQ(rec.closes[0].workers_size(), 2);
+  // The third took 10 s: K stays 2 (2 uploads a second against 0.3 for K = 3), so it waits.
+  f.Uploaded(From(3), open.at(3), 3, 10);
+  EXPECT_EQ(rec.closes.size(), 1u);
+}
+
+TEST(FedRoundsAsyncTest, AQuorumAboveTheConcurrencyIsRefused) {
+  EXPECT_FALSE(ValidateFedRoundsOptions({.concurrency = 2, .quorum = 3}).ok());
+  EXPECT_FALSE(ValidateFedRoundsOptions({.quorum = -1}).ok());
+  EXPECT_TRUE(ValidateFedRoundsOptions({.concurrency = 4, .quorum = 0}).ok());
+}
+
 TEST(SelectionTest, RandomPicksDistinctIdleClientsDependingOnlyOnTheSeed) {
   auto policy = MakeSelection("random");
   ASSERT_TRUE(policy.ok());

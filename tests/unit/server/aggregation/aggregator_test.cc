@@ -64,7 +64,7 @@ Outcome Drive(const std::string& consistency, const std::string& aggregator, int
       for (const RoundSpec& round : c.TakeRounds()) part.ApplyRound(**optimizer, round);
     }
     // Rounds the scheduler closes (selected): this one keeps every worker's upload.
-    c.OnRoundClosed(clock, workers);
+    c.OnRoundClosed(clock, workers, {});
     for (const RoundSpec& round : c.TakeRounds()) part.ApplyRound(**optimizer, round);
   }
   return {{part.values(), part.values() + 2}, part.version()};

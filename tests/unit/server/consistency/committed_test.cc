@@ -32,7 +32,7 @@ class CommittedTest : public ::testing::Test {
     part_->Hold(task, w, zmq::message_t(&delta, sizeof(float)), 10, base);
   }
   void Close(int64_t task, const std::vector<int32_t>& committed) {
-    controller_->OnRoundClosed(task, committed);
+    controller_->OnRoundClosed(task, committed, {});
     for (const RoundSpec& r : controller_->TakeRounds()) part_->ApplyRound(*optimizer_, r);
   }
   float value() const { return part_->values()[0]; }
@@ -82,6 +82,19 @@ TEST_F(CommittedTest, FedBuffStepsOncePerKCommits) {
   Close(1, {2});
   EXPECT_EQ(part_->version(), 1);
   EXPECT_FLOAT_EQ(value(), -3.0f) << "w - lr * mean delta";
+}
+
+TEST_F(CommittedTest, AGroupOfUploadsIsOneStepOnTheirWeightedMean) {
+  Use("sum");
+  Upload(0, 1, 1.0f, 0);  // 10 samples each (Upload's weight)
+  Upload(1, 2, 3.0f, 0);
+  Upload(2, 3, 9.0f, 0);  // another task, still in flight
+  controller_->OnRoundClosed(1, {1, 2}, {0, 1});
+  for (const RoundSpec& r : controller_->TakeRounds()) part_->ApplyRound(*optimizer_, r);
+  EXPECT_FLOAT_EQ(value(), -2.0f) << "w - lr * (10 * 1 + 10 * 3) / 20";
+  EXPECT_EQ(part_->version(), 1) << "one step for the group";
+  Close(2, {3});
+  EXPECT_FLOAT_EQ(value(), -11.0f) << "the task in flight was left for its own commit";
 }
 
 TEST(CommittedCombinationTest, RoundAggregatorsAreRefused) {

@@ -21,7 +21,7 @@ TEST(SelectedTest, NothingWaitsOnClocksAndOnlyClosedRoundsAreApplied) {
   c->OnClock(0, 0, 1.0);
   c->OnClock(1, 0, 1.0);
   EXPECT_TRUE(c->TakeRounds().empty()) << "clocks close nothing; the scheduler does";
-  c->OnRoundClosed(0, {3, 1});
+  c->OnRoundClosed(0, {3, 1}, {});
   auto rounds = c->TakeRounds();
   ASSERT_EQ(rounds.size(), 1u);
   EXPECT_EQ(rounds[0].clock, 0);
@@ -29,7 +29,7 @@ TEST(SelectedTest, NothingWaitsOnClocksAndOnlyClosedRoundsAreApplied) {
   EXPECT_TRUE(rounds[0].only_clock);
   EXPECT_TRUE(rounds[0].one_step);
   EXPECT_EQ(rounds[0].combine, RoundSpec::Combine::kWeighted);
-  c->OnRoundClosed(1, {});
+  c->OnRoundClosed(1, {}, {});
   EXPECT_TRUE(c->TakeRounds().empty()) << "a round that kept nobody applies nothing";
 }
 
@@ -52,7 +52,7 @@ class SelectedPartitionTest : public ::testing::Test {
     part_->Hold(round, w, zmq::message_t(&delta, sizeof(float)), samples, part_->version());
   }
   void Close(int64_t round, const std::vector<int32_t>& kept) {
-    controller_->OnRoundClosed(round, kept);
+    controller_->OnRoundClosed(round, kept, {});
     for (const RoundSpec& r : controller_->TakeRounds()) part_->ApplyRound(*optimizer_, r);
   }
   float value() const { return part_->values()[0]; }
