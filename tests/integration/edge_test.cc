@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -21,13 +24,6 @@ namespace hetps::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void WriteIdxGz(const std::string& path, std::vector<int32_t> dims,
                 const std::vector<uint8_t>& data) {
@@ -54,6 +50,24 @@ void WriteData(const std::string& images, const std::string& labels, int n, uint
   }
   WriteIdxGz(images, {n, 6, 6}, x);
   WriteIdxGz(labels, {n}, y);
+}
+
+// Starts one edge client per rank with flags(rank), each writing to <cluster>/client<rank>,
+// waits for them all to exit 0, and returns what they printed.
+std::string RunClients(LocalCluster& cluster, int n,
+                       const std::function<std::vector<std::string>(int)>& flags) {
+  std::vector<std::unique_ptr<Process>> procs;
+  for (int i = 0; i < n; ++i) {
+    procs.push_back(cluster.StartWorker(flags(i), cluster.Path("client" + std::to_string(i))));
+  }
+  std::string outputs;
+  for (int i = 0; i < n; ++i) {
+    auto st = procs[i]->WaitExit(120s);
+    const std::string out = Slurp(cluster.Path("client" + std::to_string(i)));
+    outputs += out;
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out;
+  }
+  return outputs;
 }
 
 std::vector<int> Ints(const std::string& text) {
@@ -97,6 +111,85 @@ Params ReadModel(const std::string& path, const Params& shape) {
   return p;
 }
 
+// The edge clients' local training replayed in this process: the same data, model, initial
+// weights and seeded sample orders (client k's is seeded seed * 1000003 + k, as the client's).
+class Replay {
+ public:
+  Replay(const std::string& images, const std::string& labels, const std::string& cache,
+         uint64_t seed, int clients, const LocalTraining& local)
+      : local_(local) {
+    auto data = SharedImages::Open(images, labels, cache);
+    EXPECT_TRUE(data.ok()) << data.status().ToString();
+    data_.emplace(std::move(*data));
+    auto arch = BuildArchitecture("mlp", {1, 6, 6}, 10, {8});
+    EXPECT_TRUE(arch.ok());
+    model_ = MakeCpuModel(std::move(*arch));
+    global = model_->Init(seed);
+    start = global;
+    grads_ = model_->Zeros();
+    for (int k = 0; k < clients; ++k) rngs_.emplace_back(seed * 1000003 + k);
+  }
+  const SharedImages& data() const { return *data_; }
+  void Split(std::vector<std::vector<int64_t>> parts) { parts_ = std::move(parts); }
+  // Client k trains from the global model; returns its local model and its sample count.
+  std::pair<Params, double> Train(int k) {
+    const Dataset shard = data_->Gather(parts_[k]);
+    Params w = global;
+    EXPECT_TRUE(TrainLocally(*model_, shard, local_, global, w, grads_, rngs_[k]).ok());
+    return {std::move(w), static_cast<double>(shard.size)};
+  }
+  // Every client in `trained` trains; the tensors `update` names (all when empty) become the
+  // sample-weighted mean of the local models of the clients in `kept`.
+  void WeightedMean(const std::vector<int>& trained, const std::vector<int>& kept,
+                    const std::vector<size_t>& update = {}) {
+    std::vector<std::vector<double>> sum(global.size());
+    for (size_t t = 0; t < global.size(); ++t) sum[t].assign(global[t].size(), 0);
+    double samples = 0;
+    for (int k : trained) {
+      auto [w, n] = Train(k);
+      if (std::find(kept.begin(), kept.end(), k) == kept.end()) continue;
+      for (size_t t = 0; t < w.size(); ++t) {
+        for (size_t i = 0; i < w[t].size(); ++i) sum[t][i] += n * double{w[t][i]};
+      }
+      samples += n;
+    }
+    if (samples == 0) return;  // nobody kept: nothing changes
+    for (size_t t = 0; t < global.size(); ++t) {
+      if (!update.empty() && std::find(update.begin(), update.end(), t) == update.end()) continue;
+      for (size_t i = 0; i < global[t].size(); ++i) {
+        global[t][i] = static_cast<float>(sum[t][i] / samples);
+      }
+    }
+  }
+  // The largest difference between the model a run wrote (model.bin) and `global`.
+  double MaxDiffTo(const std::string& model_bin) const {
+    const Params served = ReadModel(model_bin, global);
+    double max_diff = 0;
+    for (size_t t = 0; t < global.size(); ++t) {
+      for (size_t i = 0; i < global[t].size(); ++i) {
+        max_diff = std::max(max_diff, double{std::abs(served[t][i] - global[t][i])});
+      }
+    }
+    return max_diff;
+  }
+
+  Params global, start;
+
+ private:
+  LocalTraining local_;
+  std::optional<SharedImages> data_;
+  std::unique_ptr<Model> model_;
+  Params grads_;
+  std::vector<std::mt19937_64> rngs_;
+  std::vector<std::vector<int64_t>> parts_;
+};
+
+std::vector<int> Ranks(int n) {
+  std::vector<int> r(n);
+  for (int i = 0; i < n; ++i) r[i] = i;
+  return r;
+}
+
 TEST(EdgeTest, FedAvgRoundsGiveTheSampleWeightedMeanOfTheLocalModels) {
   constexpr int kClients = 4, kRounds = 3;
   constexpr uint64_t kSeed = 3;
@@ -109,65 +202,39 @@ TEST(EdgeTest, FedAvgRoundsGiveTheSampleWeightedMeanOfTheLocalModels) {
   WriteData(images, labels, 240, 11);
   const std::string run_dir = cluster.Path("run");
   const LocalTraining local{.epochs = 2, .batch = 16, .lr = 0.1};
-  std::vector<std::unique_ptr<Process>> procs;
-  for (int i = 0; i < kClients; ++i) {
-    procs.push_back(cluster.StartWorker(
-        {"--workload=edge", "--rounds=" + std::to_string(kRounds), "--local_epochs=2", "--batch=16",
-         "--local_lr=0.1", "--hidden=8", "--partition=shards", "--shards_per_client=2",
-         "--data_seed=3", "--eval_every=1", "--train_images=" + images, "--train_labels=" + labels,
-         "--test_images=" + images, "--test_labels=" + labels,
-         "--data_cache=" + cluster.Path("cache"), "--run_dir=" + run_dir},
-        cluster.Path("client" + std::to_string(i))));
-  }
-  std::string outputs;
-  for (int i = 0; i < kClients; ++i) {
-    auto st = procs[i]->WaitExit(120s);
-    const std::string out = Slurp(cluster.Path("client" + std::to_string(i)));
-    outputs += out;
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out;
-  }
+  const std::string outputs = RunClients(cluster, kClients, [&](int) -> std::vector<std::string> {
+    return {"--workload=edge",
+            "--rounds=" + std::to_string(kRounds),
+            "--local_epochs=2",
+            "--batch=16",
+            "--local_lr=0.1",
+            "--hidden=8",
+            "--partition=shards",
+            "--shards_per_client=2",
+            "--data_seed=3",
+            "--eval_every=1",
+            "--train_images=" + images,
+            "--train_labels=" + labels,
+            "--test_images=" + images,
+            "--test_labels=" + labels,
+            "--data_cache=" + cluster.Path("cache"),
+            "--run_dir=" + run_dir};
+  });
   EXPECT_NE(outputs.find("final test accuracy"), std::string::npos) << outputs;
 
   // The same rounds, replayed here: every client trains from the global model with its own
   // seeded sample order, and the new global model is the sample-weighted mean.
-  auto data = SharedImages::Open(images, labels, cluster.Path("cache-replay"));
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  const auto parts = PartitionShards(data->labels(), kClients, 2, kSeed);
-  auto arch = BuildArchitecture("mlp", {1, 6, 6}, 10, {8});
-  ASSERT_TRUE(arch.ok());
-  auto model = MakeCpuModel(std::move(*arch));
-  Params global = model->Init(kSeed), grads = model->Zeros();
-  std::vector<std::mt19937_64> rngs;
-  for (int k = 0; k < kClients; ++k) rngs.emplace_back(kSeed * 1000003 + k);
-  for (int r = 0; r < kRounds; ++r) {
-    std::vector<std::vector<double>> sum(global.size());
-    for (size_t t = 0; t < global.size(); ++t) sum[t].assign(global[t].size(), 0);
-    double samples = 0;
-    for (int k = 0; k < kClients; ++k) {
-      const Dataset shard = data->Gather(parts[k]);
-      Params w = global;
-      ASSERT_TRUE(TrainLocally(*model, shard, local, global, w, grads, rngs[k]).ok());
-      for (size_t t = 0; t < w.size(); ++t) {
-        for (size_t i = 0; i < w[t].size(); ++i) sum[t][i] += shard.size * double{w[t][i]};
-      }
-      samples += shard.size;
-    }
-    for (size_t t = 0; t < global.size(); ++t) {
-      for (size_t i = 0; i < global[t].size(); ++i) {
-        global[t][i] = static_cast<float>(sum[t][i] / samples);
-      }
+  Replay replay(images, labels, cluster.Path("cache-replay"), kSeed, kClients, local);
+  replay.Split(PartitionShards(replay.data().labels(), kClients, 2, kSeed));
+  for (int r = 0; r < kRounds; ++r) replay.WeightedMean(Ranks(kClients), Ranks(kClients));
+  EXPECT_LT(replay.MaxDiffTo(run_dir + "/model.bin"), 1e-5)
+      << "the served model is not the weighted mean of the local models";
+  double max_moved = 0;
+  for (size_t t = 0; t < replay.global.size(); ++t) {
+    for (size_t i = 0; i < replay.global[t].size(); ++i) {
+      max_moved = std::max(max_moved, double{std::abs(replay.global[t][i] - replay.start[t][i])});
     }
   }
-  const Params served = ReadModel(run_dir + "/model.bin", global);
-  double max_diff = 0, max_moved = 0;
-  const Params start = model->Init(kSeed);
-  for (size_t t = 0; t < global.size(); ++t) {
-    for (size_t i = 0; i < global[t].size(); ++i) {
-      max_diff = std::max(max_diff, double{std::abs(served[t][i] - global[t][i])});
-      max_moved = std::max(max_moved, double{std::abs(global[t][i] - start[t][i])});
-    }
-  }
-  EXPECT_LT(max_diff, 1e-5) << "the served model is not the weighted mean of the local models";
   EXPECT_GT(max_moved, 1e-2) << "training moved nothing: the check would be empty";
 }
 
@@ -190,24 +257,26 @@ TEST(EdgeTest, LayerWiseUploadsSendDeepLayersOnlyOnTheirRounds) {
   WriteData(images, labels, 180, 19);
   const std::string run_dir = cluster.Path("run");
   const LocalTraining local{.epochs = 1, .batch = 16, .lr = 0.1};
-  std::vector<std::unique_ptr<Process>> procs;
-  for (int i = 0; i < kClients; ++i) {
-    procs.push_back(cluster.StartWorker(
-        {"--workload=edge", "--rank=" + std::to_string(i), "--rounds=" + std::to_string(kRounds),
-         "--local_epochs=1", "--batch=16", "--local_lr=0.1", "--hidden=8", "--partition=iid",
-         "--data_seed=4", "--deep_from=1", "--deep_period=3", "--deep_rounds=1",
-         "--train_images=" + images, "--train_labels=" + labels, "--test_images=" + images,
-         "--test_labels=" + labels, "--data_cache=" + cluster.Path("cache"),
-         "--run_dir=" + run_dir},
-        cluster.Path("client" + std::to_string(i))));
-  }
-  std::string outputs;
-  for (int i = 0; i < kClients; ++i) {
-    auto st = procs[i]->WaitExit(120s);
-    const std::string out = Slurp(cluster.Path("client" + std::to_string(i)));
-    outputs += out;
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out;
-  }
+  const std::string outputs = RunClients(cluster, kClients, [&](int i) -> std::vector<std::string> {
+    return {"--workload=edge",
+            "--rank=" + std::to_string(i),
+            "--rounds=" + std::to_string(kRounds),
+            "--local_epochs=1",
+            "--batch=16",
+            "--local_lr=0.1",
+            "--hidden=8",
+            "--partition=iid",
+            "--data_seed=4",
+            "--deep_from=1",
+            "--deep_period=3",
+            "--deep_rounds=1",
+            "--train_images=" + images,
+            "--train_labels=" + labels,
+            "--test_images=" + images,
+            "--test_labels=" + labels,
+            "--data_cache=" + cluster.Path("cache"),
+            "--run_dir=" + run_dir};
+  });
   // Bytes up per client: Init of the whole model once (386 floats), fc0 (296 floats) every
   // round, fc1 (90 floats) only in round 0.
   const int64_t expected = 4 * (386 + kRounds * 296 + 90);
@@ -216,44 +285,15 @@ TEST(EdgeTest, LayerWiseUploadsSendDeepLayersOnlyOnTheirRounds) {
     EXPECT_NE(outputs.find(fmt::format("{} bytes up", expected)), std::string::npos) << outputs;
   }
 
-  auto data = SharedImages::Open(images, labels, cluster.Path("cache-replay"));
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  const auto parts = PartitionIid(data->size(), kClients, kSeed);
-  auto arch = BuildArchitecture("mlp", {1, 6, 6}, 10, {8});
-  ASSERT_TRUE(arch.ok());
-  auto model = MakeCpuModel(std::move(*arch));
-  Params global = model->Init(kSeed), grads = model->Zeros();
-  std::vector<std::mt19937_64> rngs;
-  for (int k = 0; k < kClients; ++k) rngs.emplace_back(kSeed * 1000003 + k);
+  Replay replay(images, labels, cluster.Path("cache-replay"), kSeed, kClients, local);
+  replay.Split(PartitionIid(replay.data().size(), kClients, kSeed));
+  // fc0.w, fc0.b (layer 0) every round; fc1.w, fc1.b (layer 1) on round 0 only.
   for (int r = 0; r < kRounds; ++r) {
-    std::vector<std::vector<double>> sum(global.size());
-    for (size_t t = 0; t < global.size(); ++t) sum[t].assign(global[t].size(), 0);
-    double samples = 0;
-    for (int k = 0; k < kClients; ++k) {
-      const Dataset shard = data->Gather(parts[k]);
-      Params w = global;
-      ASSERT_TRUE(TrainLocally(*model, shard, local, global, w, grads, rngs[k]).ok());
-      for (size_t t = 0; t < w.size(); ++t) {
-        for (size_t i = 0; i < w[t].size(); ++i) sum[t][i] += shard.size * double{w[t][i]};
-      }
-      samples += shard.size;
-    }
-    // fc0.w, fc0.b (layer 0) every round; fc1.w, fc1.b (layer 1) on round 0 only.
-    for (size_t t = 0; t < global.size(); ++t) {
-      if (t >= 2 && r % 3 != 0) continue;
-      for (size_t i = 0; i < global[t].size(); ++i) {
-        global[t][i] = static_cast<float>(sum[t][i] / samples);
-      }
-    }
+    replay.WeightedMean(Ranks(kClients), Ranks(kClients),
+                        r % 3 == 0 ? std::vector<size_t>{} : std::vector<size_t>{0, 1});
   }
-  const Params served = ReadModel(run_dir + "/model.bin", global);
-  double max_diff = 0;
-  for (size_t t = 0; t < global.size(); ++t) {
-    for (size_t i = 0; i < global[t].size(); ++i) {
-      max_diff = std::max(max_diff, double{std::abs(served[t][i] - global[t][i])});
-    }
-  }
-  EXPECT_LT(max_diff, 1e-5) << "the served model is not the layer-wise temporal aggregation";
+  EXPECT_LT(replay.MaxDiffTo(run_dir + "/model.bin"), 1e-5)
+      << "the served model is not the layer-wise temporal aggregation";
 }
 
 struct SampledRun {
@@ -283,8 +323,7 @@ void RunSampledFedAvg(SampledRun& run) {
   WriteData(images, labels, 800, 13);
   const std::string run_dir = cluster.Path("run");
   const LocalTraining local{.epochs = 1, .batch = 8, .lr = 0.1};
-  std::vector<std::unique_ptr<Process>> procs;
-  for (int i = 0; i < kClients; ++i) {
+  run.outputs = RunClients(cluster, kClients, [&](int) {
     std::vector<std::string> flags = {"--workload=edge",
                                       "--local_epochs=1",
                                       "--batch=8",
@@ -300,14 +339,8 @@ void RunSampledFedAvg(SampledRun& run) {
                                       "--data_cache=" + cluster.Path("cache"),
                                       "--run_dir=" + run_dir};
     flags.insert(flags.end(), run.client_flags.begin(), run.client_flags.end());
-    procs.push_back(cluster.StartWorker(flags, cluster.Path("client" + std::to_string(i))));
-  }
-  for (int i = 0; i < kClients; ++i) {
-    auto st = procs[i]->WaitExit(120s);
-    const std::string out = Slurp(cluster.Path("client" + std::to_string(i)));
-    run.outputs += out;
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out;
-  }
+    return flags;
+  });
   EXPECT_NE(run.outputs.find("final test accuracy"), std::string::npos) << run.outputs;
   run.rounds = ReadRounds(rounds_csv);
   ASSERT_EQ(run.rounds.size(), static_cast<size_t>(kRounds));
@@ -322,44 +355,11 @@ void RunSampledFedAvg(SampledRun& run) {
   // The same rounds, replayed here: every selected client trains from the global model with
   // its own seeded sample order (those not kept too), and the new global model is the
   // sample-weighted mean of the kept clients' models.
-  auto data = SharedImages::Open(images, labels, cluster.Path("cache-replay"));
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  const auto parts = PartitionIid(data->size(), kClients, kSeed);
-  auto arch = BuildArchitecture("mlp", {1, 6, 6}, 10, {8});
-  ASSERT_TRUE(arch.ok());
-  auto model = MakeCpuModel(std::move(*arch));
-  Params global = model->Init(kSeed), grads = model->Zeros();
-  std::vector<std::mt19937_64> rngs;
-  for (int k = 0; k < kClients; ++k) rngs.emplace_back(kSeed * 1000003 + k);
-  for (const RoundRow& r : run.rounds) {
-    std::vector<std::vector<double>> sum(global.size());
-    for (size_t t = 0; t < global.size(); ++t) sum[t].assign(global[t].size(), 0);
-    double samples = 0;
-    for (int k : r.selected) {
-      const Dataset shard = data->Gather(parts[k]);
-      Params w = global;
-      ASSERT_TRUE(TrainLocally(*model, shard, local, global, w, grads, rngs[k]).ok());
-      if (std::find(r.kept.begin(), r.kept.end(), k) == r.kept.end()) continue;
-      for (size_t t = 0; t < w.size(); ++t) {
-        for (size_t i = 0; i < w[t].size(); ++i) sum[t][i] += shard.size * double{w[t][i]};
-      }
-      samples += shard.size;
-    }
-    if (samples == 0) continue;  // a round that kept nobody changes nothing
-    for (size_t t = 0; t < global.size(); ++t) {
-      for (size_t i = 0; i < global[t].size(); ++i) {
-        global[t][i] = static_cast<float>(sum[t][i] / samples);
-      }
-    }
-  }
-  const Params served = ReadModel(run_dir + "/model.bin", global);
-  double max_diff = 0;
-  for (size_t t = 0; t < global.size(); ++t) {
-    for (size_t i = 0; i < global[t].size(); ++i) {
-      max_diff = std::max(max_diff, double{std::abs(served[t][i] - global[t][i])});
-    }
-  }
-  EXPECT_LT(max_diff, 1e-5) << "the served model is not the weighted mean of the kept uploads";
+  Replay replay(images, labels, cluster.Path("cache-replay"), kSeed, kClients, local);
+  replay.Split(PartitionIid(replay.data().size(), kClients, kSeed));
+  for (const RoundRow& r : run.rounds) replay.WeightedMean(r.selected, r.kept);
+  EXPECT_LT(replay.MaxDiffTo(run_dir + "/model.bin"), 1e-5)
+      << "the served model is not the weighted mean of the kept uploads";
 }
 
 // Federated rounds run by the scheduler: each round samples clients (over-committed), keeps the
@@ -411,23 +411,24 @@ TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads)
   WriteData(images, labels, 320, 17);
   const std::string run_dir = cluster.Path("run");
   const LocalTraining local{.epochs = 1, .batch = 8, .lr = 0.1};
-  std::vector<std::unique_ptr<Process>> procs;
-  for (int i = 0; i < kClients; ++i) {
-    procs.push_back(cluster.StartWorker(
-        {"--workload=edge", "--rank=" + std::to_string(i), "--local_epochs=1", "--batch=8",
-         "--local_lr=0.1", "--hidden=8", "--partition=iid", "--data_seed=7", "--fail_fraction=0.3",
-         "--eval_every=100", "--train_images=" + images, "--train_labels=" + labels,
-         "--test_images=" + images, "--test_labels=" + labels,
-         "--data_cache=" + cluster.Path("cache"), "--run_dir=" + run_dir},
-        cluster.Path("client" + std::to_string(i))));
-  }
-  std::string outputs;
-  for (int i = 0; i < kClients; ++i) {
-    auto st = procs[i]->WaitExit(120s);
-    const std::string out = Slurp(cluster.Path("client" + std::to_string(i)));
-    outputs += out;
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out;
-  }
+  const std::string outputs = RunClients(cluster, kClients, [&](int i) -> std::vector<std::string> {
+    return {"--workload=edge",
+            "--rank=" + std::to_string(i),
+            "--local_epochs=1",
+            "--batch=8",
+            "--local_lr=0.1",
+            "--hidden=8",
+            "--partition=iid",
+            "--data_seed=7",
+            "--fail_fraction=0.3",
+            "--eval_every=100",
+            "--train_images=" + images,
+            "--train_labels=" + labels,
+            "--test_images=" + images,
+            "--test_labels=" + labels,
+            "--data_cache=" + cluster.Path("cache"),
+            "--run_dir=" + run_dir};
+  });
   EXPECT_NE(outputs.find("fails in round"), std::string::npos)
       << "no client failed: the check would be empty";
   const std::vector<RoundRow> tasks = ReadRounds(rounds_csv);
@@ -439,21 +440,12 @@ TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads)
   EXPECT_EQ(commits, static_cast<size_t>(kCommits));
   EXPECT_GT(given_up, 0u);
 
-  auto data = SharedImages::Open(images, labels, cluster.Path("cache-replay"));
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  const auto parts = PartitionIid(data->size(), kClients, kSeed);
-  auto arch = BuildArchitecture("mlp", {1, 6, 6}, 10, {8});
-  ASSERT_TRUE(arch.ok());
-  auto model = MakeCpuModel(std::move(*arch));
-  Params global = model->Init(kSeed), grads = model->Zeros();
-  std::vector<std::mt19937_64> rngs;
-  for (int k = 0; k < kClients; ++k) rngs.emplace_back(kSeed * 1000003 + k);
+  Replay replay(images, labels, cluster.Path("cache-replay"), kSeed, kClients, local);
+  replay.Split(PartitionIid(replay.data().size(), kClients, kSeed));
   for (const RoundRow& t : tasks) {
-    const int k = t.selected[0];
-    const Dataset shard = data->Gather(parts[k]);
-    Params w = global;
-    ASSERT_TRUE(TrainLocally(*model, shard, local, global, w, grads, rngs[k]).ok());
+    auto [w, n] = replay.Train(t.selected[0]);
     if (t.kept.empty()) continue;  // failed or given up: never applied
+    Params& global = replay.global;
     for (size_t p = 0; p < w.size(); ++p) {
       for (size_t i = 0; i < w[p].size(); ++i) {
         const float delta = global[p][i] - w[p][i];  // what the client pushed
@@ -462,14 +454,8 @@ TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads)
       }
     }
   }
-  const Params served = ReadModel(run_dir + "/model.bin", global);
-  double max_diff = 0;
-  for (size_t p = 0; p < global.size(); ++p) {
-    for (size_t i = 0; i < global[p].size(); ++i) {
-      max_diff = std::max(max_diff, double{std::abs(served[p][i] - global[p][i])});
-    }
-  }
-  EXPECT_LT(max_diff, 1e-5) << "the served model is not FedAsync over the committed uploads";
+  EXPECT_LT(replay.MaxDiffTo(run_dir + "/model.bin"), 1e-5)
+      << "the served model is not FedAsync over the committed uploads";
 }
 
 size_t Rows(const std::string& csv_path) {

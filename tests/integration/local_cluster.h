@@ -9,9 +9,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +26,14 @@
 namespace hetps::testing {
 
 inline std::string Bin(const std::string& name) { return std::string(HETPS_BIN_DIR) + "/" + name; }
+
+// A file's whole text ("" when it cannot be read): a process's output, a run's files.
+inline std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 // A process the cluster's supervisor started; killed (SIGKILL) when the handle goes away.
 class Process {

@@ -15,13 +15,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Runs `workers` trainer processes with `flags`; returns their outputs.
 std::vector<std::string> Train(int servers, int workers, const std::vector<std::string>& flags,
                                std::vector<std::string> server_flags = {

@@ -16,26 +16,12 @@
 #include "worker/train/partitioner.h"
 #include "worker/train/run_log.h"
 #include "worker/train/shared_images.h"
+#include "worker/train/tensor_requests.h"
 
 namespace hetps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string PathOr(const std::string& given, const std::string& fallback) {
-  return given.empty() ? fallback : given;
-}
-
-// Issues one request per tensor and waits for them all.
-template <typename Op>
-Status ForEachTensor(const std::vector<TensorSpec>& tensors, Op op) {
-  std::vector<Ticket> tickets;
-  for (size_t t = 0; t < tensors.size(); ++t) tickets.push_back(op(t));
-  for (const Ticket& ticket : tickets) {
-    if (Status s = ticket.Wait(); !s.ok()) return s;
-  }
-  return Status();
-}
 
 Status WriteModel(const std::string& path, const Params& params) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -149,17 +135,7 @@ Status EdgeClient::Prepare() {
   if (!made.ok()) return made.status();
   model_ = std::move(*made);
   tensors_ = model_->Tensors();
-  if (Status s = client_.DeclareTensors(tensors_); !s.ok()) return s;
-  // Every client offers the same seeded start; the first Init of each partition wins.
-  global_ = model_->Init(o_.seed);
-  if (Status s = ForEachTensor(tensors_,
-                               [&](size_t t) {
-                                 return client_.Init(tensors_[t].name, global_[t].data(),
-                                                     tensors_[t].NumElements());
-                               });
-      !s.ok()) {
-    return s;
-  }
+  if (Status s = DeclareAndInit(client_, *model_, o_.seed, global_); !s.ok()) return s;
   local_ = model_->Zeros();
   grads_ = model_->Zeros();
   rng_.seed(o_.seed * 1000003 + static_cast<uint64_t>(client_.rank()));

@@ -52,6 +52,10 @@ StatusOr<Dataset> LoadIdxPair(const std::string& images, const std::string& labe
 // Where dataset-fashion-mnist puts its files, and the paths of `split` ("train" or "t10k").
 constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 std::string FashionMnistImages(const std::string& dir, const std::string& split);
+// `given` when set (a path from the command line), else `fallback` (the data set's default).
+inline std::string PathOr(const std::string& given, const std::string& fallback) {
+  return given.empty() ? fallback : given;
+}
 std::string FashionMnistLabels(const std::string& dir, const std::string& split);
 
 }  // namespace hetps

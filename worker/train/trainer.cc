@@ -15,26 +15,12 @@
 #include "worker/train/partitioner.h"
 #include "worker/train/run_log.h"
 #include "worker/train/shared_images.h"
+#include "worker/train/tensor_requests.h"
 
 namespace hetps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string PathOr(const std::string& given, const std::string& fallback) {
-  return given.empty() ? fallback : given;
-}
-
-// Issues one request per tensor and waits for them all.
-template <typename Op>
-Status ForEachTensor(const std::vector<TensorSpec>& tensors, Op op) {
-  std::vector<Ticket> tickets;
-  for (size_t t = 0; t < tensors.size(); ++t) tickets.push_back(op(t));
-  for (const Ticket& ticket : tickets) {
-    if (Status s = ticket.Wait(); !s.ok()) return s;
-  }
-  return Status();
-}
 
 Status PullModel(Client& client, const std::vector<TensorSpec>& tensors, Params& params) {
   return ForEachTensor(tensors, [&](size_t t) {
@@ -180,18 +166,7 @@ Status Trainer::Prepare() {
   if (!made.ok()) return made.status();
   model_ = std::move(*made);
   tensors_ = model_->Tensors();
-  if (Status s = client_.DeclareTensors(tensors_); !s.ok()) return s;
-  // Every worker offers the same seeded start; the first Init of each partition wins (servers
-  // with --init=worker), otherwise the servers' own initializer stands.
-  params_ = model_->Init(o_.seed);
-  if (Status s = ForEachTensor(tensors_,
-                               [&](size_t t) {
-                                 return client_.Init(tensors_[t].name, params_[t].data(),
-                                                     tensors_[t].NumElements());
-                               });
-      !s.ok()) {
-    return s;
-  }
+  if (Status s = DeclareAndInit(client_, *model_, o_.seed, params_); !s.ok()) return s;
   grads_[0] = model_->Zeros();
   grads_[1] = model_->Zeros();
   auto log = RunLog::Open(o_.run_dir, client_.rank(), client_.clock());
