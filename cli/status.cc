@@ -100,6 +100,18 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                              k.at("write_s").get<double>(), k.at("age_s").get<double>(),
                              k.at("dir").get<std::string>()));
     }
+    if (j.contains("federated") && j.at("federated").is_object()) {
+      const Json& f = j.at("federated");
+      const Json& n = f.at("clients");
+      out.insert(out.size() - 1,
+                 fmt::format("federated ({}, {}): {} of {} aggregations applied; clients idle {}, "
+                             "training {}, uploaded {}, away {}, left {}; evaluators {}\n",
+                             f.at("mode").get<std::string>(), f.at("selection").get<std::string>(),
+                             f.at("applied").get<int64_t>(), f.at("rounds").get<int64_t>(),
+                             n.at("idle").get<int>(), n.at("training").get<int>(),
+                             n.at("uploaded").get<int>(), n.at("away").get<int>(),
+                             n.at("left").get<int>(), n.at("evaluator").get<int>()));
+    }
     out += fmt::format(
         "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:>7} "
         "{:>8}  {}\n",

@@ -363,6 +363,7 @@ std::string ClusterStats::StatusJson(double now) const {
                                                   {"write_s", checkpoint_->seconds},
                                                   {"age_s", now - checkpoint_->at}}
                                            : Json(nullptr);
+  j["federated"] = federated_.empty() ? Json(nullptr) : Json::parse(federated_);
   j["workers"] = WorkersJson(now);
   j["servers"] = ServersJson(now);
   j["layers"] = LayersJson();

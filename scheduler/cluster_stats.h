@@ -67,6 +67,9 @@ class ClusterStats {
   // The furthest clock a live worker reported (0 before any report).
   int64_t MaxClock() const;
   // A whole-run checkpoint completed (scheduler/checkpoints.h): shown in the status.
+  // The federated rounds' summary (FedRounds::SummaryJson, JSON text; empty: none), shown as
+  // /api/status's "federated".
+  void SetFederated(std::string json) { federated_ = std::move(json); }
   void OnCheckpoint(int64_t clock, const std::string& dir, int64_t bytes, double seconds,
                     double now);
 
@@ -135,6 +138,7 @@ class ClusterStats {
     double seconds = 0, at = 0;
   };
   std::optional<CheckpointRecord> checkpoint_;  // the last complete one
+  std::string federated_;
   std::vector<double> history_t_;
   double start_ = -1;
 };

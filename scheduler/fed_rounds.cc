@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "common/quorum.h"
 
@@ -38,7 +40,67 @@ FedRounds::~FedRounds() {
   if (csv_ != nullptr) std::fclose(csv_);
 }
 
+const char* FedRounds::StateOf(int32_t id) const {
+  if (evaluators_.contains(id)) return "evaluator";
+  if (left_.contains(id)) return "left";
+  if (idle_.contains(id)) return "idle";
+  if (tasks_.contains(id)) return "training";
+  if (state_ != State::kWaiting &&
+      std::find(uploads_.begin(), uploads_.end(), id) != uploads_.end()) {
+    return "uploaded";
+  }
+  for (const auto& [worker, task] : group_) {
+    if (worker == id) return "uploaded";
+  }
+  if (state_ == State::kOpen && selected_.contains(id)) return "training";
+  return "away";
+}
+
+std::string FedRounds::SummaryJson() const {
+  if (clients_.empty() && evaluators_.empty()) return "";
+  nlohmann::json counts = {{"idle", 0}, {"training", 0}, {"uploaded", 0},
+                           {"away", 0}, {"left", 0},     {"evaluator", 0}};
+  nlohmann::json per_client = nlohmann::json::object();
+  for (const auto& [id, c] : clients_) {
+    const char* state = StateOf(id);
+    counts[state] = counts[state].get<int>() + 1;
+    per_client[std::to_string(c.rank)] = {
+        {"state", state}, {"selected", c.selected}, {"kept", c.kept}, {"missed", c.missed}};
+  }
+  counts["evaluator"] = static_cast<int>(evaluators_.size());
+  return nlohmann::json{{"mode", async() ? "async" : "rounds"},
+                        {"applied", round_},
+                        {"rounds", options_.rounds},
+                        {"selection", options_.selection},
+                        {"concurrency", options_.concurrency},
+                        {"clients", counts},
+                        {"per_client", per_client}}
+      .dump();
+}
+
+void FedRounds::WriteClients(const std::string& path) const {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    spdlog::error("cannot write the clients log {}", path);
+    return;
+  }
+  std::fprintf(f, "rank,state,selected,kept,missed,mean_train_s\n");
+  std::vector<std::pair<int, int32_t>> by_rank;
+  for (const auto& [id, c] : clients_) by_rank.push_back({c.rank, id});
+  std::sort(by_rank.begin(), by_rank.end());
+  for (const auto& [rank, id] : by_rank) {
+    const ClientRecord& c = clients_.at(id);
+    double mean = 0;
+    for (double t : c.train_s) mean += t / static_cast<double>(c.train_s.size());
+    std::fprintf(f, "%d,%s,%lld,%lld,%lld,%.3f\n", c.rank, StateOf(id),
+                 static_cast<long long>(c.selected), static_cast<long long>(c.kept),
+                 static_cast<long long>(c.missed), mean);
+  }
+  std::fclose(f);
+}
+
 void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
+  left_.erase(a.worker);
   ClientRecord& c = clients_[a.worker];
   c.id = a.worker;
   c.rank = actions_.rank_of ? actions_.rank_of(a.worker) : 0;
@@ -328,6 +390,10 @@ void FedRounds::OnClosed(int32_t server, int64_t round, int live_workers, double
 }
 
 void FedRounds::FinishEveryone() {
+  if (!options_.csv_path.empty()) {
+    const std::string dir = std::filesystem::path(options_.csv_path).parent_path().string();
+    WriteClients((dir.empty() ? std::string(".") : dir) + "/clients.csv");
+  }
   spdlog::info("all {} rounds done", round_);
   proto::FedRound done;
   done.set_finished(true);
@@ -358,6 +424,7 @@ void FedRounds::AnswerWatchers() {
 }
 
 void FedRounds::RemoveClient(int32_t id, int live_workers, double now) {
+  if (clients_.contains(id)) left_.insert(id);
   evaluators_.erase(id);
   for (auto it = watchers_.begin(); it != watchers_.end();) {
     it = it->second.worker == id ? watchers_.erase(it) : std::next(it);

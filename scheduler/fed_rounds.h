@@ -60,7 +60,7 @@ struct FedRoundsOptions {
   int64_t rounds = 0;         // rounds to run (0: no limit)
   std::string selection = "random";
   uint64_t seed = 1;
-  std::string csv_path;  // rounds.csv (empty: none)
+  std::string csv_path;  // rounds.csv (empty: none); clients.csv goes beside it
   int concurrency = 0;   // > 0: asynchronous mode, at most this many clients train at once
   // Asynchronous mode: uploads per aggregation. 1: each on its own (FedAsync, FedBuff); K > 1:
   // groups of K, each one step on the servers (FedSA); 0: K chosen from the clients' training
@@ -100,6 +100,15 @@ class FedRounds {
   void Tick(int live_workers, double now);
 
   int64_t round() const { return round_; }  // the open (or next) round
+  // What /api/status shows as "federated" (JSON text; empty before any client checked in):
+  // mode, rounds (aggregations) applied of the run's, clients by state (idle: waiting to be
+  // picked, training: selected or holding a task, uploaded: its upload waits for the round or
+  // for the servers, away: alive but not checked in, offline or abandoned, left: gone) and per
+  // rank {state, selected, kept, missed}.
+  std::string SummaryJson() const;
+  // Writes one row per client (rank, state, selected, kept, missed, mean training seconds) to
+  // `path` (hetps launch: <run>/clients.csv); done when the run's rounds end.
+  void WriteClients(const std::string& path) const;
   bool finished() const { return options_.rounds > 0 && round_ >= options_.rounds; }
   const std::map<int32_t, ClientRecord>& clients() const { return clients_; }
 
@@ -146,6 +155,8 @@ class FedRounds {
   std::set<int32_t> closing_servers_;  // yet to answer ROUND_CLOSE
   std::map<int32_t, ClientRecord> clients_;
   std::set<int32_t> evaluators_;
+  std::set<int32_t> left_;  // clients that died or left (and did not check in since)
+  const char* StateOf(int32_t id) const;
   std::multimap<int64_t, Arrival> watchers_;  // by the rounds they wait for
   // Asynchronous mode: the open task of each client that holds one, the next task number,
   // uploads committed so far, and the servers yet to apply each commit.

@@ -363,6 +363,7 @@ void Loop::Handle(Envelope& env) {
   }
   if (h.type() == proto::STATUS) {  // likewise; as of the last Observe(), at most 200 ms ago
     proto::Header r = ReplyTo(h, proto::STATUS, kSchedulerId);
+    stats_.SetFederated(fed_.SummaryJson());
     r.set_status_json(stats_.StatusJson(Now()));
     return Reply(env.identity, r);
   }
@@ -842,6 +843,7 @@ void Loop::Observe() {
   last_observed_ = now;
   stats_.Update(now);
   SendHints();
+  stats_.SetFederated(fed_.SummaryJson());
   if (http_) http_->Publish(stats_.StatusJson(now), stats_.Metrics(now));
 }
 

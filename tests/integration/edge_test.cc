@@ -389,11 +389,11 @@ TEST(EdgeTest, FailedClientsPartialUploadsAreNeverApplied) {
 
 // Asynchronous FedAsync through the scheduler with one slot (concurrency 1: each task pulls the
 // model with every earlier commit applied), 30% of the clients failing after uploading half
-// their delta: the run finishes with its 12 commits, and the served model is exactly the
+// their delta: the run finishes with its 24 commits, and the served model is exactly the
 // FedAsync mixing of the committed local models in the logged order, so no part of a failed
 // upload was ever applied.
 TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads) {
-  constexpr int kClients = 8, kCommits = 12;
+  constexpr int kClients = 8, kCommits = 24;
   constexpr uint64_t kSeed = 7;
   constexpr float kAlpha = 0.5f;
   ScratchDir logs("edge_test");

@@ -190,8 +190,9 @@ Status EdgeClient::Evaluate(const std::atomic<bool>& stop) {
 }
 
 Status EdgeClient::WaitOnline(const std::atomic<bool>& stop) {
-  const double back = availability_->NextOnline(Seconds());
-  if (back == Seconds()) return Status();
+  const double now = Seconds();
+  const double back = availability_->NextOnline(now);
+  if (back <= now) return Status();
   spdlog::info("client {} is offline until {:.1f} s", client_.rank(), back);
   while (!stop.load() && Seconds() < back) {
     std::this_thread::sleep_for(std::chrono::milliseconds(

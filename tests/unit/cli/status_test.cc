@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "scheduler/cluster_stats.h"
+#include "scheduler/fed_rounds.h"
 
 namespace hetps {
 namespace {
@@ -72,6 +73,28 @@ TEST(StatusRenderTest, TablesShowWorkersServersLayersAndTheStraggler) {
                                   "ago, /runs/x/checkpoints/clock-000000750\n\n"),
             std::string::npos)
       << *with_checkpoint;
+}
+
+TEST(StatusRenderTest, FederatedRoundsShowTheirClientsByState) {
+  ClusterStats stats(1, 3);
+  EXPECT_EQ(RenderStatus(stats.StatusJson(1))->find("federated"), std::string::npos);
+  FedRounds fed({.clients_per_round = 1, .rounds = 5},
+                {.answer_checkin = [](const Arrival&, const proto::FedRound&) {},
+                 .answer_upload = [](const Arrival&, const proto::FedRound&) {},
+                 .answer_watch = [](const Arrival&, const proto::FedRound&) {},
+                 .close = [](const proto::FedRound&) {},
+                 .live_servers = [] { return std::vector<int32_t>{9}; },
+                 .rank_of = [](int32_t id) { return id; }});
+  fed.CheckIn({1, 1, "a"}, 3, 0);
+  fed.CheckIn({2, 1, "b"}, 3, 0);
+  fed.CheckIn({3, 1, "c"}, 3, 0);  // round 0 selects one of three
+  stats.SetFederated(fed.SummaryJson());
+  auto text = RenderStatus(stats.StatusJson(1));
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find("federated (rounds, random): 0 of 5 aggregations applied; clients idle 2, "
+                       "training 1, uploaded 0, away 0, left 0; evaluators 0\n"),
+            std::string::npos)
+      << *text;
 }
 
 TEST(StatusRenderTest, RejectsWhatIsNotAStatus) {

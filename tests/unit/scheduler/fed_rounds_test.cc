@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -192,6 +193,34 @@ TEST(FedRoundsTest, TheRoundsLogHasOneRowPerClosedRound) {
   EXPECT_EQ(text.str(),
             "round,opened_s,closed_s,selected,kept,missed,selected_ranks,kept_ranks\n"
             "0,0.500,1.250,2,1,1,0 1,1\n");
+}
+
+TEST(FedRoundsTest, TheSummaryAndTheClientsLogShowEachClientsState) {
+  ScratchDir dir("fed_rounds_test");
+  std::filesystem::create_directories(dir.path());
+  Recorder rec;
+  FedRounds f({.clients_per_round = 1, .rounds = 1, .csv_path = (dir.path() / "r.csv").string()},
+              rec.Actions());
+  EXPECT_EQ(f.SummaryJson(), "") << "no client yet";
+  for (int32_t w = 1; w <= 3; ++w) f.CheckIn(From(w), 3, 0);
+  const int32_t picked = Selected(rec, 0)[0];
+  const int32_t gone = picked == 3 ? 2 : 3;
+  f.RemoveClient(gone, 2, 0.5);
+  const auto summary = nlohmann::json::parse(f.SummaryJson());
+  EXPECT_EQ(summary["mode"], "rounds");
+  EXPECT_EQ(summary["clients"]["training"], 1);
+  EXPECT_EQ(summary["clients"]["idle"], 1);
+  EXPECT_EQ(summary["clients"]["left"], 1);
+  EXPECT_EQ(summary["per_client"][std::to_string(picked - 1)]["state"], "training");
+  f.Uploaded(From(picked), 0, 2, 1);
+  CloseOnServers(f, rec, 2, 2);
+  ASSERT_TRUE(f.finished());
+  std::ifstream in(dir.path() / "clients.csv");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("rank,state,selected,kept,missed,mean_train_s\n"), std::string::npos);
+  EXPECT_NE(text.str().find(std::to_string(picked - 1) + ",away,1,1,0,1.000\n"), std::string::npos)
+      << text.str();
 }
 
 TEST(FedRoundsTest, OptionsAreValidated) {
