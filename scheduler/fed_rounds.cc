@@ -23,6 +23,15 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
         "quorum must be 0 (auto) or at most concurrency: a group waits for that many uploads");
   }
   if (o.concurrency < 0) return Status::InvalidArgument("concurrency must be >= 0");
+  if (!o.ratio.empty()) {
+    if (auto spec = RatioPolicies().Parse(o.ratio); !spec.ok()) {
+      return Status::InvalidArgument("--ratio: " + spec.status().message());
+    }
+    if (o.concurrency <= 0 || o.quorum != 1) {
+      return Status::InvalidArgument(
+          "--ratio needs asynchronous rounds (--concurrency > 0) and takes the place of --quorum");
+    }
+  }
   if (auto spec = Selections().Parse(o.selection); !spec.ok()) {
     return Status::InvalidArgument("--selection: " + spec.status().message());
   }
@@ -34,6 +43,10 @@ FedRounds::FedRounds(const FedRoundsOptions& options, Actions actions)
   auto policy = MakeSelection(options_.selection);
   if (!policy.ok()) policy = MakeSelection("random");  // validated before; never reached
   policy_ = std::move(*policy);
+  if (!options_.ratio.empty()) {
+    auto ratio = MakeRatioPolicy(options_.ratio);
+    if (ratio.ok()) ratio_ = std::move(*ratio);  // validated before
+  }
 }
 
 FedRounds::~FedRounds() {
@@ -175,21 +188,42 @@ void FedRounds::Commit(int32_t worker, const Task& task, double now) {
   ++committed_;
   ++unapplied_;
   LogRow(task.id, task.opened, now, {worker}, {worker});
-  if (group_.empty()) group_opened_ = now;
   group_.push_back({worker, task.id});
+  if (group_.size() == 1) {
+    group_opened_ = now;
+    if (ratio_) {  // AAFL: this aggregation's ratio, from the in-flight clients' times
+      const int clients = std::max(1, std::min(options_.concurrency, Clients(last_live_workers_)));
+      const double alpha = ratio_->Ratio({.clients = clients,
+                                          .train_s = TrainTimeEmas(/*in_flight_only=*/true),
+                                          .aggregation = aggregations_});
+      group_quorum_ = UploadsFor(alpha, clients);
+      spdlog::info("aggregation {}: ratio {:.2f} of {} clients, the earliest {} uploads",
+                   aggregations_, alpha, clients, group_quorum_);
+    }
+  }
   MaybeCloseGroup(now, last_live_workers_);
 }
 
-int FedRounds::Quorum(int live_workers) const {
-  int k = options_.quorum;
-  if (k == 0) {  // auto: the K with the most uploads per unit time over the measured clients
-    std::vector<double> times;
-    for (const auto& [id, c] : clients_) {
-      if (c.train_s.empty()) continue;
-      double ema = c.train_s[0];
-      for (double t : c.train_s) ema = 0.5 * t + 0.5 * ema;
-      times.push_back(ema);
+std::vector<double> FedRounds::TrainTimeEmas(bool in_flight_only) const {
+  std::vector<double> times;
+  for (const auto& [id, c] : clients_) {
+    if (c.train_s.empty()) continue;
+    if (in_flight_only && !tasks_.contains(id) &&
+        std::none_of(group_.begin(), group_.end(),
+                     [id](const auto& member) { return member.first == id; })) {
+      continue;
     }
+    double ema = c.train_s[0];
+    for (double t : c.train_s) ema = 0.5 * t + 0.5 * ema;
+    times.push_back(ema);
+  }
+  return times;
+}
+
+int FedRounds::Quorum(int live_workers) const {
+  int k = ratio_ ? group_quorum_ : options_.quorum;
+  if (!ratio_ && k == 0) {  // auto: the K with the most uploads per unit time
+    const std::vector<double> times = TrainTimeEmas(/*in_flight_only=*/false);
     k = times.size() < 2 ? options_.concurrency : static_cast<int>(AutoQuorum(times));
   }
   return std::max(1, std::min({k, options_.concurrency, std::max(1, Clients(live_workers))}));

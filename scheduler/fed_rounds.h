@@ -48,6 +48,7 @@
 
 #include "hetps.pb.h"
 #include "scheduler/barrier.h"
+#include "scheduler/ratio/ratio.h"
 #include "scheduler/selection/selection.h"
 
 namespace hetps {
@@ -66,6 +67,10 @@ struct FedRoundsOptions {
   // groups of K, each one step on the servers (FedSA); 0: K chosen from the clients' training
   // times (common/quorum.h), at most `concurrency`.
   int quorum = 1;
+  // Asynchronous mode, AAFL: an aggregation-ratio policy (scheduler/ratio/ratio.h) choosing,
+  // before each aggregation, the share alpha of the `concurrency` clients whose earliest
+  // uploads it takes; empty: `quorum` decides.
+  std::string ratio;
 };
 
 class FedRounds {
@@ -129,6 +134,9 @@ class FedRounds {
   void UploadedAsync(const Arrival& a, int64_t task, ClientRecord& c, double now);
   void Commit(int32_t worker, const Task& task, double now);
   int Quorum(int live_workers) const;
+  // Per measured client (only those holding a task or in the open group: in_flight_only), the
+  // EMA (0.5) of its training times.
+  std::vector<double> TrainTimeEmas(bool in_flight_only) const;
   void MaybeCloseGroup(double now, int live_workers);
   void GiveUp(int32_t worker, const Task& task, double now, const char* why);
   void LogRow(int64_t round, double opened, double now, const std::vector<int32_t>& selected,
@@ -173,6 +181,8 @@ class FedRounds {
   int64_t unapplied_ = 0;                           // committed uploads not yet applied everywhere
   std::vector<std::pair<int32_t, int64_t>> group_;  // (worker, task) waiting for the quorum
   double group_opened_ = 0;
+  std::unique_ptr<RatioPolicy> ratio_;  // options.ratio
+  int group_quorum_ = 1;                // the ratio policy's K for the open group
   int last_live_workers_ = 0;
   std::map<int64_t, Applying> applying_;
 };

@@ -60,6 +60,10 @@ DEFINE_int32(quorum, 1,
              "asynchronous federated learning: uploads per aggregation: 1 each on its own "
              "(fedasync, fedbuff), K > 1 groups of K as one step (FedSA: servers' aggregator "
              "sum), 0 K chosen from the clients' training times");
+DEFINE_string(ratio, "",
+              "asynchronous federated learning, AAFL: the aggregation-ratio policy, "
+              "fixed:alpha=A or greedy:budget=B (uploads/s), choosing before each aggregation "
+              "the share of the --concurrency clients whose earliest uploads it takes");
 DEFINE_int32(concurrency, 0,
              "asynchronous federated learning (servers run --consistency=committed): at most this "
              "many clients train at once, each upload committed on its own; --rounds then counts "
@@ -101,6 +105,7 @@ int main(int argc, char** argv) {
   o.fed.selection = FLAGS_selection;
   o.fed.concurrency = FLAGS_concurrency;
   o.fed.quorum = FLAGS_quorum;
+  o.fed.ratio = FLAGS_ratio;
   o.fed.seed = FLAGS_selection_seed;
   o.fed.csv_path = FLAGS_rounds_csv;
   if (hetps::Status s = hetps::ValidateSchedulerOptions(o); !s.ok()) {
