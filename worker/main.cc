@@ -225,6 +225,9 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
 
 hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
   const double link = SpreadFactor(FLAGS_link_spread, FLAGS_link_seed, 2, false);
+  // An edge evaluator measures the model; it is no edge device, so its link is not emulated.
+  const bool evaluator =
+      FLAGS_workload == "edge" && FLAGS_rank >= 0 && FLAGS_rank < FLAGS_evaluators;
   hetps::ClientOptions o;
   o.scheduler = FLAGS_scheduler;
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
@@ -234,13 +237,15 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
   o.push_codec = FLAGS_codec;
   o.pull_codec = FLAGS_pull_codec;
   o.stop = &stop;
-  o.link.up_mbps = FLAGS_link_up_mbps * link;
-  o.link.down_mbps = FLAGS_link_down_mbps * link;
-  o.link.latency_ms = FLAGS_link_latency_ms;
-  o.link.jitter_ms = FLAGS_link_jitter_ms;
-  o.link.loss = FLAGS_link_loss;
-  o.link.rto_ms = FLAGS_link_rto_ms;
-  o.link.seed = FLAGS_link_seed * 1000003 + static_cast<uint64_t>(std::max(0, FLAGS_rank));
+  if (!evaluator) {
+    o.link.up_mbps = FLAGS_link_up_mbps * link;
+    o.link.down_mbps = FLAGS_link_down_mbps * link;
+    o.link.latency_ms = FLAGS_link_latency_ms;
+    o.link.jitter_ms = FLAGS_link_jitter_ms;
+    o.link.loss = FLAGS_link_loss;
+    o.link.rto_ms = FLAGS_link_rto_ms;
+    o.link.seed = FLAGS_link_seed * 1000003 + static_cast<uint64_t>(std::max(0, FLAGS_rank));
+  }
   return o;
 }
 
