@@ -25,9 +25,12 @@
 // committed: ROUND_CLOSE(task, {client}) to every server, which hand the upload to the
 // aggregator as on arrival (fedasync, fedbuff). A task whose client died, left, checked in
 // again without reporting it, or passed the deadline is given up: ROUND_CLOSE(task, {}) drops
-// it on every server. `rounds` counts committed uploads here; "rounds closed" (the evaluator's
-// watch, finished()) counts commits applied on every server. One CSV row per task committed
-// or given up (selected 1, kept 1 or 0).
+// it on every server. With quorum K > 1 (FedSA) or a ratio policy (AAFL), commits gather into
+// groups of K (or of the policy's share of the C clients, chosen when a group starts) sent as
+// one ROUND_CLOSE(workers, tasks), which the servers apply as one step; a group also closes at
+// the deadline. `rounds` counts aggregations here (single commits or groups); "rounds closed"
+// (the evaluator's watch, finished()) counts aggregations applied on every server. One CSV row
+// per task committed or given up (selected 1, kept 1 or 0).
 //
 // An evaluator (a worker that measures the global model and does not train) watches: Watch
 // answers once n rounds are closed and applied everywhere (or the run is done). Workers that
