@@ -305,8 +305,7 @@ int main(int argc, char** argv) {
   }
   // Federated rounds are asked for and reported by edge clients only; another workload's
   // pushes would be held for rounds that never close.
-  const bool rounds = (*client)->consistency().starts_with("selected") ||
-                      (*client)->consistency().starts_with("committed");
+  const bool rounds = hetps::RoundsRunByScheduler((*client)->consistency());
   hetps::Status s =
       rounds && FLAGS_workload != "edge"
           ? hetps::Status::InvalidArgument(fmt::format(

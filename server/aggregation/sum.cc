@@ -94,9 +94,9 @@ class Sum final : public Aggregator {
 // semi_async) combine held gradients themselves (RoundSpec): every
 // gradient of a round shares its base, and neither 1/sigma nor DC-ASGD's correction apply.
 Status SumFits(const AlgorithmSpec& spec, ApplySchedule schedule) {
-  const bool per_push =
-      schedule == ApplySchedule::kOnArrival || schedule == ApplySchedule::kWindowed ||
-      schedule == ApplySchedule::kCommitted;
+  const bool per_push = schedule == ApplySchedule::kOnArrival ||
+                        schedule == ApplySchedule::kWindowed ||
+                        schedule == ApplySchedule::kCommitted;
   if (per_push || (spec.Is("staleness_lr", "none") && spec.Is("compensation", "none"))) {
     return Status();
   }

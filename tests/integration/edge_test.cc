@@ -52,6 +52,20 @@ void WriteData(const std::string& images, const std::string& labels, int n, uint
   WriteIdxGz(labels, {n}, y);
 }
 
+// An edge client's flags on the test's small image set (8 hidden units), plus `extra`.
+std::vector<std::string> EdgeFlags(const LocalCluster& cluster, const std::string& images,
+                                   const std::string& labels, std::vector<std::string> extra) {
+  std::vector<std::string> flags = {"--workload=edge",
+                                    "--hidden=8",
+                                    "--train_images=" + images,
+                                    "--train_labels=" + labels,
+                                    "--test_images=" + images,
+                                    "--test_labels=" + labels,
+                                    "--data_cache=" + cluster.Path("cache")};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
+}
+
 // Starts one edge client per rank with flags(rank), each writing to <cluster>/client<rank>,
 // waits for them all to exit 0, and returns what they printed.
 std::string RunClients(LocalCluster& cluster, int n,
@@ -203,22 +217,10 @@ TEST(EdgeTest, FedAvgRoundsGiveTheSampleWeightedMeanOfTheLocalModels) {
   const std::string run_dir = cluster.Path("run");
   const LocalTraining local{.epochs = 2, .batch = 16, .lr = 0.1};
   const std::string outputs = RunClients(cluster, kClients, [&](int) -> std::vector<std::string> {
-    return {"--workload=edge",
-            "--rounds=" + std::to_string(kRounds),
-            "--local_epochs=2",
-            "--batch=16",
-            "--local_lr=0.1",
-            "--hidden=8",
-            "--partition=shards",
-            "--shards_per_client=2",
-            "--data_seed=3",
-            "--eval_every=1",
-            "--train_images=" + images,
-            "--train_labels=" + labels,
-            "--test_images=" + images,
-            "--test_labels=" + labels,
-            "--data_cache=" + cluster.Path("cache"),
-            "--run_dir=" + run_dir};
+    return EdgeFlags(cluster, images, labels,
+                     {"--rounds=" + std::to_string(kRounds), "--local_epochs=2", "--batch=16",
+                      "--local_lr=0.1", "--partition=shards", "--shards_per_client=2",
+                      "--data_seed=3", "--eval_every=1", "--run_dir=" + run_dir});
   });
   EXPECT_NE(outputs.find("final test accuracy"), std::string::npos) << outputs;
 
@@ -238,9 +240,6 @@ TEST(EdgeTest, FedAvgRoundsGiveTheSampleWeightedMeanOfTheLocalModels) {
   EXPECT_GT(max_moved, 1e-2) << "training moved nothing: the check would be empty";
 }
 
-// Federated rounds run by the scheduler: each round samples clients (over-committed), keeps the
-// first K uploads, and the servers apply exactly those, sample-weighted; a selected client that
-// was not kept trained all the same (its sample order moved on) but its delta is never applied.
 // Layer-wise uploads (ALGORITHMS.md §5) with the temporally weighted aggregation: with the
 // deep layer (fc1) sent only on rounds t with t mod 3 = 0, 3 bsp rounds leave fc1 as round 0
 // made it, while fc0 moves every round; all clients upload at every round they upload, so each
@@ -258,24 +257,11 @@ TEST(EdgeTest, LayerWiseUploadsSendDeepLayersOnlyOnTheirRounds) {
   const std::string run_dir = cluster.Path("run");
   const LocalTraining local{.epochs = 1, .batch = 16, .lr = 0.1};
   const std::string outputs = RunClients(cluster, kClients, [&](int i) -> std::vector<std::string> {
-    return {"--workload=edge",
-            "--rank=" + std::to_string(i),
-            "--rounds=" + std::to_string(kRounds),
-            "--local_epochs=1",
-            "--batch=16",
-            "--local_lr=0.1",
-            "--hidden=8",
-            "--partition=iid",
-            "--data_seed=4",
-            "--deep_from=1",
-            "--deep_period=3",
-            "--deep_rounds=1",
-            "--train_images=" + images,
-            "--train_labels=" + labels,
-            "--test_images=" + images,
-            "--test_labels=" + labels,
-            "--data_cache=" + cluster.Path("cache"),
-            "--run_dir=" + run_dir};
+    return EdgeFlags(
+        cluster, images, labels,
+        {"--rank=" + std::to_string(i), "--rounds=" + std::to_string(kRounds), "--local_epochs=1",
+         "--batch=16", "--local_lr=0.1", "--partition=iid", "--data_seed=4", "--deep_from=1",
+         "--deep_period=3", "--deep_rounds=1", "--run_dir=" + run_dir});
   });
   // Bytes up per client: Init of the whole model once (386 floats), fc0 (296 floats) every
   // round, fc1 (90 floats) only in round 0.
@@ -324,20 +310,10 @@ void RunSampledFedAvg(SampledRun& run) {
   const std::string run_dir = cluster.Path("run");
   const LocalTraining local{.epochs = 1, .batch = 8, .lr = 0.1};
   run.outputs = RunClients(cluster, kClients, [&](int) {
-    std::vector<std::string> flags = {"--workload=edge",
-                                      "--local_epochs=1",
-                                      "--batch=8",
-                                      "--local_lr=0.1",
-                                      "--hidden=8",
-                                      "--partition=iid",
-                                      "--data_seed=5",
-                                      "--eval_every=1",
-                                      "--train_images=" + images,
-                                      "--train_labels=" + labels,
-                                      "--test_images=" + images,
-                                      "--test_labels=" + labels,
-                                      "--data_cache=" + cluster.Path("cache"),
-                                      "--run_dir=" + run_dir};
+    std::vector<std::string> flags =
+        EdgeFlags(cluster, images, labels,
+                  {"--local_epochs=1", "--batch=8", "--local_lr=0.1", "--partition=iid",
+                   "--data_seed=5", "--eval_every=1", "--run_dir=" + run_dir});
     flags.insert(flags.end(), run.client_flags.begin(), run.client_flags.end());
     return flags;
   });
@@ -412,22 +388,10 @@ TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads)
   const std::string run_dir = cluster.Path("run");
   const LocalTraining local{.epochs = 1, .batch = 8, .lr = 0.1};
   const std::string outputs = RunClients(cluster, kClients, [&](int i) -> std::vector<std::string> {
-    return {"--workload=edge",
-            "--rank=" + std::to_string(i),
-            "--local_epochs=1",
-            "--batch=8",
-            "--local_lr=0.1",
-            "--hidden=8",
-            "--partition=iid",
-            "--data_seed=7",
-            "--fail_fraction=0.3",
-            "--eval_every=100",
-            "--train_images=" + images,
-            "--train_labels=" + labels,
-            "--test_images=" + images,
-            "--test_labels=" + labels,
-            "--data_cache=" + cluster.Path("cache"),
-            "--run_dir=" + run_dir};
+    return EdgeFlags(cluster, images, labels,
+                     {"--rank=" + std::to_string(i), "--local_epochs=1", "--batch=8",
+                      "--local_lr=0.1", "--partition=iid", "--data_seed=7", "--fail_fraction=0.3",
+                      "--eval_every=100", "--run_dir=" + run_dir});
   });
   EXPECT_NE(outputs.find("fails in round"), std::string::npos)
       << "no client failed: the check would be empty";
@@ -488,12 +452,10 @@ TEST(EdgeTest, AProcessWaitingOnRoundsStopsOnSigtermAndTheRoundsGoOn) {
   WriteData(images, labels, 120, 13);
   std::vector<std::unique_ptr<Process>> procs;
   for (int i = 0; i < 3; ++i) {
-    procs.push_back(
-        cluster.StartWorker({"--workload=edge", "--rank=" + std::to_string(i), "--evaluators=1",
-                             "--eval_every=1000000", "--hidden=8", "--train_images=" + images,
-                             "--train_labels=" + labels, "--test_images=" + images,
-                             "--test_labels=" + labels, "--data_cache=" + cluster.Path("cache")},
-                            cluster.Path("client" + std::to_string(i))));
+    procs.push_back(cluster.StartWorker(
+        EdgeFlags(cluster, images, labels,
+                  {"--rank=" + std::to_string(i), "--evaluators=1", "--eval_every=1000000"}),
+        cluster.Path("client" + std::to_string(i))));
   }
   ASSERT_TRUE(WaitRows(rounds_csv, 3)) << Slurp(cluster.Path("client1"));
   procs[0]->Signal(SIGTERM);  // the evaluator, waiting for round 1000000

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -60,6 +61,8 @@ class EdgeClient {
   int Shard() const { return (client_.rank() - o_.evaluators) % Clients(); }
   Status PullGlobal();
   double Seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  // Pushes the delta's tensors t with sends(t), with the shard's size as weight, and waits.
+  Status PushDelta(const std::function<bool(size_t)>& sends);
   // Pushes the first half of the delta's tensors (at least one) and gives the round up.
   Status Abandon(const char* why);
   void Progress(int64_t round, const std::string& what);
@@ -159,8 +162,7 @@ Status EdgeClient::PullGlobal() {
 }
 
 void EdgeClient::Progress(int64_t round, const std::string& what) {
-  const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
-  std::printf("round %lld/%d  %.1f s  %s\n", static_cast<long long>(round), o_.rounds, secs,
+  std::printf("round %lld/%d  %.1f s  %s\n", static_cast<long long>(round), o_.rounds, Seconds(),
               what.c_str());
   std::fflush(stdout);
 }
@@ -201,17 +203,23 @@ Status EdgeClient::WaitOnline(const std::atomic<bool>& stop) {
   return Status();
 }
 
-Status EdgeClient::Abandon(const char* why) {
-  const size_t sent = std::max<size_t>(1, tensors_.size() / 2);
-  std::vector<Ticket> tickets;
+Status EdgeClient::PushDelta(const std::function<bool(size_t)>& sends) {
   const double weight = static_cast<double>(shard_.size);
-  for (size_t t = 0; t < sent; ++t) {
-    tickets.push_back(
+  std::vector<Ticket> pushes;
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    if (!sends(t)) continue;
+    pushes.push_back(
         client_.Push(tensors_[t].name, local_[t].data(), tensors_[t].NumElements(), weight));
   }
-  for (const Ticket& ticket : tickets) {
+  for (const Ticket& ticket : pushes) {
     if (Status s = ticket.Wait(); !s.ok()) return s;
   }
+  return Status();
+}
+
+Status EdgeClient::Abandon(const char* why) {
+  const size_t sent = std::max<size_t>(1, tensors_.size() / 2);
+  if (Status s = PushDelta([&](size_t t) { return t < sent; }); !s.ok()) return s;
   ++abandoned_;
   spdlog::info("client {} {} in round {}: {} of {} tensors uploaded, the upload not reported",
                client_.rank(), why, client_.clock(), sent, tensors_.size());
@@ -247,15 +255,12 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
       return Abandon(failed ? "fails" : "went offline");
     }
   }
-  const double weight = static_cast<double>(shard_.size);
-  std::vector<Ticket> pushes;  // every tensor, or the layers the schedule sends this round
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    if (schedule_ && !schedule_->Uploads(tensors_[t].layer, client_.clock())) continue;
-    pushes.push_back(
-        client_.Push(tensors_[t].name, local_[t].data(), tensors_[t].NumElements(), weight));
-  }
-  for (const Ticket& ticket : pushes) {
-    if (Status s = ticket.Wait(); !s.ok()) return s;
+  // Every tensor, or the layers the schedule sends this round.
+  if (Status s = PushDelta([&](size_t t) {
+        return !schedule_ || schedule_->Uploads(tensors_[t].layer, client_.clock());
+      });
+      !s.ok()) {
+    return s;
   }
   if (!federated) {
     if (Status s = client_.Clock(); !s.ok()) return s;
@@ -333,6 +338,10 @@ Status EdgeClient::Finish() {
 
 }  // namespace
 
+bool RoundsRunByScheduler(const std::string& consistency) {
+  return consistency.starts_with("selected") || consistency.starts_with("committed");
+}
+
 Status ValidateEdgeOptions(const EdgeOptions& o) {
   if (o.rounds < 1 || o.eval_every < 1 || o.local.epochs < 1 || o.local.batch < 1) {
     return Status::InvalidArgument("rounds, eval_every, local_epochs and batch must be >= 1");
@@ -367,10 +376,9 @@ Status RunEdgeClient(Client& client, const EdgeOptions& o, const std::atomic<boo
   if (Status s = ValidateEdgeOptions(o); !s.ok()) return s;
   EdgeClient edge(client, o);
   if (Status s = edge.Prepare(); !s.ok()) return s;
-  // Servers running "selected": the scheduler samples the clients of each round and says when
+  // Servers running selected or committed: the scheduler hands out rounds (or tasks) and says when
   // the run's rounds are done; otherwise every client takes part in every round.
-  const bool federated =
-      client.consistency().starts_with("selected") || client.consistency().starts_with("committed");
+  const bool federated = RoundsRunByScheduler(client.consistency());
   if ((o.evaluators > 0 || o.fail_fraction > 0 || o.availability != "always") && !federated) {
     return Status::InvalidArgument(
         "evaluators, fail_fraction and availability need federated rounds (servers running "
