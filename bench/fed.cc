@@ -61,23 +61,23 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-// Rounds and the scheduler seconds from the first round's opening to the last one's close.
+// Rounds (rows of the rounds log) and the seconds from the first round's opening to the last one's
+// application.
 std::pair<int, double> RoundsSpan(const std::string& csv) {
   std::istringstream in(csv);
   std::string line;
   std::getline(in, line);  // header
   int rounds = 0;
-  double first = -1, last = 0;
+  double last = 0;
   while (std::getline(in, line)) {
     std::vector<std::string> f;
     std::stringstream row(line);
     for (std::string cell; std::getline(row, cell, ',');) f.push_back(cell);
-    if (f.size() < 3) continue;
-    if (first < 0) first = std::stod(f[1]);
-    last = std::stod(f[2]);
+    if (f.size() < 2) continue;
+    last = std::stod(f[1]);  // wall_s: from the first round's opening
     ++rounds;
   }
-  return {rounds, last - std::max(first, 0.0)};
+  return {rounds, last};
 }
 
 }  // namespace

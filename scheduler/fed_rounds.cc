@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/quorum.h"
@@ -50,7 +51,111 @@ FedRounds::FedRounds(const FedRoundsOptions& options, Actions actions)
 }
 
 FedRounds::~FedRounds() {
+  WriteRows(/*all=*/true);
   if (csv_ != nullptr) std::fclose(csv_);
+}
+
+void FedRounds::Report(int32_t id, const proto::FedRound& request) {
+  ClientRecord& c = clients_[id];
+  const int64_t up = std::max<int64_t>(0, request.bytes_up());
+  const int64_t down = std::max<int64_t>(0, request.bytes_down());
+  c.bytes_up += up;
+  c.bytes_down += down;
+  bytes_up_ += up;
+  bytes_down_ += down;
+  if (request.has_profile()) {
+    const proto::ClientProfile& p = request.profile();
+    c.slowdown = p.slowdown();
+    c.up_mbps = p.up_mbps();
+    c.down_mbps = p.down_mbps();
+    c.latency_ms = p.latency_ms();
+    c.loss = p.loss();
+  }
+}
+
+void FedRounds::Measured(int32_t id, const proto::Evaluation& e) {
+  for (Row& row : rows_) {
+    if (row.aggregation != e.round() || row.measured) continue;
+    row.measured = true;
+    row.loss = e.loss();
+    row.accuracy = e.accuracy();
+  }
+  const auto at = std::find_if(applied_.begin(), applied_.end(),
+                               [&](const Point& p) { return p.aggregation == e.round(); });
+  if (at != applied_.end() && (measured_.empty() || e.round() > measured_.back().aggregation)) {
+    measured_.push_back({e.round(), at->wall_s, e.accuracy(), at->bytes_up});
+    if (measured_.size() > 500) measured_.pop_front();
+  }
+  spdlog::debug("evaluator {} measured accuracy {:.4f} after {} aggregations", id, e.accuracy(),
+                e.round());
+}
+
+void FedRounds::Dropped(int32_t worker) {
+  dropped_.push_back(clients_[worker].rank);
+  ++dropped_total_;
+}
+
+void FedRounds::Applied(const std::vector<int32_t>& kept, const std::vector<int64_t>& bases,
+                        double now) {
+  const int64_t aggregation = ++round_;
+  const double wall_s = now - std::max(0.0, started_);
+  applied_.push_back({aggregation, wall_s, 0, bytes_up_});
+  if (applied_.size() > 4096) applied_.pop_front();
+  kept_total_ += static_cast<int64_t>(kept.size());
+  if (!options_.csv_path.empty() && !csv_failed_) {
+    Row row;
+    row.aggregation = aggregation;
+    row.wall_s = wall_s;
+    row.bytes_up = bytes_up_;
+    row.bytes_down = bytes_down_;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      row.kept.push_back(clients_[kept[i]].rank);
+      row.staleness.push_back(i < bases.size() ? std::max<int64_t>(0, aggregation - 1 - bases[i])
+                                               : 0);
+    }
+    row.dropped = std::move(dropped_);
+    rows_.push_back(std::move(row));
+  }
+  dropped_.clear();
+  AnswerWatchers();
+  WriteRows(/*all=*/false);
+}
+
+void FedRounds::WriteRows(bool all) {
+  int64_t held_from = std::numeric_limits<int64_t>::max();
+  for (const auto& [id, from] : measuring_) held_from = std::min(held_from, from);
+  while (!rows_.empty() && (all || rows_.front().aggregation < held_from)) {
+    const Row& r = rows_.front();
+    if (csv_ == nullptr && !csv_failed_) {
+      csv_ = std::fopen(options_.csv_path.c_str(), "w");
+      if (csv_ == nullptr) {
+        spdlog::error("cannot write the rounds log {}", options_.csv_path);
+        csv_failed_ = true;
+      } else {
+        std::fprintf(csv_,
+                     "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,"
+                     "bytes_down,test_loss,test_accuracy,kept_ranks,dropped_ranks\n");
+      }
+    }
+    if (csv_ != nullptr) {
+      double mean = 0;
+      int64_t max = 0;
+      for (int64_t st : r.staleness) {
+        mean += static_cast<double>(st) / static_cast<double>(r.staleness.size());
+        max = std::max(max, st);
+      }
+      std::fprintf(csv_, "%lld,%.3f,%zu,%zu,%.2f,%lld,%lld,%lld,%s,%s,%s,%s\n",
+                   static_cast<long long>(r.aggregation), r.wall_s, r.kept.size(), r.dropped.size(),
+                   mean, static_cast<long long>(max), static_cast<long long>(r.bytes_up),
+                   static_cast<long long>(r.bytes_down),
+                   r.measured ? fmt::format("{:.4f}", r.loss).c_str() : "",
+                   r.measured ? fmt::format("{:.4f}", r.accuracy).c_str() : "",
+                   fmt::format("{}", fmt::join(r.kept, " ")).c_str(),
+                   fmt::format("{}", fmt::join(r.dropped, " ")).c_str());
+    }
+    rows_.pop_front();
+  }
+  if (csv_ != nullptr) std::fflush(csv_);
 }
 
 const char* FedRounds::StateOf(int32_t id) const {
@@ -62,8 +167,8 @@ const char* FedRounds::StateOf(int32_t id) const {
       std::find(uploads_.begin(), uploads_.end(), id) != uploads_.end()) {
     return "uploaded";
   }
-  for (const auto& [worker, task] : group_) {
-    if (worker == id) return "uploaded";
+  for (const Upload& u : group_) {
+    if (u.worker == id) return "uploaded";
   }
   if (state_ == State::kOpen && selected_.contains(id)) return "training";
   return "away";
@@ -81,12 +186,21 @@ std::string FedRounds::SummaryJson() const {
         {"state", state}, {"selected", c.selected}, {"kept", c.kept}, {"missed", c.missed}};
   }
   counts["evaluator"] = static_cast<int>(evaluators_.size());
+  nlohmann::json measured = nlohmann::json::array();
+  for (const Point& p : measured_) {
+    measured.push_back({p.aggregation, std::round(p.wall_s * 1000) / 1000, p.accuracy, p.bytes_up});
+  }
   return nlohmann::json{{"mode", async() ? "async" : "rounds"},
                         {"applied", round_},
                         {"rounds", options_.rounds},
                         {"selection", options_.selection},
                         {"concurrency", options_.concurrency},
                         {"clients", counts},
+                        {"kept", kept_total_},
+                        {"dropped", dropped_total_},
+                        {"bytes_up", bytes_up_},
+                        {"bytes_down", bytes_down_},
+                        {"measured", measured},
                         {"per_client", per_client}}
       .dump();
 }
@@ -97,7 +211,9 @@ void FedRounds::WriteClients(const std::string& path) const {
     spdlog::error("cannot write the clients log {}", path);
     return;
   }
-  std::fprintf(f, "rank,state,selected,kept,missed,mean_train_s\n");
+  std::fprintf(f,
+               "rank,state,slowdown,up_mbps,down_mbps,latency_ms,loss,selected,kept,missed,"
+               "bytes_up,bytes_down,mean_round_trip_s\n");
   std::vector<std::pair<int, int32_t>> by_rank;
   for (const auto& [id, c] : clients_) by_rank.push_back({c.rank, id});
   std::sort(by_rank.begin(), by_rank.end());
@@ -105,9 +221,11 @@ void FedRounds::WriteClients(const std::string& path) const {
     const ClientRecord& c = clients_.at(id);
     double mean = 0;
     for (double t : c.train_s) mean += t / static_cast<double>(c.train_s.size());
-    std::fprintf(f, "%d,%s,%lld,%lld,%lld,%.3f\n", c.rank, StateOf(id),
+    std::fprintf(f, "%d,%s,%.3f,%.3f,%.3f,%.1f,%.4f,%lld,%lld,%lld,%lld,%lld,%.3f\n", c.rank,
+                 StateOf(id), c.slowdown, c.up_mbps, c.down_mbps, c.latency_ms, c.loss,
                  static_cast<long long>(c.selected), static_cast<long long>(c.kept),
-                 static_cast<long long>(c.missed), mean);
+                 static_cast<long long>(c.missed), static_cast<long long>(c.bytes_up),
+                 static_cast<long long>(c.bytes_down), mean);
   }
   std::fclose(f);
 }
@@ -120,7 +238,7 @@ void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
   if (auto t = tasks_.find(a.worker); t != tasks_.end()) {  // back without reporting its task
     const Task task = t->second;
     tasks_.erase(t);
-    GiveUp(a.worker, task, now, "came back without reporting it");
+    GiveUp(a.worker, task, "came back without reporting it");
   }
   if (finished()) {
     proto::FedRound done;
@@ -149,7 +267,8 @@ void FedRounds::MaybeGrant(int live_workers, double now) {
     auto it = picked.empty() ? idle_.end() : idle_.find(picked[0]);
     if (it == idle_.end()) it = idle_.begin();  // a policy's mistake
     const int32_t id = it->first;
-    const Task task{next_task_++, now};
+    if (started_ < 0) started_ = now;
+    const Task task{next_task_++, now, round_};
     tasks_[id] = task;
     ClientRecord& c = clients_[id];
     ++c.selected;
@@ -162,33 +281,10 @@ void FedRounds::MaybeGrant(int live_workers, double now) {
   }
 }
 
-void FedRounds::LogRow(int64_t round, double opened, double now,
-                       const std::vector<int32_t>& selected, const std::vector<int32_t>& kept) {
-  if (options_.csv_path.empty() || csv_failed_) return;
-  if (csv_ == nullptr) {
-    csv_ = std::fopen(options_.csv_path.c_str(), "w");
-    if (csv_ == nullptr) {
-      spdlog::error("cannot write the rounds log {}", options_.csv_path);
-      csv_failed_ = true;
-      return;
-    }
-    std::fprintf(csv_, "round,opened_s,closed_s,selected,kept,missed,selected_ranks,kept_ranks\n");
-  }
-  std::vector<int> selected_ranks, kept_ranks;
-  for (int32_t id : selected) selected_ranks.push_back(clients_[id].rank);
-  for (int32_t id : kept) kept_ranks.push_back(clients_[id].rank);
-  std::fprintf(csv_, "%lld,%.3f,%.3f,%zu,%zu,%zu,%s,%s\n", static_cast<long long>(round), opened,
-               now, selected.size(), kept.size(), selected.size() - kept.size(),
-               fmt::format("{}", fmt::join(selected_ranks, " ")).c_str(),
-               fmt::format("{}", fmt::join(kept_ranks, " ")).c_str());
-  std::fflush(csv_);
-}
-
 void FedRounds::Commit(int32_t worker, const Task& task, double now) {
   ++committed_;
   ++unapplied_;
-  LogRow(task.id, task.opened, now, {worker}, {worker});
-  group_.push_back({worker, task.id});
+  group_.push_back({worker, task.id, task.base});
   if (group_.size() == 1) {
     group_opened_ = now;
     if (ratio_) {  // AAFL: this aggregation's ratio, from the in-flight clients' times
@@ -210,7 +306,7 @@ std::vector<double> FedRounds::TrainTimeEmas(bool in_flight_only) const {
     if (c.train_s.empty()) continue;
     if (in_flight_only && !tasks_.contains(id) &&
         std::none_of(group_.begin(), group_.end(),
-                     [id](const auto& member) { return member.first == id; })) {
+                     [id](const Upload& u) { return u.worker == id; })) {
       continue;
     }
     double ema = c.train_s[0];
@@ -235,26 +331,33 @@ void FedRounds::MaybeCloseGroup(double now, int live_workers) {
   if (static_cast<int>(group_.size()) < Quorum(live_workers) && !late) return;
   proto::FedRound close;
   int64_t id = 0;
-  for (const auto& [worker, task] : group_) {
-    close.add_workers(worker);
-    close.add_tasks(task);
-    id = std::max(id, task);
+  for (const Upload& u : group_) {
+    close.add_workers(u.worker);
+    close.add_tasks(u.task);
+    id = std::max(id, u.task);
   }
   close.set_round(id);
   ++aggregations_;
-  const int64_t clients = static_cast<int64_t>(group_.size());
+  std::vector<Upload> uploads = std::move(group_);
   group_.clear();
   const std::vector<int32_t> servers = actions_.live_servers();
-  if (servers.empty()) {
-    unapplied_ -= clients;
-    ++round_;
-    return AnswerWatchers();
-  }
-  applying_[id] = {{servers.begin(), servers.end()}, clients};
+  if (servers.empty()) return ApplyGroup(uploads, now);
+  applying_[id] = {{servers.begin(), servers.end()}, std::move(uploads)};
   actions_.close(close);
 }
 
-void FedRounds::GiveUp(int32_t worker, const Task& task, double now, const char* why) {
+void FedRounds::ApplyGroup(const std::vector<Upload>& uploads, double now) {
+  unapplied_ -= static_cast<int64_t>(uploads.size());
+  std::vector<int32_t> kept;
+  std::vector<int64_t> bases;
+  for (const Upload& u : uploads) {
+    kept.push_back(u.worker);
+    bases.push_back(u.base);
+  }
+  Applied(kept, bases, now);
+}
+
+void FedRounds::GiveUp(int32_t worker, const Task& task, const char* why) {
   ClientRecord& c = clients_[worker];
   ++c.missed;
   ++c.consecutive_missed;
@@ -263,7 +366,7 @@ void FedRounds::GiveUp(int32_t worker, const Task& task, double now, const char*
   if (c.missed_rounds.size() > ClientRecord::kHistory)
     c.missed_rounds.erase(c.missed_rounds.begin());
   spdlog::info("task {} of client {} given up: it {}", task.id, c.rank, why);
-  LogRow(task.id, task.opened, now, {worker}, {});
+  Dropped(worker);
   proto::FedRound drop;
   drop.set_round(task.id);
   actions_.close(drop);  // no answers awaited: nothing waits for a drop
@@ -283,7 +386,7 @@ void FedRounds::UploadedAsync(const Arrival& a, int64_t task, ClientRecord& c, d
       c.consecutive_missed = 0;
       Commit(a.worker, open, now);
     } else {
-      GiveUp(a.worker, open, now, "finished after the run's last update");
+      GiveUp(a.worker, open, "finished after the run's last update");
     }
   }
   answer.set_kept(its_task && wanted);
@@ -310,6 +413,7 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
       policy_->Select(candidates, count, round_, options_.rounds, rng_);
   state_ = State::kOpen;
   opened_at_ = now;
+  if (started_ < 0) started_ = now;
   selected_.clear();
   uploads_.clear();
   keep_ = options_.clients_per_round > 0 ? std::min(options_.clients_per_round, count) : count;
@@ -386,13 +490,13 @@ void FedRounds::Close(int live_workers, double now) {
       c.missed_rounds.erase(c.missed_rounds.begin());
     }
     ++missed;
+    Dropped(id);
   }
   proto::FedRound close;
   close.set_round(round_);
   for (int32_t id : uploads_) close.add_workers(id);
   spdlog::info("round {} closes with {} uploads ({} selected clients missed it)", round_,
                uploads_.size(), missed);
-  LogRow(round_, opened_at_, now, selected_all_, uploads_);
   state_ = State::kClosing;
   const std::vector<int32_t> servers = actions_.live_servers();
   closing_servers_ = {servers.begin(), servers.end()};
@@ -406,10 +510,9 @@ void FedRounds::OnClosed(int32_t server, int64_t round, int live_workers, double
     if (it == applying_.end()) return;
     it->second.servers.erase(server);
     if (!it->second.servers.empty()) return;
-    unapplied_ -= it->second.clients;
+    const std::vector<Upload> uploads = std::move(it->second.uploads);
     applying_.erase(it);
-    ++round_;  // commits applied everywhere
-    AnswerWatchers();
+    ApplyGroup(uploads, now);  // commits applied everywhere
     if (finished()) return FinishEveryone();
     return MaybeGrant(live_workers, now);
   }
@@ -417,8 +520,7 @@ void FedRounds::OnClosed(int32_t server, int64_t round, int live_workers, double
   closing_servers_.erase(server);
   if (!closing_servers_.empty()) return;
   state_ = State::kWaiting;
-  ++round_;
-  AnswerWatchers();
+  Applied(uploads_, std::vector<int64_t>(uploads_.size(), round_), now);
   if (finished()) return FinishEveryone();
   MaybeOpen(live_workers, now);
 }
@@ -439,6 +541,8 @@ void FedRounds::FinishEveryone() {
 void FedRounds::Watch(Arrival a, int64_t rounds, int live_workers, double now) {
   evaluators_.insert(a.worker);
   idle_.erase(a.worker);
+  measuring_[a.worker] = rounds;  // its next measurement is after at least `rounds`
+  WriteRows(/*all=*/false);
   for (auto it = watchers_.begin(); it != watchers_.end();) {  // one wait per evaluator
     it = it->second.worker == a.worker ? watchers_.erase(it) : std::next(it);
   }
@@ -453,13 +557,17 @@ void FedRounds::AnswerWatchers() {
   answer.set_round(round_);  // rounds closed
   answer.set_finished(finished());
   const auto last = finished() ? watchers_.end() : watchers_.upper_bound(round_);
-  for (auto it = watchers_.begin(); it != last; ++it) actions_.answer_watch(it->second, answer);
+  for (auto it = watchers_.begin(); it != last; ++it) {
+    measuring_[it->second.worker] = round_;  // it measures now and reports with its next watch
+    actions_.answer_watch(it->second, answer);
+  }
   watchers_.erase(watchers_.begin(), last);
 }
 
 void FedRounds::RemoveClient(int32_t id, int live_workers, double now) {
   if (clients_.contains(id)) left_.insert(id);
   evaluators_.erase(id);
+  if (measuring_.erase(id) > 0) WriteRows(/*all=*/false);
   for (auto it = watchers_.begin(); it != watchers_.end();) {
     it = it->second.worker == id ? watchers_.erase(it) : std::next(it);
   }
@@ -467,7 +575,7 @@ void FedRounds::RemoveClient(int32_t id, int live_workers, double now) {
   if (auto t = tasks_.find(id); t != tasks_.end()) {
     const Task task = t->second;
     tasks_.erase(t);
-    GiveUp(id, task, now, "left or died");
+    GiveUp(id, task, "left or died");
   }
   if (async()) return MaybeGrant(live_workers, now);
   selected_.erase(id);  // Close counts the round as missed for it unless it uploaded first
@@ -498,7 +606,7 @@ void FedRounds::Tick(int live_workers, double now) {
       const int32_t worker = it->first;
       const Task task = it->second;
       it = tasks_.erase(it);
-      GiveUp(worker, task, now, "passed the deadline");
+      GiveUp(worker, task, "passed the deadline");
     }
     return MaybeGrant(live_workers, now);
   }

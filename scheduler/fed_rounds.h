@@ -13,9 +13,18 @@
 // every live server; once all answered, the next round may open, so a client selected for it
 // pulls a model with the closed round applied. Uploads after the close are answered "not kept"
 // and the servers drop them. After `rounds` rounds (0: no limit) every check-in is answered
-// "finished". Each closed round is one row of the rounds CSV when a path is given: round,
-// opened_s, closed_s, selected, kept, missed, selected_ranks, kept_ranks (space-separated,
-// kept in arrival order).
+// "finished".
+//
+// The rounds log (a CSV, when a path is given) has one row per aggregation applied on every
+// server: aggregation (1, 2, ...: the count evaluators wait for), wall_s (seconds since the first
+// round opened or task was granted), kept and dropped (uploads the aggregation used; uploads
+// asked for and not used since the previous row: a round's missing or late clients, tasks
+// given up), staleness_mean and staleness_max (per kept upload, the aggregations applied between
+// its client's pull and this one; 0 in rounds), bytes_up and bytes_down (payload every client
+// reported pushing and pulling so far, dropped uploads included), test_loss and test_accuracy
+// (an evaluator's measurement after this aggregation, else empty), kept_ranks and dropped_ranks
+// (space-separated, in arrival and drop order). A row is held back while an evaluator may still
+// report its measurement for it.
 //
 // Asynchronous mode (concurrency C > 0; servers run the consistency "committed"): there are no
 // rounds. Whenever fewer than C tasks are open (a committed upload holds its slot until every
@@ -29,8 +38,7 @@
 // groups of K (or of the policy's share of the C clients, chosen when a group starts) sent as
 // one ROUND_CLOSE(workers, tasks), which the servers apply as one step; a group also closes at
 // the deadline. `rounds` counts aggregations here (single commits or groups); "rounds closed"
-// (the evaluator's watch, finished()) counts aggregations applied on every server. One CSV row
-// per task committed or given up (selected 1, kept 1 or 0).
+// (the evaluator's watch, finished()) counts aggregations applied on every server.
 //
 // An evaluator (a worker that measures the global model and does not train) watches: Watch
 // answers once n rounds are closed and applied everywhere (or the run is done). Workers that
@@ -41,6 +49,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -92,6 +101,13 @@ class FedRounds {
   FedRounds(const FedRounds&) = delete;
   FedRounds& operator=(const FedRounds&) = delete;
 
+  // What client `id`'s round request (ROUND_CHECKIN, ROUND_UPLOADED) reports: the payload
+  // bytes it pushed and pulled since its previous request and its emulated device and link.
+  // Called before CheckIn or Uploaded.
+  void Report(int32_t id, const proto::FedRound& request);
+  // Evaluator `id` measured the global model after `e.round()` aggregations (its ROUND_WATCH
+  // request carried it); goes on that aggregation's row. Called before Watch.
+  void Measured(int32_t id, const proto::Evaluation& e);
   // Client `a.worker` is idle and waits to be selected. `live_workers` counts the live workers
   // (clients and evaluators) in every call below.
   void CheckIn(Arrival a, int live_workers, double now);
@@ -111,11 +127,13 @@ class FedRounds {
   // What /api/status shows as "federated" (JSON text; empty before any client checked in):
   // mode, rounds (aggregations) applied of the run's, clients by state (idle: waiting to be
   // picked, training: selected or holding a task, uploaded: its upload waits for the round or
-  // for the servers, away: alive but not checked in, offline or abandoned, left: gone) and per
-  // rank {state, selected, kept, missed}.
+  // for the servers, away: alive but not checked in, offline or abandoned, left: gone), per
+  // rank {state, selected, kept, missed}, the uploads kept and dropped, bytes up and down, and
+  // the evaluators' measurements [aggregation, wall_s, accuracy, bytes_up] (the latest 500).
   std::string SummaryJson() const;
-  // Writes one row per client (rank, state, selected, kept, missed, mean training seconds) to
-  // `path` (hetps launch: <run>/clients.csv); done when the run's rounds end.
+  // Writes one row per client (rank, state, its emulated device slowdown and link, selected,
+  // kept, missed, bytes up and down, mean round trip: selection to upload report) to `path`
+  // (hetps launch: <run>/clients.csv); done when the run's rounds end.
   void WriteClients(const std::string& path) const;
   bool finished() const { return options_.rounds > 0 && round_ >= options_.rounds; }
   const std::map<int32_t, ClientRecord>& clients() const { return clients_; }
@@ -131,6 +149,12 @@ class FedRounds {
   struct Task {
     int64_t id = 0;
     double opened = 0;
+    int64_t base = 0;  // aggregations applied when it was granted
+  };
+  struct Upload {  // a committed upload on its way into an aggregation
+    int32_t worker = 0;
+    int64_t task = 0;
+    int64_t base = 0;
   };
   bool async() const { return options_.concurrency > 0; }
   void MaybeGrant(int live_workers, double now);
@@ -141,9 +165,14 @@ class FedRounds {
   // EMA (0.5) of its training times.
   std::vector<double> TrainTimeEmas(bool in_flight_only) const;
   void MaybeCloseGroup(double now, int live_workers);
-  void GiveUp(int32_t worker, const Task& task, double now, const char* why);
-  void LogRow(int64_t round, double opened, double now, const std::vector<int32_t>& selected,
-              const std::vector<int32_t>& kept);
+  void GiveUp(int32_t worker, const Task& task, const char* why);
+  // An aggregation of `kept` (with the aggregations applied when each pulled) is applied on
+  // every server: counts it, logs its row and answers the evaluators waiting for it.
+  void Applied(const std::vector<int32_t>& kept, const std::vector<int64_t>& bases, double now);
+  void ApplyGroup(const std::vector<Upload>& uploads, double now);  // asynchronous mode
+  void Dropped(int32_t worker);
+  // Writes the held rows no evaluator may still measure (all: every held row).
+  void WriteRows(bool all);
   // Live workers that are clients (not evaluators).
   int Clients(int live_workers) const {
     return live_workers - static_cast<int>(evaluators_.size());
@@ -153,8 +182,30 @@ class FedRounds {
   Actions actions_;
   std::unique_ptr<SelectionPolicy> policy_;
   std::mt19937_64 rng_;
-  std::FILE* csv_ = nullptr;  // opened at the first closed round
+  std::FILE* csv_ = nullptr;  // opened at the first row
   bool csv_failed_ = false;
+  struct Row {
+    int64_t aggregation = 0;
+    double wall_s = 0;
+    std::vector<int> kept, dropped;  // ranks
+    std::vector<int64_t> staleness;  // per kept upload
+    int64_t bytes_up = 0, bytes_down = 0;
+    bool measured = false;
+    double loss = 0, accuracy = 0;
+  };
+  std::deque<Row> rows_;                   // applied, not yet written (only with a CSV path)
+  std::vector<int> dropped_;               // ranks of the uploads dropped since the last row
+  std::map<int32_t, int64_t> measuring_;   // per evaluator: the first aggregation it may report
+  int64_t bytes_up_ = 0, bytes_down_ = 0;  // every client's, as reported
+  int64_t kept_total_ = 0, dropped_total_ = 0;
+  double started_ = -1;  // when the first round opened or task was granted
+  struct Point {
+    int64_t aggregation;
+    double wall_s, accuracy;
+    int64_t bytes_up;
+  };
+  std::deque<Point> measured_;  // the evaluators' measurements, the latest 500
+  std::deque<Point> applied_;   // the latest 4096 aggregations (no accuracy)
   State state_ = State::kWaiting;
   int64_t round_ = 0;
   double opened_at_ = 0;
@@ -175,14 +226,14 @@ class FedRounds {
   // server (by the largest task id in it); a client keeps its slot until its upload is applied.
   struct Applying {
     std::set<int32_t> servers;
-    int64_t clients = 0;
+    std::vector<Upload> uploads;
   };
   std::map<int32_t, Task> tasks_;
   int64_t next_task_ = 0;
-  int64_t committed_ = 0;                           // uploads committed
-  int64_t aggregations_ = 0;                        // aggregations sent to the servers
-  int64_t unapplied_ = 0;                           // committed uploads not yet applied everywhere
-  std::vector<std::pair<int32_t, int64_t>> group_;  // (worker, task) waiting for the quorum
+  int64_t committed_ = 0;      // uploads committed
+  int64_t aggregations_ = 0;   // aggregations sent to the servers
+  int64_t unapplied_ = 0;      // committed uploads not yet applied everywhere
+  std::vector<Upload> group_;  // waiting for the quorum
   double group_opened_ = 0;
   std::unique_ptr<RatioPolicy> ratio_;  // options.ratio
   int group_quorum_ = 1;                // the ratio policy's K for the open group

@@ -420,17 +420,23 @@ void Loop::HandleMember(const Envelope& env, Member& member) {
       if (!worker) return OnJoinAck(*m, h);
       break;
     case proto::ROUND_CHECKIN:
-      if (worker)
+      if (worker) {
+        fed_.Report(m->info.id(), h.fed_round());
         return fed_.CheckIn({m->info.id(), h.request_id(), env.identity}, LiveWorkers(), Now());
+      }
       break;
     case proto::ROUND_UPLOADED:
       if (worker) {
+        fed_.Report(m->info.id(), h.fed_round());
         return fed_.Uploaded({m->info.id(), h.request_id(), env.identity}, h.fed_round().round(),
                              LiveWorkers(), Now());
       }
       break;
     case proto::ROUND_WATCH:
       if (worker) {
+        if (h.fed_round().has_evaluation()) {
+          fed_.Measured(m->info.id(), h.fed_round().evaluation());
+        }
         return fed_.Watch({m->info.id(), h.request_id(), env.identity}, h.fed_round().round(),
                           LiveWorkers(), Now());
       }

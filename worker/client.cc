@@ -29,7 +29,11 @@ bool Ticket::Done() const {
 // connection and its thread are the ClientIo's.
 class Client::Impl {
  public:
-  explicit Impl(const ClientOptions& options) : io(options, report, pulls) {}
+  explicit Impl(const ClientOptions& options)
+      : device_slowdown(options.device_slowdown), link(options.link), io(options, report, pulls) {}
+
+  const double device_slowdown;  // ClientOptions: what the round requests tell the scheduler
+  const LinkOptions link;
 
   std::optional<ShardMap> map;
   std::atomic<int64_t> clock{0};
@@ -44,6 +48,21 @@ class Client::Impl {
   std::vector<std::unique_ptr<Encoder>> encoders;
   std::atomic<bool> finished{false};
   ClientReport report;  // what stats() and the heartbeats tell
+  // Federated rounds: the payload bytes counted up to the last round request (-1: none yet;
+  // the first request sets them, so a model initialized by this client is not uplink).
+  std::mutex round_bytes_mu;
+  int64_t round_pushed = -1, round_pulled = -1;
+  // Puts the bytes pushed and pulled since the last round request into `r`.
+  void AttachRoundBytes(proto::FedRound* r) {
+    const ClientStats s = report.Stats();
+    std::lock_guard lock(round_bytes_mu);
+    if (round_pushed >= 0) {
+      r->set_bytes_up(s.bytes_pushed - round_pushed);
+      r->set_bytes_down(s.bytes_pulled - round_pulled);
+    }
+    round_pushed = s.bytes_pushed;
+    round_pulled = s.bytes_pulled;
+  }
   PullState pulls;
   ClientIo io;  // last: its thread stops before the state it uses goes away
 };
@@ -274,6 +293,13 @@ StatusOr<int64_t> Client::AwaitRound() {
   proto::Header h;
   h.set_type(proto::ROUND_CHECKIN);
   h.set_clock(clock());
+  impl_->AttachRoundBytes(h.mutable_fed_round());
+  proto::ClientProfile* profile = h.mutable_fed_round()->mutable_profile();
+  profile->set_slowdown(impl_->device_slowdown);
+  profile->set_up_mbps(impl_->link.up_mbps);
+  profile->set_down_mbps(impl_->link.down_mbps);
+  profile->set_latency_ms(impl_->link.latency_ms);
+  profile->set_loss(impl_->link.loss);
   auto r = impl_->io.Call(std::move(h));
   if (!r.ok()) return r.status();
   if (r->type() != proto::ROUND_TASK) {
@@ -289,10 +315,17 @@ StatusOr<int64_t> Client::AwaitRound() {
   return r->fed_round().round();
 }
 
-StatusOr<Client::RoundsClosed> Client::AwaitRoundsClosed(int64_t rounds) {
+StatusOr<Client::RoundsClosed> Client::AwaitRoundsClosed(
+    int64_t rounds, const std::optional<Evaluation>& measured) {
   proto::Header h;
   h.set_type(proto::ROUND_WATCH);
   h.mutable_fed_round()->set_round(rounds);
+  if (measured) {
+    proto::Evaluation* e = h.mutable_fed_round()->mutable_evaluation();
+    e->set_round(measured->round);
+    e->set_loss(measured->loss);
+    e->set_accuracy(measured->accuracy);
+  }
   auto r = impl_->io.Call(std::move(h));
   if (!r.ok()) return r.status();
   if (r->type() != proto::ROUND_WATCH ||
@@ -309,6 +342,7 @@ StatusOr<bool> Client::FinishRound() {
   h.set_type(proto::ROUND_UPLOADED);
   h.set_clock(clock());
   h.mutable_fed_round()->set_round(clock());
+  impl_->AttachRoundBytes(h.mutable_fed_round());
   auto r = impl_->io.Call(std::move(h));
   if (!r.ok()) return r.status();
   if (r->type() != proto::ROUND_UPLOADED || r->fed_round().round() != clock()) {

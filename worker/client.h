@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ struct ClientOptions {
   // link would have delivered them, replies until they would have arrived. Off by default;
   // the scheduler's control messages are not shaped.
   LinkOptions link;
+  // Federated clients: the compute slowdown this client emulates; sent with its round requests
+  // (with the link above) so that the scheduler's clients.csv describes every client.
+  double device_slowdown = 1;
 };
 
 struct ClientStats {
@@ -169,15 +173,27 @@ class Client {
   // round kept it (false: it closed without it, e.g. at its deadline, and servers drop it).
   StatusOr<int64_t> AwaitRound();
   StatusOr<bool> FinishRound();
+  // Both tell the scheduler the payload bytes this client pushed and pulled since its previous
+  // call of either (its rounds log counts uplink and downlink bytes from them); call them from
+  // one thread.
   // For an evaluator (a worker that measures the global model and does not train; the
   // scheduler then does not wait for it as a client): blocks until `rounds` federated rounds
   // are closed and applied on every server, or the run's rounds are done. Returns how many are
-  // closed and whether the run's rounds are done.
+  // closed and whether the run's rounds are done. `measured`, when given, is what the
+  // evaluator measured after the rounds of its previous answer: the scheduler's rounds log
+  // shows it on that round's row (and holds that row back until it arrives, so an evaluator
+  // reports every answer it measured, the last one too: after `finished` it calls once more).
   struct RoundsClosed {
     int64_t closed = 0;
     bool finished = false;
   };
-  StatusOr<RoundsClosed> AwaitRoundsClosed(int64_t rounds);
+  struct Evaluation {
+    int64_t round = 0;  // RoundsClosed::closed of the answer it measured after
+    double loss = 0;
+    double accuracy = 0;
+  };
+  StatusOr<RoundsClosed> AwaitRoundsClosed(int64_t rounds,
+                                           const std::optional<Evaluation>& measured = {});
   // Leaves the cluster cleanly; idempotent. Pending tickets complete before it returns.
   Status Finish();
 

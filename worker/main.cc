@@ -188,6 +188,11 @@ double SpreadFactor(double spread, uint64_t seed, uint64_t what, bool at_least_o
   return std::exp(spread * (at_least_one ? std::abs(z) : z));
 }
 
+// This client's emulated compute slowdown: --slowdown times its --device_spread factor.
+double DeviceSlowdown() {
+  return FLAGS_slowdown * SpreadFactor(FLAGS_device_spread, FLAGS_data_seed, 1, true);
+}
+
 hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   auto hidden = hetps::ParsePositiveList(FLAGS_hidden, 1 << 16);
   if (!hidden.ok()) return hetps::Status::InvalidArgument("--hidden: " + hidden.status().message());
@@ -218,7 +223,7 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.deep_period = FLAGS_deep_period;
   o.deep_rounds = FLAGS_deep_rounds;
   o.seed = FLAGS_data_seed;
-  o.slowdown = FLAGS_slowdown * SpreadFactor(FLAGS_device_spread, FLAGS_data_seed, 1, true);
+  o.slowdown = DeviceSlowdown();
   o.run_dir = FLAGS_run_dir;
   return o;
 }
@@ -245,6 +250,7 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
     o.link.loss = FLAGS_link_loss;
     o.link.rto_ms = FLAGS_link_rto_ms;
     o.link.seed = FLAGS_link_seed * 1000003 + static_cast<uint64_t>(std::max(0, FLAGS_rank));
+    if (FLAGS_workload == "edge") o.device_slowdown = DeviceSlowdown();
   }
   return o;
 }

@@ -30,7 +30,10 @@ struct ClientRecord {
   int64_t last_missed = -1;        // the last round it missed
   double selected_at = 0;          // when it was last selected (scheduler seconds)
   std::vector<double> train_s;     // selection to upload, per upload (late ones too), oldest first
-  std::vector<int64_t> missed_rounds;  // the rounds it missed, oldest first
+  std::vector<int64_t> missed_rounds;    // the rounds it missed, oldest first
+  int64_t bytes_up = 0, bytes_down = 0;  // payload it reported pushing and pulling
+  // What it emulates, as it reported at check-in (1 and 0: a plain device on no emulated link).
+  double slowdown = 1, up_mbps = 0, down_mbps = 0, latency_ms = 0, loss = 0;
 };
 
 class SelectionPolicy {

@@ -169,8 +169,9 @@ void EdgeClient::Progress(int64_t round, const std::string& what) {
 
 Status EdgeClient::Evaluate(const std::atomic<bool>& stop) {
   int64_t next = o_.eval_every;
+  std::optional<Client::Evaluation> measured;
   while (!stop.load()) {
-    auto closed = client_.AwaitRoundsClosed(next);
+    auto closed = client_.AwaitRoundsClosed(next, measured);
     if (!closed.ok()) return closed.status();
     if (Status s = PullGlobal(); !s.ok()) return s;
     auto loss =
@@ -185,7 +186,11 @@ Status EdgeClient::Evaluate(const std::atomic<bool>& stop) {
       Progress(rounds_done_,
                fmt::format("test loss {:.4f}  test accuracy {:.4f}", *loss, *accuracy));
     }
-    if (closed->finished) return Status();
+    measured = Client::Evaluation{.round = closed->closed, .loss = *loss, .accuracy = *accuracy};
+    if (closed->finished) {  // the last measurement to the rounds log; answered at once
+      auto last = client_.AwaitRoundsClosed(closed->closed, measured);
+      return last.ok() ? Status() : last.status();
+    }
     next = (closed->closed / o_.eval_every + 1) * o_.eval_every;
   }
   return Status::Aborted("interrupted");

@@ -175,24 +175,88 @@ TEST(FedRoundsTest, AnEvaluatorIsAnsweredOnceTheRoundsItWatchesAreAppliedAndIsNo
   EXPECT_TRUE(rec.watches[9].finished());
 }
 
-TEST(FedRoundsTest, TheRoundsLogHasOneRowPerClosedRound) {
-  ScratchDir dir("fed_rounds_test");
-  std::filesystem::create_directories(dir.path());
-  Recorder rec;
-  FedRounds f({.clients_per_round = 1,
-               .overcommit = 2,
-               .rounds = 1,
-               .csv_path = (dir.path() / "r.csv").string()},
-              rec.Actions());
-  f.CheckIn(From(1), 2, 0);
-  f.CheckIn(From(2), 2, 0.5);
-  f.Uploaded(From(2), 0, 2, 1.25);
-  std::ifstream in((dir.path() / "r.csv").string());
+std::string Slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_EQ(text.str(),
-            "round,opened_s,closed_s,selected,kept,missed,selected_ranks,kept_ranks\n"
-            "0,0.500,1.250,2,1,1,0 1,1\n");
+  return text.str();
+}
+
+constexpr char kRoundsHeader[] =
+    "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,bytes_down,test_loss,"
+    "test_accuracy,kept_ranks,dropped_ranks\n";
+
+proto::FedRound Bytes(int64_t up, int64_t down) {
+  proto::FedRound r;
+  r.set_bytes_up(up);
+  r.set_bytes_down(down);
+  return r;
+}
+
+// One row per aggregation applied on every server, written once applied: its uploads kept and
+// dropped, the bytes every client reported so far, from the first round's opening.
+TEST(FedRoundsTest, TheRoundsLogHasOneRowPerAppliedRound) {
+  ScratchDir dir("fed_rounds_test");
+  std::filesystem::create_directories(dir.path());
+  const auto csv = dir.path() / "r.csv";
+  Recorder rec;
+  FedRounds f({.clients_per_round = 1, .overcommit = 2, .rounds = 2, .csv_path = csv.string()},
+              rec.Actions());
+  f.CheckIn(From(1), 2, 0);
+  f.Report(2, Bytes(999, 999));  // every report's bytes count
+  f.CheckIn(From(2), 2, 0.5);
+  f.Report(2, Bytes(100, 400));
+  f.Uploaded(From(2), 0, 2, 1.25);
+  EXPECT_EQ(Slurp(csv), "") << "no row before the servers applied the round";
+  CloseOnServers(f, rec, 2, 1.5);
+  EXPECT_EQ(Slurp(csv), std::string(kRoundsHeader) + "1,1.000,1,1,0.00,0,1099,1399,,,1,0\n");
+  f.Report(1, Bytes(50, 400));  // uploaded late: dropped with round 0, its bytes count
+  f.Uploaded(From(1), 0, 2, 1.6);
+  f.CheckIn(From(1), 2, 1.7);
+  f.CheckIn(From(2), 2, 1.7);
+  const int32_t second = Selected(rec, 1)[0];
+  f.Uploaded(From(second), 1, 2, 2);
+  CloseOnServers(f, rec, 2, 2.5);
+  EXPECT_EQ(Slurp(csv), std::string(kRoundsHeader) + "1,1.000,1,1,0.00,0,1099,1399,,,1,0\n" +
+                            "2,2.000,1,1,0.00,0,1149,1799,,," + std::to_string(second - 1) + "," +
+                            std::to_string(second == 1 ? 1 : 0) + "\n");
+}
+
+// An evaluator's measurement goes on the row of the aggregation it measured after, which is
+// held back until it arrives; rows it cannot measure any more are written at once.
+TEST(FedRoundsTest, AnEvaluatorsMeasurementGoesOnItsRoundsRow) {
+  ScratchDir dir("fed_rounds_test");
+  std::filesystem::create_directories(dir.path());
+  const auto csv = dir.path() / "r.csv";
+  Recorder rec;
+  FedRounds f({.clients_per_round = 1, .rounds = 3, .csv_path = csv.string()}, rec.Actions());
+  f.Watch(From(9), 2, 2, 0);  // measures after 2 rounds
+  f.CheckIn(From(1), 2, 0);
+  auto round = [&](int64_t r, double t) {
+    f.Uploaded(From(1), r, 2, t);
+    CloseOnServers(f, rec, 2, t);
+    f.CheckIn(From(1), 2, t);
+  };
+  round(0, 1);
+  EXPECT_NE(Slurp(csv).find("\n1,1.000,"), std::string::npos) << "row 1 is not measured";
+  round(1, 2);
+  ASSERT_EQ(rec.watches[9].round(), 2);
+  EXPECT_EQ(Slurp(csv).find("\n2,"), std::string::npos) << "row 2 waits for the evaluator";
+  round(2, 3);
+  EXPECT_EQ(Slurp(csv).find("\n2,"), std::string::npos);
+  proto::Evaluation e;
+  e.set_round(2);
+  e.set_loss(0.5);
+  e.set_accuracy(0.75);
+  f.Measured(9, e);
+  f.Watch(From(9), 3, 2, 3.5);  // answered at once (3 rounds closed): row 3 waits again
+  const std::string text = Slurp(csv);
+  EXPECT_NE(text.find("\n2,2.000,1,0,0.00,0,0,0,0.5000,0.7500,0,\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\n3,"), std::string::npos);
+  f.RemoveClient(9, 1, 4);  // the evaluator left: nothing holds row 3
+  EXPECT_NE(Slurp(csv).find("\n3,3.000,1,0,"), std::string::npos);
+  const auto summary = nlohmann::json::parse(f.SummaryJson());
+  EXPECT_EQ(summary["measured"], nlohmann::json::parse("[[2, 2.0, 0.75, 0]]"));
 }
 
 TEST(FedRoundsTest, TheSummaryAndTheClientsLogShowEachClientsState) {
@@ -215,12 +279,14 @@ TEST(FedRoundsTest, TheSummaryAndTheClientsLogShowEachClientsState) {
   f.Uploaded(From(picked), 0, 2, 1);
   CloseOnServers(f, rec, 2, 2);
   ASSERT_TRUE(f.finished());
-  std::ifstream in(dir.path() / "clients.csv");
-  std::stringstream text;
-  text << in.rdbuf();
-  EXPECT_NE(text.str().find("rank,state,selected,kept,missed,mean_train_s\n"), std::string::npos);
-  EXPECT_NE(text.str().find(std::to_string(picked - 1) + ",away,1,1,0,1.000\n"), std::string::npos)
-      << text.str();
+  const std::string text = Slurp(dir.path() / "clients.csv");
+  EXPECT_NE(text.find("rank,state,slowdown,up_mbps,down_mbps,latency_ms,loss,selected,kept,missed,"
+                      "bytes_up,bytes_down,mean_round_trip_s\n"),
+            std::string::npos);
+  EXPECT_NE(text.find(std::to_string(picked - 1) + ",away,1.000,0.000,0.000,0.0,0.0000,1,1,0,0,0,"
+                                                   "1.000\n"),
+            std::string::npos)
+      << text;
 }
 
 TEST(FedRoundsTest, OptionsAreValidated) {
@@ -383,6 +449,36 @@ TEST(FedRoundsAsyncTest, AnAutomaticQuorumFollowsTheClientsTrainingTimes) {
   // The third took 10 s: K stays 2 (2 uploads a second against 0.3 for K = 3), so it waits.
   f.Uploaded(From(3), open.at(3), 3, 10);
   EXPECT_EQ(rec.closes.size(), 1u);
+}
+
+// Asynchronous rows: one per commit applied everywhere, with its staleness (aggregations
+// applied since its client pulled) and the tasks given up since the previous row.
+TEST(FedRoundsAsyncTest, TheRoundsLogShowsEachCommitsStalenessAndTheDroppedTasks) {
+  ScratchDir dir("fed_rounds_test");
+  std::filesystem::create_directories(dir.path());
+  const auto csv = dir.path() / "r.csv";
+  Recorder rec;
+  FedRounds f({.rounds = 3, .csv_path = csv.string(), .concurrency = 2}, rec.Actions());
+  for (int32_t w = 1; w <= 3; ++w) f.CheckIn(From(w), 3, 0);
+  std::map<int32_t, int64_t> open = Tasks(rec);
+  ASSERT_EQ(open.size(), 2u);
+  const int32_t a = open.begin()->first, b = std::next(open.begin())->first;
+  f.Uploaded(From(a), open[a], 3, 1);  // commit, applied at once: staleness 0
+  CloseOnServers(f, rec, 3, 1);
+  const int32_t c = 6 - a - b;  // granted the slot a's commit held once it was applied
+  ASSERT_TRUE(Tasks(rec).contains(c));
+  f.RemoveClient(c, 2, 1.5);  // c's task is given up
+  f.Uploaded(From(b), open[b], 2, 2);
+  CloseOnServers(f, rec, 2, 2);
+  const std::string text = Slurp(csv);
+  EXPECT_NE(text.find("\n1,1.000,1,0,0.00,0,0,0,,," + std::to_string(a - 1) + ",\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n2,2.000,1,1,1.00,1,0,0,,," + std::to_string(b - 1) + "," +
+                      std::to_string(c - 1) + "\n"),
+            std::string::npos)
+      << "b pulled before aggregation 1 was applied: staleness 1\n"
+      << text;
 }
 
 TEST(FedRoundsAsyncTest, AQuorumAboveTheConcurrencyIsRefused) {
