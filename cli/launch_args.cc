@@ -25,24 +25,6 @@ StatusOr<int> ParseCount(const std::string& name, const std::string& value, int 
       fmt::format("--{} needs an integer >= {}, got '{}'", name, min, value));
 }
 
-Status ReadFlagfile(const std::string& path, std::vector<std::string>& out) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound(fmt::format("cannot read flagfile '{}'", path));
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    line = Trim(line.substr(0, line.find('#')));
-    if (line.empty()) continue;
-    if (FlagName(line).empty()) {
-      return Status::InvalidArgument(
-          fmt::format("{}:{}: '{}' is not a flag (--name=value)", path, number, line));
-    }
-    out.push_back(line);
-  }
-  return Status();
-}
-
 // "RANK:FACTOR", e.g. "2:3" (worker rank 2 computes 3x slower).
 Status ParseSlowWorker(const std::string& value, std::map<int, double>& out) {
   const size_t colon = value.find(':');
@@ -105,6 +87,24 @@ Status SetOwnOption(const std::string& name, const std::string& value, LaunchArg
 }
 
 }  // namespace
+
+Status ReadFlagfile(const std::string& path, std::vector<std::string>& out) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(fmt::format("cannot read flagfile '{}'", path));
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    line = Trim(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    if (FlagName(line).empty()) {
+      return Status::InvalidArgument(
+          fmt::format("{}:{}: '{}' is not a flag (--name=value)", path, number, line));
+    }
+    out.push_back(line);
+  }
+  return Status();
+}
 
 std::string FlagName(const std::string& flag) {
   if (flag.size() < 3 || flag.rfind("--", 0) != 0) return "";

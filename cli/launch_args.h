@@ -38,6 +38,9 @@ std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args);
 // (also --servers=S forms). Reads the flagfile: one flag per line, '#' starts a comment.
 StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args);
 
+// Appends the flags of a flagfile (one "--name=value" per line, '#' starts a comment) to `out`.
+Status ReadFlagfile(const std::string& path, std::vector<std::string>& out);
+
 // Flag names a role binary defines, read from its --helpxml output (gflags' own flags such as
 // --help are left out). `xml` is that output.
 std::set<std::string> RoleFlagsFromHelpXml(const std::string& xml);

@@ -1,9 +1,11 @@
 // hetps: the operator's command: `hetps launch`, `hetps ctl` and `hetps status`.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cli/ctl.h"
+#include "cli/fed.h"
 #include "cli/launch_args.h"
 #include "cli/launcher.h"
 #include "cli/status.h"
@@ -36,6 +38,19 @@ constexpr char kUsage[] =
     "  ctl checkpoint  a whole-run checkpoint now: the model cut at one clock on every\n"
     "           server, in the scheduler's --checkpoint_dir (hetps launch: <run>/checkpoints);\n"
     "           hetps launch --resume=RUN_DIR continues from the newest one\n"
+    "\n"
+    "usage: hetps fed run --flagfile=SCENARIO [--algorithm=A] [options] [--role_flag=value ...]\n"
+    "       hetps fed compare --flagfile=SCENARIO --algorithms=A,B,... [options] [...]\n"
+    "\n"
+    "  fed      federated experiments (README, \"Federated edge experiments\"): runs the\n"
+    "           scenario (deploy/edge/*.flags) with each algorithm, one launch after another,\n"
+    "           and writes report.md, summary.json and plot.png. Algorithms: fedavg, fedprox,\n"
+    "           fedlesscan, temporal, fedasync, fedbuff, fedsa, fedsa-auto, aafl, or a .flags\n"
+    "           file; NAME+--flag=value adds flags to that run only (--algorithm=A repeats).\n"
+    "           Options (the scenario may set them): --clients (20), --servers (2), --target\n"
+    "           (0.80), --parallel (clients training at once, 7), --per_round (uploads per\n"
+    "           aggregation, 5), --uploads (applied per run, 200), --eval_uploads (20),\n"
+    "           --run_dir (runs/fed-<timestamp>; an interrupted compare resumes there).\n"
     "\n"
     "usage: hetps status --scheduler=tcp://host:port [--watch[=SECONDS]] [--json]\n"
     "                    [--timeout_ms=T]\n"
@@ -72,6 +87,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     return hetps::RunStatus(*args);
+  }
+  if (command == "fed") {
+    auto args = hetps::ParseFedArgs(std::vector<std::string>(argv + 2, argv + argc));
+    if (!args.ok()) {
+      std::fprintf(stderr, "hetps fed: %s\n\n%s", args.status().message().c_str(), kUsage);
+      return 2;
+    }
+    std::error_code ec;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    return hetps::RunFed(*args, ec ? std::string(argv[0]) : self);
   }
   if (command != "launch") {
     std::fprintf(stderr, "hetps: unknown command '%s'\n\n%s", command.c_str(), kUsage);

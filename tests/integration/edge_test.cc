@@ -3,16 +3,20 @@
 // exactly the sample-weighted mean of the clients' local models.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "common/subprocess.h"
 #include "tests/integration/local_cluster.h"
 #include "tests/scratch_dir.h"
 #include "worker/edge/local_training.h"
@@ -477,6 +481,114 @@ TEST(EdgeTest, AProcessWaitingOnRoundsStopsOnSigtermAndTheRoundsGoOn) {
     auto client = procs[i]->WaitExit(5s);
     EXPECT_TRUE(client.has_value()) << "client " << i << " did not stop on SIGTERM";
   }
+}
+
+// `hetps fed` on a small scenario: the scenario file, the experiment's own options in it.
+struct FedBench {
+  ScratchDir dir{"edge_test"};
+  std::string scenario, run_dir;
+  FedBench(int uploads) {
+    std::filesystem::create_directories(dir.path());
+    const std::string images = Path("train-images.gz"), labels = Path("train-labels.gz");
+    WriteData(images, labels, 400, 21);
+    scenario = Path("small.flags");
+    run_dir = Path("runs");
+    std::ofstream(scenario) << fmt::format(
+        "# six clients on a small image set\n--workload=edge\n--init=worker\n--hidden=8\n"
+        "--train_images={0}\n--train_labels={1}\n--test_images={0}\n--test_labels={1}\n"
+        "--data_cache={2}\n--partition=iid\n--data_seed=3\n--local_epochs=1\n--batch=8\n"
+        "--local_lr=0.1\n--selection_seed=2\n--clients=6\n--parallel=3\n--per_round=2\n"
+        "--uploads={3}\n--eval_uploads=4\n--target=0.3\n",
+        images, labels, Path("cache"), uploads);
+  }
+  std::string Path(const std::string& name) const { return (dir.path() / name).string(); }
+
+  // Starts `hetps fed <args>` with its output in `log`.
+  pid_t Start(const std::string& args, const std::string& log) const {
+    std::vector<std::string> argv = {Bin("hetps"), "fed"};
+    std::istringstream in(args);
+    for (std::string a; in >> a;) argv.push_back(a);
+    SpawnOptions options;
+    options.output_file = log;
+    options.truncate = true;
+    auto pid = Spawn(argv, options);
+    EXPECT_TRUE(pid.ok()) << pid.status().ToString();
+    return pid.ok() ? *pid : -1;
+  }
+};
+
+// The exit code once `pid` exited within `timeout` (128 + signal if killed), else -1.
+int WaitCode(pid_t pid, std::chrono::seconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  int st = 0;
+  while (waitpid(pid, &st, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > end) return -1;
+    std::this_thread::sleep_for(100ms);
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Processes whose command line mentions `text`.
+int ProcessesWith(const std::string& text) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string cmdline = Slurp((entry.path() / "cmdline").string());
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(text) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+// One command runs every algorithm over the same scenario, one after another, each applying the
+// same budget of uploads (fedavg: 8 uploads = 4 rounds of 2), and writes the report; run again,
+// it keeps the finished runs.
+TEST(EdgeTest, FedCompareRunsEachAlgorithmOverTheScenarioAndReports) {
+  FedBench bench(8);
+  const std::string args = "compare --flagfile=" + bench.scenario +
+                           " --algorithms=fedavg,fedasync --run_dir=" + bench.run_dir;
+  const std::string log = bench.Path("fed.log");
+  ASSERT_EQ(WaitCode(bench.Start(args, log), 120s), 0) << Slurp(log);
+  const std::string output = Slurp(log);
+  EXPECT_NE(output.find("fedavg: aggregation 2/4"), std::string::npos) << output;
+  EXPECT_NE(output.find("test accuracy"), std::string::npos);
+  const auto summary = nlohmann::json::parse(Slurp(bench.run_dir + "/summary.json"));
+  ASSERT_EQ(summary["runs"].size(), 2u);
+  EXPECT_EQ(summary["runs"][0]["algorithm"], "fedavg");
+  EXPECT_EQ(summary["runs"][0]["aggregations"], 4);
+  EXPECT_EQ(summary["runs"][0]["kept"], 8);
+  EXPECT_EQ(summary["runs"][1]["algorithm"], "fedasync");
+  EXPECT_EQ(summary["runs"][1]["aggregations"], 8);
+  for (const auto& run : summary["runs"]) {
+    EXPECT_TRUE(run["final_accuracy"].is_number()) << run.dump();
+    EXPECT_GT(run["uplink_bytes"].get<int64_t>(), 0) << run.dump();
+  }
+  const std::string report = Slurp(bench.run_dir + "/report.md");
+  EXPECT_NE(report.find("| fedavg | "), std::string::npos) << report;
+  EXPECT_NE(report.find("| fedasync | "), std::string::npos) << report;
+  EXPECT_NE(Slurp(bench.run_dir + "/plot.gp").find("$run1 << EOD"), std::string::npos);
+  const std::string clients = Slurp(bench.run_dir + "/fedavg/clients.csv");
+  EXPECT_EQ(std::count(clients.begin(), clients.end(), '\n'), 7) << clients;
+
+  ASSERT_EQ(WaitCode(bench.Start(args, log), 60s), 0) << Slurp(log);
+  const std::string again = Slurp(log);
+  EXPECT_NE(again.find("fedavg (1/2): done before"), std::string::npos) << again;
+  EXPECT_NE(again.find("fedasync (2/2): done before"), std::string::npos) << again;
+}
+
+// SIGINT stops the experiment and its whole cluster.
+TEST(EdgeTest, FedRunStopsItsClusterOnSigint) {
+  FedBench bench(100000);
+  const std::string log = bench.Path("fed.log");
+  const pid_t pid = bench.Start(
+      "run --flagfile=" + bench.scenario + " --algorithm=fedbuff " + "--run_dir=" + bench.run_dir,
+      log);
+  for (int i = 0; i < 600 && Slurp(log).find("test accuracy") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_NE(Slurp(log).find("test accuracy"), std::string::npos) << Slurp(log);
+  kill(pid, SIGINT);
+  EXPECT_EQ(WaitCode(pid, 30s), 128 + SIGINT) << Slurp(log);
+  EXPECT_EQ(ProcessesWith(bench.run_dir), 0) << "a process of the run outlived it";
 }
 
 }  // namespace

@@ -1,0 +1,465 @@
+#include "cli/fed.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli/fed_report.h"
+#include "cli/launch_args.h"
+#include "common/signals.h"
+#include "common/subprocess.h"
+#include "common/supervisor.h"
+
+namespace hetps {
+namespace {
+
+namespace fs = std::filesystem;
+
+// An algorithm preset: the servers' and scheduler's flags. {P}: clients training at once, {K}:
+// uploads per aggregation, {O}: P / K (fedavg's over-commitment), {D}: the first deep layer of
+// the model (layer-wise uploads). `grouped`: an aggregation takes K uploads, so the run's
+// budget of uploads is uploads / K aggregations.
+struct Preset {
+  const char* name;
+  bool grouped;
+  const char* flags;
+};
+
+constexpr char kRounds[] =
+    "--consistency=selected --aggregator=fedavg --optimizer=sgd:lr=1 --clients_per_round={K} "
+    "--overcommit={O}";
+constexpr char kFedSa[] =
+    "--consistency=committed:exponent=1 --aggregator=sum --optimizer=sgd:lr=0.5 "
+    "--concurrency={P}";
+
+const std::vector<Preset>& Presets() {
+  static const std::vector<Preset> presets = {
+      // FedAvg (McMahan et al. 2017): sampled rounds, P selected, the first K uploads kept.
+      {"fedavg", true, kRounds},
+      // FedProx (Li et al. 2020): FedAvg with the proximal term in local training.
+      {"fedprox", true, "{R} --prox_mu=0.01"},
+      // FedLesScan (Elzohairy et al. 2022): FedAvg rounds with its selection policy.
+      {"fedlesscan", true, "{R} --selection=fedlesscan"},
+      // Layer-wise uploads with the temporally weighted aggregation (Chen, Sun, Jin 2019).
+      {"temporal", true,
+       "--consistency=selected --aggregator=temporal --clients_per_round={K} --overcommit={O} "
+       "--deep_from={D}"},
+      // FedAsync (Xie et al. 2019): each upload mixed in on arrival with its staleness.
+      {"fedasync", false,
+       "--consistency=committed --aggregator=fedasync:alpha=0.6 --concurrency={P}"},
+      // FedBuff (Nguyen et al. 2022): one server step per K uploads.
+      {"fedbuff", false,
+       "--consistency=committed --aggregator=fedbuff:k={K} --optimizer=sgd:lr=1 "
+       "--concurrency={P}"},
+      // FedSA (Ma et al. 2021): groups of K uploads weighted by staleness; fedsa-auto picks K.
+      {"fedsa", true, "{S} --quorum={K}"},
+      {"fedsa-auto", true, "{S} --quorum=0"},
+      // AAFL (Liu et al.): the aggregation ratio chosen per aggregation by the greedy policy.
+      {"aafl", true, "{S} --ratio=greedy"},
+  };
+  return presets;
+}
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+std::vector<std::string> Words(const std::string& s) {
+  std::vector<std::string> words;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// The value of the last "--name=value" in `flags`, or "".
+std::string Last(const std::vector<std::string>& flags, const std::string& name) {
+  std::string value;
+  for (const std::string& f : flags) {
+    if (FlagName(f) == name && f.find('=') != std::string::npos) value = f.substr(f.find('=') + 1);
+  }
+  return value;
+}
+
+StatusOr<double> Number(const std::string& name, const std::string& value, double min) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(value, &used);
+    if (used == value.size() && v >= min) return v;
+  } catch (const std::exception&) {
+  }
+  return Status::InvalidArgument(
+      fmt::format("--{} needs a number >= {}, got '{}'", name, min, value));
+}
+
+// One of `hetps fed`'s own options: sets it and returns true; false for any other flag.
+StatusOr<bool> SetOwn(FedArgs& a, const std::string& name, const std::string& value) {
+  struct Int {
+    const char* name;
+    int* field;
+    int min;
+  };
+  for (const Int& o : {Int{"clients", &a.clients, 1}, Int{"servers", &a.servers, 1},
+                       Int{"parallel", &a.parallel, 1}, Int{"per_round", &a.per_round, 1},
+                       Int{"uploads", &a.uploads, 1}, Int{"eval_uploads", &a.eval_uploads, 1},
+                       Int{"grace_ms", &a.grace_ms, 0}}) {
+    if (name != o.name) continue;
+    auto v = Number(name, value, o.min);
+    if (!v.ok()) return v.status();
+    if (*v != std::floor(*v)) return Status::InvalidArgument("--" + name + " needs an integer");
+    *o.field = static_cast<int>(*v);
+    return true;
+  }
+  if (name == "target") {
+    auto v = Number(name, value, 0);
+    if (!v.ok()) return v.status();
+    if (*v > 1) return Status::InvalidArgument("--target is an accuracy in [0, 1]");
+    a.target = *v;
+    return true;
+  }
+  if (name == "algorithm") {
+    a.algorithms.push_back(value);
+    return true;
+  }
+  if (name == "algorithms") {
+    std::stringstream in(value);
+    for (std::string item; std::getline(in, item, ',');) {
+      if (!item.empty()) a.algorithms.push_back(item);
+    }
+    return true;
+  }
+  if (name == "run_dir" || name == "bin_dir" || name == "flagfile") {
+    (name == "run_dir" ? a.run_dir : name == "bin_dir" ? a.bin_dir : a.flagfile) = value;
+    return true;
+  }
+  return false;
+}
+
+// The folder name of an algorithm item: letters, digits, '-', '.' and '_'.
+std::string DirName(const std::string& item) {
+  std::string name = item;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
+  }
+  return name;
+}
+
+std::string Timestamp() {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+  return stamp;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void Say(const std::string& line) {
+  std::printf("[fed] %s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// The flags of one algorithm item: "name" (a preset) or "file.flags", then its "+--flag=value"
+// parts (`own`), which go after everything else.
+struct ItemFlagSets {
+  std::vector<std::string> algorithm, own;
+};
+StatusOr<ItemFlagSets> ItemFlags(const std::string& item, const FedArgs& args) {
+  std::vector<std::string> parts;
+  size_t at = 0;
+  for (size_t plus = item.find("+--"); plus != std::string::npos;
+       at = plus + 1, plus = item.find("+--", at)) {
+    parts.push_back(item.substr(at, plus - at));
+  }
+  parts.push_back(item.substr(at));
+  ItemFlagSets sets;
+  const std::string& base = parts[0];
+  if (base.size() > 6 && base.ends_with(".flags")) {
+    if (Status s = ReadFlagfile(base, sets.algorithm); !s.ok()) return s;
+  } else {
+    auto preset = FedAlgorithmFlags(base, args);
+    if (!preset.ok()) return preset.status();
+    sets.algorithm = std::move(*preset);
+  }
+  sets.own.assign(parts.begin() + 1, parts.end());
+  return sets;
+}
+
+// Splits "--name=value" / "--name value" (for hetps fed's own options) into name and value;
+// advances i past a separate value.
+std::pair<std::string, std::string> NameValue(const std::vector<std::string>& args, size_t& i) {
+  const std::string& arg = args[i];
+  const std::string name = FlagName(arg);
+  if (arg.find('=') != std::string::npos) return {name, arg.substr(arg.find('=') + 1)};
+  FedArgs probe;
+  auto own = SetOwn(probe, name, "1");
+  if (own.ok() && *own && i + 1 < args.size()) return {name, args[++i]};
+  return {name, ""};
+}
+
+struct Progress {
+  size_t rows = 0;
+  size_t measured = 0;
+};
+
+// Prints the evaluator's measurements that appeared in the rounds log since the last call.
+void ShowProgress(const std::string& name, const std::string& rounds_csv, int64_t aggregations,
+                  double target, Progress& p) {
+  auto outcome = ParseFedOutcome(Slurp(rounds_csv), target);
+  if (!outcome.ok()) return;  // not written yet, or a row half written
+  for (; p.measured < outcome->curve.size(); ++p.measured) {
+    const FedOutcome::Point& m = outcome->curve[p.measured];
+    Say(fmt::format("{}: aggregation {}/{}  {:.1f} s  uplink {:.1f} MB  test accuracy {:.4f}", name,
+                    m.aggregation, aggregations, m.wall_s, static_cast<double>(m.bytes_up) / 1e6,
+                    m.accuracy));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> FedPresetNames() {
+  std::vector<std::string> names;
+  for (const Preset& p : Presets()) names.push_back(p.name);
+  return names;
+}
+
+StatusOr<std::vector<std::string>> FedAlgorithmFlags(const std::string& algorithm,
+                                                     const FedArgs& a) {
+  const auto& presets = Presets();
+  const auto it = std::find_if(presets.begin(), presets.end(),
+                               [&](const Preset& p) { return algorithm == p.name; });
+  if (it == presets.end()) {
+    return Status::NotFound(fmt::format("no algorithm '{}' (presets: {}; or a .flags file)",
+                                        algorithm, fmt::join(FedPresetNames(), ", ")));
+  }
+  if (a.per_round > a.parallel) {
+    return Status::InvalidArgument(fmt::format(
+        "--per_round={} is more than --parallel={}: an aggregation cannot wait for more uploads "
+        "than clients train at once",
+        a.per_round, a.parallel));
+  }
+  const int per = it->grouped ? a.per_round : 1;
+  const int64_t rounds = (a.uploads + per - 1) / per;
+  const int64_t eval_every = std::max(1, a.eval_uploads / per);
+  std::vector<std::string> models = a.scenario_flags;
+  models.insert(models.end(), a.role_flags.begin(), a.role_flags.end());
+  const std::string model = Last(models, "model");
+  std::string flags = it->flags;
+  flags = Replace(flags, "{R}", kRounds);
+  flags = Replace(flags, "{S}", kFedSa);
+  flags = Replace(flags, "{P}", std::to_string(a.parallel));
+  flags = Replace(flags, "{K}", std::to_string(a.per_round));
+  flags = Replace(flags, "{O}", fmt::format("{:g}", static_cast<double>(a.parallel) / a.per_round));
+  flags = Replace(flags, "{D}", model == "cnn" ? "2" : "1");  // the dense layers / the last one
+  flags += fmt::format(" --rounds={} --eval_every={}", rounds, eval_every);
+  return Words(flags);
+}
+
+StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
+  if (args.empty() || (args[0] != "run" && args[0] != "compare")) {
+    return Status::InvalidArgument("expected 'run' or 'compare'");
+  }
+  FedArgs a;
+  a.compare = args[0] == "compare";
+  // hetps fed's own options from the command line, applied after the scenario's.
+  std::vector<std::pair<std::string, std::string>> own;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (FlagName(args[i]).empty()) {
+      return Status::InvalidArgument(fmt::format("'{}' is not a flag", args[i]));
+    }
+    const std::string arg = args[i];
+    auto [name, value] = NameValue(args, i);
+    FedArgs probe;
+    auto is_own = SetOwn(probe, name, value);
+    if (!is_own.ok()) return is_own.status();
+    if (*is_own) {
+      own.push_back({name, value});
+    } else {
+      a.role_flags.push_back(arg);
+    }
+  }
+  for (const auto& [name, value] : own) {
+    if (name == "flagfile") a.flagfile = value;
+  }
+  if (a.flagfile.empty()) {
+    return Status::InvalidArgument("give the scenario: --flagfile=deploy/edge/<scenario>.flags");
+  }
+  std::vector<std::string> scenario;
+  if (Status s = ReadFlagfile(a.flagfile, scenario); !s.ok()) return s;
+  for (const std::string& line : scenario) {
+    const size_t eq = line.find('=');
+    auto is_own = SetOwn(a, FlagName(line), eq == std::string::npos ? "" : line.substr(eq + 1));
+    if (!is_own.ok()) return Status::InvalidArgument(a.flagfile + ": " + is_own.status().message());
+    if (!*is_own) a.scenario_flags.push_back(line);
+  }
+  if (std::any_of(own.begin(), own.end(), [](const auto& o) {
+        return o.first == "algorithm" || o.first == "algorithms";
+      })) {
+    a.algorithms.clear();  // the command line's algorithms replace the scenario's
+  }
+  for (const auto& [name, value] : own) (void)SetOwn(a, name, value);
+  if (a.algorithms.empty()) a.algorithms = {"fedavg"};
+  if (!a.compare && a.algorithms.size() != 1) {
+    return Status::InvalidArgument("'run' runs one algorithm; use 'compare' for several");
+  }
+  for (const std::string& item : a.algorithms) {  // every item resolves before any run
+    auto flags = ItemFlags(item, a);
+    if (!flags.ok()) return flags.status();
+  }
+  return a;
+}
+
+int RunFed(const FedArgs& args, const std::string& self) {
+  const std::string root =
+      fs::absolute(args.run_dir.empty() ? "runs/fed-" + Timestamp() : args.run_dir)
+          .lexically_normal()
+          .string();
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) {
+    std::fprintf(stderr, "hetps fed: cannot create %s: %s\n", root.c_str(), ec.message().c_str());
+    return 1;
+  }
+  std::vector<std::string> roles = args.scenario_flags;
+  roles.insert(roles.end(), args.role_flags.begin(), args.role_flags.end());
+  int evaluators = 0;
+  if (const std::string e = Last(roles, "evaluators"); !e.empty())
+    evaluators = std::atoi(e.c_str());
+  std::vector<std::string> extra;
+  if (evaluators <= 0) {  // the report needs the evaluator's accuracy
+    evaluators = 1;
+    extra.push_back("--evaluators=1");
+  }
+  const int workers = args.clients + evaluators;
+  SignalWatcher signals;
+  sigset_t shutdown;
+  sigemptyset(&shutdown);
+  sigaddset(&shutdown, SIGINT);
+  sigaddset(&shutdown, SIGTERM);
+  std::vector<FedOutcome> outcomes;
+  bool failed = false;
+  for (size_t i = 0; i < args.algorithms.size(); ++i) {
+    const std::string& item = args.algorithms[i];
+    const std::string dir = args.compare ? root + "/" + DirName(item) : root;
+    auto flags = ItemFlags(item, args);
+    if (!flags.ok()) {
+      std::fprintf(stderr, "hetps fed: %s\n", flags.status().message().c_str());
+      return 2;
+    }
+    std::vector<std::string> algorithm = flags->algorithm;
+    algorithm.insert(algorithm.end(), args.role_flags.begin(), args.role_flags.end());
+    algorithm.insert(algorithm.end(), flags->own.begin(), flags->own.end());
+    const int64_t aggregations = std::atoll(Last(algorithm, "rounds").c_str());
+    if (fs::exists(dir + "/done")) {
+      Say(fmt::format("{} ({}/{}): done before in {}; kept", item, i + 1, args.algorithms.size(),
+                      dir));
+    } else {
+      if (fs::exists(dir + "/launch.args")) {
+        fs::remove_all(dir, ec);  // what an interrupted run left
+      } else if (fs::exists(dir) && !fs::is_empty(dir, ec)) {
+        std::fprintf(stderr,
+                     "hetps fed: %s is not empty and holds no run; give another --run_dir\n",
+                     dir.c_str());
+        return 2;
+      }
+      fs::create_directories(dir, ec);
+      // Scenario, then the algorithm, then the command line; the item's own parts win.
+      std::vector<std::string> argv = {self,
+                                       "launch",
+                                       fmt::format("--servers={}", args.servers),
+                                       fmt::format("--workers={}", workers),
+                                       "--run_dir=" + dir,
+                                       fmt::format("--grace_ms={}", args.grace_ms)};
+      if (!args.bin_dir.empty()) argv.push_back("--bin_dir=" + args.bin_dir);
+      argv.insert(argv.end(), args.scenario_flags.begin(), args.scenario_flags.end());
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      argv.insert(argv.end(), algorithm.begin(), algorithm.end());
+      Say(fmt::format("{} ({}/{}): {} clients, {} aggregations; folder {} (output: launch.log)",
+                      item, i + 1, args.algorithms.size(), args.clients, aggregations, dir));
+      SpawnOptions spawn;
+      spawn.output_file = dir + "/launch.log";
+      spawn.truncate = true;
+      spawn.unblock = &shutdown;
+      spawn.die_with_parent = true;
+      auto pid = Spawn(argv, spawn);
+      if (!pid.ok()) {
+        std::fprintf(stderr, "hetps fed: %s\n", pid.status().ToString().c_str());
+        return 1;
+      }
+      Progress progress;
+      int status = 0;
+      bool stopping = false;
+      while (true) {
+        const pid_t done = waitpid(*pid, &status, WNOHANG);
+        if (done == *pid) break;
+        if (signals.stop().load() && !stopping) {
+          stopping = true;
+          Say("interrupted: stopping the run's cluster");
+          kill(*pid, SIGTERM);
+        }
+        ShowProgress(item, dir + "/rounds.csv", aggregations, args.target, progress);
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+      ShowProgress(item, dir + "/rounds.csv", aggregations, args.target, progress);
+      if (stopping) return 128 + signals.signal();
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        Say(fmt::format("{}: the run failed ({}); see {}/launch.log", item, DescribeExit(status),
+                        dir));
+        failed = true;
+        continue;
+      }
+      std::ofstream(dir + "/done") << "finished\n";
+    }
+    auto outcome = ParseFedOutcome(Slurp(dir + "/rounds.csv"), args.target);
+    if (!outcome.ok()) {
+      Say(fmt::format("{}: {}", item, outcome.status().message()));
+      failed = true;
+      continue;
+    }
+    outcome->name = item;
+    outcome->dir = dir;
+    const auto& t = outcome->at_target;
+    Say(fmt::format("{}: {}; final accuracy {:.4f} after {} aggregations in {:.1f} s", item,
+                    t ? fmt::format("{} reached after {:.1f} s and {:.1f} MB uplink", args.target,
+                                    t->wall_s, static_cast<double>(t->bytes_up) / 1e6)
+                      : fmt::format("{} not reached", args.target),
+                    outcome->final_accuracy().value_or(0), outcome->aggregations, outcome->wall_s));
+    if (args.compare) {
+      (void)WriteFedReport(dir, {*outcome}, args.target, "One run of " + item + ".");
+    }
+    outcomes.push_back(std::move(*outcome));
+  }
+  if (outcomes.empty()) return 1;
+  const std::string how = fmt::format(
+      "Scenario `{}`, {} clients, {} servers; {} clients training at once, {} uploads per "
+      "aggregation where an algorithm groups them, {} applied uploads per run, the evaluator "
+      "measuring every {} uploads. Extra flags: `{}`.",
+      args.flagfile, args.clients, args.servers, args.parallel, args.per_round, args.uploads,
+      args.eval_uploads, fmt::join(args.role_flags, " "));
+  if (Status s = WriteFedReport(root, outcomes, args.target, how); !s.ok()) {
+    std::fprintf(stderr, "hetps fed: %s\n", s.message().c_str());
+    return 1;
+  }
+  Say(fmt::format("report: {0}/report.md, {0}/summary.json, {0}/plot.png", root));
+  std::fputs(Slurp(root + "/report.md").c_str(), stdout);
+  return failed ? 1 : 0;
+}
+
+}  // namespace hetps

@@ -1,0 +1,63 @@
+// What `hetps fed` makes of federated runs: each run's outcome read from the scheduler's rounds
+// log (scheduler/fed_rounds.h: one row per aggregation, the evaluator's accuracy on the rows it
+// measured), and the run folder's report.md, summary.json and plot.png (plot.gp beside it, to
+// adjust and run again with gnuplot) for one algorithm or several over the same scenario.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace hetps {
+
+struct FedOutcome {
+  struct Point {  // one measured aggregation
+    int64_t aggregation = 0;
+    double wall_s = 0;
+    int64_t bytes_up = 0;
+    double accuracy = 0;
+  };
+  std::string name;  // the algorithm as given
+  std::string dir;   // its run folder
+  int64_t aggregations = 0;
+  double wall_s = 0;  // when the last aggregation was applied
+  int64_t kept = 0, dropped = 0;
+  int64_t bytes_up = 0, bytes_down = 0;  // every client's payload, to the last aggregation
+  double mean_staleness = 0;             // over the kept uploads
+  std::vector<Point> curve;
+  // The first measurement at or above the target, if any.
+  std::optional<Point> at_target;
+  std::optional<double> final_accuracy() const {
+    return curve.empty() ? std::nullopt : std::optional<double>(curve.back().accuracy);
+  }
+  // Kept uploads over every upload asked for (kept + dropped): FedLesScan's effective update
+  // ratio.
+  double effective_update_ratio() const {
+    return kept + dropped > 0 ? static_cast<double>(kept) / static_cast<double>(kept + dropped)
+                              : 0.0;
+  }
+};
+
+// Reads a rounds log (`text`: the CSV's contents) against `target` accuracy.
+StatusOr<FedOutcome> ParseFedOutcome(const std::string& text, double target);
+
+// report.md: the scenario and the table (time, uplink MB and aggregations to the target, final
+// accuracy, totals, kept/asked, staleness) per algorithm. `how` says how the runs were made.
+std::string FedReportMarkdown(const std::vector<FedOutcome>& runs, double target,
+                              const std::string& how);
+// summary.json: the same figures, machine-readable (null where the target was not reached).
+std::string FedSummaryJson(const std::vector<FedOutcome>& runs, double target);
+// A gnuplot script that draws test accuracy against wall time and against uplink MB, one line
+// per algorithm, into `png`; the data is inside the script.
+std::string FedPlotScript(const std::vector<FedOutcome>& runs, double target,
+                          const std::string& png);
+
+// Writes report.md, summary.json, plot.gp and plot.png (gnuplot; a warning when it is missing)
+// into `dir`.
+Status WriteFedReport(const std::string& dir, const std::vector<FedOutcome>& runs, double target,
+                      const std::string& how);
+
+}  // namespace hetps

@@ -1,0 +1,168 @@
+#include "cli/fed.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/fed_report.h"
+
+namespace hetps {
+namespace {
+
+std::string Scenario(const std::string& text) {
+  static int n = 0;
+  const std::string path = ::testing::TempDir() + "/fed_test" + std::to_string(++n) + ".flags";
+  std::ofstream(path) << text;
+  return path;
+}
+
+bool Has(const std::vector<std::string>& flags, const std::string& flag) {
+  return std::find(flags.begin(), flags.end(), flag) != flags.end();
+}
+
+TEST(FedArgsTest, TheScenarioSetsOptionsTheCommandLineOverrides) {
+  const std::string path =
+      Scenario("# a scenario\n--workload=edge\n--clients=100\n--parallel=10\n--target=0.7\n");
+  auto a = ParseFedArgs({"compare", "--flagfile=" + path, "--algorithms=fedavg,fedbuff",
+                         "--parallel", "12", "--local_lr=0.1"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a->compare);
+  EXPECT_EQ(a->clients, 100);
+  EXPECT_EQ(a->parallel, 12) << "the command line wins";
+  EXPECT_DOUBLE_EQ(a->target, 0.7);
+  EXPECT_EQ(a->algorithms, (std::vector<std::string>{"fedavg", "fedbuff"}));
+  EXPECT_EQ(a->scenario_flags, std::vector<std::string>{"--workload=edge"})
+      << "hetps fed's own options are not passed to the roles";
+  EXPECT_EQ(a->role_flags, std::vector<std::string>{"--local_lr=0.1"});
+}
+
+TEST(FedArgsTest, BadArgumentsAreRefusedBeforeAnythingRuns) {
+  const std::string path = Scenario("--workload=edge\n");
+  EXPECT_FALSE(ParseFedArgs({}).ok());
+  EXPECT_FALSE(ParseFedArgs({"launch", "--flagfile=" + path}).ok());
+  EXPECT_FALSE(ParseFedArgs({"run"}).ok()) << "no scenario";
+  EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=/nonexistent.flags"}).ok());
+  EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + path, "--algorithms=fedavg,fedbuff"}).ok())
+      << "run takes one algorithm";
+  EXPECT_FALSE(ParseFedArgs({"compare", "--flagfile=" + path, "--algorithms=nonesuch"}).ok());
+  EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + path, "--target=2"}).ok());
+  EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + path, "--clients=0"}).ok());
+  EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + path, "--per_round=8", "--parallel=4"}).ok())
+      << "an aggregation cannot wait for more uploads than clients train at once";
+  EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + Scenario("--clients=x\n")}).ok());
+  auto defaults = ParseFedArgs({"run", "--flagfile=" + path});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->algorithms, std::vector<std::string>{"fedavg"});
+}
+
+// Every algorithm of a comparison gets the same budget of applied uploads: an algorithm that
+// aggregates K uploads at a time runs uploads / K aggregations.
+TEST(FedArgsTest, PresetsShareTheBudgetOfUploads) {
+  FedArgs a{.parallel = 7, .per_round = 5, .uploads = 200, .eval_uploads = 20};
+  auto fedavg = FedAlgorithmFlags("fedavg", a);
+  ASSERT_TRUE(fedavg.ok());
+  EXPECT_TRUE(Has(*fedavg, "--consistency=selected"));
+  EXPECT_TRUE(Has(*fedavg, "--clients_per_round=5"));
+  EXPECT_TRUE(Has(*fedavg, "--overcommit=1.4")) << "7 selected, the first 5 kept";
+  EXPECT_TRUE(Has(*fedavg, "--rounds=40"));
+  EXPECT_TRUE(Has(*fedavg, "--eval_every=4"));
+  auto fedasync = FedAlgorithmFlags("fedasync", a);
+  ASSERT_TRUE(fedasync.ok());
+  EXPECT_TRUE(Has(*fedasync, "--concurrency=7"));
+  EXPECT_TRUE(Has(*fedasync, "--rounds=200"));
+  EXPECT_TRUE(Has(*fedasync, "--eval_every=20"));
+  auto fedbuff = FedAlgorithmFlags("fedbuff", a);
+  ASSERT_TRUE(fedbuff.ok());
+  EXPECT_TRUE(Has(*fedbuff, "--aggregator=fedbuff:k=5"));
+  EXPECT_TRUE(Has(*fedbuff, "--rounds=200")) << "every commit is handed to the aggregator";
+  auto fedsa = FedAlgorithmFlags("fedsa", a);
+  ASSERT_TRUE(fedsa.ok());
+  EXPECT_TRUE(Has(*fedsa, "--quorum=5"));
+  EXPECT_TRUE(Has(*fedsa, "--rounds=40"));
+  a.scenario_flags = {"--model=cnn"};
+  auto temporal = FedAlgorithmFlags("temporal", a);
+  ASSERT_TRUE(temporal.ok());
+  EXPECT_TRUE(Has(*temporal, "--aggregator=temporal"));
+  EXPECT_TRUE(Has(*temporal, "--deep_from=2")) << "the CNN's dense layers are the deep part";
+  for (const std::string& name : FedPresetNames()) {
+    EXPECT_TRUE(FedAlgorithmFlags(name, a).ok()) << name;
+  }
+}
+
+TEST(FedArgsTest, AnItemMayAddFlagsOrComeFromAFile) {
+  const std::string path = Scenario("--workload=edge\n");
+  const std::string algorithm = ::testing::TempDir() + "/mine.flags";
+  std::ofstream(algorithm) << "--consistency=selected\n--aggregator=fedavg\n";
+  auto a = ParseFedArgs({"compare", "--flagfile=" + path,
+                         "--algorithm=aafl+--ratio=fixed:alpha=0.3", "--algorithm=" + algorithm});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->algorithms, (std::vector<std::string>{"aafl+--ratio=fixed:alpha=0.3", algorithm}));
+  EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + path, "--algorithm=/nonexistent.flags"}).ok());
+}
+
+constexpr char kHeader[] =
+    "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,bytes_down,test_loss,"
+    "test_accuracy,kept_ranks,dropped_ranks\n";
+
+TEST(FedReportTest, AnOutcomeIsReadFromTheRoundsLog) {
+  const std::string csv = std::string(kHeader) +
+                          "1,1.0,2,1,0.00,0,300,300,,,1 2,3\n"
+                          "2,2.0,2,0,1.00,1,500,600,0.9,0.61,2 3,\n"
+                          "3,3.5,2,1,0.50,1,800,900,,,1 3,2\n"
+                          "4,4.0,2,0,0.00,0,1000,1200,0.5,0.83,1 2,\n"
+                          "5,5.0,2,0,0.00,0,1200,1500,0.4,0.81,1 2,\n";
+  auto o = ParseFedOutcome(csv, 0.8);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->aggregations, 5);
+  EXPECT_DOUBLE_EQ(o->wall_s, 5.0);
+  EXPECT_EQ(o->kept, 10);
+  EXPECT_EQ(o->dropped, 2);
+  EXPECT_DOUBLE_EQ(o->effective_update_ratio(), 10.0 / 12);
+  EXPECT_DOUBLE_EQ(o->mean_staleness, (2 * 1.0 + 2 * 0.5) / 10);
+  EXPECT_EQ(o->bytes_up, 1200);
+  EXPECT_EQ(o->bytes_down, 1500);
+  ASSERT_EQ(o->curve.size(), 3u);
+  ASSERT_TRUE(o->at_target.has_value());
+  EXPECT_EQ(o->at_target->aggregation, 4) << "the first measurement at or above the target";
+  EXPECT_DOUBLE_EQ(o->at_target->wall_s, 4.0);
+  EXPECT_EQ(o->at_target->bytes_up, 1000);
+  EXPECT_DOUBLE_EQ(*o->final_accuracy(), 0.81);
+
+  auto missed = ParseFedOutcome(csv, 0.9);
+  ASSERT_TRUE(missed.ok());
+  EXPECT_FALSE(missed->at_target.has_value());
+  missed->name = "fedavg";
+  const auto summary = nlohmann::json::parse(FedSummaryJson({*missed}, 0.9));
+  EXPECT_TRUE(summary["runs"][0]["time_to_target_s"].is_null());
+  EXPECT_DOUBLE_EQ(summary["runs"][0]["final_accuracy"].get<double>(), 0.81);
+  const std::string md = FedReportMarkdown({*missed}, 0.9, "how");
+  EXPECT_NE(md.find("| fedavg | not reached | - | - | 0.8100 | 0.8300 | 5 | 5.0 |"),
+            std::string::npos)
+      << md;
+}
+
+TEST(FedReportTest, AMalformedRoundsLogIsAnError) {
+  EXPECT_FALSE(ParseFedOutcome("", 0.8).ok());
+  EXPECT_FALSE(ParseFedOutcome("round,opened_s\n0,1\n", 0.8).ok()) << "missing columns";
+  EXPECT_FALSE(ParseFedOutcome(std::string(kHeader) + "1,x,2,1,0,0,3,3,,,1,\n", 0.8).ok());
+  EXPECT_FALSE(ParseFedOutcome(std::string(kHeader) + "1,1.0,2\n", 0.8).ok()) << "short row";
+}
+
+TEST(FedReportTest, ThePlotScriptCarriesEveryRunsCurve) {
+  FedOutcome a{.name = "fedavg"}, b{.name = "fed_buff"};
+  a.curve = {{1, 1.5, 2000000, 0.5}, {2, 3.0, 4000000, 0.7}};
+  b.curve = {{4, 2.0, 1000000, 0.6}};
+  const std::string gp = FedPlotScript({a, b}, 0.8, "/tmp/x.png");
+  EXPECT_NE(gp.find("$run0 << EOD\n1.500 2.0000 0.5000\n3.000 4.0000 0.7000\nEOD\n"),
+            std::string::npos)
+      << gp;
+  EXPECT_NE(gp.find("$run1 << EOD\n2.000 1.0000 0.6000\nEOD\n"), std::string::npos);
+  EXPECT_NE(gp.find("title 'fed buff'"), std::string::npos) << "no '_' subscripts in titles";
+  EXPECT_NE(gp.find("set output '/tmp/x.png'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hetps
