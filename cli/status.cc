@@ -103,14 +103,24 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
     if (j.contains("federated") && j.at("federated").is_object()) {
       const Json& f = j.at("federated");
       const Json& n = f.at("clients");
-      out.insert(out.size() - 1,
-                 fmt::format("federated ({}, {}): {} of {} aggregations applied; clients idle {}, "
-                             "training {}, uploaded {}, away {}, left {}; evaluators {}\n",
-                             f.at("mode").get<std::string>(), f.at("selection").get<std::string>(),
-                             f.at("applied").get<int64_t>(), f.at("rounds").get<int64_t>(),
-                             n.at("idle").get<int>(), n.at("training").get<int>(),
-                             n.at("uploaded").get<int>(), n.at("away").get<int>(),
-                             n.at("left").get<int>(), n.at("evaluator").get<int>()));
+      std::string measured;
+      if (f.contains("measured") && !f.at("measured").empty()) {
+        const Json& m = f.at("measured").back();
+        measured = fmt::format("; test accuracy {:.4f} after {} aggregations",
+                               m.at(2).get<double>(), m.at(0).get<int64_t>());
+      }
+      out.insert(
+          out.size() - 1,
+          fmt::format("federated ({}, {}): {} of {} aggregations applied; clients idle {}, "
+                      "training {}, uploaded {}, away {}, left {}; evaluators {}; uploads "
+                      "kept {}, dropped {}; uplink {}, downlink {}{}\n",
+                      f.at("mode").get<std::string>(), f.at("selection").get<std::string>(),
+                      f.at("applied").get<int64_t>(), f.at("rounds").get<int64_t>(),
+                      n.at("idle").get<int>(), n.at("training").get<int>(),
+                      n.at("uploaded").get<int>(), n.at("away").get<int>(), n.at("left").get<int>(),
+                      n.at("evaluator").get<int>(), f.value("kept", int64_t{0}),
+                      f.value("dropped", int64_t{0}), Bytes(f.value("bytes_up", int64_t{0})),
+                      Bytes(f.value("bytes_down", int64_t{0})), measured));
     }
     out += fmt::format(
         "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:>7} "

@@ -14,7 +14,40 @@ function fmtBytes(b) {
 }
 const num = (v, digits = 1) => (typeof v === "number" ? v.toFixed(digits) : "–");
 
-function fillTable(id, rows, cells, rowClass) {
+// Tables show PAGE_ROWS rows a page, with a pager below them, so that 100+ workers or clients
+// stay readable; the page a table is on survives the redraws.
+const PAGE_ROWS = 25;
+const pages = {};  // table id -> page index
+
+function pager(id, total) {
+  const count = Math.max(1, Math.ceil(total / PAGE_ROWS));
+  const page = Math.min(pages[id] || 0, count - 1);
+  pages[id] = page;
+  let el = document.getElementById(`${id}-pager`);
+  if (!el) {
+    el = document.createElement("div");
+    el.id = `${id}-pager`;
+    el.className = "pager";
+    document.getElementById(id).after(el);
+  }
+  el.hidden = total <= PAGE_ROWS;
+  el.replaceChildren();
+  const button = (text, to) => {
+    const b = document.createElement("button");
+    b.textContent = text;
+    b.disabled = to < 0 || to >= count || to === page;
+    b.onclick = () => { pages[id] = to; if (last) render(last); };
+    return b;
+  };
+  const label = document.createElement("span");
+  label.textContent = `rows ${page * PAGE_ROWS + 1}–${Math.min(total, (page + 1) * PAGE_ROWS)} of ${total}`;
+  el.append(button("«", 0), button("‹", page - 1), label, button("›", page + 1), button("»", count - 1));
+  return page;
+}
+
+function fillTable(id, allRows, cells, rowClass) {
+  const page = pager(id, allRows.length);
+  const rows = allRows.slice(page * PAGE_ROWS, (page + 1) * PAGE_ROWS);
   const body = document.querySelector(`#${id} tbody`);
   body.replaceChildren(...rows.map((r) => {
     const tr = document.createElement("tr");
@@ -45,8 +78,24 @@ function plot(id, key, makeOpts, data) {
   }
 }
 
+// One line per worker; beyond MAX_LINES workers, the slowest, median and fastest clock.
+const MAX_LINES = 16;
 function drawClocks(s) {
   const ranks = Object.keys(s.history.clock).sort((a, b) => a - b);
+  if (ranks.length > MAX_LINES) {
+    const series = s.history.t.map((_, i) => ranks.map((r) => s.history.clock[r][i])
+      .filter((v) => typeof v === "number").sort((a, b) => a - b));
+    const pick = (f) => series.map((v) => (v.length ? v[Math.floor(f * (v.length - 1))] : null));
+    plot("chart-clocks", "spread", () => ({
+      scales: { x: { time: false } },
+      axes: [{ label: "seconds" }, { label: "clock" }],
+      series: [{ label: "t (s)" },
+               { label: `slowest of ${ranks.length} workers`, stroke: COLORS[4], width: 2 },
+               { label: "median", stroke: COLORS[0], width: 2 },
+               { label: "fastest", stroke: COLORS[2], width: 2 }],
+    }), [s.history.t, pick(0), pick(0.5), pick(1)]);
+    return;
+  }
   const data = [s.history.t, ...ranks.map((r) => s.history.clock[r])];
   plot("chart-clocks", ranks.join(","), () => ({
     scales: { x: { time: false } },
@@ -93,7 +142,11 @@ function drawStragglers(s) {
   const max = Math.max(threshold, ...times, 1e-9) * 1.1;
   const wrap = document.createElement("div");
   wrap.className = "bars";
-  for (const w of live) {
+  // With many workers: the flagged and the slowest, MAX_LINES bars at most.
+  const shown = live.length <= MAX_LINES ? live
+    : [...live].sort((a, b) => (b.straggler - a.straggler) || (b.iteration_ms - a.iteration_ms))
+      .slice(0, MAX_LINES).sort((a, b) => a.rank - b.rank);
+  for (const w of shown) {
     const row = document.createElement("div");
     row.className = "bar-row";
     row.dataset.rank = w.rank;
@@ -105,7 +158,8 @@ function drawStragglers(s) {
   }
   const note = document.createElement("div");
   note.className = "note";
-  note.textContent = `red line: straggler threshold ${s.cluster.straggler_factor}× the median (${threshold.toFixed(1)} ms); ` +
+  note.textContent = (shown.length < live.length ? `the ${shown.length} slowest of ${live.length} workers; ` : "") +
+                     `red line: straggler threshold ${s.cluster.straggler_factor}× the median (${threshold.toFixed(1)} ms); ` +
                      `flagged: ${s.cluster.stragglers.length ? s.cluster.stragglers.map(workerName).join(", ") : "none"}`;
   wrap.appendChild(note);
   el.replaceChildren(wrap);
@@ -134,12 +188,53 @@ function drawCurve(s) {
   }), [clocks, loss, acc]);
 }
 
+// Federated rounds (present when edge clients check in): counts by state, the evaluator's
+// accuracy against time, and every client (a state filter and pages for 100+ clients).
+const STATES = ["idle", "training", "uploaded", "away", "left"];
+let stateFilter = "";
+function drawFederated(s) {
+  const f = s.federated;
+  const section = document.getElementById("federated");
+  section.hidden = !f;
+  if (!f) return;
+  const agg = f.rounds > 0 ? `${f.applied}/${f.rounds}` : `${f.applied}`;
+  document.getElementById("fed-summary").textContent =
+    `${f.mode === "async" ? `asynchronous, ${f.concurrency} at once` : "sampled rounds"} · ` +
+    `selection ${f.selection} · aggregations ${agg} · uploads kept ${f.kept}, dropped ${f.dropped}` +
+    ` · uplink ${fmtBytes(f.bytes_up)} · downlink ${fmtBytes(f.bytes_down)}` +
+    (f.measured.length ? ` · test accuracy ${f.measured[f.measured.length - 1][2].toFixed(4)}` : "");
+  const chips = document.getElementById("fed-states");
+  chips.replaceChildren(...["", ...STATES, "evaluator"].map((state) => {
+    const b = document.createElement("button");
+    const n = state === "" ? Object.keys(f.per_client).length : f.clients[state];
+    b.textContent = `${state || "all"} ${n}`;
+    b.className = `chip ${state}${state === stateFilter ? " on" : ""}`;
+    b.disabled = state === "evaluator";
+    b.onclick = () => { stateFilter = state; pages["fed-clients"] = 0; if (last) render(last); };
+    return b;
+  }));
+  const rows = Object.entries(f.per_client).map(([rank, c]) => ({ rank: Number(rank), ...c }))
+    .filter((c) => !stateFilter || c.state === stateFilter).sort((a, b) => a.rank - b.rank);
+  fillTable("fed-clients", rows, (c) => [c.rank, { text: c.state, cls: `state ${c.state}` },
+    c.selected, c.kept, c.missed], (c) => (c.state === "left" ? "gone" : ""));
+  if (typeof uPlot !== "undefined") {
+    plot("chart-fed", "fed", () => ({
+      scales: { x: { time: false }, y: { range: [0, 1] } },
+      axes: [{ label: "seconds since the first round" }, { label: "test accuracy" }],
+      series: [{ label: "t (s)" }, { label: "test accuracy (evaluator)", stroke: "#27ae60", width: 2,
+                                    points: { show: true, size: 5 } }],
+    }), [f.measured.map((m) => m[1]), f.measured.map((m) => m[2])]);
+  }
+}
+
+let last = null;  // the latest status, to redraw at once when a pager or filter is clicked
 function render(s) {
+  last = s;
   const c = s.cluster;
   document.getElementById("summary").textContent =
     `${c.consistency || "–"} · ${c.workers} workers · ${c.servers} servers · clocks ${c.min_clock}..${c.max_clock}` +
     ` · quorum ${c.quorum} · stragglers ${c.stragglers.length} · up ${c.uptime_s.toFixed(0)} s`;
-  fillTable("workers", s.workers, (w) => [
+  fillTable("workers", [...s.workers].sort((a, b) => a.rank - b.rank), (w) => [
     w.rank, w.id, w.state, w.clock, num(w.iteration_ms), num(w.iteration_ms_stddev), num(w.wait_ms),
     `${num(w.staleness, 2)} (max ${w.staleness_max})`, fmtBytes(w.bytes_pushed), fmtBytes(w.bytes_pulled),
     num(w.heartbeat_age_ms, 0), num(w.metrics.loss, 4), num(w.metrics.accuracy, 4),
@@ -161,6 +256,7 @@ function render(s) {
     drawCurve(s);
   }
   drawStragglers(s);
+  drawFederated(s);
   document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
 }
 

@@ -92,7 +92,26 @@ TEST(StatusRenderTest, FederatedRoundsShowTheirClientsByState) {
   auto text = RenderStatus(stats.StatusJson(1));
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_NE(text->find("federated (rounds, random): 0 of 5 aggregations applied; clients idle 2, "
-                       "training 1, uploaded 0, away 0, left 0; evaluators 0\n"),
+                       "training 1, uploaded 0, away 0, left 0; evaluators 0; uploads kept 0, "
+                       "dropped 0; uplink 0 B, downlink 0 B\n"),
+            std::string::npos)
+      << *text;
+  proto::FedRound report;
+  report.set_bytes_up(2048);
+  fed.Report(1, report);
+  fed.Watch({4, 1, "e"}, 1, 4, 0);  // an evaluator
+  for (int32_t id = 1; id <= 3; ++id) fed.Uploaded({id, 1, "x"}, 0, 4, 1);
+  fed.OnClosed(9, 0, 4, 1);
+  proto::Evaluation e;
+  e.set_round(1);
+  e.set_accuracy(0.625);
+  fed.Measured(4, e);
+  stats.SetFederated(fed.SummaryJson());
+  text = RenderStatus(stats.StatusJson(1));
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("1 of 5 aggregations applied"), std::string::npos) << *text;
+  EXPECT_NE(text->find("uploads kept 1, dropped 0; uplink 2.0 KiB, downlink 0 B; test accuracy "
+                       "0.6250 after 1 aggregations\n"),
             std::string::npos)
       << *text;
 }
