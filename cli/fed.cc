@@ -272,6 +272,28 @@ StatusOr<std::vector<std::string>> FedAlgorithmFlags(const std::string& algorith
   return Words(flags);
 }
 
+namespace {
+
+// A scenario's flags; a "--flagfile=F" line includes F (relative to the including file's
+// folder) in its place, so that a scenario can build on another.
+Status ReadScenario(const std::string& path, std::vector<std::string>& out, int depth) {
+  if (depth > 8) return Status::InvalidArgument(path + ": flag files include each other too deep");
+  std::vector<std::string> lines;
+  if (Status s = ReadFlagfile(path, lines); !s.ok()) return s;
+  for (const std::string& line : lines) {
+    if (FlagName(line) != "flagfile") {
+      out.push_back(line);
+      continue;
+    }
+    fs::path included = line.substr(line.find('=') + 1);
+    if (included.is_relative()) included = fs::path(path).parent_path() / included;
+    if (Status s = ReadScenario(included.string(), out, depth + 1); !s.ok()) return s;
+  }
+  return Status();
+}
+
+}  // namespace
+
 StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
   if (args.empty() || (args[0] != "run" && args[0] != "compare")) {
     return Status::InvalidArgument("expected 'run' or 'compare'");
@@ -302,7 +324,7 @@ StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
     return Status::InvalidArgument("give the scenario: --flagfile=deploy/edge/<scenario>.flags");
   }
   std::vector<std::string> scenario;
-  if (Status s = ReadFlagfile(a.flagfile, scenario); !s.ok()) return s;
+  if (Status s = ReadScenario(a.flagfile, scenario, 0); !s.ok()) return s;
   for (const std::string& line : scenario) {
     const size_t eq = line.find('=');
     auto is_own = SetOwn(a, FlagName(line), eq == std::string::npos ? "" : line.substr(eq + 1));

@@ -38,7 +38,8 @@ struct FedArgs {
 };
 
 // Parses what follows `hetps fed`: run|compare, then --flagfile=F, --algorithm=A (repeatable),
-// --algorithms=A,B,..., the options above as --name=value, and role flags.
+// --algorithms=A,B,..., the options above as --name=value, and role flags. A "--flagfile=G"
+// line in the scenario includes G (relative to the scenario's folder) in its place.
 StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args);
 
 // The presets' names, and one preset's flags for these settings (rounds and eval_every in

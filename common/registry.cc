@@ -53,7 +53,14 @@ ParamDef ParamDef::Choice(std::string name, std::string def, std::vector<std::st
   return p;
 }
 
+ParamDef ParamDef::Text(std::string name, std::string def, std::string help) {
+  ParamDef p = Choice(std::move(name), std::move(def), {}, std::move(help));
+  p.text = true;
+  return p;
+}
+
 std::string ParamDef::Range() const {
+  if (text) return "text";
   if (!numeric) return "one of " + Join(words, ", ");
   std::string s = fmt::format("{} in {}{}, {}{}", integral ? "whole number" : "number",
                               min_open ? "(" : "[", min, max, max_open ? ")" : "]");
@@ -62,6 +69,10 @@ std::string ParamDef::Range() const {
 }
 
 Status ParamDef::Check(const std::string& value) const {
+  if (text) {
+    if (!value.empty()) return Status();
+    return Status::InvalidArgument(fmt::format("{}: give a value", name));
+  }
   if (std::find(words.begin(), words.end(), value) != words.end()) return Status();
   double v = 0;
   if (numeric && !ParseDouble(value, v)) {

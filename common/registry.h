@@ -23,7 +23,7 @@ namespace hetps {
 
 // One parameter of an algorithm. A value is a number in [min, max] (an open lower end with
 // min_open; whole numbers with integral), or one of `words` (e.g. "auto", or the choices of a
-// parameter that takes no numbers: numeric = false).
+// parameter that takes no numbers: numeric = false), or any text (text: a file's path).
 struct ParamDef {
   std::string name;
   std::string default_value;
@@ -33,6 +33,7 @@ struct ParamDef {
   bool max_open = false;  // e.g. Adam's betas: [0, 1)
   bool integral = false;
   bool numeric = true;
+  bool text = false;  // any text without ',' (e.g. a file path)
   std::vector<std::string> words;
 
   // Shorthands for the common shapes.
@@ -41,6 +42,7 @@ struct ParamDef {
   static ParamDef Int(std::string name, std::string def, double min, double max, std::string help);
   static ParamDef Choice(std::string name, std::string def, std::vector<std::string> words,
                          std::string help);
+  static ParamDef Text(std::string name, std::string def, std::string help);
   // "number in [0, 1]", "whole number in [1, 65535] or auto", "one of constant, hinge".
   std::string Range() const;
   Status Check(const std::string& value) const;

@@ -232,6 +232,7 @@ void FedRounds::WriteClients(const std::string& path) const {
 
 void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
   left_.erase(a.worker);
+  if (first_checkin_ < 0) first_checkin_ = now;
   ClientRecord& c = clients_[a.worker];
   c.id = a.worker;
   c.rank = actions_.rank_of ? actions_.rank_of(a.worker) : 0;
@@ -254,7 +255,9 @@ void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
 void FedRounds::MaybeGrant(int live_workers, double now) {
   last_live_workers_ = live_workers;
   const int live_clients = Clients(live_workers);
-  if (next_task_ == 0 && static_cast<int>(idle_.size()) < live_clients) return;
+  if (next_task_ == 0 && static_cast<int>(idle_.size()) < live_clients && !WaitedLongEnough(now)) {
+    return;
+  }
   // A committed upload holds its slot until every server applied it, so a client granted the
   // slot pulls a model with it (with C = 1 the run is exactly sequential).
   while (static_cast<int64_t>(tasks_.size()) + unapplied_ < options_.concurrency &&
@@ -404,7 +407,10 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
   // first round waits for every client that joined, so that its draw, like every later one,
   // depends on the seed and not on which processes happened to start first.
   const int idle = static_cast<int>(idle_.size());
-  if (idle < std::min(want, live_clients) || (round_ == 0 && idle < live_clients)) return;
+  if (idle < std::min(want, live_clients) ||
+      (round_ == 0 && idle < live_clients && !WaitedLongEnough(now))) {
+    return;
+  }
   std::vector<const ClientRecord*> candidates;
   for (const auto& [id, a] : idle_) candidates.push_back(&clients_[id]);
   const int count = std::min<int>(want, static_cast<int>(candidates.size()));

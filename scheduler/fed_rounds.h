@@ -5,7 +5,8 @@
 //
 // A round opens once enough clients are idle (checked in and waiting): ceil(K * overcommit)
 // of the selected, or every live client when fewer are alive; the first round waits for every
-// live client, so that the draw depends on the seed and not on start-up order. The selection policy
+// live client (at most the deadline, when there is one, after the first check-in), so that the
+// draw depends on the seed and not on start-up order. The selection policy
 // (scheduler/selection/) picks that many; each is answered with the round and trains for it.
 // The round closes at the K-th upload (K = --clients_per_round; 0: every selected client),
 // when its deadline passed (with what arrived), or when every selected client uploaded or
@@ -173,6 +174,12 @@ class FedRounds {
   void Dropped(int32_t worker);
   // Writes the held rows no evaluator may still measure (all: every held row).
   void WriteRows(bool all);
+  // The first round (or task) waits for every live client, but no longer than the deadline
+  // after the first check-in (clients that start offline would hold it up).
+  bool WaitedLongEnough(double now) const {
+    return options_.deadline_s > 0 && first_checkin_ >= 0 &&
+           now - first_checkin_ >= options_.deadline_s;
+  }
   // Live workers that are clients (not evaluators).
   int Clients(int live_workers) const {
     return live_workers - static_cast<int>(evaluators_.size());
@@ -198,7 +205,8 @@ class FedRounds {
   std::map<int32_t, int64_t> measuring_;   // per evaluator: the first aggregation it may report
   int64_t bytes_up_ = 0, bytes_down_ = 0;  // every client's, as reported
   int64_t kept_total_ = 0, dropped_total_ = 0;
-  double started_ = -1;  // when the first round opened or task was granted
+  double started_ = -1;        // when the first round opened or task was granted
+  double first_checkin_ = -1;  // when the first client checked in
   struct Point {
     int64_t aggregation;
     double wall_s, accuracy;

@@ -144,7 +144,8 @@ Status EdgeClient::Prepare() {
   rng_.seed(o_.seed * 1000003 + static_cast<uint64_t>(client_.rank()));
   fail_rng_.seed(o_.seed * 7919 + 17 * static_cast<uint64_t>(client_.rank()) + 1);
   auto availability =
-      MakeAvailability(o_.availability, o_.seed * 104729 + static_cast<uint64_t>(client_.rank()));
+      MakeAvailability(o_.availability, o_.seed * 104729 + static_cast<uint64_t>(client_.rank()),
+                       std::max(0, client_.rank() - o_.evaluators));
   if (!availability.ok()) return availability.status();
   availability_ = std::move(*availability);
   if (o_.deep_from >= 0) schedule_.emplace(o_.deep_from, o_.deep_period, o_.deep_rounds);
@@ -365,7 +366,7 @@ Status ValidateEdgeOptions(const EdgeOptions& o) {
   if (!(o.fail_fraction >= 0 && o.fail_fraction <= 1)) {
     return Status::InvalidArgument("fail_fraction must be in [0, 1]");
   }
-  if (auto a = Availabilities().Parse(o.availability); !a.ok()) {
+  if (auto a = MakeAvailability(o.availability, 1); !a.ok()) {  // a trace is read here too
     return Status::InvalidArgument("--availability: " + a.status().message());
   }
   if (o.partition == "dirichlet" && !(o.dirichlet_alpha > 0)) {

@@ -39,6 +39,22 @@ TEST(FedArgsTest, TheScenarioSetsOptionsTheCommandLineOverrides) {
   EXPECT_EQ(a->role_flags, std::vector<std::string>{"--local_lr=0.1"});
 }
 
+TEST(FedArgsTest, AScenarioMayIncludeAnother) {
+  const std::string base = Scenario("--workload=edge\n--clients=20\n--fail_fraction=0\n");
+  const std::string name = std::filesystem::path(base).filename().string();
+  const std::string path =
+      Scenario("--flagfile=" + name + "\n--fail_fraction=0.3\n--algorithms=fedavg,fedlesscan\n");
+  auto a = ParseFedArgs({"compare", "--flagfile=" + path});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->clients, 20);
+  EXPECT_EQ(a->scenario_flags, (std::vector<std::string>{"--workload=edge", "--fail_fraction=0",
+                                                         "--fail_fraction=0.3"}));
+  EXPECT_EQ(a->algorithms, (std::vector<std::string>{"fedavg", "fedlesscan"}));
+  const std::string loop = ::testing::TempDir() + "/fed_test_loop.flags";
+  std::ofstream(loop) << "--flagfile=fed_test_loop.flags\n";
+  EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + loop}).ok());
+}
+
 TEST(FedArgsTest, BadArgumentsAreRefusedBeforeAnythingRuns) {
   const std::string path = Scenario("--workload=edge\n");
   EXPECT_FALSE(ParseFedArgs({}).ok());

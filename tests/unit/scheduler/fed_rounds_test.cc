@@ -121,6 +121,26 @@ TEST(FedRoundsTest, ADeadlineClosesTheRoundWithWhatArrived) {
   EXPECT_EQ(f.clients().at(3).missed, 1);
 }
 
+// Clients that start offline (an availability trace) do not check in: the first round waits
+// for every live client, but no longer than the deadline after the first check-in.
+TEST(FedRoundsTest, TheFirstRoundWaitsForEveryClientAtMostTheDeadline) {
+  Recorder rec;
+  FedRounds f({.clients_per_round = 2, .deadline_s = 10, .rounds = 5}, rec.Actions());
+  f.CheckIn(From(1), 4, 1);
+  f.CheckIn(From(2), 4, 2);
+  f.Tick(4, 10.9);
+  EXPECT_TRUE(rec.tasks.empty()) << "two of four clients checked in";
+  f.Tick(4, 11);
+  EXPECT_EQ(Selected(rec, 0).size(), 2u) << "the deadline after the first check-in passed";
+  Recorder async;
+  FedRounds g({.deadline_s = 10, .concurrency = 2}, async.Actions());
+  g.CheckIn(From(1), 3, 0);
+  g.Tick(3, 9);
+  EXPECT_TRUE(async.tasks.empty());
+  g.Tick(3, 10);
+  EXPECT_EQ(async.tasks.size(), 1u);
+}
+
 TEST(FedRoundsTest, AClientThatDiesIsNeverKeptAndTheRoundGoesOnWithoutIt) {
   Recorder rec;
   FedRounds f({.rounds = 3}, rec.Actions());  // K = 0: every selected client

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 namespace hetps {
 namespace {
 
@@ -61,6 +63,48 @@ TEST(AvailabilityTest, NextOnlineAndOnlineThroughoutAgreeWithTheTimeline) {
   EXPECT_FALSE((*a)->Online(back - 1e-6));
   // Asking about earlier times after later ones gives the same answers.
   EXPECT_FALSE((*a)->OnlineThroughout(0, off));
+}
+
+std::string WriteTrace(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// A trace's online periods, per trace client, scaled, merged where they touch, and repeated
+// after the trace's span (its latest offline time, 10 s here).
+TEST(AvailabilityTest, ATraceGivesEachClientItsOnlinePeriods) {
+  const std::string path = WriteTrace("trace.csv",
+                                      "client,online_s,offline_s\n"
+                                      "# client 0: online 0-2 and 5-8 (5-6 and 6-8 touch)\n"
+                                      "0,0,2\n0,5,6\n0,6,8\n"
+                                      "1,3,10\n");
+  auto a = MakeAvailability("trace:file=" + path, 1, 0);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE((*a)->Online(0));
+  EXPECT_TRUE((*a)->Online(1.9));
+  EXPECT_DOUBLE_EQ((*a)->NextOnline(2), 5);
+  EXPECT_TRUE((*a)->OnlineThroughout(5, 7.9)) << "5-6 and 6-8 are one period";
+  EXPECT_FALSE((*a)->OnlineThroughout(5, 8));
+  EXPECT_DOUBLE_EQ((*a)->NextOnline(8.5), 10) << "after the span the trace starts again";
+  EXPECT_DOUBLE_EQ((*a)->NextOnline(12.5), 15);
+  auto b = MakeAvailability("trace:file=" + path + ",scale=2", 1, 3);  // client 3 -> 1
+  ASSERT_TRUE(b.ok());
+  EXPECT_DOUBLE_EQ((*b)->NextOnline(0), 6);
+  EXPECT_TRUE((*b)->OnlineThroughout(6, 19.9));
+  EXPECT_FALSE((*b)->OnlineThroughout(6, 20)) << "offline from 20 (the span) until 26";
+  EXPECT_DOUBLE_EQ((*b)->NextOnline(21), 26);
+}
+
+TEST(AvailabilityTest, ABadTraceIsRefusedNamingTheLine) {
+  EXPECT_EQ(MakeAvailability("trace:file=/nonexistent.csv", 1).status().code(), proto::NOT_FOUND);
+  EXPECT_FALSE(MakeAvailability("trace", 1).ok()) << "no file given";
+  const auto bad = MakeAvailability("trace:file=" + WriteTrace("bad.csv", "0,5,3\n"), 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bad.csv:1"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(MakeAvailability("trace:file=" + WriteTrace("gap.csv", "0,0,1\n2,0,1\n"), 1, 1).ok())
+      << "trace client 1 has no online period";
+  EXPECT_FALSE(MakeAvailability("trace:file=" + WriteTrace("empty.csv", "client\n"), 1).ok());
 }
 
 TEST(AvailabilityTest, BadSpecsAreRefused) {
