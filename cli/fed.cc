@@ -393,15 +393,17 @@ int RunFed(const FedArgs& args, const std::string& self) {
       Say(fmt::format("{} ({}/{}): done before in {}; kept", item, i + 1, args.algorithms.size(),
                       dir));
     } else {
-      if (fs::exists(dir + "/launch.args")) {
-        fs::remove_all(dir, ec);  // what an interrupted run left
+      if (fs::exists(dir + "/fed.item")) {
+        fs::remove_all(dir, ec);  // what an interrupted run of hetps fed left
       } else if (fs::exists(dir) && !fs::is_empty(dir, ec)) {
         std::fprintf(stderr,
-                     "hetps fed: %s is not empty and holds no run; give another --run_dir\n",
+                     "hetps fed: %s is not empty and holds no run of hetps fed; give another "
+                     "--run_dir\n",
                      dir.c_str());
         return 2;
       }
       fs::create_directories(dir, ec);
+      std::ofstream(dir + "/fed.item") << item << "\n";  // marks the folder as this command's
       // Scenario, then the algorithm, then the command line; the item's own parts win.
       std::vector<std::string> argv = {self,
                                        "launch",
@@ -472,9 +474,10 @@ int RunFed(const FedArgs& args, const std::string& self) {
   const std::string how = fmt::format(
       "Scenario `{}`, {} clients, {} servers; {} clients training at once, {} uploads per "
       "aggregation where an algorithm groups them, {} applied uploads per run, the evaluator "
-      "measuring every {} uploads. Extra flags: `{}`.",
+      "measuring every {} uploads. Extra flags: {}.",
       args.flagfile, args.clients, args.servers, args.parallel, args.per_round, args.uploads,
-      args.eval_uploads, fmt::join(args.role_flags, " "));
+      args.eval_uploads,
+      args.role_flags.empty() ? "none" : fmt::format("`{}`", fmt::join(args.role_flags, " ")));
   if (Status s = WriteFedReport(root, outcomes, args.target, how); !s.ok()) {
     std::fprintf(stderr, "hetps fed: %s\n", s.message().c_str());
     return 1;

@@ -15,6 +15,7 @@
 #include "common/signals.h"
 #include "worker/client.h"
 #include "worker/edge/edge_client.h"
+#include "worker/link_table.h"
 #include "worker/synthetic.h"
 #include "worker/train/trainer.h"
 
@@ -106,6 +107,11 @@ DEFINE_double(link_loss, 0,
               "--link_rto_ms");
 DEFINE_double(link_rto_ms, 200, "emulated link: retransmission timeout");
 DEFINE_uint64(link_seed, 1, "emulated link: seed of jitter and losses (the rank is added)");
+DEFINE_string(link_table, "",
+              "emulated links: a CSV of link kinds with their shares of the clients "
+              "(worker/link_table.h, e.g. deploy/edge/links/ookla.csv); each client draws one by "
+              "--link_seed and its rank, in place of --link_up_mbps, --link_down_mbps, "
+              "--link_latency_ms, --link_jitter_ms and --link_loss (--link_spread still applies)");
 DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
             "joining a cluster; hetps launch runs this for every role before starting any");
@@ -228,11 +234,39 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   return o;
 }
 
-hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
-  const double link = SpreadFactor(FLAGS_link_spread, FLAGS_link_seed, 2, false);
-  // An edge evaluator measures the model; it is no edge device, so its link is not emulated.
+// This client's emulated link: the --link_* flags or its row of --link_table, bandwidths times
+// its --link_spread factor. An edge evaluator measures the model; it is no edge device, so its
+// link is not emulated.
+hetps::StatusOr<hetps::LinkOptions> LinkFromFlags() {
+  hetps::LinkOptions o;
   const bool evaluator =
       FLAGS_workload == "edge" && FLAGS_rank >= 0 && FLAGS_rank < FLAGS_evaluators;
+  if (evaluator) return o;
+  o.up_mbps = FLAGS_link_up_mbps;
+  o.down_mbps = FLAGS_link_down_mbps;
+  o.latency_ms = FLAGS_link_latency_ms;
+  o.jitter_ms = FLAGS_link_jitter_ms;
+  o.loss = FLAGS_link_loss;
+  if (!FLAGS_link_table.empty()) {
+    auto table = hetps::ReadLinkTable(FLAGS_link_table);
+    if (!table.ok()) return table.status();
+    const hetps::LinkKind& kind = hetps::DrawLink(*table, FLAGS_link_seed, std::max(0, FLAGS_rank));
+    o.up_mbps = kind.link.up_mbps;
+    o.down_mbps = kind.link.down_mbps;
+    o.latency_ms = kind.link.latency_ms;
+    o.jitter_ms = kind.link.jitter_ms;
+    o.loss = kind.link.loss;
+  }
+  const double spread = SpreadFactor(FLAGS_link_spread, FLAGS_link_seed, 2, false);
+  o.up_mbps *= spread;
+  o.down_mbps *= spread;
+  o.rto_ms = FLAGS_link_rto_ms;
+  o.seed = FLAGS_link_seed * 1000003 + static_cast<uint64_t>(std::max(0, FLAGS_rank));
+  return o;
+}
+
+hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
+                                     const hetps::LinkOptions& link) {
   hetps::ClientOptions o;
   o.scheduler = FLAGS_scheduler;
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
@@ -242,16 +276,10 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop) {
   o.push_codec = FLAGS_codec;
   o.pull_codec = FLAGS_pull_codec;
   o.stop = &stop;
-  if (!evaluator) {
-    o.link.up_mbps = FLAGS_link_up_mbps * link;
-    o.link.down_mbps = FLAGS_link_down_mbps * link;
-    o.link.latency_ms = FLAGS_link_latency_ms;
-    o.link.jitter_ms = FLAGS_link_jitter_ms;
-    o.link.loss = FLAGS_link_loss;
-    o.link.rto_ms = FLAGS_link_rto_ms;
-    o.link.seed = FLAGS_link_seed * 1000003 + static_cast<uint64_t>(std::max(0, FLAGS_rank));
-    if (FLAGS_workload == "edge") o.device_slowdown = DeviceSlowdown();
-  }
+  o.link = link;
+  const bool evaluator =
+      FLAGS_workload == "edge" && FLAGS_rank >= 0 && FLAGS_rank < FLAGS_evaluators;
+  if (FLAGS_workload == "edge" && !evaluator) o.device_slowdown = DeviceSlowdown();
   return o;
 }
 
@@ -274,7 +302,8 @@ int main(int argc, char** argv) {
   for (const hetps::Status& s : {synthetic.status(), train.status(), edge.status()}) {
     if (valid.ok()) valid = s;
   }
-  if (valid.ok()) valid = hetps::ValidateLinkOptions(ClientFromFlags(signals.stop()).link);
+  auto link = LinkFromFlags();
+  if (valid.ok()) valid = link.ok() ? hetps::ValidateLinkOptions(*link) : link.status();
   if (valid.ok() && (FLAGS_device_spread < 0 || FLAGS_link_spread < 0)) {
     valid = hetps::Status::InvalidArgument("device_spread and link_spread must be >= 0");
   }
@@ -296,7 +325,7 @@ int main(int argc, char** argv) {
     spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
     return 2;
   }
-  const hetps::ClientOptions client_options = ClientFromFlags(signals.stop());
+  const hetps::ClientOptions client_options = ClientFromFlags(signals.stop(), *link);
   if (client_options.link.enabled()) {
     spdlog::info(
         "emulated link: up {:.2f} Mbit/s, down {:.2f} Mbit/s, {} ms each way, jitter {} ms, "

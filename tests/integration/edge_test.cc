@@ -573,6 +573,25 @@ TEST(EdgeTest, FedCompareRunsEachAlgorithmOverTheScenarioAndReports) {
   const std::string again = Slurp(log);
   EXPECT_NE(again.find("fedavg (1/2): done before"), std::string::npos) << again;
   EXPECT_NE(again.find("fedasync (2/2): done before"), std::string::npos) << again;
+
+  // A run that did not finish (no "done") is run again; the finished one is kept.
+  std::filesystem::remove(bench.run_dir + "/fedasync/done");
+  ASSERT_EQ(WaitCode(bench.Start(args, log), 60s), 0) << Slurp(log);
+  const std::string resumed = Slurp(log);
+  EXPECT_NE(resumed.find("fedavg (1/2): done before"), std::string::npos) << resumed;
+  EXPECT_NE(resumed.find("fedasync (2/2): 6 clients, 8 aggregations"), std::string::npos)
+      << resumed;
+  EXPECT_EQ(nlohmann::json::parse(Slurp(bench.run_dir + "/summary.json"))["runs"].size(), 2u);
+
+  // A folder that holds something else is never overwritten.
+  const std::string other = bench.Path("other");
+  std::filesystem::create_directories(other);
+  std::ofstream(other + "/notes.txt") << "mine\n";
+  EXPECT_EQ(
+      WaitCode(bench.Start("run --flagfile=" + bench.scenario + " --run_dir=" + other, log), 30s),
+      2)
+      << Slurp(log);
+  EXPECT_EQ(Slurp(other + "/notes.txt"), "mine\n");
 }
 
 // SIGINT stops the experiment and its whole cluster.
