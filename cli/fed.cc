@@ -85,15 +85,6 @@ std::vector<std::string> Words(const std::string& s) {
   return words;
 }
 
-// The value of the last "--name=value" in `flags`, or "".
-std::string Last(const std::vector<std::string>& flags, const std::string& name) {
-  std::string value;
-  for (const std::string& f : flags) {
-    if (FlagName(f) == name && f.find('=') != std::string::npos) value = f.substr(f.find('=') + 1);
-  }
-  return value;
-}
-
 StatusOr<double> Number(const std::string& name, const std::string& value, double min) {
   try {
     size_t used = 0;
@@ -115,7 +106,7 @@ StatusOr<bool> SetOwn(FedArgs& a, const std::string& name, const std::string& va
   for (const Int& o : {Int{"clients", &a.clients, 1}, Int{"servers", &a.servers, 1},
                        Int{"parallel", &a.parallel, 1}, Int{"per_round", &a.per_round, 1},
                        Int{"uploads", &a.uploads, 1}, Int{"eval_uploads", &a.eval_uploads, 1},
-                       Int{"grace_ms", &a.grace_ms, 0}}) {
+                       Int{"repeats", &a.repeats, 1}, Int{"grace_ms", &a.grace_ms, 0}}) {
     if (name != o.name) continue;
     auto v = Number(name, value, o.min);
     if (!v.ok()) return v.status();
@@ -260,7 +251,7 @@ StatusOr<std::vector<std::string>> FedAlgorithmFlags(const std::string& algorith
   const int64_t eval_every = std::max(1, a.eval_uploads / per);
   std::vector<std::string> models = a.scenario_flags;
   models.insert(models.end(), a.role_flags.begin(), a.role_flags.end());
-  const std::string model = Last(models, "model");
+  const std::string model = LastFlagValue(models, "model");
   std::string flags = it->flags;
   flags = Replace(flags, "{R}", kRounds);
   flags = Replace(flags, "{S}", kFedSa);
@@ -362,7 +353,7 @@ int RunFed(const FedArgs& args, const std::string& self) {
   std::vector<std::string> roles = args.scenario_flags;
   roles.insert(roles.end(), args.role_flags.begin(), args.role_flags.end());
   int evaluators = 0;
-  if (const std::string e = Last(roles, "evaluators"); !e.empty())
+  if (const std::string e = LastFlagValue(roles, "evaluators"); !e.empty())
     evaluators = std::atoi(e.c_str());
   std::vector<std::string> extra;
   if (evaluators <= 0) {  // the report needs the evaluator's accuracy
@@ -377,10 +368,17 @@ int RunFed(const FedArgs& args, const std::string& self) {
   sigaddset(&shutdown, SIGTERM);
   std::vector<FedOutcome> outcomes;
   bool failed = false;
-  for (size_t i = 0; i < args.algorithms.size(); ++i) {
-    const std::string& item = args.algorithms[i];
-    const std::string dir = args.compare ? root + "/" + DirName(item) : root;
-    auto flags = ItemFlags(item, args);
+  const size_t runs = args.algorithms.size() * static_cast<size_t>(args.repeats);
+  for (size_t i = 0; i < runs; ++i) {
+    const std::string& base_item = args.algorithms[i / static_cast<size_t>(args.repeats)];
+    const int repeat = static_cast<int>(i % static_cast<size_t>(args.repeats));
+    std::string dir = args.compare ? root + "/" + DirName(base_item) : root;
+    std::string item = base_item;
+    if (args.repeats > 1) {
+      dir += fmt::format("/r{}", repeat + 1);
+      item += fmt::format(" #{}", repeat + 1);
+    }
+    auto flags = ItemFlags(base_item, args);
     if (!flags.ok()) {
       std::fprintf(stderr, "hetps fed: %s\n", flags.status().message().c_str());
       return 2;
@@ -388,10 +386,16 @@ int RunFed(const FedArgs& args, const std::string& self) {
     std::vector<std::string> algorithm = flags->algorithm;
     algorithm.insert(algorithm.end(), args.role_flags.begin(), args.role_flags.end());
     algorithm.insert(algorithm.end(), flags->own.begin(), flags->own.end());
-    const int64_t aggregations = std::atoll(Last(algorithm, "rounds").c_str());
+    if (repeat > 0) {  // another draw of the selection, the same scenario
+      std::vector<std::string> all = args.scenario_flags;
+      all.insert(all.end(), algorithm.begin(), algorithm.end());
+      const std::string seed = LastFlagValue(all, "selection_seed");
+      algorithm.push_back(fmt::format("--selection_seed={}",
+                                      (seed.empty() ? 1 : std::atoll(seed.c_str())) + repeat));
+    }
+    const int64_t aggregations = std::atoll(LastFlagValue(algorithm, "rounds").c_str());
     if (fs::exists(dir + "/done")) {
-      Say(fmt::format("{} ({}/{}): done before in {}; kept", item, i + 1, args.algorithms.size(),
-                      dir));
+      Say(fmt::format("{} ({}/{}): done before in {}; kept", item, i + 1, runs, dir));
     } else {
       if (fs::exists(dir + "/fed.item")) {
         fs::remove_all(dir, ec);  // what an interrupted run of hetps fed left
@@ -416,7 +420,7 @@ int RunFed(const FedArgs& args, const std::string& self) {
       argv.insert(argv.end(), extra.begin(), extra.end());
       argv.insert(argv.end(), algorithm.begin(), algorithm.end());
       Say(fmt::format("{} ({}/{}): {} clients, {} aggregations; folder {} (output: launch.log)",
-                      item, i + 1, args.algorithms.size(), args.clients, aggregations, dir));
+                      item, i + 1, runs, args.clients, aggregations, dir));
       SpawnOptions spawn;
       spawn.output_file = dir + "/launch.log";
       spawn.truncate = true;
@@ -457,7 +461,8 @@ int RunFed(const FedArgs& args, const std::string& self) {
       failed = true;
       continue;
     }
-    outcome->name = item;
+    outcome->name = base_item;
+    outcome->repeat = repeat;
     outcome->dir = dir;
     const auto& t = outcome->at_target;
     Say(fmt::format("{}: {}; final accuracy {:.4f} after {} aggregations in {:.1f} s", item,
@@ -465,7 +470,7 @@ int RunFed(const FedArgs& args, const std::string& self) {
                                     t->wall_s, static_cast<double>(t->bytes_up) / 1e6)
                       : fmt::format("{} not reached", args.target),
                     outcome->final_accuracy().value_or(0), outcome->aggregations, outcome->wall_s));
-    if (args.compare) {
+    if (args.compare || args.repeats > 1) {
       (void)WriteFedReport(dir, {*outcome}, args.target, "One run of " + item + ".");
     }
     outcomes.push_back(std::move(*outcome));
@@ -474,9 +479,9 @@ int RunFed(const FedArgs& args, const std::string& self) {
   const std::string how = fmt::format(
       "Scenario `{}`, {} clients, {} servers; {} clients training at once, {} uploads per "
       "aggregation where an algorithm groups them, {} applied uploads per run, the evaluator "
-      "measuring every {} uploads. Extra flags: {}.",
+      "measuring every {} uploads; {} run(s) per algorithm. Extra flags: {}.",
       args.flagfile, args.clients, args.servers, args.parallel, args.per_round, args.uploads,
-      args.eval_uploads,
+      args.eval_uploads, args.repeats,
       args.role_flags.empty() ? "none" : fmt::format("`{}`", fmt::join(args.role_flags, " ")));
   if (Status s = WriteFedReport(root, outcomes, args.target, how); !s.ok()) {
     std::fprintf(stderr, "hetps fed: %s\n", s.message().c_str());

@@ -28,8 +28,11 @@ struct FedArgs {
   int per_round = 5;      // uploads per aggregation (fedavg's K, fedbuff's K, fedsa's quorum)
   int uploads = 200;      // applied uploads per run
   int eval_uploads = 20;  // the evaluator measures every this many applied uploads
-  std::string run_dir;    // default runs/fed-<timestamp>
-  std::string bin_dir;    // where hetps-* are; default beside hetps
+  // Runs per algorithm; repeat r (0, 1, ...) runs with --selection_seed + r, in
+  // <algorithm>/r<r+1>, and the report gives means with 95% confidence intervals.
+  int repeats = 1;
+  std::string run_dir;  // default runs/fed-<timestamp>
+  std::string bin_dir;  // where hetps-* are; default beside hetps
   int grace_ms = 10000;
   // Role flags: the scenario's lines (less the options above, which the scenario may set), and
   // the command line's. A run gets the scenario's, then the algorithm's, then the command

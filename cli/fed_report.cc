@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -24,7 +26,83 @@ std::string Mb(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>
 
 nlohmann::json OrNull(bool has, double v) { return has ? nlohmann::json(v) : nlohmann::json(); }
 
+// The algorithms in order of first appearance, each with its runs.
+std::vector<std::pair<std::string, std::vector<const FedOutcome*>>> ByAlgorithm(
+    const std::vector<FedOutcome>& runs) {
+  std::vector<std::pair<std::string, std::vector<const FedOutcome*>>> groups;
+  for (const FedOutcome& r : runs) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == r.name; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {r.name, {}});
+    it->second.push_back(&r);
+  }
+  return groups;
+}
+
+struct AlgorithmStats {
+  MeanCi time, uplink, aggregations, final_accuracy, wall, uplink_all, ratio, staleness;
+  size_t runs = 0, reached = 0;
+};
+AlgorithmStats Stats(const std::vector<const FedOutcome*>& runs) {
+  std::vector<double> time, uplink, aggregations, final_accuracy, wall, uplink_all, ratio,
+      staleness;
+  AlgorithmStats s;
+  s.runs = runs.size();
+  for (const FedOutcome* r : runs) {
+    if (r->at_target) {
+      ++s.reached;
+      time.push_back(r->at_target->wall_s);
+      uplink.push_back(static_cast<double>(r->at_target->bytes_up) / 1e6);
+      aggregations.push_back(static_cast<double>(r->at_target->aggregation));
+    }
+    if (r->final_accuracy()) final_accuracy.push_back(*r->final_accuracy());
+    wall.push_back(r->wall_s);
+    uplink_all.push_back(static_cast<double>(r->bytes_up) / 1e6);
+    ratio.push_back(r->effective_update_ratio());
+    staleness.push_back(r->mean_staleness);
+  }
+  s.time = MeanAndCi(time);
+  s.uplink = MeanAndCi(uplink);
+  s.aggregations = MeanAndCi(aggregations);
+  s.final_accuracy = MeanAndCi(final_accuracy);
+  s.wall = MeanAndCi(wall);
+  s.uplink_all = MeanAndCi(uplink_all);
+  s.ratio = MeanAndCi(ratio);
+  s.staleness = MeanAndCi(staleness);
+  return s;
+}
+
+std::string Show(const MeanCi& m, const char* format) {
+  if (m.n == 0) return "-";
+  std::string text = fmt::format(fmt::runtime(format), m.mean);
+  if (m.n > 1) text += " ± " + fmt::format(fmt::runtime(format), m.ci95);
+  return text;
+}
+
+nlohmann::json Json(const MeanCi& m) {
+  if (m.n == 0) return nullptr;
+  return {{"mean", m.mean}, {"ci95", m.ci95}, {"n", m.n}};
+}
+
 }  // namespace
+
+MeanCi MeanAndCi(const std::vector<double>& values) {
+  // Student's t, two-sided 95%, for 1..30 degrees of freedom; 1.96 beyond.
+  static constexpr double kT[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
+                                  2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+                                  2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+                                  2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+  MeanCi m;
+  m.n = values.size();
+  if (m.n == 0) return m;
+  for (double v : values) m.mean += v / static_cast<double>(m.n);
+  if (m.n < 2) return m;
+  double var = 0;
+  for (double v : values) var += (v - m.mean) * (v - m.mean) / static_cast<double>(m.n - 1);
+  const size_t df = m.n - 1;
+  m.ci95 = (df <= 30 ? kT[df - 1] : 1.96) * std::sqrt(var / static_cast<double>(m.n));
+  return m;
+}
 
 StatusOr<FedOutcome> ParseFedOutcome(const std::string& text, double target) {
   std::istringstream in(text);
@@ -78,6 +156,26 @@ StatusOr<FedOutcome> ParseFedOutcome(const std::string& text, double target) {
 std::string FedReportMarkdown(const std::vector<FedOutcome>& runs, double target,
                               const std::string& how) {
   std::string md = "# Federated runs\n\n" + how + "\n\n";
+  const auto groups = ByAlgorithm(runs);
+  const bool repeats = groups.size() < runs.size();
+  if (repeats) {
+    md += fmt::format(
+        "Per algorithm, the mean ± the half-width of its 95% confidence interval over its runs "
+        "(time, uplink and aggregations to {0} over the runs that reached it).\n\n"
+        "| algorithm | reached {0} | time to {0} (s) | uplink MB to {0} | aggregations to {0} | "
+        "final accuracy | wall (s) | uplink MB | kept/asked | mean staleness |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n",
+        target);
+    for (const auto& [name, group] : groups) {
+      const AlgorithmStats st = Stats(group);
+      md += fmt::format("| {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name,
+                        st.reached, st.runs, Show(st.time, "{:.1f}"), Show(st.uplink, "{:.1f}"),
+                        Show(st.aggregations, "{:.1f}"), Show(st.final_accuracy, "{:.4f}"),
+                        Show(st.wall, "{:.1f}"), Show(st.uplink_all, "{:.1f}"),
+                        Show(st.ratio, "{:.2f}"), Show(st.staleness, "{:.2f}"));
+    }
+    md += "\nEvery run:\n\n";
+  }
   md += fmt::format(
       "| algorithm | time to {0} (s) | uplink MB to {0} | aggregations to {0} | final accuracy "
       "| best | aggregations | wall (s) | uplink MB | downlink MB | kept/asked | mean staleness "
@@ -89,8 +187,9 @@ std::string FedReportMarkdown(const std::vector<FedOutcome>& runs, double target
     const auto& t = r.at_target;
     md +=
         fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.1f} | {} | {} | {:.2f} | {:.2f} |\n",
-                    r.name, t ? fmt::format("{:.1f}", t->wall_s) : "not reached",
-                    t ? Mb(t->bytes_up) : "-", t ? std::to_string(t->aggregation) : "-",
+                    repeats ? fmt::format("{} #{}", r.name, r.repeat + 1) : r.name,
+                    t ? fmt::format("{:.1f}", t->wall_s) : "not reached", t ? Mb(t->bytes_up) : "-",
+                    t ? std::to_string(t->aggregation) : "-",
                     r.final_accuracy() ? fmt::format("{:.4f}", *r.final_accuracy()) : "-",
                     r.curve.empty() ? "-" : fmt::format("{:.4f}", best), r.aggregations, r.wall_s,
                     Mb(r.bytes_up), Mb(r.bytes_down), r.effective_update_ratio(), r.mean_staleness);
@@ -111,6 +210,7 @@ std::string FedSummaryJson(const std::vector<FedOutcome>& runs, double target) {
     const auto& t = r.at_target;
     all.push_back(
         {{"algorithm", r.name},
+         {"repeat", r.repeat},
          {"run_dir", r.dir},
          {"time_to_target_s", OrNull(t.has_value(), t ? t->wall_s : 0)},
          {"uplink_bytes_to_target", t ? nlohmann::json(t->bytes_up) : nlohmann::json()},
@@ -125,7 +225,23 @@ std::string FedSummaryJson(const std::vector<FedOutcome>& runs, double target) {
          {"effective_update_ratio", r.effective_update_ratio()},
          {"mean_staleness", r.mean_staleness}});
   }
-  return nlohmann::json{{"target", target}, {"runs", all}}.dump(2) + "\n";
+  nlohmann::json algorithms = nlohmann::json::array();
+  for (const auto& [name, group] : ByAlgorithm(runs)) {
+    const AlgorithmStats st = Stats(group);
+    algorithms.push_back({{"algorithm", name},
+                          {"runs", st.runs},
+                          {"reached", st.reached},
+                          {"time_to_target_s", Json(st.time)},
+                          {"uplink_mb_to_target", Json(st.uplink)},
+                          {"aggregations_to_target", Json(st.aggregations)},
+                          {"final_accuracy", Json(st.final_accuracy)},
+                          {"wall_s", Json(st.wall)},
+                          {"uplink_mb", Json(st.uplink_all)},
+                          {"effective_update_ratio", Json(st.ratio)},
+                          {"mean_staleness", Json(st.staleness)}});
+  }
+  return nlohmann::json{{"target", target}, {"algorithms", algorithms}, {"runs", all}}.dump(2) +
+         "\n";
 }
 
 std::string FedPlotScript(const std::vector<FedOutcome>& runs, double target,
@@ -145,10 +261,17 @@ std::string FedPlotScript(const std::vector<FedOutcome>& runs, double target,
       png);
   for (const auto& [x, label] : {std::pair{1, "wall time (s)"}, std::pair{2, "uplink MB"}}) {
     gp += fmt::format("set xlabel '{}'\nplot ", label);
+    const auto groups = ByAlgorithm(runs);
     for (size_t i = 0; i < runs.size(); ++i) {
       std::string title = runs[i].name;
       for (char& c : title) c = c == '\'' || c == '_' ? ' ' : c;
-      gp += fmt::format("$run{} using {}:3 with linespoints pt 7 ps 0.5 title '{}', ", i, x, title);
+      const size_t colour =
+          static_cast<size_t>(std::find_if(groups.begin(), groups.end(),
+                                           [&](const auto& g) { return g.first == runs[i].name; }) -
+                              groups.begin());
+      const bool first = groups[colour].second.front() == &runs[i];
+      gp += fmt::format("$run{} using {}:3 with linespoints lc {} pt 7 ps 0.5 {}, ", i, x,
+                        colour + 1, first ? "title '" + title + "'" : "notitle");
     }
     gp += fmt::format("{} with lines dt 2 lc 'gray' title 'target'\n", target);
   }

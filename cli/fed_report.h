@@ -22,6 +22,7 @@ struct FedOutcome {
   };
   std::string name;  // the algorithm as given
   std::string dir;   // its run folder
+  int repeat = 0;    // which repeat of the algorithm (0, 1, ...)
   int64_t aggregations = 0;
   double wall_s = 0;  // when the last aggregation was applied
   int64_t kept = 0, dropped = 0;
@@ -44,14 +45,26 @@ struct FedOutcome {
 // Reads a rounds log (`text`: the CSV's contents) against `target` accuracy.
 StatusOr<FedOutcome> ParseFedOutcome(const std::string& text, double target);
 
+// The mean of `values` and the half-width of its 95% confidence interval (Student's t; 0 for
+// fewer than two values).
+struct MeanCi {
+  double mean = 0, ci95 = 0;
+  size_t n = 0;
+};
+MeanCi MeanAndCi(const std::vector<double>& values);
+
 // report.md: the scenario and the table (time, uplink MB and aggregations to the target, final
-// accuracy, totals, kept/asked, staleness) per algorithm. `how` says how the runs were made.
+// accuracy, totals, kept/asked, staleness) per run; with repeats (several runs of one name)
+// first a table per algorithm of means with 95% confidence intervals over its runs (time and
+// bytes to the target over the runs that reached it, said as k/n). `how` says how the runs were
+// made.
 std::string FedReportMarkdown(const std::vector<FedOutcome>& runs, double target,
                               const std::string& how);
-// summary.json: the same figures, machine-readable (null where the target was not reached).
+// summary.json: the same figures, machine-readable (null where the target was not reached),
+// per run and per algorithm (mean, ci95, n).
 std::string FedSummaryJson(const std::vector<FedOutcome>& runs, double target);
 // A gnuplot script that draws test accuracy against wall time and against uplink MB, one line
-// per algorithm, into `png`; the data is inside the script.
+// per run, one colour per algorithm, into `png`; the data is inside the script.
 std::string FedPlotScript(const std::vector<FedOutcome>& runs, double target,
                           const std::string& png);
 

@@ -112,6 +112,14 @@ std::string FlagName(const std::string& flag) {
   return flag.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
 }
 
+std::string LastFlagValue(const std::vector<std::string>& flags, const std::string& name) {
+  std::string value;
+  for (const std::string& f : flags) {
+    if (FlagName(f) == name && f.find('=') != std::string::npos) value = f.substr(f.find('=') + 1);
+  }
+  return value;
+}
+
 std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args) {
   std::vector<std::string> saved = {fmt::format("--servers={}", args.servers),
                                     fmt::format("--workers={}", args.workers),

@@ -48,6 +48,9 @@ std::set<std::string> RoleFlagsFromHelpXml(const std::string& xml);
 // The name of "--name=value", "--name" or "--noname" (bools); empty if not a flag.
 std::string FlagName(const std::string& flag);
 
+// The value of the last "--name=value" in `flags` (gflags keeps the last), or "".
+std::string LastFlagValue(const std::vector<std::string>& flags, const std::string& name);
+
 // Routes each extra flag to the roles that define it. Fails naming the first flag that no role
 // defines. `role_flags` maps role ("scheduler", "server", "worker") to its flag names.
 StatusOr<std::map<std::string, std::vector<std::string>>> RouteFlags(

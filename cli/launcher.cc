@@ -62,15 +62,6 @@ StatusOr<Captured> RunArgv(const std::vector<std::string>& argv) {
   return c;
 }
 
-// The value of the last "--name=value" in `flags` (gflags keeps the last), or "".
-std::string LastFlagValue(const std::vector<std::string>& flags, const std::string& name) {
-  std::string value;
-  for (const std::string& f : flags) {
-    if (FlagName(f) == name && f.find('=') != std::string::npos) value = f.substr(f.find('=') + 1);
-  }
-  return value;
-}
-
 std::string BinDir(const LaunchArgs& args) {
   if (!args.bin_dir.empty()) return args.bin_dir;
   std::error_code ec;

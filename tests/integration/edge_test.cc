@@ -594,6 +594,27 @@ TEST(EdgeTest, FedCompareRunsEachAlgorithmOverTheScenarioAndReports) {
   EXPECT_EQ(Slurp(other + "/notes.txt"), "mine\n");
 }
 
+// --repeats runs an algorithm again with the next selection seed, each run in its folder, and
+// the report gives the mean over the runs.
+TEST(EdgeTest, FedRunRepeatsWithTheNextSelectionSeed) {
+  FedBench bench(4);
+  const std::string log = bench.Path("fed.log");
+  ASSERT_EQ(WaitCode(bench.Start("run --flagfile=" + bench.scenario +
+                                     " --repeats=2 --run_dir=" + bench.run_dir,
+                                 log),
+                     120s),
+            0)
+      << Slurp(log);
+  const auto summary = nlohmann::json::parse(Slurp(bench.run_dir + "/summary.json"));
+  ASSERT_EQ(summary["algorithms"].size(), 1u);
+  EXPECT_EQ(summary["algorithms"][0]["runs"], 2);
+  EXPECT_EQ(summary["runs"][1]["repeat"], 1);
+  EXPECT_EQ(Slurp(bench.run_dir + "/r1/flags.txt").find("--selection_seed=3"), std::string::npos);
+  EXPECT_NE(Slurp(bench.run_dir + "/r2/flags.txt").find("--selection_seed=3"), std::string::npos)
+      << "the scenario's seed is 2; the second repeat draws with 3";
+  EXPECT_NE(Slurp(bench.run_dir + "/report.md").find("| fedavg | "), std::string::npos);
+}
+
 // SIGINT stops the experiment and its whole cluster.
 TEST(EdgeTest, FedRunStopsItsClusterOnSigint) {
   FedBench bench(100000);

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/fed_report.h"
 
@@ -37,6 +39,11 @@ TEST(FedArgsTest, TheScenarioSetsOptionsTheCommandLineOverrides) {
   EXPECT_EQ(a->scenario_flags, std::vector<std::string>{"--workload=edge"})
       << "hetps fed's own options are not passed to the roles";
   EXPECT_EQ(a->role_flags, std::vector<std::string>{"--local_lr=0.1"});
+  EXPECT_EQ(a->repeats, 1);
+  auto r = ParseFedArgs({"compare", "--flagfile=" + path, "--repeats=3"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->repeats, 3);
+  EXPECT_FALSE(ParseFedArgs({"compare", "--flagfile=" + path, "--repeats=0"}).ok());
 }
 
 TEST(FedArgsTest, AScenarioMayIncludeAnother) {
@@ -158,6 +165,46 @@ TEST(FedReportTest, AnOutcomeIsReadFromTheRoundsLog) {
   EXPECT_NE(md.find("| fedavg | not reached | - | - | 0.8100 | 0.8300 | 5 | 5.0 |"),
             std::string::npos)
       << md;
+}
+
+TEST(FedReportTest, MeansCarryTheirConfidenceIntervals) {
+  const MeanCi none = MeanAndCi({});
+  EXPECT_EQ(none.n, 0u);
+  const MeanCi one = MeanAndCi({4});
+  EXPECT_DOUBLE_EQ(one.mean, 4);
+  EXPECT_DOUBLE_EQ(one.ci95, 0);
+  const MeanCi three = MeanAndCi({1, 2, 3});  // sd 1: t(2) x 1 / sqrt(3)
+  EXPECT_DOUBLE_EQ(three.mean, 2);
+  EXPECT_NEAR(three.ci95, 4.303 / std::sqrt(3.0), 1e-9);
+}
+
+// With repeats, the report leads with each algorithm's means over its runs; time and bytes to
+// the target count the runs that reached it.
+TEST(FedReportTest, RepeatsAreSummarisedPerAlgorithm) {
+  auto run = [](const std::string& name, int repeat, std::optional<double> reached_at) {
+    FedOutcome o{.name = name, .repeat = repeat, .aggregations = 10, .wall_s = 20};
+    o.curve = {{10, 20, 3000000, reached_at ? 0.9 : 0.5}};
+    if (reached_at) o.at_target = FedOutcome::Point{5, *reached_at, 1000000, 0.85};
+    return o;
+  };
+  const std::vector<FedOutcome> runs = {run("fedavg", 0, 10.0), run("fedavg", 1, 12.0),
+                                        run("fedavg", 2, std::nullopt), run("fedbuff", 0, 8.0),
+                                        run("fedbuff", 1, 9.0)};
+  const std::string md = FedReportMarkdown(runs, 0.8, "how");
+  EXPECT_NE(md.find("| fedavg | 2/3 | 11.0 ± 12.7 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| fedbuff | 2/2 | 8.5 ± 6.4 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| fedavg #3 | not reached |"), std::string::npos) << md;
+  const auto summary = nlohmann::json::parse(FedSummaryJson(runs, 0.8));
+  ASSERT_EQ(summary["algorithms"].size(), 2u);
+  EXPECT_EQ(summary["algorithms"][0]["reached"], 2);
+  EXPECT_DOUBLE_EQ(summary["algorithms"][0]["time_to_target_s"]["mean"].get<double>(), 11.0);
+  EXPECT_EQ(summary["runs"][2]["repeat"], 2);
+  const std::string gp = FedPlotScript(runs, 0.8, "x.png");
+  EXPECT_NE(gp.find("$run1 using 1:3 with linespoints lc 1 pt 7 ps 0.5 notitle"), std::string::npos)
+      << "one colour and one title per algorithm\n"
+      << gp;
+  EXPECT_NE(gp.find("$run3 using 1:3 with linespoints lc 2 pt 7 ps 0.5 title 'fedbuff'"),
+            std::string::npos);
 }
 
 TEST(FedReportTest, AMalformedRoundsLogIsAnError) {
