@@ -174,8 +174,9 @@ class Client {
   StatusOr<int64_t> AwaitRound();
   StatusOr<bool> FinishRound();
   // Both tell the scheduler the payload bytes this client pushed and pulled since its previous
-  // call of either (its rounds log counts uplink and downlink bytes from them); call them from
-  // one thread.
+  // call of either (the first call sets the mark: initializing the model is not counted); the
+  // rounds log counts uplink and downlink bytes from them. Call them from one thread.
+  //
   // For an evaluator (a worker that measures the global model and does not train; the
   // scheduler then does not wait for it as a client): blocks until `rounds` federated rounds
   // are closed and applied on every server, or the run's rounds are done. Returns how many are
