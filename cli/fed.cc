@@ -110,7 +110,9 @@ StatusOr<bool> SetOwn(FedArgs& a, const std::string& name, const std::string& va
     if (name != o.name) continue;
     auto v = Number(name, value, o.min);
     if (!v.ok()) return v.status();
-    if (*v != std::floor(*v)) return Status::InvalidArgument("--" + name + " needs an integer");
+    if (*v != std::floor(*v) || *v > 1e9) {
+      return Status::InvalidArgument("--" + name + " needs an integer of at most 1e9");
+    }
     *o.field = static_cast<int>(*v);
     return true;
   }
