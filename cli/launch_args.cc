@@ -80,6 +80,18 @@ Status SetOwnOption(const std::string& name, const std::string& value, LaunchArg
     return ParseSlowWorker(value, out.slow_workers);
   } else if (name == "restart") {
     return ParseRestart(value, out.max_restarts);
+  } else if (name == "links") {
+    if (value != "transport" && value != "netns") {
+      return Status::InvalidArgument("--links must be transport or netns, got '" + value + "'");
+    }
+    out.links = value;
+  } else if (name == "netns_subnet") {
+    const std::regex two_octets(R"((25[0-5]|2[0-4]\d|1?\d?\d)\.(25[0-5]|2[0-4]\d|1?\d?\d))");
+    if (!std::regex_match(value, two_octets)) {
+      return Status::InvalidArgument("--netns_subnet needs two octets, e.g. 10.203; got '" + value +
+                                     "'");
+    }
+    out.netns_subnet = value;
   } else {
     out.bin_dir = value;
   }
@@ -128,6 +140,10 @@ std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args) {
     saved.push_back(fmt::format("--restart=on-failure:{}", args.max_restarts));
   for (const auto& [rank, factor] : args.slow_workers) {
     saved.push_back(fmt::format("--slow_worker={}:{}", rank, factor));
+  }
+  if (args.links != "transport") {
+    saved.push_back("--links=" + args.links);
+    saved.push_back("--netns_subnet=" + args.netns_subnet);
   }
   saved.insert(saved.end(), args.extra_flags.begin(), args.extra_flags.end());
   return saved;
@@ -188,7 +204,8 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
     }
     const bool own = name == "servers" || name == "workers" || name == "flagfile" ||
                      name == "bin_dir" || name == "grace_ms" || name == "run_dir" ||
-                     name == "slow_worker" || name == "restart";
+                     name == "slow_worker" || name == "restart" || name == "links" ||
+                     name == "netns_subnet";
     if (!own) {
       command_line.push_back(a);
       continue;
@@ -203,6 +220,8 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
     }
     if (name == "flagfile") {
       flagfile = value;
+    } else if (name == "links" || name == "netns_subnet") {
+      command_line.push_back(fmt::format("--{}={}", name, value));  // after a flagfile's
     } else if (Status s = SetOwnOption(name, value, out); !s.ok()) {
       return s;
     }
@@ -212,6 +231,18 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
   }
   // The command line comes after the flagfile, so it wins (gflags keeps the last value).
   out.extra_flags.insert(out.extra_flags.end(), command_line.begin(), command_line.end());
+  // A flagfile (a scenario) may choose the links: they are this command's to set up, and each
+  // client in a namespace gets --links=netns from it.
+  std::vector<std::string> role_flags;
+  for (const std::string& f : out.extra_flags) {
+    const std::string name = FlagName(f);
+    if (name != "links" && name != "netns_subnet") {
+      role_flags.push_back(f);
+    } else if (Status s = SetOwnOption(name, LastFlagValue({f}, name), out); !s.ok()) {
+      return s;
+    }
+  }
+  out.extra_flags = std::move(role_flags);
   for (const std::string& f : out.extra_flags) {
     if (FlagName(f) == "rank") {
       return Status::InvalidArgument("hetps launch gives each worker its rank; drop --rank");

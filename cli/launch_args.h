@@ -25,6 +25,10 @@ struct LaunchArgs {
   // --resume=RUN_DIR: the run in RUN_DIR again (its launch.args, then the flags given now), from
   // its newest complete whole-run checkpoint.
   std::string resume;
+  // --links=transport|netns: where the edge clients' emulated links are applied (see
+  // cli/netns_links.h); --netns_subnet: the first two octets of the namespaces' addresses.
+  std::string links = "transport";
+  std::string netns_subnet = "10.203";
 };
 
 // What a run's folder keeps to be resumed (launch.args, one per line): the options and flags
@@ -33,7 +37,7 @@ std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args);
 
 // Parses `--servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G] [--run_dir R]
 // [--slow_worker=RANK:FACTOR]... [--restart=no|on-failure[:N]] [--resume=RUN_DIR]
-// [--flag=value]...`; a slowed
+// [--links=transport|netns] [--netns_subnet=A.B] [--flag=value]...`; a slowed
 // rank must be < W and its factor >= 1 (the worker's --slowdown).
 // (also --servers=S forms). Reads the flagfile: one flag per line, '#' starts a comment.
 StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args);

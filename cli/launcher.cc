@@ -15,9 +15,12 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli/netns_links.h"
 #include "common/cut.h"
 #include "common/local_cluster.h"
 #include "common/subprocess.h"
@@ -34,34 +37,6 @@ void Say(const std::string& line) {
   std::fflush(stdout);
 }
 
-// Runs argv (no shell: flags may hold ';' or spaces) and captures its stdout and stderr.
-struct Captured {
-  int status = -1;  // waitpid status
-  std::string output;
-};
-StatusOr<Captured> RunArgv(const std::vector<std::string>& argv) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal("pipe failed");
-  SpawnOptions options;
-  options.output_fd = fds[1];
-  auto pid = Spawn(argv, options);
-  close(fds[1]);
-  if (!pid.ok()) {
-    close(fds[0]);
-    return pid.status();
-  }
-  Captured c;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) c.output.append(buf, n);
-  }
-  close(fds[0]);
-  while (waitpid(*pid, &c.status, 0) < 0 && errno == EINTR) {
-  }
-  return c;
-}
-
 std::string BinDir(const LaunchArgs& args) {
   if (!args.bin_dir.empty()) return args.bin_dir;
   std::error_code ec;
@@ -76,7 +51,7 @@ StatusOr<std::map<std::string, std::set<std::string>>> RoleFlags(const std::stri
     if (access(binary.c_str(), X_OK) != 0) {
       return Status::NotFound(fmt::format("no executable {} (use --bin_dir)", binary));
     }
-    auto xml = RunArgv({binary, "--helpxml"});
+    auto xml = RunCaptured({binary, "--helpxml"});
     if (!xml.ok()) return xml.status();
     flags[role] = RoleFlagsFromHelpXml(xml->output);
   }
@@ -103,7 +78,7 @@ Status CheckRoleFlags(const LaunchArgs& args,
   for (const auto& [role, flags] : own) {
     std::vector<std::string> argv = {fmt::format("{}/hetps-{}", bin_dir, role), "--check_flags"};
     argv = Concat(Concat(argv, flags), routed.at(role));
-    auto run = RunArgv(argv);
+    auto run = RunCaptured(argv);
     if (!run.ok()) return run.status();
     if (WIFEXITED(run->status) && WEXITSTATUS(run->status) == 0) continue;
     std::string message = run->output;
@@ -184,16 +159,32 @@ void SayDashboard(const std::vector<std::string>& scheduler_flags, const std::st
                                 port, endpoint));
 }
 
-// Starts the workers, one per rank; a process that cannot start is an error.
+// --links=netns: the clients in network namespaces, the cluster's ports behind the proxy.
+struct Netns {
+  std::unique_ptr<NetnsLinks> links;
+  std::set<int> ranks;  // the workers in namespaces
+  int scheduler_port = 0;
+};
+
+// Starts the workers, one per rank; a process that cannot start is an error. A worker in a
+// namespace dials the scheduler through the proxy.
 Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
-                    const std::vector<std::string>& worker_flags, const std::string& run_dir) {
+                    const std::vector<std::string>& worker_flags, const std::string& run_dir,
+                    const Netns& netns) {
   for (int i = 0; i < args.workers; ++i) {
     std::vector<std::string> flags = {"--run_dir=" + run_dir, fmt::format("--rank={}", i)};
     if (auto slow = args.slow_workers.find(i); slow != args.slow_workers.end()) {
       flags.push_back(fmt::format("--slowdown={}", slow->second));
       Say(fmt::format("worker {} computes {}x slower (--slow_worker)", i, slow->second));
     }
-    auto worker = cluster.StartWorker(i, Concat(flags, worker_flags));
+    std::vector<std::string> exec, placed;
+    if (netns.ranks.count(i) > 0) {
+      exec = netns.links->Exec(i);
+      placed = {
+          fmt::format("--scheduler=tcp://{}:{}", netns.links->address(), netns.scheduler_port),
+          "--links=netns"};
+    }
+    auto worker = cluster.StartWorker(i, Concat(Concat(flags, worker_flags), placed), "", exec);
     if (!worker.ok()) return worker.status();
   }
   return Status();
@@ -282,9 +273,65 @@ int Summarize(const Supervisor& supervisor, Clock::time_point start, const std::
   return 1;
 }
 
+// --links=netns: each worker with an emulated link (what hetps-worker --print_links says for
+// these flags) in its own namespace; the scheduler and the servers on 127.0.0.1 behind the
+// proxy's ports.
+Status SetUpNetns(const LaunchArgs& args, const std::string& bin_dir,
+                  const std::vector<std::string>& worker_flags, LocalClusterOptions& cluster,
+                  Netns& netns) {
+  std::vector<std::string> argv = {bin_dir + "/hetps-worker", "--rank=0",
+                                   fmt::format("--print_links={}", args.workers)};
+  auto printed = RunCaptured(Concat(argv, worker_flags));
+  if (!printed.ok()) return printed.status();
+  if (!printed->succeeded()) {
+    return Status::InvalidArgument("hetps-worker --print_links failed: " + printed->output);
+  }
+  std::vector<NetnsClient> clients;
+  std::istringstream lines(printed->output);
+  for (std::string line; std::getline(lines, line);) {
+    NetnsClient c;
+    unsigned long long seed = 0;
+    if (std::sscanf(line.c_str(), "%d %lf %lf %lf %lf %lf %lf %llu", &c.rank, &c.link.up_mbps,
+                    &c.link.down_mbps, &c.link.latency_ms, &c.link.jitter_ms, &c.link.loss,
+                    &c.link.rto_ms, &seed) != 8) {
+      continue;  // a log line
+    }
+    c.link.seed = seed;
+    if (!c.link.enabled()) continue;  // an evaluator, or a worker without an emulated link
+    clients.push_back(c);
+    netns.ranks.insert(c.rank);
+  }
+  if (clients.empty()) {
+    return Status::InvalidArgument(
+        "--links=netns: no worker has an emulated link (give --link_up_mbps, --link_down_mbps, "
+        "--link_latency_ms... or --link_table)");
+  }
+  auto links = NetnsLinks::Create(clients, args.netns_subnet);
+  if (!links.ok()) return links.status();
+  netns.links = std::move(*links);
+  auto port = netns.links->Forward(/*delay=*/false);
+  if (!port.ok()) return port.status();
+  netns.scheduler_port = *port;
+  cluster.scheduler_bind = fmt::format("tcp://127.0.0.1:{}", *port);
+  for (int i = 0; i < args.servers; ++i) {
+    port = netns.links->Forward(/*delay=*/true);
+    if (!port.ok()) return port.status();
+    cluster.server_own_flags.push_back(
+        {fmt::format("--bind=tcp://127.0.0.1:{}", *port),
+         fmt::format("--advertise=tcp://{}:{}", netns.links->address(), *port)});
+  }
+  if (Status s = netns.links->StartProxy(); !s.ok()) return s;
+  Say(fmt::format(
+      "--links=netns: {} clients in network namespaces hetps-{}-<rank> on a bridge at {}; tc tbf "
+      "limits their bandwidth, a proxy adds their latency, jitter and losses",
+      clients.size(), getpid(), netns.links->address()));
+  return Status();
+}
+
 // Brings the cluster up, supervises it and returns the launch's exit code.
 int Run(const LaunchArgs& args, Supervisor& supervisor, const LocalClusterOptions& options,
-        const std::vector<std::string>& worker_flags, const std::string& run_dir) {
+        const std::vector<std::string>& worker_flags, const std::string& run_dir,
+        const Netns& netns) {
   const auto start = Clock::now();
   LocalCluster cluster(supervisor, options);
   Status s = cluster.Start();
@@ -292,7 +339,7 @@ int Run(const LaunchArgs& args, Supervisor& supervisor, const LocalClusterOption
     Say(fmt::format("scheduler at {}; starting {} servers and {} workers", cluster.endpoint(),
                     args.servers, args.workers));
     SayDashboard(options.scheduler_flags, cluster.endpoint());
-    s = StartWorkers(args, cluster, worker_flags, run_dir);
+    s = StartWorkers(args, cluster, worker_flags, run_dir, netns);
   }
   if (!s.ok()) {
     if (supervisor.stop_signal() == 0) Say(s.message());
@@ -338,6 +385,7 @@ int Launch(const LaunchArgs& args) {
   sigprocmask(SIG_BLOCK, &signals, nullptr);
   const int signal_fd = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
   int code;
+  Netns netns;  // outlives every process it holds
   {
     SupervisorOptions supervision;
     supervision.output = SupervisorOptions::Output::kRelay;
@@ -353,8 +401,18 @@ int Launch(const LaunchArgs& args) {
     cluster.work_dir = tmpl;
     cluster.scheduler_flags = routed->at("scheduler");
     cluster.server_flags = routed->at("server");
-    code = Run(args, supervisor, cluster, routed->at("worker"), run_dir);
+    Status placed;
+    if (args.links == "netns") {
+      placed = SetUpNetns(args, bin_dir, routed->at("worker"), cluster, netns);
+    }
+    if (placed.ok()) {
+      code = Run(args, supervisor, cluster, routed->at("worker"), run_dir, netns);
+    } else {
+      Say(placed.message());
+      code = 2;
+    }
   }
+  netns.links.reset();
   close(signal_fd);
   std::error_code ec;
   fs::remove_all(tmpl, ec);

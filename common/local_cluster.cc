@@ -67,6 +67,9 @@ Status LocalCluster::Start() {
     argv.insert(argv.end(), {o.bin_dir + "/hetps-server", "--scheduler=" + endpoint_,
                              "--bind=" + WithIndex(o.server_bind, i)});
     for (const std::string& flag : o.server_flags) argv.push_back(WithIndex(flag, i));
+    if (i < static_cast<int>(o.server_own_flags.size())) {
+      argv.insert(argv.end(), o.server_own_flags[i].begin(), o.server_own_flags[i].end());
+    }
     auto server = supervisor_.Start("server", fmt::format("server {}", i), argv);
     if (!server.ok()) return server.status();
     (*server)->index = i;
@@ -108,8 +111,10 @@ StatusOr<ChildProcess*> LocalCluster::RestartServer(int index) {
 }
 
 StatusOr<ChildProcess*> LocalCluster::StartWorker(int index, const std::vector<std::string>& flags,
-                                                  const std::string& output_file) {
-  std::vector<std::string> argv = {options_.bin_dir + "/hetps-worker", "--scheduler=" + endpoint_};
+                                                  const std::string& output_file,
+                                                  const std::vector<std::string>& exec) {
+  std::vector<std::string> argv = exec;
+  argv.insert(argv.end(), {options_.bin_dir + "/hetps-worker", "--scheduler=" + endpoint_});
   argv.insert(argv.end(), flags.begin(), flags.end());
   auto worker = supervisor_.Start("worker", fmt::format("worker {}", index), argv, output_file);
   if (!worker.ok()) return worker;

@@ -28,6 +28,8 @@ struct LocalClusterOptions {
   // "ip netns exec ns{i}" puts each server on its own emulated host).
   std::string server_bind = "tcp://127.0.0.1:*";
   std::string server_exec;
+  // Per server index, flags after server_flags (e.g. its own --bind and --advertise).
+  std::vector<std::vector<std::string>> server_own_flags;
   std::chrono::milliseconds start_timeout{30000};  // for the scheduler's endpoint
 };
 
@@ -45,9 +47,10 @@ class LocalCluster {
   // Starts server `index` again, with the flags it first had (it must have exited).
   StatusOr<ChildProcess*> RestartServer(int index);
   // Starts a hetps-worker joining this cluster, labelled "worker <index>"; with `output_file`,
-  // its output goes there.
+  // its output goes there; `exec`: a command prefix (e.g. ip netns exec NS).
   StatusOr<ChildProcess*> StartWorker(int index, const std::vector<std::string>& flags,
-                                      const std::string& output_file = "");
+                                      const std::string& output_file = "",
+                                      const std::vector<std::string>& exec = {});
   // Starts worker `index` again with the flags it first had (it must have exited); it rejoins
   // the running cluster under its --rank.
   StatusOr<ChildProcess*> RestartWorker(int index);

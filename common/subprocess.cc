@@ -60,4 +60,30 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const SpawnOptions& 
   return Status::Internal(fmt::format("{}: {}", argv[0], std::strerror(err)));
 }
 
+bool Captured::succeeded() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+StatusOr<Captured> RunCaptured(const std::vector<std::string>& argv, bool search_path) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal("pipe failed");
+  SpawnOptions options;
+  options.output_fd = fds[1];
+  options.search_path = search_path;
+  auto pid = Spawn(argv, options);
+  close(fds[1]);
+  if (!pid.ok()) {
+    close(fds[0]);
+    return pid.status();
+  }
+  Captured c;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) c.output.append(buf, n);
+  }
+  close(fds[0]);
+  while (waitpid(*pid, &c.status, 0) < 0 && errno == EINTR) {
+  }
+  return c;
+}
+
 }  // namespace hetps

@@ -30,4 +30,13 @@ struct SpawnOptions {
 // REQUIRES: argv is not empty. The caller reaps the child (waitpid).
 StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const SpawnOptions& options = {});
 
+// Runs argv to its end (no shell: arguments may hold ';' or spaces) and captures its stdout and
+// stderr together. `search_path`: argv[0] may be a program name found on PATH.
+struct Captured {
+  int status = -1;  // waitpid status
+  std::string output;
+  bool succeeded() const;  // exited with 0
+};
+StatusOr<Captured> RunCaptured(const std::vector<std::string>& argv, bool search_path = false);
+
 }  // namespace hetps

@@ -10,6 +10,7 @@ packages=(
   libcpp-httplib-dev nlohmann-json3-dev libeigen3-dev
   dataset-fashion-mnist gnuplot-nox
   prometheus chromium
+  iproute2  # ip and tc, for hetps launch --links=netns and its tests
 )
 # npm fetches the dashboard's charting library; any npm will do (Debian's, or one that came
 # with a Node.js install).

@@ -65,7 +65,7 @@ ClientIo::ClientIo(const ClientOptions& options, ClientReport& report, PullState
       wake_in_(ctx_, zmq::socket_type::pull),
       wake_out_(ctx_, zmq::socket_type::push),
       incarnation_(DrawIncarnation()) {
-  if (options_.link.enabled()) shaper_.emplace(options_.link);
+  if (options_.link.enabled() && !options_.link.outside) shaper_.emplace(options_.link);
 }
 
 double ClientIo::Now() const {

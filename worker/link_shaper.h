@@ -28,6 +28,9 @@ struct LinkOptions {
   double loss = 0;  // per packet
   double rto_ms = 200;
   uint64_t seed = 1;
+  // The link is emulated outside the client (hetps launch --links=netns: tc and a delaying
+  // proxy): the client reports it but does not shape its own transport.
+  bool outside = false;
 
   bool enabled() const {
     return up_mbps > 0 || down_mbps > 0 || latency_ms > 0 || jitter_ms > 0 || loss > 0;

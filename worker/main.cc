@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "common/allocator.h"
@@ -112,6 +113,13 @@ DEFINE_string(link_table, "",
               "(worker/link_table.h, e.g. deploy/edge/links/ookla.csv); each client draws one by "
               "--link_seed and its rank, in place of --link_up_mbps, --link_down_mbps, "
               "--link_latency_ms, --link_jitter_ms and --link_loss (--link_spread still applies)");
+DEFINE_string(links, "transport",
+              "where the emulated link is applied: transport (inside this client, no "
+              "privileges) or netns (hetps launch --links=netns put this client in a network "
+              "namespace whose tc and delaying proxy apply it; the client only reports it)");
+DEFINE_int32(print_links, 0,
+             "print the emulated links of ranks 0..N-1 from these flags, one line each (rank "
+             "up_mbps down_mbps latency_ms jitter_ms loss rto_ms seed), and exit");
 DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
             "joining a cluster; hetps launch runs this for every role before starting any");
@@ -187,9 +195,10 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
 
 // A seeded per-client factor exp(spread * z) (|z| when `at_least_one`), z standard normal drawn
 // from (seed, rank, what): the same client gets the same device and link in every run.
-double SpreadFactor(double spread, uint64_t seed, uint64_t what, bool at_least_one) {
+double SpreadFactor(double spread, uint64_t seed, uint64_t what, bool at_least_one,
+                    int rank = FLAGS_rank) {
   if (spread <= 0) return 1.0;
-  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(std::max(0, FLAGS_rank)) * 31 + what);
+  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(std::max(0, rank)) * 31 + what);
   const double z = std::normal_distribution<double>(0, 1)(rng);
   return std::exp(spread * (at_least_one ? std::abs(z) : z));
 }
@@ -234,13 +243,12 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   return o;
 }
 
-// This client's emulated link: the --link_* flags or its row of --link_table, bandwidths times
-// its --link_spread factor. An edge evaluator measures the model; it is no edge device, so its
-// link is not emulated.
-hetps::StatusOr<hetps::LinkOptions> LinkFromFlags() {
+// The emulated link of client `rank`: the --link_* flags or its row of --link_table, bandwidths
+// times its --link_spread factor. An edge evaluator measures the model; it is no edge device, so
+// its link is not emulated.
+hetps::StatusOr<hetps::LinkOptions> LinkFromFlags(int rank = FLAGS_rank) {
   hetps::LinkOptions o;
-  const bool evaluator =
-      FLAGS_workload == "edge" && FLAGS_rank >= 0 && FLAGS_rank < FLAGS_evaluators;
+  const bool evaluator = FLAGS_workload == "edge" && rank >= 0 && rank < FLAGS_evaluators;
   if (evaluator) return o;
   o.up_mbps = FLAGS_link_up_mbps;
   o.down_mbps = FLAGS_link_down_mbps;
@@ -250,19 +258,35 @@ hetps::StatusOr<hetps::LinkOptions> LinkFromFlags() {
   if (!FLAGS_link_table.empty()) {
     auto table = hetps::ReadLinkTable(FLAGS_link_table);
     if (!table.ok()) return table.status();
-    const hetps::LinkKind& kind = hetps::DrawLink(*table, FLAGS_link_seed, std::max(0, FLAGS_rank));
+    const hetps::LinkKind& kind = hetps::DrawLink(*table, FLAGS_link_seed, std::max(0, rank));
     o.up_mbps = kind.link.up_mbps;
     o.down_mbps = kind.link.down_mbps;
     o.latency_ms = kind.link.latency_ms;
     o.jitter_ms = kind.link.jitter_ms;
     o.loss = kind.link.loss;
   }
-  const double spread = SpreadFactor(FLAGS_link_spread, FLAGS_link_seed, 2, false);
+  const double spread = SpreadFactor(FLAGS_link_spread, FLAGS_link_seed, 2, false, rank);
   o.up_mbps *= spread;
   o.down_mbps *= spread;
   o.rto_ms = FLAGS_link_rto_ms;
-  o.seed = FLAGS_link_seed * 1000003 + static_cast<uint64_t>(std::max(0, FLAGS_rank));
+  o.seed = FLAGS_link_seed * 1000003 + static_cast<uint64_t>(std::max(0, rank));
+  o.outside = FLAGS_links == "netns";
   return o;
+}
+
+// --print_links=N: what hetps launch --links=netns shapes each client's namespace with.
+int PrintLinks() {
+  for (int rank = 0; rank < FLAGS_print_links; ++rank) {
+    auto link = LinkFromFlags(rank);
+    if (!link.ok()) {
+      spdlog::error("{}", link.status().message());
+      return 2;
+    }
+    std::printf("%d %.17g %.17g %.17g %.17g %.17g %.17g %llu\n", rank, link->up_mbps,
+                link->down_mbps, link->latency_ms, link->jitter_ms, link->loss, link->rto_ms,
+                static_cast<unsigned long long>(link->seed));
+  }
+  return 0;
 }
 
 hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
@@ -316,10 +340,15 @@ int main(int argc, char** argv) {
             : FLAGS_workload == "edge" ? hetps::ValidateEdgeOptions(*edge)
                                        : hetps::ValidateSyntheticOptions(*synthetic);
   }
+  if (valid.ok() && FLAGS_links != "transport" && FLAGS_links != "netns") {
+    valid = hetps::Status::InvalidArgument("--links must be transport or netns, got '" +
+                                           FLAGS_links + "'");
+  }
   if (!valid.ok()) {
     spdlog::error("{}", valid.message());
     return 2;
   }
+  if (FLAGS_print_links > 0) return PrintLinks();
   if (FLAGS_check_flags) return 0;
   if (FLAGS_scheduler.empty()) {
     spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
@@ -328,8 +357,9 @@ int main(int argc, char** argv) {
   const hetps::ClientOptions client_options = ClientFromFlags(signals.stop(), *link);
   if (client_options.link.enabled()) {
     spdlog::info(
-        "emulated link: up {:.2f} Mbit/s, down {:.2f} Mbit/s, {} ms each way, jitter {} ms, "
+        "emulated link ({}): up {:.2f} Mbit/s, down {:.2f} Mbit/s, {} ms each way, jitter {} ms, "
         "loss {}",
+        client_options.link.outside ? "by this client's network namespace" : "in the transport",
         client_options.link.up_mbps, client_options.link.down_mbps, client_options.link.latency_ms,
         client_options.link.jitter_ms, client_options.link.loss);
   }

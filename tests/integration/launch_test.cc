@@ -14,6 +14,7 @@
 #include <regex>
 #include <string>
 
+#include "cli/netns_links.h"
 #include "tests/integration/local_cluster.h"
 
 namespace hetps::testing {
@@ -271,6 +272,77 @@ TEST(LaunchTest, AStoppedRunResumedFromItsCheckpointEndsLikeAnUninterruptedOne) 
   LaunchResult none = Launch("--resume=" + dir.str() + "/whole");
   EXPECT_EQ(none.code, 2) << none.output;
   EXPECT_NE(none.output.find("cannot resume"), std::string::npos) << none.output;
+}
+
+// Workers with emulated links, each in its own namespace; each test on a subnet of its own
+// (ctest may run them side by side).
+constexpr char kNetnsRun[] =
+    "--servers 2 --workers 3 --links=netns --tensor_elements=20000 "
+    "--link_up_mbps=20 --link_down_mbps=50 --link_latency_ms=5 --link_jitter_ms=1 "
+    "--link_spread=0.5 ";
+
+TEST(LaunchTest, NetnsLinksRunTheWorkersInNamespacesThatAreGoneAfterwards) {
+  if (std::string why = NetnsLinks::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  pid_t launcher = -1;
+  std::vector<std::string> during;
+  LaunchResult r =
+      Launch(std::string(kNetnsRun) + "--netns_subnet=10.205 --iterations=30 --progress_every=10",
+             [&](const std::string& line, pid_t pid) {
+               launcher = pid;
+               if (during.empty() && line.find("iter 10/30") != std::string::npos) {
+                 during = NetnsLinks::NamespacesOf(pid);
+               }
+             });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(during.size(), 3u) << "namespaces while the workers ran\n" << r.output;
+  EXPECT_NE(r.output.find("3 clients in network namespaces"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("emulated link (by this client's network namespace)"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("all 3 workers finished"), std::string::npos) << r.output;
+  EXPECT_TRUE(NetnsLinks::NamespacesOf(launcher).empty());
+}
+
+TEST(LaunchTest, NetnsLinksAreRemovedWhenTheLaunchIsStoppedOrKilled) {
+  if (std::string why = NetnsLinks::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  // SIGTERM: the launch stops its processes, then removes the namespaces and the bridge.
+  pid_t launcher = -1;
+  LaunchResult r = Launch(
+      std::string(kNetnsRun) + "--netns_subnet=10.206 --iterations=100000 --progress_every=50",
+      [&](const std::string& line, pid_t pid) {
+        if (launcher < 0 && line.find("iter 50/") != std::string::npos) {
+          launcher = pid;
+          kill(pid, SIGTERM);
+        }
+      });
+  ASSERT_GT(launcher, 0) << r.output;
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.output;
+  EXPECT_TRUE(NetnsLinks::NamespacesOf(launcher).empty());
+  EXPECT_FALSE(std::filesystem::exists("/sys/class/net/hpb" + std::to_string(launcher)));
+  // SIGKILL leaves them; the next netns launch (here: RemoveStale, which it calls) removes them.
+  std::vector<std::string> left;
+  r = Launch(
+      std::string(kNetnsRun) + "--netns_subnet=10.206 --iterations=100000 --progress_every=50",
+      [&](const std::string& line, pid_t pid) {
+        if (left.empty() && line.find("iter 50/") != std::string::npos) {
+          left = NetnsLinks::NamespacesOf(pid);
+          launcher = pid;
+          kill(pid, SIGKILL);
+        }
+      });
+  ASSERT_EQ(left.size(), 3u) << r.output;
+  NetnsLinks::RemoveStale();
+  EXPECT_TRUE(NetnsLinks::NamespacesOf(launcher).empty());
+  EXPECT_FALSE(std::filesystem::exists("/sys/class/net/hpb" + std::to_string(launcher)));
+  // The veths go too (the workers in the namespaces were told of their parent's death).
+  auto veths = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/sys/class/net")) {
+      n += e.path().filename().string().starts_with("hpv" + std::to_string(launcher) + "-");
+    }
+    return n;
+  };
+  for (int i = 0; i < 300 && veths() > 0; ++i) usleep(100000);
+  EXPECT_EQ(veths(), 0);
 }
 
 TEST(LaunchTest, RestartNeedsServersWithADataDir) {

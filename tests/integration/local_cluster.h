@@ -68,6 +68,8 @@ struct ClusterOptions {
   std::vector<std::string> scheduler_flags;
   std::vector<std::string> server_flags;
   std::string server_exec;  // a command prefix for each server, e.g. "env HETPS_CRASH_AT=..."
+  std::string scheduler_bind = "tcp://127.0.0.1:*";
+  std::vector<std::vector<std::string>> server_own_flags;  // per server, after server_flags
 };
 
 // hetps::LocalCluster with the test's expectations: a cluster that cannot start fails the test.
@@ -86,6 +88,8 @@ class LocalCluster {
     options.scheduler_flags = o.scheduler_flags;
     options.server_flags = o.server_flags;
     options.server_exec = o.server_exec;
+    options.scheduler_bind = o.scheduler_bind;
+    options.server_own_flags = o.server_own_flags;
     cluster_ = std::make_unique<hetps::LocalCluster>(supervisor_, options);
     const Status started = cluster_->Start();
     EXPECT_TRUE(started.ok()) << started.ToString();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +42,34 @@ TEST(LaunchArgsTest, FlagfileComesFirstSoTheCommandLineWins) {
     f << "lr=0.5\n";
   }
   EXPECT_EQ(ParseLaunchArgs({"--flagfile", path}).status().code(), proto::INVALID_ARGUMENT);
+  std::remove(path.c_str());
+}
+
+TEST(LaunchArgsTest, LinksAreTheLaunchsOwnFromAFlagfileTooAndTheCommandLineWins) {
+  EXPECT_EQ(ParseLaunchArgs({})->links, "transport");
+  auto a = ParseLaunchArgs({"--links", "netns", "--netns_subnet=10.77"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->links, "netns");
+  EXPECT_EQ(a->netns_subnet, "10.77");
+  EXPECT_TRUE(a->extra_flags.empty());  // never routed to the workers
+  for (const char* bad :
+       {"--links=tc", "--netns_subnet=10", "--netns_subnet=10.300", "--netns_subnet=10.1.2"}) {
+    EXPECT_EQ(ParseLaunchArgs({bad}).status().code(), proto::INVALID_ARGUMENT) << bad;
+  }
+  const std::string path = ::testing::TempDir() + "/launch_args_links.flags";
+  {
+    std::ofstream f(path);
+    f << "--links=netns\n--lr=0.5\n";
+  }
+  a = ParseLaunchArgs({"--flagfile", path});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->links, "netns");
+  EXPECT_EQ(a->extra_flags, std::vector<std::string>{"--lr=0.5"});
+  a = ParseLaunchArgs({"--links=transport", "--flagfile", path});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->links, "transport");
+  const std::vector<std::string> saved = SavedLaunchArgs(*ParseLaunchArgs({"--links=netns"}));
+  EXPECT_NE(std::find(saved.begin(), saved.end(), "--links=netns"), saved.end());
   std::remove(path.c_str());
 }
 

@@ -57,5 +57,15 @@ TEST(SubprocessTest, AProgramThatCannotStartIsAnError) {
   EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);  // nothing left to reap
 }
 
+TEST(SubprocessTest, RunCapturedReturnsTheOutputAndTheExitStatus) {
+  auto run = RunCaptured({"sh", "-c", "echo out; echo err >&2; exit 3"}, true);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->output, "out\nerr\n");
+  EXPECT_FALSE(run->succeeded());
+  EXPECT_EQ(WEXITSTATUS(run->status), 3);
+  EXPECT_TRUE(RunCaptured({"true"}, true)->succeeded());
+  EXPECT_FALSE(RunCaptured({"/nonexistent/program"}).ok());
+}
+
 }  // namespace
 }  // namespace hetps
