@@ -49,8 +49,9 @@ const std::vector<Preset>& Presets() {
       {"fedavg", true, kRounds},
       // FedProx (Li et al. 2020): FedAvg with the proximal term in local training.
       {"fedprox", true, "{R} --prox_mu=0.01"},
-      // FedLesScan (Elzohairy et al. 2022): FedAvg rounds with its selection policy.
-      {"fedlesscan", true, "{R} --selection=fedlesscan"},
+      // FedLesScan (Elzohairy et al. 2022): FedAvg rounds with its selection policy, results
+      // up to 2 rounds late accepted with the staleness weight (ALGORITHMS.md §7).
+      {"fedlesscan", true, "{R} --selection=fedlesscan --late_rounds=2"},
       // Layer-wise uploads with the temporally weighted aggregation (Chen, Sun, Jin 2019).
       {"temporal", true,
        "--consistency=selected --aggregator=temporal --clients_per_round={K} --overcommit={O} "

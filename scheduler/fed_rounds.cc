@@ -36,6 +36,11 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
   if (auto spec = Selections().Parse(o.selection); !spec.ok()) {
     return Status::InvalidArgument("--selection: " + spec.status().message());
   }
+  if (o.late_rounds < 0 || (o.late_rounds > 0 && o.concurrency > 0)) {
+    return Status::InvalidArgument(
+        "late_rounds must be >= 0 and is for synchronous rounds (asynchronous uploads are never "
+        "late)");
+  }
   return Status();
 }
 
@@ -462,12 +467,29 @@ void FedRounds::Uploaded(Arrival a, int64_t round, int live_workers, double now)
     UploadedAsync(a, round, c, now);
     return MaybeGrant(live_workers, now);
   }
-  if (in_time) {
-    uploads_.push_back(a.worker);
+  // Late: its round closed without it; the next close takes it if it is late by at most
+  // late_rounds (the servers keep it that long).
+  const int64_t next_close = state_ == State::kClosing ? round_ + 1 : round_;
+  const bool closed = round < round_ || (round == round_ && state_ == State::kClosing);
+  const bool late = !in_time && options_.late_rounds > 0 && closed && c.last_round == round &&
+                    next_close - round <= options_.late_rounds &&
+                    (options_.rounds == 0 || next_close < options_.rounds) &&
+                    std::none_of(late_.begin(), late_.end(), [&](const LateUpload& l) {
+                      return l.worker == a.worker && l.round == round;
+                    });
+  if (in_time || late) {
+    if (in_time) {
+      uploads_.push_back(a.worker);
+    } else {
+      late_.push_back({a.worker, round});
+    }
     ++c.kept;
     c.consecutive_missed = 0;
   }
-  answer.set_kept(in_time);
+  if (late)
+    spdlog::info("worker {}'s upload of round {} is late; round {} takes it", a.worker, round,
+                 next_close);
+  answer.set_kept(in_time || late);
   actions_.answer_upload(a, answer);
   MaybeClose(live_workers, now);
   MaybeOpen(live_workers, now);
@@ -501,8 +523,19 @@ void FedRounds::Close(int live_workers, double now) {
   proto::FedRound close;
   close.set_round(round_);
   for (int32_t id : uploads_) close.add_workers(id);
-  spdlog::info("round {} closes with {} uploads ({} selected clients missed it)", round_,
-               uploads_.size(), missed);
+  close.set_late_rounds(options_.late_rounds);
+  closing_late_.clear();
+  for (const LateUpload& l : std::exchange(late_, {})) {
+    if (round_ - l.round > options_.late_rounds) continue;  // the servers dropped it
+    proto::LateUpload* entry = close.add_late();
+    entry->set_worker(l.worker);
+    entry->set_round(l.round);
+    entry->set_factor(static_cast<double>(l.round + 1) / static_cast<double>(round_ + 1));
+    closing_late_.push_back(l);
+  }
+  spdlog::info(
+      "round {} closes with {} uploads{} ({} selected clients missed it)", round_, uploads_.size(),
+      closing_late_.empty() ? "" : fmt::format(" and {} late ones", closing_late_.size()), missed);
   state_ = State::kClosing;
   const std::vector<int32_t> servers = actions_.live_servers();
   closing_servers_ = {servers.begin(), servers.end()};
@@ -526,7 +559,13 @@ void FedRounds::OnClosed(int32_t server, int64_t round, int live_workers, double
   closing_servers_.erase(server);
   if (!closing_servers_.empty()) return;
   state_ = State::kWaiting;
-  Applied(uploads_, std::vector<int64_t>(uploads_.size(), round_), now);
+  std::vector<int32_t> kept = uploads_;
+  std::vector<int64_t> bases(uploads_.size(), round_);
+  for (const LateUpload& l : closing_late_) {
+    kept.push_back(l.worker);
+    bases.push_back(l.round);  // staleness: the rounds it is late by
+  }
+  Applied(kept, bases, now);
   if (finished()) return FinishEveryone();
   MaybeOpen(live_workers, now);
 }

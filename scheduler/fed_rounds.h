@@ -84,6 +84,12 @@ struct FedRoundsOptions {
   // before each aggregation, the share alpha of the `concurrency` clients whose earliest
   // uploads it takes; empty: `quorum` decides.
   std::string ratio;
+  // Synchronous rounds: an upload reported after its round closed is still used by the next
+  // close if it is at most this many rounds late, weighted by (its round + 1) / (the closing
+  // round + 1) within that close's step (FedLesScan's tolerance, ALGORITHMS.md §7); 0: late
+  // uploads are dropped. An accepted upload is answered "kept" and applied by the next close
+  // (none is accepted when no round is left to close).
+  int64_t late_rounds = 0;
 };
 
 class FedRounds {
@@ -222,7 +228,13 @@ class FedRounds {
   std::set<int32_t> selected_;         // of the open round, still alive
   std::vector<int32_t> selected_all_;  // of the open round, as selected
   std::vector<int32_t> uploads_;       // of the open round, in arrival order
-  std::set<int32_t> closing_servers_;  // yet to answer ROUND_CLOSE
+  struct LateUpload {
+    int32_t worker;
+    int64_t round;
+  };
+  std::vector<LateUpload> late_;          // accepted late, for the next close
+  std::vector<LateUpload> closing_late_;  // those the closing round takes
+  std::set<int32_t> closing_servers_;     // yet to answer ROUND_CLOSE
   std::map<int32_t, ClientRecord> clients_;
   std::set<int32_t> evaluators_;
   std::set<int32_t> left_;  // clients that died or left (and did not check in since)

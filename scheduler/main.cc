@@ -60,6 +60,10 @@ DEFINE_int32(quorum, 1,
              "asynchronous federated learning: uploads per aggregation: 1 each on its own "
              "(fedasync, fedbuff), K > 1 groups of K as one step (FedSA: servers' aggregator "
              "sum), 0 K chosen from the clients' training times");
+DEFINE_int64(late_rounds, 0,
+             "federated rounds: an upload reported after its round closed is used by the next "
+             "close if it is at most this many rounds late, weighted by (its round + 1) / (the "
+             "closing round + 1) (FedLesScan's tolerance); 0: late uploads are dropped");
 DEFINE_string(ratio, "",
               "asynchronous federated learning, AAFL: the aggregation-ratio policy, "
               "fixed:alpha=A or greedy:budget=B (uploads/s), choosing before each aggregation "
@@ -106,6 +110,7 @@ int main(int argc, char** argv) {
   o.fed.concurrency = FLAGS_concurrency;
   o.fed.quorum = FLAGS_quorum;
   o.fed.ratio = FLAGS_ratio;
+  o.fed.late_rounds = FLAGS_late_rounds;
   o.fed.seed = FLAGS_selection_seed;
   o.fed.csv_path = FLAGS_rounds_csv;
   if (hetps::Status s = hetps::ValidateSchedulerOptions(o); !s.ok()) {

@@ -128,9 +128,10 @@ void ConsistencyGate::OnHint(const std::vector<int32_t>& stragglers, int64_t quo
 }
 
 void ConsistencyGate::OnRoundClosed(int64_t round, const std::vector<int32_t>& kept,
-                                    const std::vector<int64_t>& tasks) {
+                                    const std::vector<int64_t>& tasks,
+                                    const std::vector<RoundSpec::Late>& late, int64_t late_rounds) {
   if (!controller_) return;
-  controller_->OnRoundClosed(round, kept, tasks);
+  controller_->OnRoundClosed(round, kept, tasks, late, late_rounds);
   CompleteRounds();
   Release();
 }

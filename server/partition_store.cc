@@ -53,21 +53,43 @@ void PartitionState::Hold(int64_t clock, int32_t w, zmq::message_t update, doubl
   held_[clock][w].push_back(Held{std::move(update), weight, base_version});
 }
 
+namespace {
+
+// Worker w's upload of `clock` when `round` takes it late, else null.
+const RoundSpec::Late* FindLate(const RoundSpec& round, int64_t clock, int32_t w) {
+  if (clock == round.clock) return nullptr;
+  for (const RoundSpec::Late& l : round.late) {
+    if (l.clock == clock && l.worker == w) return &l;
+  }
+  return nullptr;
+}
+
+// Whether an upload of `clock` that `round` does not use stays held: without only_clock it
+// waits for a later round; with it, only from keep_from on (it may still be taken late).
+bool Waits(const RoundSpec& round, int64_t clock) {
+  return !round.only_clock || clock >= round.keep_from;
+}
+
+}  // namespace
+
 // A round-based aggregator (temporal) takes each clock's updates itself.
 // The round's uploads go to the aggregator clock by clock: those of the workers it counts (all
 // when it names none); with only_clock, the others of that clock and every earlier clock are
-// dropped, otherwise they wait for a later round.
+// dropped (from keep_from on they wait), otherwise they wait for a later round. Late uploads
+// of earlier clocks go with the round's own clock, weighted by their factor.
 int PartitionState::HandOverRound(const RoundSpec& round) {
   int rounds = 0;
+  bool late_open = false;  // late uploads handed over, waiting for the round's EndRound
   for (auto c = held_.begin(); c != held_.end() && c->first <= round.clock;) {
     const bool dropped_clock = round.only_clock && c->first != round.clock;
     bool handed = false;
     for (auto w = c->second.begin(); w != c->second.end();) {
+      const RoundSpec::Late* late = FindLate(round, c->first, w->first);
       const bool counts =
           round.workers.empty() ||
           std::find(round.workers.begin(), round.workers.end(), w->first) != round.workers.end();
-      if (dropped_clock || !counts) {
-        w = round.only_clock ? c->second.erase(w) : std::next(w);
+      if (late == nullptr && (dropped_clock || !counts)) {
+        w = Waits(round, c->first) ? std::next(w) : c->second.erase(w);
         continue;
       }
       for (const Held& h : w->second) {
@@ -75,17 +97,22 @@ int PartitionState::HandOverRound(const RoundSpec& round) {
         info.worker = w->first;
         info.clock = c->first;
         info.base_version = h.base_version;
-        info.weight = h.weight;
+        info.weight = h.weight * (late != nullptr ? late->factor : 1.0);
         aggregator_->Upload(*this, info, static_cast<const float*>(h.update.data()));
       }
-      handed = true;
+      (late != nullptr ? late_open : handed) = true;
       w = c->second.erase(w);
     }
     if (handed) {
       aggregator_->EndRound(*this, c->first);
+      late_open = false;
       ++rounds;
     }
     c = c->second.empty() ? held_.erase(c) : std::next(c);
+  }
+  if (late_open) {  // the round's own clock had nothing held
+    aggregator_->EndRound(*this, round.clock);
+    ++rounds;
   }
   return rounds;
 }
@@ -137,8 +164,9 @@ int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& roun
   for (auto c = held_.begin(); c != held_.end() && c->first <= round.clock;) {
     const bool dropped_clock = round.only_clock && c->first != round.clock;
     for (auto w = c->second.begin(); w != c->second.end();) {
-      if (!counts(w->first) || dropped_clock) {
-        w = round.only_clock ? c->second.erase(w) : std::next(w);  // others wait, or are late
+      const RoundSpec::Late* late = FindLate(round, c->first, w->first);
+      if (late == nullptr && (!counts(w->first) || dropped_clock)) {
+        w = Waits(round, c->first) ? std::next(w) : c->second.erase(w);  // others wait, or are late
         continue;
       }
       if (!open) {
@@ -147,10 +175,10 @@ int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& roun
         open = true;
       }
       for (const Held& h : w->second) {
-        double k = 1.0;
+        double k = late != nullptr ? late->factor : 1.0;
         if (round.combine == RoundSpec::Combine::kWeighted) {
           const double sigma = static_cast<double>(std::max<int64_t>(0, version - h.base_version));
-          k = h.weight * std::pow(1.0 + sigma, -round.staleness_exponent);
+          k *= h.weight * std::pow(1.0 + sigma, -round.staleness_exponent);
           total += k;
         }
         const float kf = static_cast<float>(k);

@@ -25,6 +25,17 @@ struct RoundSpec {
   Combine combine = Combine::kSum;
   double staleness_exponent = 0;  // kWeighted: weight = samples * (1 + sigma)^-a
   bool per_push = false;          // committed uploads through the aggregator (see above)
+  // Uploads of earlier clocks that join this round (FedLesScan's late results), each with its
+  // weight times `factor`; they are part of the round's step, not steps of their own clocks.
+  struct Late {
+    int32_t worker = 0;
+    int64_t clock = 0;
+    double factor = 1;
+  };
+  std::vector<Late> late;
+  // With only_clock: uploads of clocks >= keep_from that this round does not use wait (a later
+  // round may take them late) instead of being dropped.
+  int64_t keep_from = std::numeric_limits<int64_t>::max();
 
   // The round a policy switch applies so nothing held is lost: every clock, everyone.
   static RoundSpec Flush() {

@@ -618,9 +618,21 @@ void ServerLoop::HandleControl(Envelope& env) {
     case proto::ROUND_CLOSE: {
       // Handed to the partition owners before anything that arrives after it (FIFO), so a
       // pull of the next round reads the model with this one applied.
+      std::vector<RoundSpec::Late> late;
+      for (const proto::LateUpload& l : h.fed_round().late()) {
+        if (!(l.factor() > 0 && l.factor() <= 1) || l.round() >= h.fed_round().round()) {
+          spdlog::warn(
+              "round {} closes with a malformed late upload (worker {}, round {}, "
+              "factor {}); it is not applied",
+              h.fed_round().round(), l.worker(), l.round(), l.factor());
+          continue;
+        }
+        late.push_back({l.worker(), l.round(), l.factor()});
+      }
       gate_->OnRoundClosed(h.fed_round().round(),
                            {h.fed_round().workers().begin(), h.fed_round().workers().end()},
-                           {h.fed_round().tasks().begin(), h.fed_round().tasks().end()});
+                           {h.fed_round().tasks().begin(), h.fed_round().tasks().end()}, late,
+                           h.fed_round().late_rounds());
       proto::Header ack = ReplyTo(h, proto::ROUND_CLOSED, link_->id());
       *ack.mutable_fed_round() = h.fed_round();
       link_->Send(ack);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "durable.pb.h"
 #include "server/fault_point.h"
@@ -38,6 +39,13 @@ proto::Round RoundToProto(const RoundSpec& round) {
   r.set_staleness_exponent(round.staleness_exponent);
   r.set_flush(round.IsFlush());
   r.set_per_push(round.per_push);
+  for (const RoundSpec::Late& l : round.late) {
+    proto::LateUpload* late = r.add_late();
+    late->set_worker(l.worker);
+    late->set_round(l.clock);
+    late->set_factor(l.factor);
+  }
+  if (round.keep_from != std::numeric_limits<int64_t>::max()) r.set_keep_from(round.keep_from);
   return r;
 }
 
@@ -50,6 +58,9 @@ RoundSpec RoundFromProto(const proto::Round& r) {
   round.combine = static_cast<RoundSpec::Combine>(r.combine());
   round.staleness_exponent = r.staleness_exponent();
   round.per_push = r.per_push();
+  for (const proto::LateUpload& l : r.late())
+    round.late.push_back({l.worker(), l.round(), l.factor()});
+  if (r.has_keep_from()) round.keep_from = r.keep_from();
   return round;
 }
 

@@ -72,10 +72,13 @@ class ConsistencyController {
   // over the workers' iteration-time EWMAs (semi_async:quorum=auto takes it).
   virtual void OnHint(const std::vector<int32_t>& /*stragglers*/, int64_t /*quorum*/) {}
   // Federated rounds run by the scheduler (ROUND_CLOSE): round `round` closed with the uploads
-  // of `kept` (selected takes it), or the uploads of `kept` under `tasks` were committed
-  // (committed takes it; the others have no such rounds).
+  // of `kept` and the `late` uploads of earlier rounds, keeping unused uploads of the last
+  // `late_rounds` rounds for later closes (selected takes it), or the uploads of `kept` under
+  // `tasks` were committed (committed takes it; the others have no such rounds).
   virtual void OnRoundClosed(int64_t /*round*/, const std::vector<int32_t>& /*kept*/,
-                             const std::vector<int64_t>& /*tasks*/) {}
+                             const std::vector<int64_t>& /*tasks*/,
+                             const std::vector<RoundSpec::Late>& /*late*/ = {},
+                             int64_t /*late_rounds*/ = 0) {}
 
   const ClockTable& clocks() const { return clocks_; }
   // A request from worker `w` working on `clock` shows it finished every clock before: its

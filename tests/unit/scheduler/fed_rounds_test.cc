@@ -123,6 +123,46 @@ TEST(FedRoundsTest, ADeadlineClosesTheRoundWithWhatArrived) {
 
 // Clients that start offline (an availability trace) do not check in: the first round waits
 // for every live client, but no longer than the deadline after the first check-in.
+// FedLesScan's tolerance (--late_rounds=1): an upload reported after its round closed joins
+// the next close, weighted by (its round + 1) / (that round + 1); one later than that is not.
+TEST(FedRoundsTest, LateUploadsWithinTheToleranceJoinTheNextClose) {
+  Recorder rec;
+  FedRounds f({.clients_per_round = 1, .overcommit = 3, .rounds = 4, .late_rounds = 1},
+              rec.Actions());
+  for (int32_t w = 1; w <= 4; ++w) f.CheckIn(From(w), 4, 0);
+  const std::vector<int32_t> round0 = Selected(rec, 0);
+  ASSERT_EQ(round0.size(), 3u);
+  f.Uploaded(From(round0[0]), 0, 4, 1);  // the K-th: round 0 closes with it
+  ASSERT_EQ(rec.closes.size(), 1u);
+  EXPECT_EQ(rec.closes[0].late_rounds(), 1);
+  EXPECT_EQ(rec.closes[0].late_size(), 0);
+  f.Uploaded(From(round0[1]), 0, 4, 2);  // after the close: late by one round
+  EXPECT_TRUE(rec.answers[round0[1]].kept()) << "accepted for the next close";
+  EXPECT_EQ(f.clients().at(round0[1]).missed, 1) << "it still missed its round";
+  CloseOnServers(f, rec, 4, 2.5);
+  f.CheckIn(From(round0[0]), 4, 3);
+  f.CheckIn(From(round0[1]), 4, 3);
+  const std::vector<int32_t> round1 = Selected(rec, 1);
+  ASSERT_EQ(round1.size(), 3u);
+  f.Uploaded(From(round1[0]), 1, 4, 4);
+  ASSERT_EQ(rec.closes.size(), 2u);
+  const proto::FedRound& close = rec.closes[1];
+  EXPECT_EQ(close.round(), 1);
+  ASSERT_EQ(close.workers_size(), 1);
+  EXPECT_EQ(close.workers(0), round1[0]);
+  ASSERT_EQ(close.late_size(), 1);
+  EXPECT_EQ(close.late(0).worker(), round0[1]);
+  EXPECT_EQ(close.late(0).round(), 0);
+  EXPECT_DOUBLE_EQ(close.late(0).factor(), 0.5);  // (0 + 1) / (1 + 1)
+  CloseOnServers(f, rec, 4, 4.5);
+  // round0[2] reports its round-0 upload only now: the next close is round 2, two rounds late.
+  f.Uploaded(From(round0[2]), 0, 4, 5);
+  EXPECT_FALSE(rec.answers[round0[2]].kept());
+  EXPECT_EQ(f.clients().at(round0[1]).kept, 1);
+  EXPECT_FALSE(ValidateFedRoundsOptions({.concurrency = 2, .late_rounds = 1}).ok());
+  EXPECT_FALSE(ValidateFedRoundsOptions({.late_rounds = -1}).ok());
+}
+
 TEST(FedRoundsTest, TheFirstRoundWaitsForEveryClientAtMostTheDeadline) {
   Recorder rec;
   FedRounds f({.clients_per_round = 2, .deadline_s = 10, .rounds = 5}, rec.Actions());

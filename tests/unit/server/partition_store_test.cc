@@ -254,5 +254,32 @@ TEST(PartitionStateTest, SemiAsyncRoundKeepsOthersAndWeighsStaleUploadsLess) {
   EXPECT_FLOAT_EQ(s.values()[0], -2.0f);
 }
 
+// A late upload (RoundSpec::late) joins the round's one weighted step with its weight times
+// its factor; from keep_from on, unused uploads wait, older ones are dropped.
+TEST(PartitionStateTest, LateUploadsJoinTheRoundsStepAndKeepFromBoundsWhatWaits) {
+  Partition p;
+  p.length = 1;
+  auto sgd = UnitSgd();
+  PartitionState s(p, 0);
+  float zero = 0, d0 = 4, d1 = 10, d2 = 1, d3 = 7;
+  ASSERT_TRUE(s.InitializeFrom(&zero));
+  s.Hold(3, 1, zmq::message_t(&d0, 4), /*weight=*/2, 0);  // late from round 3
+  s.Hold(2, 5, zmq::message_t(&d3, 4), 1, 0);             // older than keep_from: dropped
+  s.Hold(4, 2, zmq::message_t(&d1, 4), 1, 0);             // round 4's kept upload
+  s.Hold(4, 3, zmq::message_t(&d2, 4), 1, 0);             // round 4's unused upload: waits
+  RoundSpec r;
+  r.clock = 4;
+  r.workers = {2};
+  r.only_clock = true;
+  r.one_step = true;
+  r.combine = RoundSpec::Combine::kWeighted;
+  r.late = {{.worker = 1, .clock = 3, .factor = 0.5}};
+  r.keep_from = 3;
+  EXPECT_EQ(s.ApplyRound(*sgd, r), 1);
+  // (1 * 10 + 2 * 0.5 * 4) / (1 + 1) = 7
+  EXPECT_FLOAT_EQ(s.values()[0], -7.0f);
+  EXPECT_EQ(s.held_clocks(), 1u) << "round 4's unused upload waits; round 2's was dropped";
+}
+
 }  // namespace
 }  // namespace hetps

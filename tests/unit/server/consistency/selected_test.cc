@@ -1,6 +1,8 @@
 // The consistency "selected": rounds the scheduler closes (scheduler/fed_rounds.h). Only the
 // uploads a closed round keeps are applied, as one sample-weighted step; the others of that
-// round, and late ones of earlier rounds, are dropped.
+// round, and late ones of earlier rounds, are dropped, unless the scheduler accepts late
+// results (--late_rounds): then they wait that many rounds and join the step of the close that
+// names them, weighted by their factor.
 #include <gtest/gtest.h>
 
 #include "server/aggregation/aggregator.h"
@@ -51,8 +53,9 @@ class SelectedPartitionTest : public ::testing::Test {
   void Upload(int64_t round, int32_t w, float delta, double samples) {
     part_->Hold(round, w, zmq::message_t(&delta, sizeof(float)), samples, part_->version());
   }
-  void Close(int64_t round, const std::vector<int32_t>& kept) {
-    controller_->OnRoundClosed(round, kept, {});
+  void Close(int64_t round, const std::vector<int32_t>& kept,
+             const std::vector<RoundSpec::Late>& late = {}, int64_t late_rounds = 0) {
+    controller_->OnRoundClosed(round, kept, {}, late, late_rounds);
     for (const RoundSpec& r : controller_->TakeRounds()) part_->ApplyRound(*optimizer_, r);
   }
   float value() const { return part_->values()[0]; }
@@ -88,6 +91,35 @@ TEST_F(SelectedPartitionTest, AnUploadArrivingAfterItsRoundClosedIsNeverApplied)
   Upload(2, 0, 1.0f, 10);
   Close(2, {0, 1});
   EXPECT_FLOAT_EQ(value(), -4.0f);
+}
+
+// --late_rounds=1: round 0's unused upload waits; round 1 takes it late with factor 1/2, in
+// its own step: (10 * 2 + 10 * 0.5 * 50) / (10 + 5) = 18 (fedavg, sgd lr 1).
+TEST_F(SelectedPartitionTest, ALateUploadJoinsTheStepOfTheCloseThatNamesIt) {
+  Upload(0, 0, 1.0f, 10);
+  Close(0, {0}, {}, /*late_rounds=*/1);
+  EXPECT_FLOAT_EQ(value(), -1.0f);
+  Upload(0, 1, 50.0f, 10);  // late, kept on the server
+  Upload(0, 3, 70.0f, 10);  // late too, never accepted
+  Upload(1, 2, 2.0f, 10);
+  Close(1, {2}, {{.worker = 1, .clock = 0, .factor = 0.5}}, 1);
+  EXPECT_FLOAT_EQ(value(), -1.0f - 18.0f);
+  EXPECT_EQ(part_->version(), 2) << "one step for round 1 and its late upload";
+  // Worker 3's round-0 upload is two rounds late by round 2's close: dropped, never applied.
+  Upload(2, 0, 1.0f, 10);
+  Close(2, {0}, {{.worker = 3, .clock = 0, .factor = 1.0 / 3}}, 1);
+  EXPECT_FLOAT_EQ(value(), -20.0f);
+  EXPECT_EQ(part_->held_clocks(), 0u);
+}
+
+TEST_F(SelectedPartitionTest, ACloseWithOnlyALateUploadAppliesItAndNothingOfItsOwnRound) {
+  Close(0, {}, {}, 1);  // nobody made round 0
+  Upload(0, 1, 8.0f, 10);
+  Upload(1, 2, 100.0f, 10);  // round 1's upload, not kept by round 1
+  Close(1, {}, {{.worker = 1, .clock = 0, .factor = 0.5}}, 1);
+  EXPECT_FLOAT_EQ(value(), -8.0f);  // the weighted mean of one upload is that upload
+  EXPECT_EQ(part_->version(), 1);
+  EXPECT_EQ(part_->held_clocks(), 1u) << "round 1's unused upload waits one round";
 }
 
 }  // namespace
