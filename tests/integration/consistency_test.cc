@@ -2,8 +2,12 @@
 // processes, one slowed with --slowdown), and a live switch while training runs.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "tests/integration/local_cluster.h"
@@ -138,6 +142,80 @@ TEST(ConsistencyTest, FedAvgAveragesEachRoundBySampleCount) {
   ASSERT_TRUE(clients[0]->Pull("w", w.data(), 4).Wait().ok());
   EXPECT_EQ(w, std::vector<float>(4, -(1 * 8.0f + 3 * 4.0f) / 4));
   EXPECT_NE(cluster.Ctl("set consistency=asp"), 0) << "fedavg has no rounds under asp";
+}
+
+// FedLesScan's late results through the real scheduler and server (--late_rounds=1): round 0
+// selects two clients and keeps the first upload; the second, reported after the close, is
+// answered kept and joins round 1's step with weight samples * (0 + 1) / (1 + 1). Round 1's own
+// second upload has no round left to join: not kept.
+TEST(ConsistencyTest, SelectedRoundsTakeALateUploadIntoTheNextRoundsStep) {
+  LocalCluster cluster({.servers = 1,
+                        .workers = 3,
+                        .scheduler_flags = {"--clients_per_round=1", "--overcommit=2", "--rounds=2",
+                                            "--late_rounds=1"},
+                        .server_flags = {"--consistency=selected", "--aggregator=fedavg",
+                                         "--optimizer=sgd:lr=1", "--init=zeros"}});
+  auto clients = cluster.ConnectClients(3);
+  LocalCluster::RunEach(3, [&](int i) {
+    ASSERT_TRUE(clients[i]->DeclareTensors({{"w", {4}, 0}}).ok());
+  });
+  auto delta = [](int i, int64_t round) { return 10.0f * (i + 1) + static_cast<float>(round); };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<int64_t, std::vector<int>> pushed;  // by round: the clients that pushed, in order
+  std::set<std::pair<int, int64_t>> go;        // (client, round) may report its upload
+  std::map<std::pair<int, int64_t>, bool> kept;
+  std::thread runner([&] {
+    LocalCluster::RunEach(3, [&](int i) {
+      Client& c = *clients[i];
+      for (auto round = c.AwaitRound(); round.ok() && *round >= 0; round = c.AwaitRound()) {
+        const std::vector<float> d(4, delta(i, *round));
+        ASSERT_TRUE(c.Push("w", d.data(), 4, /*weight=*/i + 1).Wait().ok());
+        std::unique_lock<std::mutex> lock(mu);
+        pushed[*round].push_back(i);
+        cv.notify_all();
+        cv.wait(lock, [&] { return go.contains({i, *round}); });
+        lock.unlock();
+        auto k = c.FinishRound();
+        ASSERT_TRUE(k.ok()) << k.status().ToString();
+        lock.lock();
+        kept[{i, *round}] = *k;
+        cv.notify_all();
+      }
+    });
+  });
+  // Lets the clients that pushed for `round` report one after another; returns them in order.
+  auto report_in_order = [&](int64_t round) {
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(
+        cv.wait_for(lock, std::chrono::seconds(30), [&] { return pushed[round].size() == 2; }));
+    const std::vector<int> order = pushed[round];
+    for (int i : order) {
+      go.insert({i, round});
+      cv.notify_all();
+      EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] {
+        return kept.contains({i, round});
+      }));
+    }
+    return order;
+  };
+  const std::vector<int> round0 = report_in_order(0);
+  const std::vector<int> round1 = report_in_order(1);
+  runner.join();
+  ASSERT_EQ(round0.size(), 2u);
+  ASSERT_EQ(round1.size(), 2u);
+  EXPECT_TRUE((kept[{round0[0], 0}]));
+  EXPECT_TRUE((kept[{round0[1], 0}])) << "late by one round: accepted";
+  EXPECT_TRUE((kept[{round1[0], 1}]));
+  EXPECT_FALSE((kept[{round1[1], 1}])) << "no round left to take it";
+  const int a = round1[0], s = round0[1];
+  const double na = a + 1, ns = (s + 1) * 0.5;
+  const float expected =
+      -delta(round0[0], 0) - static_cast<float>((na * delta(a, 1) + ns * delta(s, 0)) / (na + ns));
+  std::vector<float> w(4);
+  ASSERT_TRUE(clients[0]->Pull("w", w.data(), 4).Wait().ok());
+  for (float v : w) EXPECT_FLOAT_EQ(v, expected);
+  LocalCluster::RunEach(3, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
 }
 
 TEST(ConsistencyTest, TemporalLeavesDeepLayersAloneOffTheirRounds) {
