@@ -135,6 +135,7 @@ StatusOr<FedOutcome> ParseFedOutcome(const std::string& text, double target) {
       o.wall_s = std::stod(cell("wall_s"));
       o.kept += kept;
       o.dropped += std::stoll(cell("dropped"));
+      if (column.contains("late")) o.late += std::stoll(cell("late"));  // older logs have none
       o.bytes_up = std::stoll(cell("bytes_up"));
       o.bytes_down = std::stoll(cell("bytes_down"));
       staleness_sum += std::stod(cell("staleness_mean")) * static_cast<double>(kept);

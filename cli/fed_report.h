@@ -26,6 +26,7 @@ struct FedOutcome {
   int64_t aggregations = 0;
   double wall_s = 0;  // when the last aggregation was applied
   int64_t kept = 0, dropped = 0;
+  int64_t late = 0;  // kept uploads that came late: each was dropped from its own round first
   int64_t bytes_up = 0, bytes_down = 0;  // every client's payload, to the last aggregation
   double mean_staleness = 0;             // over the kept uploads
   std::vector<Point> curve;
@@ -34,11 +35,11 @@ struct FedOutcome {
   std::optional<double> final_accuracy() const {
     return curve.empty() ? std::nullopt : std::optional<double>(curve.back().accuracy);
   }
-  // Kept uploads over every upload asked for (kept + dropped): FedLesScan's effective update
-  // ratio.
+  // Kept uploads over every upload asked for (kept + dropped, a late one counted once):
+  // FedLesScan's effective update ratio.
   double effective_update_ratio() const {
-    return kept + dropped > 0 ? static_cast<double>(kept) / static_cast<double>(kept + dropped)
-                              : 0.0;
+    const int64_t asked = kept + dropped - late;
+    return asked > 0 ? static_cast<double>(kept) / static_cast<double>(asked) : 0.0;
   }
 };
 

@@ -101,7 +101,7 @@ void FedRounds::Dropped(int32_t worker) {
 }
 
 void FedRounds::Applied(const std::vector<int32_t>& kept, const std::vector<int64_t>& bases,
-                        double now) {
+                        double now, size_t late) {
   const int64_t aggregation = ++round_;
   const double wall_s = now - std::max(0.0, started_);
   applied_.push_back({aggregation, wall_s, 0, bytes_up_});
@@ -119,6 +119,7 @@ void FedRounds::Applied(const std::vector<int32_t>& kept, const std::vector<int6
                                                : 0);
     }
     row.dropped = std::move(dropped_);
+    row.late = late;
     rows_.push_back(std::move(row));
   }
   dropped_.clear();
@@ -139,7 +140,7 @@ void FedRounds::WriteRows(bool all) {
       } else {
         std::fprintf(csv_,
                      "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,"
-                     "bytes_down,test_loss,test_accuracy,kept_ranks,dropped_ranks\n");
+                     "bytes_down,test_loss,test_accuracy,kept_ranks,dropped_ranks,late\n");
       }
     }
     if (csv_ != nullptr) {
@@ -149,14 +150,14 @@ void FedRounds::WriteRows(bool all) {
         mean += static_cast<double>(st) / static_cast<double>(r.staleness.size());
         max = std::max(max, st);
       }
-      std::fprintf(csv_, "%lld,%.3f,%zu,%zu,%.2f,%lld,%lld,%lld,%s,%s,%s,%s\n",
+      std::fprintf(csv_, "%lld,%.3f,%zu,%zu,%.2f,%lld,%lld,%lld,%s,%s,%s,%s,%zu\n",
                    static_cast<long long>(r.aggregation), r.wall_s, r.kept.size(), r.dropped.size(),
                    mean, static_cast<long long>(max), static_cast<long long>(r.bytes_up),
                    static_cast<long long>(r.bytes_down),
                    r.measured ? fmt::format("{:.4f}", r.loss).c_str() : "",
                    r.measured ? fmt::format("{:.4f}", r.accuracy).c_str() : "",
                    fmt::format("{}", fmt::join(r.kept, " ")).c_str(),
-                   fmt::format("{}", fmt::join(r.dropped, " ")).c_str());
+                   fmt::format("{}", fmt::join(r.dropped, " ")).c_str(), r.late);
     }
     rows_.pop_front();
   }
@@ -565,7 +566,7 @@ void FedRounds::OnClosed(int32_t server, int64_t round, int live_workers, double
     kept.push_back(l.worker);
     bases.push_back(l.round);  // staleness: the rounds it is late by
   }
-  Applied(kept, bases, now);
+  Applied(kept, bases, now, closing_late_.size());
   if (finished()) return FinishEveryone();
   MaybeOpen(live_workers, now);
 }

@@ -24,8 +24,9 @@
 // its client's pull and this one; 0 in rounds), bytes_up and bytes_down (payload every client
 // reported pushing and pulling so far, dropped uploads included), test_loss and test_accuracy
 // (an evaluator's measurement after this aggregation, else empty), kept_ranks and dropped_ranks
-// (space-separated, in arrival and drop order). A row is held back while an evaluator may still
-// report its measurement for it.
+// (space-separated, in arrival and drop order), late (kept uploads reported after their own
+// round closed, --late_rounds: each was among an earlier row's dropped). A row is held back
+// while an evaluator may still report its measurement for it.
 //
 // Asynchronous mode (concurrency C > 0; servers run the consistency "committed"): there are no
 // rounds. Whenever fewer than C tasks are open (a committed upload holds its slot until every
@@ -175,7 +176,9 @@ class FedRounds {
   void GiveUp(int32_t worker, const Task& task, const char* why);
   // An aggregation of `kept` (with the aggregations applied when each pulled) is applied on
   // every server: counts it, logs its row and answers the evaluators waiting for it.
-  void Applied(const std::vector<int32_t>& kept, const std::vector<int64_t>& bases, double now);
+  // `late`: how many of `kept` (the last ones) came after their own round closed.
+  void Applied(const std::vector<int32_t>& kept, const std::vector<int64_t>& bases, double now,
+               size_t late = 0);
   void ApplyGroup(const std::vector<Upload>& uploads, double now);  // asynchronous mode
   void Dropped(int32_t worker);
   // Writes the held rows no evaluator may still measure (all: every held row).
@@ -202,6 +205,7 @@ class FedRounds {
     double wall_s = 0;
     std::vector<int> kept, dropped;  // ranks
     std::vector<int64_t> staleness;  // per kept upload
+    size_t late = 0;                 // kept uploads that came late (--late_rounds)
     int64_t bytes_up = 0, bytes_down = 0;
     bool measured = false;
     double loss = 0, accuracy = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -129,6 +130,19 @@ TEST(FedArgsTest, AnItemMayAddFlagsOrComeFromAFile) {
 constexpr char kHeader[] =
     "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,bytes_down,test_loss,"
     "test_accuracy,kept_ranks,dropped_ranks\n";
+
+// A late upload (the rounds log's late column) was dropped from its own round first and kept
+// by a later one: the effective update ratio counts it once.
+TEST(FedReportTest, ALateUploadCountsOnceInTheEffectiveUpdateRatio) {
+  const std::string csv = std::string(kHeader).substr(0, std::strlen(kHeader) - 1) +
+                          ",late\n"
+                          "1,1.0,2,1,0.00,0,300,300,,,1 2,3,0\n"
+                          "2,2.0,3,0,0.33,1,500,600,0.9,0.61,1 2 3,,1\n";
+  auto o = ParseFedOutcome(csv, 0.8);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->late, 1);
+  EXPECT_DOUBLE_EQ(o->effective_update_ratio(), 5.0 / 5.0) << "5 uploads asked, 5 used";
+}
 
 TEST(FedReportTest, AnOutcomeIsReadFromTheRoundsLog) {
   const std::string csv = std::string(kHeader) +
