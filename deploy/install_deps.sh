@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what hetps needs from Debian's packages; does nothing when everything is present.
+# Installs what hetps needs from Debian's packages to build and run (the quickstart); with
+# --tests, also what only the tests use. Does nothing when everything is present.
 set -euo pipefail
 
 packages=(
@@ -9,9 +10,12 @@ packages=(
   libgtest-dev libgmock-dev zlib1g-dev libxxhash-dev
   libcpp-httplib-dev nlohmann-json3-dev libeigen3-dev
   dataset-fashion-mnist gnuplot-nox
-  prometheus chromium
-  iproute2  # ip and tc, for hetps launch --links=netns and its tests
+  iproute2  # ip and tc, for hetps launch --links=netns
 )
+if [ "${1:-}" = "--tests" ]; then
+  # The dashboard in a headless browser (observe_test) and promtool on the metrics.
+  packages+=(prometheus chromium)
+fi
 # npm fetches the dashboard's charting library; any npm will do (Debian's, or one that came
 # with a Node.js install).
 command -v npm >/dev/null 2>&1 || packages+=(npm)

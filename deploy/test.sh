@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./deploy/install_deps.sh
+./deploy/install_deps.sh --tests
 ./deploy/build.sh
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 300
