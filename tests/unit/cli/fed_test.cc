@@ -1,6 +1,7 @@
 #include "cli/fed.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,9 +16,11 @@
 namespace hetps {
 namespace {
 
+// A scenario file of this process's own (ctest runs the tests of this binary side by side).
 std::string Scenario(const std::string& text) {
   static int n = 0;
-  const std::string path = ::testing::TempDir() + "/fed_test" + std::to_string(++n) + ".flags";
+  const std::string path = ::testing::TempDir() + "/fed_test" + std::to_string(getpid()) + "_" +
+                           std::to_string(++n) + ".flags";
   std::ofstream(path) << text;
   return path;
 }
@@ -58,8 +61,9 @@ TEST(FedArgsTest, AScenarioMayIncludeAnother) {
   EXPECT_EQ(a->scenario_flags, (std::vector<std::string>{"--workload=edge", "--fail_fraction=0",
                                                          "--fail_fraction=0.3"}));
   EXPECT_EQ(a->algorithms, (std::vector<std::string>{"fedavg", "fedlesscan"}));
-  const std::string loop = ::testing::TempDir() + "/fed_test_loop.flags";
-  std::ofstream(loop) << "--flagfile=fed_test_loop.flags\n";
+  const std::string name_loop = "fed_test_loop" + std::to_string(getpid()) + ".flags";
+  const std::string loop = ::testing::TempDir() + "/" + name_loop;
+  std::ofstream(loop) << "--flagfile=" << name_loop << "\n";
   EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + loop}).ok());
 }
 
