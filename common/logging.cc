@@ -1,26 +1,89 @@
 #include "common/logging.h"
 
 #include <fmt/format.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <memory>
+#include <string_view>
 
 namespace hetps {
 namespace {
 
+bool json = false;
+
+// Appends `text` escaped for a JSON string.
+void AppendEscaped(std::string_view text, spdlog::memory_buf_t& dest) {
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        dest.append(std::string_view("\\\""));
+        break;
+      case '\\':
+        dest.append(std::string_view("\\\\"));
+        break;
+      case '\n':
+        dest.append(std::string_view("\\n"));
+        break;
+      case '\r':
+        dest.append(std::string_view("\\r"));
+        break;
+      case '\t':
+        dest.append(std::string_view("\\t"));
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          fmt::format_to(std::back_inserter(dest), "\\u{:04x}", static_cast<int>(c));
+        } else {
+          dest.push_back(c);
+        }
+    }
+  }
+}
+
+// %* in a JSON pattern: the message, escaped.
+class EscapedMessage final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    AppendEscaped(std::string_view(msg.payload.data(), msg.payload.size()), dest);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<EscapedMessage>();
+  }
+};
+
 void SetTag(const std::string& tag) {
-  spdlog::set_pattern(fmt::format("%H:%M:%S.%e %^%L%$ [{}] %v", tag));
+  if (!json) {
+    spdlog::set_pattern(fmt::format("%H:%M:%S.%e %^%L%$ [{}] %v", tag));
+    return;
+  }
+  spdlog::memory_buf_t node;
+  AppendEscaped(tag, node);
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<EscapedMessage>('*').set_pattern(
+      fmt::format(R"({{"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","node":"{}","msg":"%*"}})",
+                  std::string_view(node.data(), node.size())));
+  spdlog::set_formatter(std::move(formatter));
 }
 
 }  // namespace
 
-bool SetupLogging(const std::string& role, const std::string& level) {
+std::string SetupLogging(const std::string& role, const std::string& level,
+                         const std::string& format) {
   auto logger = spdlog::stderr_color_mt("hetps");
   spdlog::set_default_logger(logger);
+  json = format == "json";
   SetTag(role);
   spdlog::level::level_enum lvl = spdlog::level::from_str(level);
-  bool known = lvl != spdlog::level::off || level == "off";
+  const bool known = lvl != spdlog::level::off || level == "off";
   spdlog::set_level(known ? lvl : spdlog::level::info);
   spdlog::flush_on(spdlog::level::info);
-  return known;
+  if (!known) return "unknown --log_level '" + level + "' (debug, info, warn, error)";
+  if (format != "text" && format != "json") {
+    return "unknown --log_format '" + format + "' (text or json)";
+  }
+  return "";
 }
 
 void SetLogNode(const std::string& role, int id) { SetTag(fmt::format("{} {}", role, id)); }

@@ -2,6 +2,7 @@
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
 
+#include "common/daemon.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "scheduler/scheduler.h"
@@ -29,7 +30,6 @@ DEFINE_int32(keep_checkpoints, 2, "complete checkpoints kept, older ones removed
 DEFINE_string(resume_from, "",
               "a checkpoint folder to resume from: workers start at its clock (servers get "
               "--restore_from; hetps launch --resume sets both)");
-DEFINE_string(log_level, "info", "debug, info, warn, error");
 DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
             "joining a cluster; hetps launch runs this for every role before starting any");
@@ -76,13 +76,11 @@ DEFINE_uint64(selection_seed, 1, "federated rounds: seed of the selection policy
 DEFINE_string(rounds_csv, "", "federated rounds: write one row per closed round to this file");
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("hetps scheduler: membership, shard map, barriers, failure detection");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  hetps::SignalWatcher signals;
-  if (!hetps::SetupLogging("scheduler", FLAGS_log_level)) {
-    spdlog::error("unknown --log_level '{}'", FLAGS_log_level);
+  if (!hetps::StartDaemon("scheduler",
+                          "hetps scheduler: membership, shard map, barriers, failure detection",
+                          &argc, &argv))
     return 2;
-  }
+  hetps::SignalWatcher signals;
   hetps::SchedulerOptions o;
   o.bind = FLAGS_bind;
   o.endpoint_file = FLAGS_endpoint_file;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common/allocator.h"
+#include "common/daemon.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "server/algorithms.h"
@@ -41,7 +42,6 @@ DEFINE_int64(checkpoint_interval_ms, 10000,
 DEFINE_string(restore_from, "",
               "a whole-run checkpoint folder (runs/<run>/checkpoints/clock-N) to start from: the "
               "model, optimizer state and clocks as they stood there (hetps launch --resume)");
-DEFINE_string(log_level, "info", "debug, info, warn, error");
 DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
             "joining a cluster; hetps launch runs this for every role before starting any");
@@ -49,8 +49,9 @@ DEFINE_bool(list, false, "print every consistency, aggregator, optimizer and cod
 DEFINE_bool(markdown, false, "--list as Markdown tables (the README's)");
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("hetps server: holds model partitions and applies pushes");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (!hetps::StartDaemon("server", "hetps server: holds model partitions and applies pushes",
+                          &argc, &argv))
+    return 2;
   if (FLAGS_list) {
     fmt::print("{}", hetps::AlgorithmCatalogue(FLAGS_markdown));
     return 0;
@@ -62,10 +63,6 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "hetps-server: HETPS_CRASH_AT='%s' is not point:n\n", crash);
       return 2;
     }
-  }
-  if (!hetps::SetupLogging("server", FLAGS_log_level)) {
-    spdlog::error("unknown --log_level '{}'", FLAGS_log_level);
-    return 2;
   }
   hetps::ServerOptions o;
   o.scheduler = FLAGS_scheduler;

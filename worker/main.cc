@@ -11,6 +11,7 @@
 
 #include "common/allocator.h"
 #include "common/compress/codec.h"
+#include "common/daemon.h"
 #include "common/int_list.h"
 #include "common/logging.h"
 #include "common/signals.h"
@@ -97,7 +98,6 @@ DEFINE_string(codec, "none",
               "(default=topk:density=0.01,ef=1;layer0=none;layer3=qsgd:levels=16); codecs: none, "
               "fp16, topk, randomk, dgc, qsgd, terngrad, onebit, efsign, powersgd");
 DEFINE_string(pull_codec, "none", "compression of pulled values: none or fp16");
-DEFINE_string(log_level, "info", "debug, info, warn, error");
 DEFINE_double(link_up_mbps, 0,
               "emulated link to the servers: uplink megabits per second (0: unlimited)");
 DEFINE_double(link_down_mbps, 0, "emulated link: downlink megabits per second (0: unlimited)");
@@ -310,14 +310,11 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("hetps worker: trains through the parameter server");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (!hetps::StartDaemon("worker", "hetps worker: trains through the parameter server", &argc,
+                          &argv))
+    return 2;
   hetps::TuneAllocatorForTransfers();
   hetps::SignalWatcher signals;
-  if (!hetps::SetupLogging("worker", FLAGS_log_level)) {
-    spdlog::error("unknown --log_level '{}'", FLAGS_log_level);
-    return 2;
-  }
   // Every flag must parse whichever workload runs; the chosen workload's options must be valid.
   hetps::Status valid = CheckChoices();
   auto synthetic = SyntheticFromFlags();

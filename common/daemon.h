@@ -1,0 +1,14 @@
+// The start every daemon (hetps-scheduler, hetps-server, hetps-worker) shares: its flags from
+// the environment (HETPS_<NAME>, common/env_flags.h) and then from the command line, which
+// wins; logging set up from --log_level and --log_format (defined here for all three); and what
+// the environment set, or set wrongly, reported.
+#pragma once
+
+namespace hetps {
+
+// Parses the flags (gflags::ParseCommandLineFlags, removing them from argv) and sets up
+// logging as `role`. Returns false, after logging why, when the daemon must exit with 2 (an
+// unknown level or format, a HETPS_* value a flag refuses).
+bool StartDaemon(const char* role, const char* usage, int* argc, char*** argv);
+
+}  // namespace hetps
