@@ -23,3 +23,18 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/hetpsConfigVersion.cm
 install(FILES ${CMAKE_BINARY_DIR}/cmake/hetpsConfig.cmake
               ${CMAKE_BINARY_DIR}/cmake/hetpsConfigVersion.cmake
         DESTINATION lib/cmake/hetps)
+
+# `cpack -G DEB` (in the build folder): hetps_<version>_amd64.deb, installing under /usr; its
+# dependencies on Debian's runtime libraries come from dpkg-shlibdeps.
+set(CPACK_PACKAGE_NAME hetps)
+set(CPACK_PACKAGE_CONTACT "hetps developers <hetps@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "parameter server for asynchronous and federated training")
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+# The quickstart's data set and plots, and --links=netns.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "dataset-fashion-mnist, gnuplot-nox, iproute2")
+include(CPack)

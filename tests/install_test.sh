@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The installed tree as a user gets it: `cmake --install` into a scratch prefix; client.h
-# compiles from the installed headers alone; the out-of-tree example (examples/cpp) builds
-# against it with find_package(hetps) and trains through a cluster of the installed daemons;
-# the installed `hetps launch` runs a cluster and its scheduler finds the installed dashboard.
-# Everything lives under one scratch folder, removed at the end, also on failure.
+# hetps as a user gets it. `cmake --install` into a scratch prefix: client.h compiles from the
+# installed headers alone; the out-of-tree example (examples/cpp) builds against it with
+# find_package(hetps) and trains through a cluster of the installed daemons; the installed
+# `hetps launch` runs a cluster whose scheduler finds the installed dashboard. `cpack -G DEB`:
+# the package's declared dependencies are installed Debian packages here, and the binaries
+# unpacked from it (dpkg-deb -x into a scratch root) run a cluster the same way. Everything
+# lives under one scratch folder, removed at the end, also on failure.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -42,11 +44,35 @@ distance=$(echo "$out" | sed -n 's/.*after 20 steps \([0-9.]*\)$/\1/p')
 awk -v d="$distance" 'BEGIN { exit !(d != "" && d < 0.01) }' ||
   { echo "FAIL: the example did not converge"; cat "$scratch/server.log"; exit 1; }
 
-"$bin/hetps" launch --servers 1 --workers 2 --workload=synthetic --iterations=5 \
-  --tensor_elements=1000 --run_dir="$scratch/run" --http_port=0 >"$scratch/launch.log" 2>&1 ||
-  { echo "FAIL: the installed hetps launch"; cat "$scratch/launch.log"; exit 1; }
-grep -q "all 2 workers finished" "$scratch/launch.log"
-if grep -qi "dashboard.*not found\|no dashboard" "$scratch/launch.log"; then
-  echo "FAIL: the installed scheduler did not find its dashboard"; exit 1
-fi
+# `hetps launch` from an installed bin/ folder: a cluster whose scheduler finds its dashboard.
+launch_from() {
+  local log=$scratch/launch-$2.log
+  "$1/hetps" launch --servers 1 --workers 2 --workload=synthetic --iterations=5 \
+    --tensor_elements=1000 --run_dir="$scratch/run-$2" --http_port=0 >"$log" 2>&1 ||
+    { echo "FAIL: hetps launch from $1"; cat "$log"; exit 1; }
+  grep -q "all 2 workers finished" "$log" || { echo "FAIL: $log"; exit 1; }
+  if grep -q "no dashboard at" "$log"; then
+    echo "FAIL: the scheduler in $1 did not find its dashboard"; exit 1
+  fi
+}
+launch_from "$bin" prefix
 echo "PASS: installed tree, example and launch"
+
+cpack -G DEB -B "$scratch/pkg" --config "$build/CPackConfig.cmake" >/dev/null
+deb=$(ls "$scratch"/pkg/hetps_*_amd64.deb)
+# What is installed here: package names and the virtual names they provide.
+dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Provides}\n' |
+  awk '$1 == "ii" { print $2; for (i = 3; i <= NF; ++i) if ($i !~ /^[(=<>]/ && $i !~ /\)/) print $i }' |
+  tr -d ',' | sed 's/:.*//' | sort -u >"$scratch/installed"
+dpkg-deb -f "$deb" Depends | tr ',' '\n' | while read -r dependency; do
+  [ -z "$dependency" ] && continue
+  satisfied=no
+  for alternative in $(echo "$dependency" | tr '|' '\n' | awk '{print $1}'); do
+    grep -qx "$alternative" "$scratch/installed" && satisfied=yes
+  done
+  [ $satisfied = yes ] ||
+    { echo "FAIL: $(basename "$deb") depends on '$dependency', which nothing here provides"; exit 1; }
+done
+dpkg-deb -x "$deb" "$scratch/root"
+launch_from "$scratch/root/usr/bin" deb
+echo "PASS: $(basename "$deb") unpacked runs a cluster"
