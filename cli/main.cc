@@ -1,11 +1,13 @@
 // hetps: the operator's command: `hetps launch`, `hetps ctl` and `hetps status`.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cli/ctl.h"
 #include "cli/fed.h"
+#include "cli/health.h"
 #include "cli/launch_args.h"
 #include "cli/launcher.h"
 #include "cli/status.h"
@@ -62,6 +64,13 @@ constexpr char kUsage[] =
     "           go to each launch: role flags, and --links=netns (root: the clients' links\n"
     "           through network namespaces and the kernel's TCP).\n"
     "\n"
+    "usage: hetps health [--scheduler=tcp://host:port] [--role=server|worker --rank=R]\n"
+    "                    [--timeout_ms=T]\n"
+    "\n"
+    "  health   a health check for containers: exit 0 when the scheduler answers (and, with\n"
+    "           --role and --rank, counts that node alive), 1 otherwise, saying why.\n"
+    "           --scheduler defaults to $HETPS_SCHEDULER.\n"
+    "\n"
     "usage: hetps status --scheduler=tcp://host:port [--watch[=SECONDS]] [--json]\n"
     "                    [--timeout_ms=T]\n"
     "\n"
@@ -97,6 +106,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     return hetps::RunStatus(*args);
+  }
+  if (command == "health") {
+    auto args = hetps::ParseHealthArgs(std::vector<std::string>(argv + 2, argv + argc),
+                                       std::getenv("HETPS_SCHEDULER"));
+    if (!args.ok()) {
+      std::fprintf(stderr, "hetps health: %s\n\n%s", args.status().message().c_str(), kUsage);
+      return 2;
+    }
+    return hetps::RunHealth(*args);
   }
   if (command == "fed") {
     auto args = hetps::ParseFedArgs(std::vector<std::string>(argv + 2, argv + argc));

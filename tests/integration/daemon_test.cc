@@ -1,6 +1,6 @@
 // What every daemon shares at start, on the real binaries: flags from HETPS_* environment
 // variables (the command line wins; a bad value or an unknown variable is named), and
-// --log_format=json (one JSON object per line).
+// --log_format=json (one JSON object per line); and `hetps health`, the check a container runs.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -71,6 +71,24 @@ TEST(DaemonTest, JsonLogsAreOneObjectPerLine) {
   r = Daemon({}, "hetps-server", {"--log_format=xml", "--check_flags"});
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("unknown --log_format 'xml'"), std::string::npos) << r.output;
+}
+
+TEST(DaemonTest, HealthIsTheSchedulerAnsweringAndANamedNodeAlive) {
+  LocalCluster cluster({.servers = 1, .workers = 1});
+  const std::string scheduler = "HETPS_SCHEDULER=" + cluster.endpoint();
+  Exit r = Daemon({scheduler}, "hetps", {"health"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("healthy: the scheduler at"), std::string::npos) << r.output;
+  r = Daemon({scheduler}, "hetps", {"health", "--role=server", "--rank=0"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  r = Daemon({scheduler}, "hetps", {"health", "--role=worker", "--rank=3"});
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("unhealthy: worker 3"), std::string::npos) << r.output;
+  cluster.scheduler().Signal(SIGKILL);
+  ASSERT_TRUE(cluster.scheduler().WaitExit(std::chrono::seconds(10)).has_value());
+  r = Daemon({scheduler}, "hetps", {"health", "--timeout_ms=500"});
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(Daemon({}, "hetps", {"health"}).code, 2) << "no scheduler given";
 }
 
 }  // namespace
