@@ -71,7 +71,7 @@ void SetTag(const std::string& tag) {
 
 std::string SetupLogging(const std::string& role, const std::string& level,
                          const std::string& format) {
-  auto logger = spdlog::stderr_color_mt("hetps");
+  auto logger = spdlog::stdout_color_mt("hetps");
   spdlog::set_default_logger(logger);
   json = format == "json";
   SetTag(role);

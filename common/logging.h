@@ -7,10 +7,10 @@
 
 namespace hetps {
 
-// Sets the default logger to stderr with level `level` ("debug", "info", "warn", "error") and
-// `format`: "text" (time, level letter, [role id], message) or "json" (one object per line:
-// time, level, node, msg, for log collectors). Returns why it cannot ("" when it can); an
-// unknown level or format leaves info and text.
+// Sets the default logger to stdout (where containers collect logs) with level `level` ("debug",
+// "info", "warn", "error") and `format`: "text" (time, level letter, [role id], message) or "json"
+// (one object per line: time, level, node, msg, for log collectors). Returns why it cannot ("" when
+// it can); an unknown level or format leaves info and text.
 std::string SetupLogging(const std::string& role, const std::string& level,
                          const std::string& format = "text");
 // Re-tags every following line with "[role id]".

@@ -31,12 +31,12 @@ cmake --build "$scratch/example" >/dev/null
 
 bin=$prefix/bin
 "$bin/hetps-scheduler" --num_servers=1 --num_workers=1 --endpoint_file="$scratch/endpoint" \
-  2>"$scratch/scheduler.log" &
+  >"$scratch/scheduler.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$scratch/endpoint" ] && break; sleep 0.1; done
 endpoint=$(cat "$scratch/endpoint")
 "$bin/hetps-server" --scheduler="$endpoint" --optimizer=sgd:lr=0.5 --init=zeros \
-  2>"$scratch/server.log" &
+  >"$scratch/server.log" 2>&1 &
 pids+=($!)
 out=$(HETPS_SCHEDULER="$endpoint" timeout 60 "$scratch/example/sgd_example")
 echo "$out"
