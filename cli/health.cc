@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "cli/launch_args.h"
 #include "cli/status.h"
 
 namespace hetps {
@@ -24,9 +25,7 @@ StatusOr<HealthArgs> ParseHealthArgs(const std::vector<std::string>& args,
     return static_cast<int>(v);
   };
   for (const std::string& a : args) {
-    const size_t eq = a.find('=');
-    const std::string name = a.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    const auto [name, value, has_value] = SplitArg(a);
     if (name == "--scheduler" && !value.empty()) {
       out.scheduler = value;
     } else if (name == "--role" && (value == "server" || value == "worker")) {

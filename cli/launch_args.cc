@@ -118,6 +118,12 @@ Status ReadFlagfile(const std::string& path, std::vector<std::string>& out) {
   return Status();
 }
 
+ArgParts SplitArg(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos) return {arg, "", false};
+  return {arg.substr(0, eq), arg.substr(eq + 1), true};
+}
+
 std::string FlagName(const std::string& flag) {
   if (flag.size() < 3 || flag.rfind("--", 0) != 0) return "";
   const size_t eq = flag.find('=');

@@ -49,6 +49,15 @@ Status ReadFlagfile(const std::string& path, std::vector<std::string>& out);
 // --help are left out). `xml` is that output.
 std::set<std::string> RoleFlagsFromHelpXml(const std::string& xml);
 
+// An argument split at its first '=': "--name=value" gives ("--name", "value", true), "--name"
+// gives ("--name", "", false).
+struct ArgParts {
+  std::string name;
+  std::string value;
+  bool has_value = false;
+};
+ArgParts SplitArg(const std::string& arg);
+
 // The name of "--name=value", "--name" or "--noname" (bools); empty if not a flag.
 std::string FlagName(const std::string& flag);
 

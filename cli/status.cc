@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cli/launch_args.h"
 #include "cli/scheduler_call.h"
 
 namespace hetps {
@@ -36,16 +37,14 @@ std::atomic<bool> interrupted{false};
 StatusOr<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args) {
   StatusArgs out;
   for (const std::string& a : args) {
-    const size_t eq = a.find('=');
-    const std::string name = a.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    const auto [name, value, has_value] = SplitArg(a);
     if (name == "--scheduler" && !value.empty()) {
       out.scheduler = value;
-    } else if (name == "--json" && eq == std::string::npos) {
+    } else if (name == "--json" && !has_value) {
       out.json = true;
     } else if (name == "--watch") {
       out.watch_s = 2;
-      if (eq != std::string::npos) {
+      if (has_value) {
         char* end = nullptr;
         out.watch_s = std::strtod(value.c_str(), &end);
         if (value.empty() || *end != '\0' || !(out.watch_s >= 0.1) || out.watch_s > 3600) {
