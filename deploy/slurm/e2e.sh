@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# deploy/slurm/hetps.sbatch for real on this machine: a single-node Slurm (local_slurm.sh) in a
+# scratch folder, the quickstart job submitted with sbatch and waited for, its accuracy
+# checked (>= 0.85), and Slurm stopped and removed at the end, also on failure. Needs root and
+# Debian's slurm-wlm and munge; not part of ctest (it starts system daemons on fixed ports).
+# Usage: deploy/slurm/e2e.sh [BIN_DIR]   (default: build/bin)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=$(realpath "${1:-build/bin}")
+dir=$(mktemp -d /tmp/hetps-slurm-XXXXXX)
+trap 'deploy/slurm/local_slurm.sh stop "$dir"' EXIT
+eval "$(deploy/slurm/local_slurm.sh start "$dir")"
+sinfo
+HETPS_BIN=$bin sbatch --wait --ntasks=4 --output="$dir/hetps-%j.log" deploy/slurm/hetps.sbatch
+log=$(ls "$dir"/hetps-*.log)
+grep -E "hetps job|final test accuracy" "$log"
+accuracy=$(sed -n 's/.*final test accuracy \([0-9.]*\).*/\1/p' "$log" | head -1)
+awk -v a="$accuracy" 'BEGIN { exit !(a != "" && a >= 0.85) }' ||
+  { echo "FAIL: accuracy '$accuracy' (job log follows)"; cat "$log"; exit 1; }
+echo "PASS: the Slurm job trained to $accuracy"
