@@ -13,8 +13,9 @@ packages=(
   iproute2  # ip and tc, for hetps launch --links=netns
 )
 if [ "${1:-}" = "--tests" ]; then
-  # The dashboard in a headless browser (observe_test) and promtool on the metrics.
-  packages+=(prometheus chromium)
+  # The dashboard in a headless browser (observe_test), promtool on the metrics, and a
+  # single-node Slurm for deploy/slurm/e2e.sh.
+  packages+=(prometheus chromium slurm-wlm munge)
 fi
 # npm fetches the dashboard's charting library; any npm will do (Debian's, or one that came
 # with a Node.js install).

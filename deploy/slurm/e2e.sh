@@ -2,10 +2,15 @@
 # deploy/slurm/hetps.sbatch for real on this machine: a single-node Slurm (local_slurm.sh) in a
 # scratch folder, the quickstart job submitted with sbatch and waited for, its accuracy
 # checked (>= 0.85), and Slurm stopped and removed at the end, also on failure. Needs root and
-# Debian's slurm-wlm and munge; not part of ctest (it starts system daemons on fixed ports).
+# Debian's slurm-wlm and munge (deploy/install_deps.sh --tests); without them it says so and
+# exits 77 (ctest: skipped). Slurm's own ports (6817, 6818) must be free.
 # Usage: deploy/slurm/e2e.sh [BIN_DIR]   (default: build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+if [ "$(id -u)" -ne 0 ] || ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+  echo "SKIPPED: needs root and Debian's slurm-wlm and munge"
+  exit 77
+fi
 bin=$(realpath "${1:-build/bin}")
 dir=$(mktemp -d /tmp/hetps-slurm-XXXXXX)
 trap 'deploy/slurm/local_slurm.sh stop "$dir"' EXIT
