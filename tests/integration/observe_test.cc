@@ -4,8 +4,9 @@
 // answer a PromQL query for the straggler with that worker, the dashboard must render its rows
 // and charts in headless Chromium (screenshot saved under build/test-artifacts/), and
 // `hetps status` must show the flag. Prometheus and Chromium come from
-// deploy/install_deps.sh --tests; without them those checks skip visibly. It runs alone (RUN_SERIAL): the straggler must be
-// told apart by timing, which other tests on the same 2 cores would blur.
+// deploy/install_deps.sh --tests; without them those checks skip visibly. It runs alone
+// (RUN_SERIAL): the straggler must be told apart by timing, which other tests on the same 2 cores
+// would blur.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
