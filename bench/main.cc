@@ -36,7 +36,7 @@ DEFINE_int32(iterations, 1500, "train: iterations per worker");
 DEFINE_double(target, 0.85, "train: test accuracy to time");
 DEFINE_string(codec, "topk:density=0.01", "codec: the codec spec to measure");
 DEFINE_int64(elements, 16 << 20, "codec: float32 elements per encode");
-DEFINE_string(device, "cpu", "codec: cpu or gpu");
+DEFINE_string(device, "cpu", "codec: cpu or gpu; train: the workers' device, cpu or cuda (gpu)");
 DEFINE_string(mb, "1,16,64", "pushpull: tensor sizes in MiB, comma-separated");
 DEFINE_string(model_mib, "256,1024", "recovery: model sizes in MiB, comma-separated");
 DEFINE_double(seconds, 6,
@@ -115,6 +115,8 @@ int Train() {
   o.straggler_slowdown = FLAGS_straggler_slowdown;
   o.iterations = FLAGS_iterations;
   o.target = FLAGS_target;
+  o.device = FLAGS_device == "gpu" ? "cuda" : FLAGS_device;
+  if (gflags::GetCommandLineFlagInfoOrDie("codec").is_default == false) o.codec = FLAGS_codec;
   return hetps::bench::RunTrainBench(o);
 }
 

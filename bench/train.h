@@ -16,6 +16,8 @@ struct TrainBenchOptions {
   int iterations = 1500;          // per worker
   int eval_every = 50;
   double target = 0.85;
+  std::string device = "cpu";  // the workers' --device: cpu or cuda
+  std::string codec;           // the workers' --codec ("" keeps their default)
 };
 
 int RunTrainBench(const TrainBenchOptions& options);

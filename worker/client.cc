@@ -218,6 +218,58 @@ Ticket Client::Send(Update kind, const std::string& tensor, const float* data, i
   return Ticket(op);
 }
 
+Ticket Client::PushEncoded(const std::string& tensor, int64_t n, const PartitionEncoder& encode,
+                           double weight) {
+  auto id = Resolve(impl_->map, tensor, n, &encode);
+  if (!id.ok()) return Ticket(FailedOp(id.status()));
+  if (!encode) return Ticket(FailedOp(Status::InvalidArgument("PushEncoded: no encoder")));
+  const std::vector<int32_t>& parts = impl_->map->PartitionsOf(*id);
+  const TensorSpec& t = impl_->map->tensors()[*id];
+  const compress::CodecSpec& spec = impl_->push_codecs.For(t.layer);
+  const bool raw = spec.name == "none";
+  auto op = std::make_shared<Ticket::State>(static_cast<int>(parts.size()));
+  std::vector<Outgoing> batch;
+  const int64_t step = clock();
+  int64_t sent_bytes = 0;
+  for (int32_t pid : parts) {
+    const Partition& p = impl_->map->partitions()[pid];
+    PartitionSlice slice;
+    slice.partition = pid;
+    slice.offset = p.offset;
+    slice.length = p.length;
+    slice.codec = spec.ToString();
+    slice.step = step;
+    slice.cols = compress::RowLength(t.shape, p.offset, p.length);
+    std::vector<uint8_t> bytes;
+    if (Status s = encode(slice, bytes); !s.ok()) return Ticket(FailedOp(s));
+    if (raw && bytes.size() != static_cast<size_t>(p.length) * sizeof(float)) {
+      return Ticket(FailedOp(Status::SizeMismatch(
+          fmt::format("PushEncoded '{}': partition {} is {} raw floats, the encoder gave {} bytes",
+                      tensor, pid, p.length, bytes.size()))));
+    }
+    Outgoing o;
+    o.target = p.server_rank;
+    o.op = op;
+    o.header.set_type(proto::PUSH);
+    o.header.set_partition(pid);
+    o.header.set_clock(step);
+    o.header.set_dtype(proto::FLOAT32);
+    o.header.set_num_elements(p.length);
+    o.header.set_weight(weight);
+    o.header.set_version(impl_->pulls.base_versions[pid].load(std::memory_order_relaxed));
+    o.header.set_layer(t.layer);
+    if (!raw) o.header.set_codec(spec.WireName());
+    sent_bytes += static_cast<int64_t>(bytes.size());
+    auto encoded = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+    o.payload.push_back(SharedFrame(encoded));
+    o.encoded = std::move(encoded);
+    batch.push_back(std::move(o));
+  }
+  impl_->report.OnPushed(sent_bytes, n * static_cast<int64_t>(sizeof(float)));
+  impl_->io.Submit(std::move(batch));
+  return Ticket(op);
+}
+
 Ticket Client::Push(const std::string& tensor, const float* grad, int64_t n, double weight) {
   return Send(Update::kPush, tensor, grad, n, weight);
 }

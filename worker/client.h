@@ -33,6 +33,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -142,6 +143,28 @@ class Client {
   // Sends a gradient of `n` floats; the server applies its optimizer. `weight` is the number of
   // samples behind it (for weighting aggregators).
   Ticket Push(const std::string& tensor, const float* grad, int64_t n, double weight = 1.0);
+  // A push whose partitions the caller encodes: for gradients the client cannot read (they
+  // live on a GPU) or that the caller compresses itself. `encode` is called once per partition
+  // of the tensor, in order, on this thread, before PushEncoded returns; it must write into
+  // `out` the partition's encoding by `slice.codec` with the context the CPU codec would be
+  // given (common/compress/codec.h: key {seed, slice.partition, slice.step}, cols slice.cols),
+  // so that servers decode it with the CPU codec, or slice.length raw float32 values when
+  // slice.codec is "none". Error feedback is then the caller's to keep, per partition: do not
+  // mix Push and PushEncoded on one tensor with an error-feedback codec. The client owns the
+  // bytes once `encode` returns, so the caller's gradient memory is free when PushEncoded
+  // returns. An error from `encode`, or raw bytes of the wrong size, fails the Ticket at once
+  // and sends none of the tensor's partitions.
+  struct PartitionSlice {
+    int32_t partition = 0;           // global partition id in the shard map
+    int64_t offset = 0, length = 0;  // the slice of the tensor, in elements
+    std::string codec;               // the partition's push codec spec, ef=1 included; or "none"
+    int64_t step = 0;                // the push's clock
+    int64_t cols = 0;                // the tensor's trailing dimension when whole rows, else 0
+  };
+  using PartitionEncoder =
+      std::function<Status(const PartitionSlice& slice, std::vector<uint8_t>& out)>;
+  Ticket PushEncoded(const std::string& tensor, int64_t n, const PartitionEncoder& encode,
+                     double weight = 1.0);
   // Fetches the current values of a tensor into out[0..n).
   Ticket Pull(const std::string& tensor, float* out, int64_t n);
   // Offers initial values; the first Init of each partition wins (servers run with

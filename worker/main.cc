@@ -27,7 +27,9 @@ DEFINE_string(workload, "synthetic",
               "Fashion-MNIST or any IDX pair) or edge (a federated client: local epochs on its "
               "own shard, its delta uploaded each round)");
 DEFINE_string(model, "mlp", "train: mlp (784-256-128-10, see --hidden) or cnn (LeNet-5 style)");
-DEFINE_string(device, "auto", "train: where to compute: auto (the GPU when usable), cpu, cuda");
+DEFINE_string(device, "auto",
+              "where to compute: auto, cpu, cuda. auto: the GPU when usable for train, the CPU "
+              "for edge clients (many emulated clients would each hold a CUDA context)");
 DEFINE_int32(compute_threads, 1,
              "train: CPU threads for the model's arithmetic (more pays only on idle cores)");
 DEFINE_int32(batch, 64, "train, edge: minibatch size");
@@ -223,7 +225,7 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.dirichlet_alpha = FLAGS_dirichlet_alpha;
   o.shards_per_client = FLAGS_shards_per_client;
   o.model = FLAGS_model;
-  o.device = FLAGS_device;
+  o.device = FLAGS_device == "auto" ? "cpu" : FLAGS_device;
   o.compute_threads = FLAGS_compute_threads;
   o.local.epochs = FLAGS_local_epochs;
   o.local.batch = FLAGS_batch;

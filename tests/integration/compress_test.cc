@@ -5,6 +5,7 @@
 #include "common/compress/codec.h"
 #include "common/compress/util.h"
 #include "tests/integration/local_cluster.h"
+#include "worker/train/gradient_encoders.h"
 
 namespace hetps::testing {
 namespace {
@@ -118,6 +119,120 @@ TEST_F(CompressTest, Fp16PullsHalveTheBytes) {
   for (float v : w) EXPECT_EQ(v, compress::FromHalf(compress::ToHalf(-1.0f / 3)));
   EXPECT_EQ(clients[0]->stats().bytes_pulled, 2 * 2000);
   for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
+}
+
+// PushEncoded with the host encoders (the device encoders' reference, behind the same
+// interface) sends exactly what Push sends: worker 0 pushes, worker 1 pushes the same
+// gradients encoded by the caller, error feedback included, so under bsp with SGD at lr 1 the
+// servers hold minus twice what one worker's partition encoders decoded, step after step.
+TEST_F(CompressTest, PushEncodedSendsWhatPushSends) {
+  const std::string spec = "default=topk:density=0.1,ef=1;layer1=none";
+  auto clients = Connect(spec, "none");
+  auto encoders = MakeHostEncoders();
+  constexpr int kSteps = 4;
+  auto step_gradient = [](int64_t n, int step) {
+    auto g = Gradient(n, 0);
+    for (float& v : g) v *= static_cast<float>(step + 1);
+    return g;
+  };
+  LocalCluster::RunEach(2, [&](int i) {
+    Client& c = *clients[i];
+    for (int step = 0; step < kSteps; ++step) {
+      const auto gw = step_gradient(2000, step), gb = step_gradient(50, step);
+      if (i == 0) {
+        ASSERT_TRUE(c.Push("w", gw.data(), 2000).Wait().ok());
+        ASSERT_TRUE(c.Push("b", gb.data(), 50).Wait().ok());
+      } else {
+        Status w = c.PushEncoded("w", 2000, encoders->For(gw.data())).Wait();
+        ASSERT_TRUE(w.ok()) << w.message();
+        ASSERT_TRUE(c.PushEncoded("b", 50, encoders->For(gb.data())).Wait().ok());
+      }
+      ASSERT_TRUE(c.Clock().ok());
+    }
+  });
+  // The reference: one PartitionEncoder per partition of w; b travels raw.
+  const ShardMap& map = clients[0]->shard_map();
+  auto codecs = *compress::LayerCodecs::Parse(spec);
+  auto codec = *compress::MakeCodec(codecs.For(0));
+  std::vector<float> want_w(2000, 0.0f), want_b(50, 0.0f);
+  for (int32_t pid : map.PartitionsOf(map.TensorId("w"))) {
+    const Partition& p = map.partitions()[pid];
+    compress::PartitionEncoder ref(codec, true, p.length);
+    for (int step = 0; step < kSteps; ++step) {
+      const auto g = step_gradient(2000, step);
+      compress::CodecContext ctx;
+      ctx.key = {0, pid, step};
+      std::vector<uint8_t> bytes;
+      std::vector<float> y(p.length);
+      ASSERT_TRUE(ref.Encode(g.data() + p.offset, ctx, bytes).ok());
+      ASSERT_TRUE(codec->Decode(bytes.data(), bytes.size(), p.length, ctx, y.data()).ok());
+      for (int64_t j = 0; j < p.length; ++j) want_w[p.offset + j] -= 2 * y[j];
+    }
+    auto residual = encoders->Residual(pid);
+    ASSERT_TRUE(residual.ok());
+    EXPECT_EQ(*residual, ref.residual()) << "partition " << pid;
+  }
+  for (int step = 0; step < kSteps; ++step) {
+    const auto g = step_gradient(50, step);
+    for (int64_t j = 0; j < 50; ++j) want_b[j] -= 2 * g[j];
+  }
+  std::vector<float> w(2000), b(50);
+  ASSERT_TRUE(clients[0]->Pull("w", w.data(), 2000).Wait().ok());
+  ASSERT_TRUE(clients[0]->Pull("b", b.data(), 50).Wait().ok());
+  for (int64_t j = 0; j < 2000; ++j) ASSERT_FLOAT_EQ(w[j], want_w[j]) << j;
+  for (int64_t j = 0; j < 50; ++j) ASSERT_FLOAT_EQ(b[j], want_b[j]) << j;
+  EXPECT_EQ(clients[0]->stats().bytes_pushed, clients[1]->stats().bytes_pushed);
+  EXPECT_EQ(clients[0]->stats().raw_bytes_pushed, clients[1]->stats().raw_bytes_pushed);
+  for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
+}
+
+// What PushEncoded asks of its encoder and what it refuses: one call per partition, in order,
+// naming the slice, codec, step and row length; an encoder's error, or raw bytes of the wrong
+// size, fail the push at once and nothing reaches the servers.
+TEST_F(CompressTest, PushEncodedAsksForEachPartitionAndRefusesBadEncodings) {
+  auto clients = Connect("default=qsgd:levels=4;layer1=none", "none");
+  Client& c = *clients[0];
+  const ShardMap& map = c.shard_map();
+  const std::vector<int32_t>& parts = map.PartitionsOf(map.TensorId("w"));
+  ASSERT_GT(parts.size(), 1u);
+  LocalCluster::RunEach(2, [&](int i) { ASSERT_TRUE(clients[i]->Clock().ok()); });  // bsp
+  std::vector<Client::PartitionSlice> asked;
+  const std::vector<float> g = Gradient(2000, 0);
+  auto host = MakeHostEncoders();
+  auto recording = [&](const Client::PartitionSlice& slice, std::vector<uint8_t>& out) {
+    asked.push_back(slice);
+    return host->Encode(slice, g.data(), out);
+  };
+  ASSERT_TRUE(c.PushEncoded("w", 2000, recording).Wait().ok());
+  ASSERT_EQ(asked.size(), parts.size());
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const Partition& p = map.partitions()[parts[k]];
+    EXPECT_EQ(asked[k].partition, parts[k]);
+    EXPECT_EQ(asked[k].offset, p.offset);
+    EXPECT_EQ(asked[k].length, p.length);
+    EXPECT_EQ(asked[k].codec, "qsgd:levels=4");
+    EXPECT_EQ(asked[k].step, 1);
+    EXPECT_EQ(asked[k].cols, p.offset % 50 == 0 && p.length % 50 == 0 ? 50 : 0);
+  }
+  // Failures: the encoder's own error; raw floats of the wrong size; an unknown tensor.
+  std::vector<float> before(50), after(50);
+  ASSERT_TRUE(c.Pull("b", before.data(), 50).Wait().ok());
+  Status failed = c.PushEncoded("b", 50, [](const Client::PartitionSlice&, std::vector<uint8_t>&) {
+                     return Status::Internal("the device failed");
+                   }).Wait();
+  EXPECT_EQ(failed.code(), proto::INTERNAL);
+  EXPECT_EQ(failed.message(), "the device failed");
+  Status short_raw =
+      c.PushEncoded("b", 50, [](const Client::PartitionSlice& s, std::vector<uint8_t>& out) {
+         out.assign(s.length * sizeof(float) - 4, 0);
+         return Status();
+       }).Wait();
+  EXPECT_EQ(short_raw.code(), proto::SIZE_MISMATCH) << short_raw.message();
+  EXPECT_EQ(c.PushEncoded("nope", 50, recording).Wait().code(), proto::NOT_FOUND);
+  EXPECT_EQ(c.PushEncoded("b", 49, recording).Wait().code(), proto::SIZE_MISMATCH);
+  ASSERT_TRUE(c.Pull("b", after.data(), 50).Wait().ok());
+  EXPECT_EQ(after, before);
+  for (auto& client : clients) EXPECT_TRUE(client->Finish().ok());
 }
 
 TEST(CompressOptionsTest, BadCodecsAreRefusedAtConnect) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tests/integration/local_cluster.h"
+#include "worker/train/model.h"
 
 namespace hetps::testing {
 namespace {
@@ -102,6 +103,33 @@ TEST(TrainTest, TopKWithErrorFeedbackMatchesUncompressedWithThirtyTimesFewerByte
   EXPECT_GE(static_cast<double>(raw) / sent, 30.0) << sent << " of " << raw;
 }
 
+// The device-resident path: gradients stay on the GPU and each partition is encoded there by
+// the CUDA twin of its codec. The same deterministic run as on the CPU lands within rounding
+// of it (the two devices sum in different orders).
+TEST(TrainTest, CudaTrainingEncodesOnTheDeviceAndMatchesTheCpu) {
+  std::string why;
+  if (!CudaUsable(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const std::vector<std::string> servers = {"--consistency=bsp", "--optimizer=sgd:lr=0.1",
+                                            "--init=worker"};
+  const std::vector<std::string> flags = {"--iterations=600", "--eval_every=600", "--data_seed=3",
+                                          "--codec=topk:density=0.01,ef=1"};
+  auto cpu_flags = flags, cuda_flags = flags;
+  cpu_flags.push_back("--device=cpu");
+  cuda_flags.push_back("--device=cuda");
+  const auto cpu = Train(2, 2, cpu_flags, servers);
+  const auto cuda = Train(2, 2, cuda_flags, servers);
+  const double a = FinalAccuracy(cpu), b = FinalAccuracy(cuda);
+  EXPECT_GT(a, 0.8);
+  EXPECT_NEAR(b, a, 0.015);
+  static const std::regex encoded(R"(computed on cuda:0 .* and encoded ([0-9]+) partitions there)");
+  for (const std::string& out : cuda) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, encoded)) << out;
+    EXPECT_GT(std::stoi(m[1]), 0) << out;
+  }
+  EXPECT_EQ(PushedBytes(cuda), PushedBytes(cpu));
+}
+
 TEST(TrainTest, DirichletSplitFinishesAndReportsItsLabelSkew) {
   auto out = Train(
       1, 2,
@@ -153,7 +181,9 @@ TEST(TrainTest, LaunchWritesTheRunFolder) {
   EXPECT_GE(std::count(metrics.begin(), metrics.end(), '\n'), 1 + 2 * 4);  // every 10 clocks
   static const std::regex summary(
       R"(\{"test_accuracy":0\.[0-9]+,"wall_s":[0-9.]+,"iterations":40,"workers":2,)"
-      R"("samples_per_s":[0-9.]+,"consistency":"bsp"\})");
+      R"("samples_per_s":[0-9.]+,"consistency":"bsp","device":"[^"]+",)"
+      R"("device_encoded_partitions":[0-9]+,"step_s":\{"pull":[0-9.]+,"push_wait":[0-9.]+,)"
+      R"("compute":[0-9.]+,"encode":[0-9.]+,"clock":[0-9.]+\}\})");
   EXPECT_TRUE(std::regex_search(Slurp(dir + "/summary.json"), summary))
       << Slurp(dir + "/summary.json");
   const std::string png = Slurp(dir + "/plot.png");

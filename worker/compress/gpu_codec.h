@@ -20,6 +20,17 @@ namespace hetps::compress::gpu {
 bool Usable(std::string* why);
 // Codecs with CUDA kernels.
 bool Supported(const std::string& codec);
+// Copies n floats from device memory to host memory (synchronous).
+Status CopyToHost(const float* device, int64_t n, float* host);
+
+// n floats of device memory, for tests and benchmarks to put gradients there.
+class DeviceFloats {
+ public:
+  static StatusOr<std::unique_ptr<DeviceFloats>> Create(int64_t n);
+  virtual ~DeviceFloats() = default;
+  virtual Status CopyFrom(const float* host) = 0;  // n floats, synchronous
+  virtual float* get() = 0;
+};
 
 class Encoder {
  public:
@@ -40,9 +51,13 @@ class Encoder {
 };
 
 struct BenchResult {
-  double encode_s = 0, decode_s = 0;  // median seconds per call, device to device plus bytes
+  double encode_s = 0;         // median seconds: device gradient to encoded bytes on the host
+  double encode_device_s = 0;  // median seconds: the encode alone, into device memory
+  double decode_s = 0;         // median seconds: device bytes to device floats
+  double copy_s = 0;           // median seconds: a device-to-device copy of the gradient
 };
-// Times encode (device gradient to host bytes) and decode of x on the GPU.
+// Times encode (to host bytes, and on the device alone), decode and, as the memory bandwidth
+// reference of the same run, a device-to-device copy of x on the GPU.
 StatusOr<BenchResult> Benchmark(const CodecSpec& spec, const std::vector<float>& x,
                                 const CodecContext& ctx, double seconds,
                                 std::vector<uint8_t>& bytes);

@@ -10,6 +10,18 @@ bool Usable(std::string* why) {
 
 bool Supported(const std::string&) { return false; }
 
+Status CopyToHost(const float*, int64_t, float*) {
+  std::string why;
+  Usable(&why);
+  return Status::FailedPrecondition(why);
+}
+
+StatusOr<std::unique_ptr<DeviceFloats>> DeviceFloats::Create(int64_t) {
+  std::string why;
+  Usable(&why);
+  return Status::FailedPrecondition(why);
+}
+
 StatusOr<std::unique_ptr<Encoder>> Encoder::Create(const CodecSpec&, int64_t) {
   std::string why;
   Usable(&why);

@@ -138,12 +138,13 @@ Geometry GeometryOf(const Shape& s, const Shape& o, const LayerSpec& l) {
   return {s.c, s.h, s.w, o.c, o.h, o.w, l.kernel, l.pad};
 }
 
-class CudaModel : public Model {
+class CudaModel : public Model, public DeviceTraining {
  public:
   CudaModel(Architecture a, int device, std::string name)
       : Model(std::move(a)), device_(device), name_(std::move(name)) {}
 
   ~CudaModel() override {
+    Unpin();
     if (blas_) cublas_->destroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -169,11 +170,50 @@ class CudaModel : public Model {
   }
 
   std::string device() const override { return name_; }
+  DeviceTraining* device_training() override { return this; }
+
+  Status Pin(Params& params) override {
+    Unpin();
+    for (std::vector<float>& p : params) {
+      if (p.empty()) continue;
+      HETPS_CUDA(cudaHostRegister(p.data(), p.size() * sizeof(float), cudaHostRegisterDefault));
+      pinned_.push_back(p.data());
+    }
+    return Status();
+  }
+
+  void Unpin() override {
+    for (void* p : pinned_) (void)cudaHostUnregister(p);
+    pinned_.clear();
+  }
+
+  Status Upload(size_t t, const float* host) override {
+    if (t >= params_.size()) return Status::InvalidArgument(fmt::format("no tensor {}", t));
+    HETPS_CUDA(cudaSetDevice(device_));
+    HETPS_CUDA(cudaMemcpyAsync(params_[t].get(), host,
+                               arch().tensors[t].NumElements() * sizeof(float),
+                               cudaMemcpyHostToDevice, stream_));
+    return Status();
+  }
+
+  const float* Gradient(size_t t) const override { return grads_[t].get(); }
 
   StatusOr<double> LossAndGradients(const Params& params, const float* x, const int32_t* y,
                                     int64_t batch, Params& grads) override {
+    if (Status s = UploadAll(params); !s.ok()) return s;
+    auto loss = Step(x, y, batch);
+    if (!loss.ok()) return loss.status();
+    for (size_t t = 0; t < arch().tensors.size(); ++t) {
+      HETPS_CUDA(cudaMemcpyAsync(grads[t].data(), grads_[t].get(), grads[t].size() * sizeof(float),
+                                 cudaMemcpyDeviceToHost, stream_));
+    }
+    HETPS_CUDA(cudaStreamSynchronize(stream_));
+    return *loss;
+  }
+
+  StatusOr<double> Step(const float* x, const int32_t* y, int64_t batch) override {
     const Architecture& a = arch();
-    if (Status s = Forward(params, x, batch); !s.ok()) return s;
+    if (Status s = Forward(x, batch); !s.ok()) return s;
     HETPS_CUDA(labels_.Reserve(batch));
     HETPS_CUDA(loss_.Reserve(batch));
     HETPS_CUDA(delta_[0].Reserve(batch * a.classes));
@@ -185,10 +225,6 @@ class CudaModel : public Model {
     int current = 0;  // delta_[current] holds d loss / d output of the layer being undone
     for (size_t i = a.layers.size(); i-- > 0;) {
       if (Status s = Backward(i, batch, current, i > 0); !s.ok()) return s;
-    }
-    for (size_t t = 0; t < a.tensors.size(); ++t) {
-      HETPS_CUDA(cudaMemcpyAsync(grads[t].data(), grads_[t].get(), grads[t].size() * sizeof(float),
-                                 cudaMemcpyDeviceToHost, stream_));
     }
     std::vector<float> losses(batch);
     HETPS_CUDA(cudaMemcpyAsync(losses.data(), loss_.get(), batch * sizeof(float),
@@ -203,9 +239,10 @@ class CudaModel : public Model {
     constexpr int64_t kChunk = 4096;
     const int classes = arch().classes;
     std::vector<float> logits;
+    if (Status s = UploadAll(params); !s.ok()) return s;
     for (int64_t begin = 0; begin < n; begin += kChunk) {
       const int64_t rows = std::min(kChunk, n - begin);
-      if (Status s = Forward(params, x + begin * arch().input.size(), rows); !s.ok()) return s;
+      if (Status s = Forward(x + begin * arch().input.size(), rows); !s.ok()) return s;
       logits.resize(rows * classes);
       HETPS_CUDA(cudaMemcpyAsync(logits.data(), act_.back().get(), logits.size() * sizeof(float),
                                  cudaMemcpyDeviceToHost, stream_));
@@ -219,14 +256,17 @@ class CudaModel : public Model {
   }
 
  private:
-  Status Forward(const Params& params, const float* x, int64_t batch) {
+  Status UploadAll(const Params& params) {
+    for (size_t t = 0; t < arch().tensors.size(); ++t) {
+      if (Status s = Upload(t, params[t].data()); !s.ok()) return s;
+    }
+    return Status();
+  }
+
+  // The layers' outputs for a batch, with the parameters on the device.
+  Status Forward(const float* x, int64_t batch) {
     const Architecture& a = arch();
     HETPS_CUDA(cudaSetDevice(device_));
-    for (size_t t = 0; t < a.tensors.size(); ++t) {
-      HETPS_CUDA(cudaMemcpyAsync(params_[t].get(), params[t].data(),
-                                 params[t].size() * sizeof(float), cudaMemcpyHostToDevice,
-                                 stream_));
-    }
     for (size_t i = 0; i <= a.layers.size(); ++i)
       HETPS_CUDA(act_[i].Reserve(batch * a.shapes[i].size()));
     HETPS_CUDA(cudaMemcpyAsync(act_[0].get(), x, batch * a.input.size() * sizeof(float),
@@ -350,6 +390,7 @@ class CudaModel : public Model {
   const Cublas* cublas_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::vector<DeviceBuffer<float>> params_, grads_, act_;
+  std::vector<void*> pinned_;  // host buffers page-locked by Pin
   std::vector<DeviceBuffer<int32_t>> argmax_;
   DeviceBuffer<float> delta_[2], col_, loss_;
   DeviceBuffer<int32_t> labels_;

@@ -57,6 +57,26 @@ std::vector<LayerSpec> LeNetLayers(int classes);
 StatusOr<Architecture> BuildArchitecture(const std::string& model, Shape input, int classes,
                                          const std::vector<int>& hidden);
 
+// Device-resident training, for models with a device of their own (the CUDA model): the
+// parameters are uploaded to the device as their pulls complete, and the gradients stay there
+// to be encoded there (worker/train/gradient_encoders.h).
+class DeviceTraining {
+ public:
+  virtual ~DeviceTraining() = default;
+  // Page-locks the host buffers of `params`, so that pulls land in memory the device copies
+  // from directly and asynchronously. Undone by Unpin or the model's destruction; `params`
+  // must not be resized or freed in between.
+  virtual Status Pin(Params& params) = 0;
+  virtual void Unpin() = 0;
+  // Starts copying tensor t's values from `host` to the device; the device work that follows
+  // waits for it. `host` must not change until the next Step returns.
+  virtual Status Upload(size_t t, const float* host) = 0;
+  // Mean cross-entropy of the batch with the uploaded parameters; the gradients stay on the
+  // device, where Gradient(t) finds them until the next Step.
+  virtual StatusOr<double> Step(const float* x, const int32_t* y, int64_t batch) = 0;
+  virtual const float* Gradient(size_t t) const = 0;  // device memory
+};
+
 class Model {
  public:
   explicit Model(Architecture arch) : arch_(std::move(arch)) {}
@@ -75,6 +95,8 @@ class Model {
                                             int64_t batch, Params& grads) = 0;
   // Predicted class of each of n samples.
   virtual Status Predict(const Params& params, const float* x, int64_t n, int32_t* out) = 0;
+  // Device-resident training, or nullptr when the model computes in host memory.
+  virtual DeviceTraining* device_training() { return nullptr; }
   // Fraction of n samples classified correctly.
   StatusOr<double> Accuracy(const Params& params, const float* x, const int32_t* y, int64_t n);
 

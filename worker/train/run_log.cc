@@ -95,9 +95,13 @@ Status FinishRun(const std::string& dir, const RunSummary& s) {
     std::ofstream out(dir + "/summary.json");
     out << fmt::format(
         "{{\"test_accuracy\":{:.4f},\"wall_s\":{:.2f},\"iterations\":{},\"workers\":{},"
-        "\"samples_per_s\":{:.1f},\"consistency\":\"{}\"}}\n",
+        "\"samples_per_s\":{:.1f},\"consistency\":\"{}\",\"device\":\"{}\","
+        "\"device_encoded_partitions\":{},\"step_s\":{{\"pull\":{:.6f},\"push_wait\":{:.6f},"
+        "\"compute\":{:.6f},\"encode\":{:.6f},\"clock\":{:.6f}}}}}\n",
         s.test_accuracy, s.wall_s, s.iterations, s.workers,
-        s.wall_s > 0 ? static_cast<double>(s.samples) / s.wall_s : 0.0, s.consistency);
+        s.wall_s > 0 ? static_cast<double>(s.samples) / s.wall_s : 0.0, s.consistency, s.device,
+        s.device_encoded_partitions, s.step.pull, s.step.push_wait, s.step.compute, s.step.encode,
+        s.step.clock);
   }
   const std::string script = fmt::format(
       "set terminal pngcairo size 900,500; set output '{0}/plot.png';"

@@ -33,6 +33,13 @@ class RunLog {
   std::FILE* file_ = nullptr;
 };
 
+// Where a worker's training step goes, in seconds: waiting for the pulls (and, on a device,
+// uploading them), waiting for the previous step's pushes, computing (with any emulated
+// slowdown), encoding and handing the pushes to the client, and the clock.
+struct StepSeconds {
+  double pull = 0, push_wait = 0, compute = 0, encode = 0, clock = 0;
+};
+
 struct RunSummary {
   double test_accuracy = 0;
   double wall_s = 0;
@@ -40,6 +47,9 @@ struct RunSummary {
   int workers = 0;
   int64_t samples = 0;  // trained on, all workers
   std::string consistency;
+  std::string device;                     // where rank 0 computed
+  int64_t device_encoded_partitions = 0;  // partitions rank 0 encoded on its device
+  StepSeconds step;                       // rank 0's mean step
 };
 
 // Merges the workers' files into metrics.csv, writes summary.json and plot.png.

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "worker/train/gradient_encoders.h"
 #include "worker/train/model.h"
 #include "worker/train/partitioner.h"
 #include "worker/train/run_log.h"
@@ -92,6 +93,9 @@ namespace {
 class Trainer {
  public:
   Trainer(Client& client, const TrainOptions& options) : client_(client), o_(options) {}
+  ~Trainer() {
+    if (device_) device_->Unpin();
+  }
 
   // Loads the data and this worker's share of it, builds the model, declares its tensors and
   // offers the initial values.
@@ -109,11 +113,22 @@ class Trainer {
   // The data shard this worker trains on: one per worker the cluster formed with; a worker
   // that joined beyond them shares shard rank mod num_workers.
   int Shard() const { return client_.rank() % client_.num_workers(); }
+  // Device-resident: pulls every tensor and uploads each to the device as its pull completes.
+  Status PullAndUpload();
+  double Since(Clock::time_point& mark) {
+    const auto now = Clock::now();
+    const double s = std::chrono::duration<double>(now - mark).count();
+    mark = now;
+    return s;
+  }
 
   Client& client_;
   const TrainOptions& o_;
   std::optional<Dataset> train_, test_;  // test: rank 0 only
   std::unique_ptr<Model> model_;
+  // The model's device, when it trains there; its gradients are encoded there by encoders_.
+  DeviceTraining* device_ = nullptr;
+  std::unique_ptr<GradientEncoders> encoders_;
   std::vector<TensorSpec> tensors_;
   Params params_;
   Params grads_[2];  // one in flight while the next is computed
@@ -124,6 +139,8 @@ class Trainer {
   std::vector<int32_t> y_;
   Clock::time_point start_;
   double loss_ewma_ = -1;
+  StepSeconds seconds_;  // summed over this worker's steps
+  int64_t steps_ = 0;
 };
 
 // The pixels come from the machine's shared cache (worker/train/shared_images.h); this worker
@@ -167,6 +184,13 @@ Status Trainer::Prepare() {
   model_ = std::move(*made);
   tensors_ = model_->Tensors();
   if (Status s = DeclareAndInit(client_, *model_, o_.seed, params_); !s.ok()) return s;
+  device_ = model_->device_training();
+  if (device_) {
+    if (Status s = device_->Pin(params_); !s.ok()) return s;
+    auto encoders = MakeDeviceEncoders();
+    if (!encoders.ok()) return encoders.status();
+    encoders_ = std::move(*encoders);
+  }
   grads_[0] = model_->Zeros();
   grads_[1] = model_->Zeros();
   auto log = RunLog::Open(o_.run_dir, client_.rank(), client_.clock());
@@ -181,27 +205,56 @@ Status Trainer::Prepare() {
   return Status();
 }
 
+Status Trainer::PullAndUpload() {
+  std::vector<Ticket> pulls;
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    pulls.push_back(client_.Pull(tensors_[t].name, params_[t].data(), tensors_[t].NumElements()));
+  }
+  Status first;
+  for (size_t t = 0; t < pulls.size(); ++t) {  // every ticket is waited for: they write params_
+    Status s = pulls[t].Wait();
+    if (s.ok() && first.ok()) s = device_->Upload(t, params_[t].data());
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
 Status Trainer::Step(int it) {
   client_.BeginIteration();  // evaluation in Observe is not iteration time
-  if (Status s = PullModel(client_, tensors_, params_); !s.ok()) return s;
-  const auto compute_start = Clock::now();
+  auto mark = Clock::now();
+  if (Status s = device_ ? PullAndUpload() : PullModel(client_, tensors_, params_); !s.ok()) {
+    return s;
+  }
+  seconds_.pull += Since(mark);
   Params& g = grads_[it % 2];
   for (const Ticket& t : in_flight_) {  // the buffer we reuse is two pushes back
     if (Status s = t.Wait(); !s.ok()) return s;
   }
   in_flight_.clear();
+  seconds_.push_wait += Since(mark);
+  const auto compute_start = mark;
   batches_->Next(*train_, o_.batch, x_, y_);
-  auto computed = model_->LossAndGradients(params_, x_.data(), y_.data(), o_.batch, g);
+  auto computed = device_ ? device_->Step(x_.data(), y_.data(), o_.batch)
+                          : model_->LossAndGradients(params_, x_.data(), y_.data(), o_.batch, g);
   if (!computed.ok()) return computed.status();
   loss_ewma_ = loss_ewma_ < 0 ? *computed : 0.95 * loss_ewma_ + 0.05 * *computed;
   if (o_.slowdown > 1.0) {
     std::this_thread::sleep_for((Clock::now() - compute_start) * (o_.slowdown - 1.0));
   }
+  seconds_.compute += Since(mark);
+  // Pushes are encoded on this thread (by the client from host memory, or on the device).
   for (size_t t = 0; t < tensors_.size(); ++t) {
+    const std::string& name = tensors_[t].name;
+    const int64_t n = tensors_[t].NumElements();
     in_flight_.push_back(
-        client_.Push(tensors_[t].name, g[t].data(), tensors_[t].NumElements(), o_.batch));
+        device_ ? client_.PushEncoded(name, n, encoders_->For(device_->Gradient(t)), o_.batch)
+                : client_.Push(name, g[t].data(), n, o_.batch));
   }
-  return client_.Clock();
+  seconds_.encode += Since(mark);
+  Status clocked = client_.Clock();
+  seconds_.clock += Since(mark);
+  ++steps_;
+  return clocked;
 }
 
 Status Trainer::Observe(int it) {
@@ -242,6 +295,10 @@ Status Trainer::Finish() {
       "rank %d pushed %lld bytes (%lld as float32: %.1fx less)\n", client_.rank(),
       static_cast<long long>(stats.bytes_pushed), static_cast<long long>(stats.raw_bytes_pushed),
       stats.bytes_pushed ? static_cast<double>(stats.raw_bytes_pushed) / stats.bytes_pushed : 0.0);
+  if (device_) {
+    std::printf("rank %d computed on %s and encoded %lld partitions there\n", client_.rank(),
+                model_->device().c_str(), static_cast<long long>(encoders_->device_partitions()));
+  }
   std::fflush(stdout);
   log_->Close();  // before the barrier: rank 0 merges every worker's file after it
   if (Status s = client_.Barrier(); !s.ok()) return s;
@@ -259,6 +316,15 @@ Status Trainer::Finish() {
     summary.workers = client_.num_workers();
     summary.samples = static_cast<int64_t>(o_.iterations) * o_.batch * client_.num_workers();
     summary.consistency = client_.consistency();
+    summary.device = model_->device();
+    summary.device_encoded_partitions = encoders_ ? encoders_->device_partitions() : 0;
+    if (steps_ > 0) {
+      summary.step = seconds_;
+      for (double* v : {&summary.step.pull, &summary.step.push_wait, &summary.step.compute,
+                        &summary.step.encode, &summary.step.clock}) {
+        *v /= static_cast<double>(steps_);
+      }
+    }
     if (Status s = FinishRun(o_.run_dir, summary); !s.ok()) return s;
     std::printf("run files in %s: metrics.csv, plot.png, summary.json\n", o_.run_dir.c_str());
   }

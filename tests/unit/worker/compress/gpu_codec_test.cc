@@ -1,13 +1,20 @@
 // The CUDA codecs against their CPU references: byte-identical encodings on shared vectors,
-// the same decodes and the same error-feedback residuals. Skipped visibly without a GPU.
+// the same decodes and the same error-feedback residuals; the trainer's device encoders against
+// its host ones. Skipped visibly without a GPU.
 #include "worker/compress/gpu_codec.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "worker/train/gradient_encoders.h"
+
 namespace hetps::compress::gpu {
 namespace {
+
+using hetps::Client;
+using hetps::MakeDeviceEncoders;
+using hetps::MakeHostEncoders;
 
 std::vector<float> Data(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -92,6 +99,54 @@ TEST(GpuCodecTest, ErrorFeedbackResidualMatchesTheCpu) {
     auto residual = (*gpu)->Residual();
     ASSERT_TRUE(residual.ok());
     EXPECT_EQ(*residual, cpu.residual()) << text;
+  }
+}
+
+// The trainer's device encoders (worker/train/gradient_encoders.h) against the host ones, for
+// every codec: the twins on the device, the others (dgc, terngrad, powersgd) and raw slices
+// through the host; byte-identical pushes and residuals over several steps.
+TEST(GpuCodecTest, DeviceGradientEncodersMatchTheHostOnes) {
+  std::string why;
+  if (!Usable(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const int64_t rows = 40, cols = 50, n = rows * cols;
+  std::vector<std::string> specs = {"none", "dgc:density=0.05", "terngrad", "powersgd:rank=2"};
+  for (const std::string& c : kCodecs) specs.push_back(c);
+  for (const std::string& text : specs) {
+    for (bool ef : {false, true}) {
+      if (text == "none" && ef) continue;
+      CodecSpec spec = *ParseCodecSpec(text);
+      spec.ef = ef;
+      auto device = MakeDeviceEncoders();
+      ASSERT_TRUE(device.ok()) << device.status().message();
+      auto host = MakeHostEncoders();
+      auto g = DeviceFloats::Create(n);
+      ASSERT_TRUE(g.ok()) << g.status().message();
+      for (int64_t step = 0; step < 3; ++step) {
+        const auto x = Data(n, 7 + step);
+        ASSERT_TRUE((*g)->CopyFrom(x.data()).ok());
+        for (int32_t part = 0; part < 2; ++part) {  // two partitions of 20 whole rows
+          Client::PartitionSlice slice;
+          slice.partition = 9 + part;
+          slice.offset = part * n / 2;
+          slice.length = n / 2;
+          slice.codec = spec.ToString();
+          slice.step = step;
+          slice.cols = cols;
+          std::vector<uint8_t> want, got;
+          ASSERT_TRUE(host->Encode(slice, x.data(), want).ok()) << text;
+          Status s = (*device)->Encode(slice, (*g)->get(), got);
+          ASSERT_TRUE(s.ok()) << text << ": " << s.message();
+          ASSERT_EQ(got, want) << spec.ToString() << " step " << step << " partition " << part;
+        }
+      }
+      for (int32_t part : {9, 10}) {
+        auto a = (*device)->Residual(part), b = host->Residual(part);
+        ASSERT_TRUE(a.ok() && b.ok());
+        EXPECT_EQ(*a, *b) << spec.ToString();
+      }
+      EXPECT_EQ((*device)->device_partitions(), Supported(spec.name) && spec.name != "none" ? 2 : 0)
+          << spec.ToString();
+    }
   }
 }
 

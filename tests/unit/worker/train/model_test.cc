@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include "worker/compress/gpu_codec.h"
+
 namespace hetps {
 namespace {
 
@@ -234,6 +236,29 @@ void ExpectCudaMatchesCpu(const Architecture& a, int batch) {
       }
     }
   }
+  // Device-resident: parameters uploaded from pinned host buffers, the gradients left on the
+  // device, where they match the CPU's too.
+  EXPECT_EQ(cpu->device_training(), nullptr);
+  DeviceTraining* d = (*gpu)->device_training();
+  ASSERT_NE(d, nullptr);
+  Params pinned = p;
+  ASSERT_TRUE(d->Pin(pinned).ok());
+  for (size_t t = 0; t < pinned.size(); ++t) ASSERT_TRUE(d->Upload(t, pinned[t].data()).ok());
+  auto ld = d->Step(x.data(), y.data(), batch);
+  ASSERT_TRUE(ld.ok()) << ld.status().message();
+  const double lc = *cpu->LossAndGradients(p, x.data(), y.data(), batch, gc);
+  EXPECT_NEAR(*ld, lc, 1e-4 * std::max(1.0, std::abs(lc)));
+  for (size_t t = 0; t < gc.size(); ++t) {
+    std::vector<float> on_device(gc[t].size());
+    ASSERT_TRUE(compress::gpu::CopyToHost(d->Gradient(t), on_device.size(), on_device.data()).ok());
+    float scale = 0;
+    for (float v : gc[t]) scale = std::max(scale, std::abs(v));
+    for (size_t i = 0; i < gc[t].size(); ++i) {
+      ASSERT_NEAR(on_device[i], gc[t][i], 1e-4f * std::max(scale, 1e-3f))
+          << a.tensors[t].name << " [" << i << "] on the device";
+    }
+  }
+  d->Unpin();
   std::vector<int32_t> pc(batch), pg(batch);
   ASSERT_TRUE(cpu->Predict(p, x.data(), batch, pc.data()).ok());
   ASSERT_TRUE((*gpu)->Predict(p, x.data(), batch, pg.data()).ok());
