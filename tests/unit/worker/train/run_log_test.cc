@@ -35,6 +35,9 @@ TEST(RunLogTest, MergesWorkersByTimeAndSkipsATornLine) {
   s.workers = 2;
   s.samples = 2560;
   s.consistency = "ssp";
+  s.device = "cuda:0 (a GPU)";
+  s.device_encoded_partitions = 6;
+  s.step = {.pull = 0.001, .push_wait = 0, .compute = 0.0025, .encode = 0.0005, .clock = 0.00125};
   ASSERT_TRUE(FinishRun(dir, s).ok());
   const std::string metrics = Slurp(dir + "/metrics.csv");
   std::istringstream lines(metrics);
@@ -50,7 +53,9 @@ TEST(RunLogTest, MergesWorkersByTimeAndSkipsATornLine) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/worker-0.csv"));
   EXPECT_EQ(Slurp(dir + "/summary.json"),
             "{\"test_accuracy\":0.8300,\"wall_s\":2.00,\"iterations\":20,\"workers\":2,"
-            "\"samples_per_s\":1280.0,\"consistency\":\"ssp\"}\n");
+            "\"samples_per_s\":1280.0,\"consistency\":\"ssp\",\"device\":\"cuda:0 (a GPU)\","
+            "\"device_encoded_partitions\":6,\"step_s\":{\"pull\":0.001000,\"push_wait\":0.000000,"
+            "\"compute\":0.002500,\"encode\":0.000500,\"clock\":0.001250}}\n");
 }
 
 TEST(RunLogTest, AnEmptyDirectoryRecordsNothing) {
