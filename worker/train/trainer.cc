@@ -227,11 +227,20 @@ Status Trainer::Step(int it) {
   }
   seconds_.pull += Since(mark);
   Params& g = grads_[it % 2];
-  for (const Ticket& t : in_flight_) {  // the buffer we reuse is two pushes back
-    if (Status s = t.Wait(); !s.ok()) return s;
+  // The previous step's pushes stay in flight while this one computes. On the host their
+  // buffer is the one reused next (two pushes back); device pushes own their bytes, so they
+  // are waited for only before the next pushes.
+  auto wait_pushes = [&]() -> Status {
+    for (const Ticket& t : in_flight_) {
+      if (Status s = t.Wait(); !s.ok()) return s;
+    }
+    in_flight_.clear();
+    seconds_.push_wait += Since(mark);
+    return Status();
+  };
+  if (!device_) {
+    if (Status s = wait_pushes(); !s.ok()) return s;
   }
-  in_flight_.clear();
-  seconds_.push_wait += Since(mark);
   const auto compute_start = mark;
   batches_->Next(*train_, o_.batch, x_, y_);
   auto computed = device_ ? device_->Step(x_.data(), y_.data(), o_.batch)
@@ -242,6 +251,9 @@ Status Trainer::Step(int it) {
     std::this_thread::sleep_for((Clock::now() - compute_start) * (o_.slowdown - 1.0));
   }
   seconds_.compute += Since(mark);
+  if (device_) {
+    if (Status s = wait_pushes(); !s.ok()) return s;
+  }
   // Pushes are encoded on this thread (by the client from host memory, or on the device).
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const std::string& name = tensors_[t].name;
