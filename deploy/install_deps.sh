@@ -13,13 +13,15 @@ packages=(
   iproute2  # ip and tc, for hetps launch --links=netns
 )
 if [ "${1:-}" = "--tests" ]; then
-  # The dashboard in a headless browser (observe_test), promtool on the metrics, and a
-  # single-node Slurm for deploy/slurm/e2e.sh.
-  packages+=(prometheus chromium slurm-wlm munge)
+  # The dashboard in a headless browser (observe_test), promtool on the metrics, a
+  # single-node Slurm for deploy/slurm/e2e.sh, and docker-compose to validate the Compose file.
+  packages+=(prometheus chromium slurm-wlm munge docker-compose)
 fi
-# npm fetches the dashboard's charting library; any npm will do (Debian's, or one that came
-# with a Node.js install).
-command -v npm >/dev/null 2>&1 || packages+=(npm)
+# npm fetches the dashboard's charting library, when it is not there yet; any npm will do
+# (Debian's, or one that came with a Node.js install).
+dashboard="$(dirname "$0")/../scheduler/dashboard"
+uplot="$dashboard/node_modules/uplot/dist/uPlot.iife.min.js"
+if [ ! -f "$uplot" ] && ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -35,8 +37,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The dashboard's charting library (uPlot), pinned by package-lock.json; the build bundles it.
-dashboard="$(dirname "$0")/../scheduler/dashboard"
-if [ ! -f "$dashboard/node_modules/uplot/dist/uPlot.iife.min.js" ]; then
+if [ ! -f "$uplot" ]; then
   echo "hetps: fetching the dashboard's charting library from the npm registry"
   (cd "$dashboard" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi

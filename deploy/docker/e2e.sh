@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The Compose cluster for real, on this machine (root): starts a private dockerd when none
+# answers (its own data root, bridge and socket; stopped by its pid at the end), makes a Debian
+# 12 base image with debootstrap when none can be pulled, builds the hetps and Prometheus images,
+# brings deploy/docker/docker-compose.yml up, waits for the training to finish above 85%,
+# checks that Prometheus scrapes the scheduler, SIGKILLs one server mid-run and sees Compose
+# restart it and the run go on, and tears everything down, also on failure.
+#
+#   sudo deploy/docker/e2e.sh [WORK_DIR]   # default /var/tmp/hetps-docker-e2e (kept: image cache)
+#
+# Not part of CI: dockerd changes the host's bridges. Exit 77 when it cannot run here.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+work=${1:-/var/tmp/hetps-docker-e2e}
+project=hetpse2e
+compose=(docker-compose -p "$project" -f deploy/docker/docker-compose.yml)
+export HETPS_HTTP_PORT=18080 HETPS_PROMETHEUS_PORT=19090 HETPS_ITERATIONS=3000
+export HETPS_BASE_IMAGE=hetps-base:bookworm
+
+say() { echo "e2e: $*"; }
+if [ "$(id -u)" -ne 0 ]; then
+  say "skipped: needs root (a private dockerd)"
+  exit 77
+fi
+need=()
+for p in docker.io docker-compose debootstrap iptables curl; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  say "installing ${need[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" \
+    >/dev/null
+fi
+
+mkdir -p "$work"
+dockerd_pid=""
+bridge_made=""
+cleanup() {
+  set +e
+  if [ -n "${DOCKER_HOST:-}" ] || [ -n "$dockerd_pid" ]; then
+    "${compose[@]}" --profile edge down -v --remove-orphans >/dev/null 2>&1
+  fi
+  if [ -n "$dockerd_pid" ]; then
+    say "stopping the private dockerd (pid $dockerd_pid)"
+    kill "$dockerd_pid" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$dockerd_pid" 2>/dev/null
+  fi
+  if [ -n "$bridge_made" ]; then ip link del "$bridge_made" 2>/dev/null; fi
+}
+trap cleanup EXIT
+
+if ! docker info >/dev/null 2>&1; then
+  # Own bridge and address pools, no iptables rules: the containers talk among themselves and
+  # publish ports through docker-proxy; builds use the host's network.
+  bridge=hpdock0
+  if ! ip link show "$bridge" >/dev/null 2>&1; then
+    ip link add "$bridge" type bridge
+    ip addr add 10.213.0.1/24 dev "$bridge"
+    ip link set "$bridge" up
+    bridge_made=$bridge
+  fi
+  export DOCKER_HOST=unix://$work/docker.sock
+  say "starting a private dockerd (data root $work/root)"
+  dockerd --data-root "$work/root" --exec-root "$work/exec" --pidfile "$work/docker.pid" \
+    -H "$DOCKER_HOST" --bridge "$bridge" --iptables=false --ip-masq=false \
+    --default-address-pool base=10.214.0.0/16,size=24 >"$work/dockerd.log" 2>&1 &
+  dockerd_pid=$!
+  for _ in $(seq 100); do docker info >/dev/null 2>&1 && break; sleep 0.3; done
+  docker info >/dev/null 2>&1 || { tail -20 "$work/dockerd.log"; exit 1; }
+fi
+
+if ! docker image inspect "$HETPS_BASE_IMAGE" >/dev/null 2>&1; then
+  if docker pull -q debian:bookworm >/dev/null 2>&1; then
+    docker tag debian:bookworm "$HETPS_BASE_IMAGE"
+  else
+    mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null ||
+      true)
+    mirror=${mirror:-http://deb.debian.org/debian}
+    say "no image can be pulled: debootstrap bookworm from $mirror (a few minutes)"
+    rm -rf "$work/rootfs"
+    debootstrap --variant=minbase bookworm "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1
+    tar -C "$work/rootfs" -c . | docker import - "$HETPS_BASE_IMAGE" >/dev/null
+    rm -rf "$work/rootfs"
+  fi
+fi
+
+say "building the images (the build stage compiles hetps: several minutes on 2 cores)"
+start=$(date +%s)
+docker build -q --network host -f deploy/docker/Dockerfile --build-arg BASE="$HETPS_BASE_IMAGE" \
+  -t hetps:latest . >/dev/null
+docker build -q --network host -f deploy/docker/Dockerfile --build-arg BASE="$HETPS_BASE_IMAGE" \
+  --target prometheus -t hetps-prometheus:latest . >/dev/null
+say "images built in $(($(date +%s) - start)) s: $(docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep hetps | tr '\n' ' ')"
+
+"${compose[@]}" up -d --no-build
+say "cluster up: $("${compose[@]}" ps --services | tr '\n' ' ')"
+logs() { "${compose[@]}" logs --no-color "$@" 2>/dev/null; }
+
+# A server is killed once training is under way; Compose restarts it on its data dir.
+for _ in $(seq 300); do logs worker | grep -q "iter 500/" && break; sleep 0.5; done
+victim=$("${compose[@]}" ps -q server | head -1)
+pid=$(docker inspect -f '{{.State.Pid}}' "$victim")
+say "SIGKILL to server container ${victim:0:12} (pid $pid) at $(logs worker | grep -o 'iter [0-9]*/' | tail -1)"
+kill -9 "$pid"
+restarted=""
+for _ in $(seq 120); do
+  if [ "$(docker inspect -f '{{.RestartCount}} {{.State.Running}}' "$victim")" = "1 true" ]; then
+    restarted=yes
+    break
+  fi
+  sleep 0.5
+done
+[ -n "$restarted" ] || { say "FAIL: the killed server was not restarted"; logs server; exit 1; }
+say "server restarted: $(logs server | grep -E 'restor|recover|rejoin' | tail -2 | tr -s ' ')"
+
+# Prometheus scrapes the scheduler's /metrics.
+up=""
+for _ in $(seq 60); do
+  if curl -fs "http://127.0.0.1:$HETPS_PROMETHEUS_PORT/api/v1/targets" | grep -q '"health":"up"'; then
+    up=yes
+    break
+  fi
+  sleep 1
+done
+[ -n "$up" ] || { say "FAIL: Prometheus reports no target up"; exit 1; }
+say "Prometheus: the scheduler's target is up"
+curl -fs "http://127.0.0.1:$HETPS_HTTP_PORT/api/status" >/dev/null &&
+  say "dashboard and status answer on port $HETPS_HTTP_PORT"
+
+accuracy=""
+for _ in $(seq 600); do
+  accuracy=$(logs worker | grep -o 'final test accuracy [0-9.]*' | awk '{print $4}' | tail -1)
+  [ -n "$accuracy" ] && break
+  sleep 1
+done
+logs worker | grep -E "final test accuracy|test accuracy" | tail -3
+[ -n "$accuracy" ] || { say "FAIL: training did not finish"; logs | tail -40; exit 1; }
+if awk -v a="$accuracy" 'BEGIN { exit !(a > 0.85) }'; then
+  say "PASS: final test accuracy $accuracy after a server was killed and restarted"
+else
+  say "FAIL: final test accuracy $accuracy <= 0.85"
+  exit 1
+fi
