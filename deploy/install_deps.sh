@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config file  # file: cpack -G DEB (dpkg-shlibdeps)
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler
   librocksdb-dev libspdlog-dev libfmt-dev libgflags-dev
   libgtest-dev libgmock-dev zlib1g-dev libxxhash-dev

@@ -46,6 +46,23 @@ class Client::Impl {
     int64_t cols = 0;
   };
   std::vector<std::unique_ptr<Encoder>> encoders;
+  // A push or init request for partition `pid`, its payload still to be added.
+  Outgoing UpdateRequest(proto::MsgType type, int32_t pid, const OpPtr& op, int64_t step,
+                         double weight) const {
+    const Partition& p = map->partitions()[pid];
+    Outgoing o;
+    o.target = p.server_rank;
+    o.op = op;
+    o.header.set_type(type);
+    o.header.set_partition(pid);
+    o.header.set_clock(step);
+    o.header.set_dtype(proto::FLOAT32);
+    o.header.set_num_elements(p.length);
+    o.header.set_weight(weight);
+    o.header.set_version(pulls.base_versions[pid].load(std::memory_order_relaxed));
+    o.header.set_layer(map->tensors()[p.tensor_id].layer);
+    return o;
+  }
   std::atomic<bool> finished{false};
   ClientReport report;  // what stats() and the heartbeats tell
   // Federated rounds: the payload bytes counted up to the last round request (-1: none yet;
@@ -172,17 +189,7 @@ Ticket Client::Send(Update kind, const std::string& tensor, const float* data, i
   int64_t sent_bytes = 0;
   for (int32_t pid : parts) {
     const Partition& p = impl_->map->partitions()[pid];
-    Outgoing o;
-    o.target = p.server_rank;
-    o.op = op;
-    o.header.set_type(type);
-    o.header.set_partition(pid);
-    o.header.set_clock(step);
-    o.header.set_dtype(proto::FLOAT32);
-    o.header.set_num_elements(p.length);
-    o.header.set_weight(weight);
-    o.header.set_version(impl_->pulls.base_versions[pid].load(std::memory_order_relaxed));
-    o.header.set_layer(impl_->map->tensors()[p.tensor_id].layer);
+    Outgoing o = impl_->UpdateRequest(type, pid, op, step, weight);
     Impl::Encoder* enc = type == proto::PUSH ? impl_->encoders[pid].get() : nullptr;
     if (enc != nullptr) {
       // Encoded on this thread into a frame ZeroMQ owns: the caller's buffer is free at once.
@@ -247,17 +254,7 @@ Ticket Client::PushEncoded(const std::string& tensor, int64_t n, const Partition
           fmt::format("PushEncoded '{}': partition {} is {} raw floats, the encoder gave {} bytes",
                       tensor, pid, p.length, bytes.size()))));
     }
-    Outgoing o;
-    o.target = p.server_rank;
-    o.op = op;
-    o.header.set_type(proto::PUSH);
-    o.header.set_partition(pid);
-    o.header.set_clock(step);
-    o.header.set_dtype(proto::FLOAT32);
-    o.header.set_num_elements(p.length);
-    o.header.set_weight(weight);
-    o.header.set_version(impl_->pulls.base_versions[pid].load(std::memory_order_relaxed));
-    o.header.set_layer(t.layer);
+    Outgoing o = impl_->UpdateRequest(proto::PUSH, pid, op, step, weight);
     if (!raw) o.header.set_codec(spec.WireName());
     sent_bytes += static_cast<int64_t>(bytes.size());
     auto encoded = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));

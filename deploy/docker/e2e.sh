@@ -88,7 +88,7 @@ fi
 say "building the images (the build stage compiles hetps: several minutes on 2 cores)"
 start=$(date +%s)
 docker build -q --network host -f deploy/docker/Dockerfile --build-arg BASE="$HETPS_BASE_IMAGE" \
-  -t hetps:latest . >/dev/null
+  --target runtime -t hetps:latest . >/dev/null
 docker build -q --network host -f deploy/docker/Dockerfile --build-arg BASE="$HETPS_BASE_IMAGE" \
   --target prometheus -t hetps-prometheus:latest . >/dev/null
 say "images built in $(($(date +%s) - start)) s: $(docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep hetps | tr '\n' ' ')"
@@ -98,8 +98,9 @@ say "cluster up: $("${compose[@]}" ps --services | tr '\n' ' ')"
 logs() { "${compose[@]}" logs --no-color "$@" 2>/dev/null; }
 
 # A server is killed once training is under way; Compose restarts it on its data dir.
-for _ in $(seq 300); do logs worker | grep -q "iter 500/" && break; sleep 0.5; done
-victim=$("${compose[@]}" ps -q server | head -1)
+# (grep -c and awk read all their input: with pipefail, grep -q and head would fail the pipe.)
+for _ in $(seq 300); do logs worker | grep -c "iter 500/" >/dev/null && break; sleep 0.5; done
+victim=$("${compose[@]}" ps -q server | awk 'NR == 1')
 pid=$(docker inspect -f '{{.State.Pid}}' "$victim")
 say "SIGKILL to server container ${victim:0:12} (pid $pid) at $(logs worker | grep -o 'iter [0-9]*/' | tail -1)"
 kill -9 "$pid"
@@ -117,7 +118,8 @@ say "server restarted: $(logs server | grep -E 'restor|recover|rejoin' | tail -2
 # Prometheus scrapes the scheduler's /metrics.
 up=""
 for _ in $(seq 60); do
-  if curl -fs "http://127.0.0.1:$HETPS_PROMETHEUS_PORT/api/v1/targets" | grep -q '"health":"up"'; then
+  if curl -fs "http://127.0.0.1:$HETPS_PROMETHEUS_PORT/api/v1/targets" | grep -c '"health":"up"' \
+    >/dev/null; then
     up=yes
     break
   fi
