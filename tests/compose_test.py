@@ -12,6 +12,8 @@ import sys
 
 import yaml
 
+from deploy_check import check_flags
+
 source, bindir = sys.argv[1], sys.argv[2]
 compose = os.path.join(source, "deploy/docker/docker-compose.yml")
 if shutil.which("docker-compose") is None:
@@ -59,12 +61,10 @@ for name, service in services.items():
             args = args[next(i for i, a in enumerate(args) if a.startswith("hetps")):]
     if not args[0].startswith("hetps-"):
         continue
-    env = dict(os.environ, **{k: str(v) for k, v in (service.get("environment") or {}).items()})
-    r = subprocess.run([os.path.join(bindir, args[0]), *args[1:], "--check_flags"], env=env,
-                       capture_output=True, text=True)
+    env = {k: str(v) for k, v in (service.get("environment") or {}).items()}
     checked += 1
-    if r.returncode != 0:
-        failures.append(f"{name}: {' '.join(args)}: {(r.stderr or r.stdout).strip()}")
+    if (error := check_flags(bindir, args, env)) is not None:
+        failures.append(f"{name}: {error}")
 
 if checked < 6:
     failures.append(f"only {checked} hetps commands found in the file")
