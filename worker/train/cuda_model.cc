@@ -345,12 +345,17 @@ class CudaModel : public Model, public DeviceTraining {
         HETPS_CUDA(col_.Reserve(batch * ckk * ohw));
         cuda::Im2Col(stream_, in, g, batch, col_.get());
         HETPS_LAUNCHED();
-        // gW (oc x ckk) = sum over n of delta[n] (oc x ohw) col[n]^T (ohw x ckk)
-        for (int64_t n = 0; n < batch; ++n) {
-          HETPS_CUBLAS(Gemm(*cublas_, blas_, false, true, o.c, ckk, ohw, delta + n * o.size(), ohw,
-                            col_.get() + n * ckk * ohw, ohw, grads_[w].get(), ckk,
-                            n == 0 ? 0.0f : 1.0f));
-        }
+        // gW (oc x ckk) = sum over n of delta[n] (oc x ohw) col[n]^T (ohw x ckk): every
+        // sample's product in one strided-batched call, then their sum as one product with a
+        // row of ones (two calls, where one per sample left the GPU idle between them).
+        const int64_t wsize = static_cast<int64_t>(o.c) * ckk;
+        HETPS_CUDA(per_sample_.Reserve(batch * wsize));
+        if (Status s = Ones(batch); !s.ok()) return s;
+        HETPS_CUBLAS(GemmBatched(*cublas_, blas_, false, true, o.c, ckk, ohw, delta, ohw, o.size(),
+                                 col_.get(), ohw, static_cast<int64_t>(ckk) * ohw,
+                                 per_sample_.get(), ckk, wsize, batch));
+        HETPS_CUBLAS(Gemm(*cublas_, blas_, false, false, 1, wsize, batch, ones_.get(), batch,
+                          per_sample_.get(), wsize, grads_[w].get(), wsize));
         cuda::ChannelSum(stream_, delta, batch, o.c, ohw, grads_[w + 1].get());
         HETPS_LAUNCHED();
         if (input_grad) {
@@ -384,6 +389,16 @@ class CudaModel : public Model, public DeviceTraining {
     return Status();
   }
 
+  // ones_ holds at least n ones.
+  Status Ones(int64_t n) {
+    if (n <= ones_n_) return Status();
+    HETPS_CUDA(ones_.Reserve(n));
+    const std::vector<float> host(n, 1.0f);
+    HETPS_CUDA(cudaMemcpy(ones_.get(), host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    ones_n_ = n;
+    return Status();
+  }
+
   int device_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
@@ -392,7 +407,8 @@ class CudaModel : public Model, public DeviceTraining {
   std::vector<DeviceBuffer<float>> params_, grads_, act_;
   std::vector<void*> pinned_;  // host buffers page-locked by Pin
   std::vector<DeviceBuffer<int32_t>> argmax_;
-  DeviceBuffer<float> delta_[2], col_, loss_;
+  DeviceBuffer<float> delta_[2], col_, loss_, per_sample_, ones_;
+  int64_t ones_n_ = 0;
   DeviceBuffer<int32_t> labels_;
 };
 
