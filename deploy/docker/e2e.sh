@@ -4,7 +4,8 @@
 # 12 base image with debootstrap when none can be pulled, builds the hetps and Prometheus images,
 # brings deploy/docker/docker-compose.yml up, waits for the training to finish above 85%,
 # checks that Prometheus scrapes the scheduler, SIGKILLs one server mid-run and sees Compose
-# restart it and the run go on, and tears everything down, also on failure.
+# restart it and the run go on, then runs the edge profile (tc-capped clients) to its end, and
+# tears everything down, also on failure.
 #
 #   sudo deploy/docker/e2e.sh [WORK_DIR]   # default /var/tmp/hetps-docker-e2e (kept: image cache)
 #
@@ -152,3 +153,23 @@ else
   say "FAIL: final test accuracy $accuracy <= 0.85"
   exit 1
 fi
+
+# The edge profile: federated rounds of clients whose uplink tc caps inside their containers.
+"${compose[@]}" --profile edge up -d --no-build edge-scheduler edge-server edge-client
+client=$("${compose[@]}" ps -q edge-client | awk 'NR == 2')
+qdisc=""
+for _ in $(seq 60); do
+  qdisc=$(docker exec "$client" tc qdisc show dev eth0 2>/dev/null | grep tbf || true)
+  [ -n "$qdisc" ] && break
+  sleep 0.5
+done
+[ -n "$qdisc" ] || { say "FAIL: no tbf on an edge client's eth0"; logs edge-client | tail; exit 1; }
+say "edge client ${client:0:12} uplink: $qdisc"
+edge=""
+for _ in $(seq 600); do
+  edge=$(logs edge-client | grep -o 'final test accuracy .*' | tail -1 || true)
+  [ -n "$edge" ] && break
+  sleep 1
+done
+[ -n "$edge" ] || { say "FAIL: the edge run did not finish"; logs edge-scheduler | tail; exit 1; }
+say "PASS: edge profile: $edge"
