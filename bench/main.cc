@@ -34,7 +34,8 @@ DEFINE_int32(heartbeat_timeout_ms, 5000,
 DEFINE_string(consistency, "ssp:staleness=2", "train: the servers' consistency spec");
 DEFINE_int32(iterations, 1500, "train: iterations per worker");
 DEFINE_double(target, 0.85, "train: test accuracy to time");
-DEFINE_string(codec, "topk:density=0.01", "codec: the codec spec to measure");
+DEFINE_string(codec, "topk:density=0.01",
+              "codec: the codec spec to measure; train, when given: the workers' --codec");
 DEFINE_int64(elements, 16 << 20, "codec: float32 elements per encode");
 DEFINE_string(device, "cpu", "codec: cpu or gpu; train: the workers' device, cpu or cuda (gpu)");
 DEFINE_string(mb, "1,16,64", "pushpull: tensor sizes in MiB, comma-separated");
@@ -116,7 +117,7 @@ int Train() {
   o.iterations = FLAGS_iterations;
   o.target = FLAGS_target;
   o.device = FLAGS_device == "gpu" ? "cuda" : FLAGS_device;
-  if (gflags::GetCommandLineFlagInfoOrDie("codec").is_default == false) o.codec = FLAGS_codec;
+  if (!gflags::GetCommandLineFlagInfoOrDie("codec").is_default) o.codec = FLAGS_codec;
   return hetps::bench::RunTrainBench(o);
 }
 

@@ -2,6 +2,7 @@
 must pass the daemon's own --check_flags, so a renamed or misspelt flag fails in CI."""
 import os
 import subprocess
+import sys
 
 
 def check_flags(bindir, args, env):
@@ -11,3 +12,14 @@ def check_flags(bindir, args, env):
     if r.returncode == 0:
         return None
     return f"{' '.join(args)}: {(r.stderr or r.stdout).strip()}"
+
+
+def finish(failures, checked, at_least, counted):
+    """Prints the failures (adding one when fewer than `at_least` commands were checked) and
+    `counted`, a summary line; exits 1 on any failure, else 0."""
+    if checked < at_least:
+        failures.append(f"only {checked} hetps commands found, expected at least {at_least}")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{counted}, {checked} commands checked, {len(failures)} failures")
+    sys.exit(1 if failures else 0)

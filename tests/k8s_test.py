@@ -15,7 +15,7 @@ import sys
 
 import yaml
 
-from deploy_check import check_flags
+from deploy_check import check_flags, finish
 
 source, bindir = sys.argv[1], sys.argv[2]
 docs = []
@@ -105,9 +105,4 @@ for name, (_, _, template) in workloads.items():
             if (error := check_flags(bindir, filled, {k: v for k, v in env.items()
                                                       if k.startswith("HETPS_")})) is not None:
                 fail(where, error)
-if checked < 3:
-    failures.append(f"only {checked} hetps commands found")
-for f in failures:
-    print("FAIL:", f)
-print(f"{len(docs)} documents, {checked} commands checked, {len(failures)} failures")
-sys.exit(1 if failures else 0)
+finish(failures, checked, 3, f"{len(docs)} documents")
