@@ -7,6 +7,8 @@
 // raw partitions are copied to the host first (the residual of those stays on the host). Host
 // memory: the CPU codecs, which is what Client::Push does itself; it is the reference the
 // device encoders are tested against and lets the plumbing be tested without a GPU.
+//
+// Thread-safety: none; one pushing thread (the trainer's) uses an instance.
 #pragma once
 
 #include <cstdint>
