@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "cli/launch_args.h"
@@ -15,15 +14,6 @@ StatusOr<HealthArgs> ParseHealthArgs(const std::vector<std::string>& args,
                                      const char* scheduler_env) {
   HealthArgs out;
   if (scheduler_env != nullptr) out.scheduler = scheduler_env;
-  auto integer = [](const std::string& name, const std::string& value, int min) -> StatusOr<int> {
-    char* end = nullptr;
-    const long v = std::strtol(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || v < min || v > 1000000000) {
-      return Status::InvalidArgument(
-          fmt::format("--{} needs an integer >= {}, got '{}'", name, min, value));
-    }
-    return static_cast<int>(v);
-  };
   for (const std::string& a : args) {
     const auto [name, value, has_value] = SplitArg(a);
     if (name == "--scheduler" && !value.empty()) {
@@ -31,7 +21,7 @@ StatusOr<HealthArgs> ParseHealthArgs(const std::vector<std::string>& args,
     } else if (name == "--role" && (value == "server" || value == "worker")) {
       out.role = value;
     } else if (name == "--rank" || name == "--timeout_ms") {
-      auto v = integer(name.substr(2), value, name == "--rank" ? 0 : 1);
+      auto v = IntArg(name.substr(2), value, name == "--rank" ? 0 : 1);
       if (!v.ok()) return v.status();
       (name == "--rank" ? out.rank : out.timeout_ms) = *v;
     } else {

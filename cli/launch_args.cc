@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 
@@ -122,6 +123,16 @@ ArgParts SplitArg(const std::string& arg) {
   const size_t eq = arg.find('=');
   if (eq == std::string::npos) return {arg, "", false};
   return {arg.substr(0, eq), arg.substr(eq + 1), true};
+}
+
+StatusOr<int> IntArg(const std::string& name, const std::string& value, int min) {
+  char* end = nullptr;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || v < min || v > 1000000000) {
+    return Status::InvalidArgument(
+        fmt::format("--{} needs an integer >= {}, got '{}'", name, min, value));
+  }
+  return static_cast<int>(v);
 }
 
 std::string FlagName(const std::string& flag) {

@@ -53,13 +53,9 @@ StatusOr<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args) {
         }
       }
     } else if (name == "--timeout_ms" && !value.empty()) {
-      char* end = nullptr;
-      const long v = std::strtol(value.c_str(), &end, 10);
-      if (*end != '\0' || v < 1) {
-        return Status::InvalidArgument(
-            fmt::format("--timeout_ms needs an integer >= 1, got '{}'", value));
-      }
-      out.timeout_ms = static_cast<int>(v);
+      auto v = IntArg("timeout_ms", value, 1);
+      if (!v.ok()) return v.status();
+      out.timeout_ms = *v;
     } else {
       return Status::InvalidArgument(fmt::format("unknown argument '{}'", a));
     }

@@ -5,6 +5,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 namespace hetps {
@@ -12,33 +14,12 @@ namespace {
 
 bool json = false;
 
-// Appends `text` escaped for a JSON string.
+// Appends `text` escaped for a JSON string (bytes that are not UTF-8 become U+FFFD, so every
+// line stays valid JSON).
 void AppendEscaped(std::string_view text, spdlog::memory_buf_t& dest) {
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        dest.append(std::string_view("\\\""));
-        break;
-      case '\\':
-        dest.append(std::string_view("\\\\"));
-        break;
-      case '\n':
-        dest.append(std::string_view("\\n"));
-        break;
-      case '\r':
-        dest.append(std::string_view("\\r"));
-        break;
-      case '\t':
-        dest.append(std::string_view("\\t"));
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          fmt::format_to(std::back_inserter(dest), "\\u{:04x}", static_cast<int>(c));
-        } else {
-          dest.push_back(c);
-        }
-    }
-  }
+  const std::string quoted = nlohmann::json(std::string(text))
+                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  dest.append(std::string_view(quoted).substr(1, quoted.size() - 2));
 }
 
 // %* in a JSON pattern: the message, escaped.

@@ -234,6 +234,7 @@ Ticket Client::PushEncoded(const std::string& tensor, int64_t n, const Partition
   const TensorSpec& t = impl_->map->tensors()[*id];
   const compress::CodecSpec& spec = impl_->push_codecs.For(t.layer);
   const bool raw = spec.name == "none";
+  const std::string codec = spec.ToString(), wire_name = spec.WireName();
   auto op = std::make_shared<Ticket::State>(static_cast<int>(parts.size()));
   std::vector<Outgoing> batch;
   const int64_t step = clock();
@@ -244,7 +245,7 @@ Ticket Client::PushEncoded(const std::string& tensor, int64_t n, const Partition
     slice.partition = pid;
     slice.offset = p.offset;
     slice.length = p.length;
-    slice.codec = spec.ToString();
+    slice.codec = codec;
     slice.step = step;
     slice.cols = compress::RowLength(t.shape, p.offset, p.length);
     std::vector<uint8_t> bytes;
@@ -255,7 +256,7 @@ Ticket Client::PushEncoded(const std::string& tensor, int64_t n, const Partition
                       tensor, pid, p.length, bytes.size()))));
     }
     Outgoing o = impl_->UpdateRequest(proto::PUSH, pid, op, step, weight);
-    if (!raw) o.header.set_codec(spec.WireName());
+    if (!raw) o.header.set_codec(wire_name);
     sent_bytes += static_cast<int64_t>(bytes.size());
     auto encoded = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
     o.payload.push_back(SharedFrame(encoded));

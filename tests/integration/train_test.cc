@@ -84,17 +84,20 @@ TEST(TrainTest, CnnOnFashionMnistExceedsEightyPercent) {
   EXPECT_NE(out[0].find("compute on the CPU"), std::string::npos) << out[0];
 }
 
+// Two runs to compare: bsp makes each deterministic; plain SGD, since Adam's per-coordinate
+// scaling magnifies sparse updates.
+const std::vector<std::string> kComparedServers = {"--consistency=bsp", "--optimizer=sgd:lr=0.1",
+                                                   "--init=worker"};
+const std::vector<std::string> kComparedRun = {"--iterations=600", "--eval_every=600",
+                                               "--data_seed=3"};
+
 // Top-k at 1% with error feedback: within 1.5 points of uncompressed training after the same
-// iterations, pushing >= 30x fewer bytes. bsp makes both runs deterministic; plain SGD, since
-// Adam's per-coordinate scaling magnifies sparse updates.
+// iterations, pushing >= 30x fewer bytes.
 TEST(TrainTest, TopKWithErrorFeedbackMatchesUncompressedWithThirtyTimesFewerBytes) {
-  const std::vector<std::string> servers = {"--consistency=bsp", "--optimizer=sgd:lr=0.1",
-                                            "--init=worker"};
-  const std::vector<std::string> flags = {"--iterations=600", "--eval_every=600", "--data_seed=3"};
-  auto compressed_flags = flags;
+  auto compressed_flags = kComparedRun;
   compressed_flags.push_back("--codec=topk:density=0.01,ef=1");
-  const auto plain = Train(2, 2, flags, servers);
-  const auto compressed = Train(2, 2, compressed_flags, servers);
+  const auto plain = Train(2, 2, kComparedRun, kComparedServers);
+  const auto compressed = Train(2, 2, compressed_flags, kComparedServers);
   const double a = FinalAccuracy(plain), b = FinalAccuracy(compressed);
   EXPECT_GT(a, 0.8);
   EXPECT_NEAR(b, a, 0.015);
@@ -109,15 +112,12 @@ TEST(TrainTest, TopKWithErrorFeedbackMatchesUncompressedWithThirtyTimesFewerByte
 TEST(TrainTest, CudaTrainingEncodesOnTheDeviceAndMatchesTheCpu) {
   std::string why;
   if (!CudaUsable(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const std::vector<std::string> servers = {"--consistency=bsp", "--optimizer=sgd:lr=0.1",
-                                            "--init=worker"};
-  const std::vector<std::string> flags = {"--iterations=600", "--eval_every=600", "--data_seed=3",
-                                          "--codec=topk:density=0.01,ef=1"};
-  auto cpu_flags = flags, cuda_flags = flags;
+  auto cpu_flags = kComparedRun, cuda_flags = kComparedRun;
+  for (auto* f : {&cpu_flags, &cuda_flags}) f->push_back("--codec=topk:density=0.01,ef=1");
   cpu_flags.push_back("--device=cpu");
   cuda_flags.push_back("--device=cuda");
-  const auto cpu = Train(2, 2, cpu_flags, servers);
-  const auto cuda = Train(2, 2, cuda_flags, servers);
+  const auto cpu = Train(2, 2, cpu_flags, kComparedServers);
+  const auto cuda = Train(2, 2, cuda_flags, kComparedServers);
   const double a = FinalAccuracy(cpu), b = FinalAccuracy(cuda);
   EXPECT_GT(a, 0.8);
   EXPECT_NEAR(b, a, 0.015);
