@@ -1,10 +1,12 @@
 #include "cli/launch_args.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 namespace hetps {
 namespace {
@@ -93,6 +95,24 @@ Status SetOwnOption(const std::string& name, const std::string& value, LaunchArg
                                      "'");
     }
     out.netns_subnet = value;
+  } else if (name == "H" || name == "hosts") {
+    auto hosts = name == "H" ? ParseHostList(value) : ReadHostsFile(value);
+    if (!hosts.ok()) return hosts.status();
+    out.hosts = *hosts;
+  } else if (name == "ssh") {
+    std::istringstream words(value);
+    out.ssh.clear();
+    for (std::string w; words >> w;) out.ssh.push_back(w);
+    if (out.ssh.empty()) return Status::InvalidArgument("--ssh needs a command, e.g. ssh -p 2222");
+  } else if (name == "scheduler_port") {
+    auto port = IntArg(name, value, 1);
+    if (!port.ok() || *port > 65535) {
+      return Status::InvalidArgument("--scheduler_port needs a port in 1..65535, got '" + value +
+                                     "'");
+    }
+    out.scheduler_port = *port;
+  } else if (name == "remote_bin_dir") {
+    out.remote_bin_dir = value;
   } else {
     out.bin_dir = value;
   }
@@ -162,6 +182,12 @@ std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args) {
     saved.push_back("--links=" + args.links);
     saved.push_back("--netns_subnet=" + args.netns_subnet);
   }
+  if (!args.hosts.empty()) {
+    saved.push_back("-H=" + HostList(args.hosts));
+    saved.push_back(fmt::format("--ssh={}", fmt::join(args.ssh, " ")));
+    saved.push_back(fmt::format("--scheduler_port={}", args.scheduler_port));
+    if (!args.remote_bin_dir.empty()) saved.push_back("--remote_bin_dir=" + args.remote_bin_dir);
+  }
   saved.insert(saved.end(), args.extra_flags.begin(), args.extra_flags.end());
   return saved;
 }
@@ -187,6 +213,11 @@ StatusOr<LaunchArgs> ParseResume(const std::string& dir, const std::vector<std::
   if (!out->run_dir.empty() && out->run_dir != dir) {
     return Status::InvalidArgument("--resume continues the run in its own folder; drop --run_dir");
   }
+  if (!out->hosts.empty()) {
+    return Status::FailedPrecondition(
+        "--resume of a run on several hosts: its checkpoints are on the scheduler's host, not "
+        "here; start it with hetps-scheduler --resume_from and hetps-server --restore_from there");
+  }
   out->run_dir = dir;
   out->resume = dir;
   return out;
@@ -210,11 +241,12 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
   }
   if (!resume.empty()) return ParseResume(resume, rest);
   LaunchArgs out;
+  bool workers_given = false;
   std::vector<std::string> command_line;
   std::string flagfile;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    const std::string name = FlagName(a);
+    const std::string name = a == "-H" || a.starts_with("-H=") ? "H" : FlagName(a);
     if (name.empty()) {
       return Status::InvalidArgument(
           fmt::format("unexpected argument '{}' (flags are --name=value)", a));
@@ -222,7 +254,8 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
     const bool own = name == "servers" || name == "workers" || name == "flagfile" ||
                      name == "bin_dir" || name == "grace_ms" || name == "run_dir" ||
                      name == "slow_worker" || name == "restart" || name == "links" ||
-                     name == "netns_subnet";
+                     name == "netns_subnet" || name == "H" || name == "hosts" || name == "ssh" ||
+                     name == "scheduler_port" || name == "remote_bin_dir";
     if (!own) {
       command_line.push_back(a);
       continue;
@@ -235,6 +268,7 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
     } else {
       return Status::InvalidArgument(fmt::format("--{} needs a value", name));
     }
+    workers_given |= name == "workers";
     if (name == "flagfile") {
       flagfile = value;
     } else if (name == "links" || name == "netns_subnet") {
@@ -263,6 +297,16 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
   for (const std::string& f : out.extra_flags) {
     if (FlagName(f) == "rank") {
       return Status::InvalidArgument("hetps launch gives each worker its rank; drop --rank");
+    }
+  }
+  if (!out.hosts.empty()) {
+    if (out.links == "netns") {
+      return Status::InvalidArgument(
+          "--links=netns emulates links on this machine; with -H/--hosts use --links=transport");
+    }
+    if (!workers_given) {
+      out.workers = 0;
+      for (const Host& h : out.hosts) out.workers += h.slots;
     }
   }
   for (const auto& [rank, factor] : out.slow_workers) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/hosts.h"
 #include "common/status.h"
 
 namespace hetps {
@@ -29,6 +30,14 @@ struct LaunchArgs {
   // cli/netns_links.h); --netns_subnet: the first two octets of the namespaces' addresses.
   std::string links = "transport";
   std::string netns_subnet = "10.203";
+  // -H host:slots,... or --hosts=FILE: the processes run on these hosts over ssh (cli/hosts.h);
+  // empty: all on 127.0.0.1. --ssh: the ssh command, split at spaces (e.g. "ssh -p 2222");
+  // --scheduler_port: the port the scheduler binds on its host; --remote_bin_dir: where the
+  // binaries are on the hosts (default: --bin_dir, i.e. the same path as here).
+  std::vector<Host> hosts;
+  std::vector<std::string> ssh = {"ssh"};
+  int scheduler_port = 7340;
+  std::string remote_bin_dir;
 };
 
 // What a run's folder keeps to be resumed (launch.args, one per line): the options and flags
@@ -37,8 +46,10 @@ std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args);
 
 // Parses `--servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G] [--run_dir R]
 // [--slow_worker=RANK:FACTOR]... [--restart=no|on-failure[:N]] [--resume=RUN_DIR]
-// [--links=transport|netns] [--netns_subnet=A.B] [--flag=value]...`; a slowed
-// rank must be < W and its factor >= 1 (the worker's --slowdown).
+// [--links=transport|netns] [--netns_subnet=A.B] [-H host:slots,... | --hosts=FILE]
+// [--ssh=COMMAND] [--scheduler_port=P] [--remote_bin_dir=D] [--flag=value]...`; a slowed
+// rank must be < W and its factor >= 1 (the worker's --slowdown). With hosts and no
+// --workers, W is their slots.
 // (also --servers=S forms). Reads the flagfile: one flag per line, '#' starts a comment.
 StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args);
 

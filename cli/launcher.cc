@@ -20,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/hosts.h"
 #include "cli/netns_links.h"
+#include "cli/status.h"
 #include "common/cut.h"
 #include "common/local_cluster.h"
 #include "common/subprocess.h"
@@ -149,14 +151,34 @@ Status SetUpCheckpoints(const LaunchArgs& args, const std::string& run_dir,
   return Status();
 }
 
-// Tells where the dashboard is when the scheduler serves HTTP.
-void SayDashboard(const std::vector<std::string>& scheduler_flags, const std::string& endpoint) {
+// Tells where the dashboard is when the scheduler serves HTTP, and how to ask for the status.
+// `scheduler_host`: the host the scheduler runs on (-H), empty when it runs here.
+void SayDashboard(const std::vector<std::string>& scheduler_flags, const std::string& endpoint,
+                  const std::string& scheduler_host) {
+  const std::string status = "hetps status --scheduler=" + endpoint;
   const std::string port = LastFlagValue(scheduler_flags, "http_port");
-  if (port.empty() || port == "-1") return;
-  Say(port == "0" ? "status over HTTP on a free port (see the scheduler's log)"
-                  : fmt::format("dashboard: http://127.0.0.1:{}/  metrics: /metrics  status: "
-                                "hetps status --scheduler={}",
-                                port, endpoint));
+  if (port.empty() || port == "-1") {
+    if (!scheduler_host.empty()) Say("status: " + status);
+    return;
+  }
+  if (port == "0") {
+    Say("status over HTTP on a free port (see the scheduler's log); status: " + status);
+    return;
+  }
+  std::string where = "127.0.0.1", note;
+  if (!scheduler_host.empty()) {
+    const std::string bound = LastFlagValue(scheduler_flags, "http_host");
+    if (bound == "0.0.0.0") {
+      where = scheduler_host;
+    } else if (!bound.empty() && bound != "127.0.0.1") {
+      where = bound;
+    } else {
+      note =
+          fmt::format(" (on {}; --http_host=0.0.0.0 serves it to other machines)", scheduler_host);
+    }
+  }
+  Say(fmt::format("dashboard: http://{}:{}/{}  metrics: /metrics  status: {}", where, port, note,
+                  status));
 }
 
 // --links=netns: the clients in network namespaces, the cluster's ports behind the proxy.
@@ -328,17 +350,81 @@ Status SetUpNetns(const LaunchArgs& args, const std::string& bin_dir,
   return Status();
 }
 
+// "0-3", "5", "0-1 4": a sorted list of indices as ranges.
+std::string Ranges(const std::vector<int>& sorted) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    parts.push_back(i == j ? std::to_string(sorted[i])
+                           : fmt::format("{}-{}", sorted[i], sorted[j]));
+    i = j + 1;
+  }
+  return fmt::format("{}", fmt::join(parts, " "));
+}
+
+// -H/--hosts: every process runs on its host over ssh (cli/hosts.h). The scheduler binds
+// --scheduler_port on every interface of the first host and is dialled at that host's address;
+// each server binds a free port and advertises its host's address with it. Returns the
+// scheduler's host.
+StatusOr<std::string> SetUpHosts(const LaunchArgs& args, const std::string& bin_dir,
+                                 LocalClusterOptions& cluster) {
+  auto placement = PlaceOnHosts(args.hosts, args.servers, args.workers);
+  if (!placement.ok()) return placement.status();
+  const std::string remote_bin = args.remote_bin_dir.empty() ? bin_dir : args.remote_bin_dir;
+  Say(fmt::format("checking {} hosts over ssh ({}): reachable, hetps in {}", args.hosts.size(),
+                  HostList(args.hosts), remote_bin));
+  if (Status s = CheckHosts(args.ssh, args.hosts, remote_bin); !s.ok()) return s;
+  const Placement& p = *placement;
+  const Host& scheduler = args.hosts[p.scheduler];
+  cluster.bin_dir = remote_bin;
+  cluster.scheduler_bind = fmt::format("tcp://*:{}", args.scheduler_port);
+  cluster.scheduler_endpoint = fmt::format("tcp://{}:{}", scheduler.address, args.scheduler_port);
+  cluster.scheduler_ready = [endpoint = cluster.scheduler_endpoint] {
+    return FetchStatus(endpoint, 500).ok();
+  };
+  cluster.server_bind = "tcp://*:*";
+  for (int i = 0; i < args.servers; ++i) {
+    cluster.server_own_flags.push_back(
+        {fmt::format("--advertise=tcp://{}:*", args.hosts[p.servers[i]].address)});
+  }
+  cluster.place = [hosts = args.hosts, ssh = args.ssh, p](const std::string& role, int index,
+                                                          std::vector<std::string> argv) {
+    const int h = role == "scheduler" ? p.scheduler
+                  : role == "server"  ? p.servers.at(index)
+                                      : p.workers.at(index);
+    return LocalClusterOptions::Placed{OverSsh(ssh, hosts[h], argv), "@" + hosts[h].target};
+  };
+  for (int h = 0; h < static_cast<int>(args.hosts.size()); ++h) {
+    std::vector<std::string> parts;
+    if (p.scheduler == h) parts.push_back("scheduler");
+    std::vector<int> servers, workers;
+    for (int i = 0; i < static_cast<int>(p.servers.size()); ++i) {
+      if (p.servers[i] == h) servers.push_back(i);
+    }
+    for (int i = 0; i < static_cast<int>(p.workers.size()); ++i) {
+      if (p.workers[i] == h) workers.push_back(i);
+    }
+    if (!servers.empty()) parts.push_back("servers " + Ranges(servers));
+    if (!workers.empty()) parts.push_back("workers " + Ranges(workers));
+    Say(fmt::format("{}: {}", args.hosts[h].target,
+                    parts.empty() ? "nothing" : fmt::format("{}", fmt::join(parts, ", "))));
+  }
+  return scheduler.target;
+}
+
 // Brings the cluster up, supervises it and returns the launch's exit code.
+// `scheduler_host`: where the scheduler runs (-H), empty when here.
 int Run(const LaunchArgs& args, Supervisor& supervisor, const LocalClusterOptions& options,
         const std::vector<std::string>& worker_flags, const std::string& run_dir,
-        const Netns& netns) {
+        const Netns& netns, const std::string& scheduler_host) {
   const auto start = Clock::now();
   LocalCluster cluster(supervisor, options);
   Status s = cluster.Start();
   if (s.ok()) {
     Say(fmt::format("scheduler at {}; starting {} servers and {} workers", cluster.endpoint(),
                     args.servers, args.workers));
-    SayDashboard(options.scheduler_flags, cluster.endpoint());
+    SayDashboard(options.scheduler_flags, cluster.endpoint(), scheduler_host);
     s = StartWorkers(args, cluster, worker_flags, run_dir, netns);
   }
   if (!s.ok()) {
@@ -402,11 +488,20 @@ int Launch(const LaunchArgs& args) {
     cluster.scheduler_flags = routed->at("scheduler");
     cluster.server_flags = routed->at("server");
     Status placed;
+    std::string scheduler_host;
     if (args.links == "netns") {
       placed = SetUpNetns(args, bin_dir, routed->at("worker"), cluster, netns);
+    } else if (!args.hosts.empty()) {
+      auto host = SetUpHosts(args, bin_dir, cluster);
+      placed = host.status();
+      if (host.ok()) scheduler_host = *host;
     }
     if (placed.ok()) {
-      code = Run(args, supervisor, cluster, routed->at("worker"), run_dir, netns);
+      code = Run(args, supervisor, cluster, routed->at("worker"), run_dir, netns, scheduler_host);
+      if (code == 0 && !args.hosts.empty()) {
+        Say(fmt::format("the workers' run files are in {} on their hosts (worker 0: {})", run_dir,
+                        args.hosts[0].target));
+      }
     } else {
       Say(placed.message());
       code = 2;

@@ -35,33 +35,60 @@ std::string SelfDir() {
 LocalCluster::LocalCluster(Supervisor& supervisor, LocalClusterOptions options)
     : supervisor_(supervisor), options_(std::move(options)) {}
 
-Status LocalCluster::Start() {
+StatusOr<ChildProcess*> LocalCluster::StartPlaced(const std::string& role, int index,
+                                                  const std::vector<std::string>& argv,
+                                                  const std::string& output_file) {
+  std::string label = index < 0 ? role : fmt::format("{} {}", role, index);
+  if (!options_.place) return supervisor_.Start(role, label, argv, output_file);
+  LocalClusterOptions::Placed placed = options_.place(role, index, argv);
+  return supervisor_.Start(role, label + placed.where, placed.argv, output_file,
+                           /*stop_by_closing_input=*/true);
+}
+
+Status LocalCluster::AwaitScheduler() {
   const LocalClusterOptions& o = options_;
   const std::string endpoint_file = o.work_dir + "/scheduler.endpoint";
-  std::vector<std::string> argv = {
-      o.bin_dir + "/hetps-scheduler", fmt::format("--num_servers={}", o.servers),
-      fmt::format("--num_workers={}", o.workers), "--bind=" + o.scheduler_bind,
-      "--endpoint_file=" + endpoint_file};
-  for (const std::string& flag : o.scheduler_flags) argv.push_back(WithIndex(flag, "scheduler"));
-  auto scheduler = supervisor_.Start("scheduler", "scheduler", argv);
-  if (!scheduler.ok()) return scheduler.status();
-  scheduler_ = *scheduler;
-  scheduler_argv_ = argv;
   const auto deadline = Clock::now() + o.start_timeout;
-  while (endpoint_.empty()) {
-    if (int sig = supervisor_.Pump(20)) {
+  while (true) {
+    if (int sig = supervisor_.Pump(o.scheduler_ready ? 200 : 20)) {
       return Status::Aborted(fmt::format("stopped by {}", strsignal(sig)));
     }
     if (!scheduler_->running()) {
-      return Status::Unavailable("the scheduler did not start: it " + scheduler_->Describe());
+      return Status::Unavailable(
+          fmt::format("the {} did not start: it {}", scheduler_->label, scheduler_->Describe()));
+    }
+    if (o.scheduler_ready) {
+      if (o.scheduler_ready()) {
+        endpoint_ = o.scheduler_endpoint;
+        return Status();
+      }
+    } else {
+      std::ifstream in(endpoint_file);
+      std::getline(in, endpoint_);
+      if (!endpoint_.empty()) return Status();
     }
     if (Clock::now() > deadline) {
-      return Status::DeadlineExceeded(fmt::format(
-          "the scheduler did not report its endpoint in {} ms", o.start_timeout.count()));
+      return Status::DeadlineExceeded(
+          o.scheduler_ready ? fmt::format("the {} did not answer at {} in {} ms", scheduler_->label,
+                                          o.scheduler_endpoint, o.start_timeout.count())
+                            : fmt::format("the scheduler did not report its endpoint in {} ms",
+                                          o.start_timeout.count()));
     }
-    std::ifstream in(endpoint_file);
-    std::getline(in, endpoint_);
   }
+}
+
+Status LocalCluster::Start() {
+  const LocalClusterOptions& o = options_;
+  std::vector<std::string> argv = {
+      o.bin_dir + "/hetps-scheduler", fmt::format("--num_servers={}", o.servers),
+      fmt::format("--num_workers={}", o.workers), "--bind=" + o.scheduler_bind};
+  if (!o.scheduler_ready) argv.push_back("--endpoint_file=" + o.work_dir + "/scheduler.endpoint");
+  for (const std::string& flag : o.scheduler_flags) argv.push_back(WithIndex(flag, "scheduler"));
+  auto scheduler = StartPlaced("scheduler", -1, argv);
+  if (!scheduler.ok()) return scheduler.status();
+  scheduler_ = *scheduler;
+  scheduler_argv_ = argv;
+  if (Status s = AwaitScheduler(); !s.ok()) return s;
   for (int i = 0; i < o.servers; ++i) {
     argv = Words(WithIndex(o.server_exec, i));
     argv.insert(argv.end(), {o.bin_dir + "/hetps-server", "--scheduler=" + endpoint_,
@@ -70,7 +97,7 @@ Status LocalCluster::Start() {
     if (i < static_cast<int>(o.server_own_flags.size())) {
       argv.insert(argv.end(), o.server_own_flags[i].begin(), o.server_own_flags[i].end());
     }
-    auto server = supervisor_.Start("server", fmt::format("server {}", i), argv);
+    auto server = StartPlaced("server", i, argv);
     if (!server.ok()) return server.status();
     (*server)->index = i;
     servers_.push_back(*server);
@@ -90,7 +117,7 @@ StatusOr<ChildProcess*> LocalCluster::RestartScheduler() {
     return Status::FailedPrecondition(
         "the scheduler keeps no state (no --data_dir): it cannot resume the running cluster");
   }
-  auto scheduler = supervisor_.Start("scheduler", "scheduler", scheduler_argv_);
+  auto scheduler = StartPlaced("scheduler", -1, scheduler_argv_);
   if (!scheduler.ok()) return scheduler.status();
   scheduler_ = *scheduler;
   return scheduler;
@@ -103,7 +130,7 @@ StatusOr<ChildProcess*> LocalCluster::RestartServer(int index) {
   if (servers_[index]->running()) {
     return Status::FailedPrecondition(fmt::format("server {} is still running", index));
   }
-  auto server = supervisor_.Start("server", fmt::format("server {}", index), server_argv_[index]);
+  auto server = StartPlaced("server", index, server_argv_[index]);
   if (!server.ok()) return server.status();
   (*server)->index = index;
   servers_[index] = *server;
@@ -116,7 +143,7 @@ StatusOr<ChildProcess*> LocalCluster::StartWorker(int index, const std::vector<s
   std::vector<std::string> argv = exec;
   argv.insert(argv.end(), {options_.bin_dir + "/hetps-worker", "--scheduler=" + endpoint_});
   argv.insert(argv.end(), flags.begin(), flags.end());
-  auto worker = supervisor_.Start("worker", fmt::format("worker {}", index), argv, output_file);
+  auto worker = StartPlaced("worker", index, argv, output_file);
   if (!worker.ok()) return worker;
   (*worker)->index = index;
   workers_[index] = {std::move(argv), output_file, *worker};
@@ -129,8 +156,7 @@ StatusOr<ChildProcess*> LocalCluster::RestartWorker(int index) {
   if (it->second.process->running()) {
     return Status::FailedPrecondition(fmt::format("worker {} is still running", index));
   }
-  auto worker = supervisor_.Start("worker", fmt::format("worker {}", index), it->second.argv,
-                                  it->second.output_file);
+  auto worker = StartPlaced("worker", index, it->second.argv, it->second.output_file);
   if (!worker.ok()) return worker;
   (*worker)->index = index;
   it->second.process = *worker;

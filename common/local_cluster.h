@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +32,21 @@ struct LocalClusterOptions {
   // Per server index, flags after server_flags (e.g. its own --bind and --advertise).
   std::vector<std::vector<std::string>> server_own_flags;
   std::chrono::milliseconds start_timeout{30000};  // for the scheduler's endpoint
+
+  // Processes on other hosts (hetps launch -H): `place` turns the command line of a process
+  // (role "scheduler", "server" or "worker", its index, -1 for the scheduler) into the one
+  // that runs it where it belongs (ssh, see cli/hosts.h) and says where ("@host", appended to
+  // its label). Such processes are stopped by closing their input (see Supervisor::Start).
+  struct Placed {
+    std::vector<std::string> argv;
+    std::string where;
+  };
+  std::function<Placed(const std::string& role, int index, std::vector<std::string> argv)> place;
+  // With `place`: the endpoint the scheduler is reached at (it binds scheduler_bind, which
+  // must name the port), and a probe that is true once it answers there; no endpoint file
+  // (there is no shared file system to read it from).
+  std::string scheduler_endpoint;
+  std::function<bool()> scheduler_ready;
 };
 
 class LocalCluster {
@@ -67,7 +83,13 @@ class LocalCluster {
   std::string endpoint_;
   ChildProcess* scheduler_ = nullptr;
   std::vector<ChildProcess*> servers_;
-  std::vector<std::string> scheduler_argv_;
+  // Starts a process through `place` when there is one.
+  StatusOr<ChildProcess*> StartPlaced(const std::string& role, int index,
+                                      const std::vector<std::string>& argv,
+                                      const std::string& output_file = "");
+  Status AwaitScheduler();
+
+  std::vector<std::string> scheduler_argv_;  // as given to StartPlaced
   std::vector<std::vector<std::string>> server_argv_;
   struct Started {
     std::vector<std::string> argv;

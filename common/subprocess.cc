@@ -31,6 +31,7 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const SpawnOptions& 
     return Status::Internal(fmt::format("{}: fork: {}", argv[0], std::strerror(err)));
   }
   if (pid == 0) {
+    if (o.input_fd >= 0) dup2(o.input_fd, STDIN_FILENO);
     int out = o.output_fd;
     if (out < 0 && !o.output_file.empty()) out = open(o.output_file.c_str(), file_flags, 0644);
     if (out >= 0) {

@@ -17,6 +17,7 @@
 namespace hetps {
 
 struct SpawnOptions {
+  int input_fd = -1;                  // the child's stdin; else inherited
   int output_fd = -1;                 // the child's stdout and stderr go here; else:
   std::string output_file;            // ... to this file (created); else they are inherited
   bool truncate = false;              // output_file: start it empty (else append)

@@ -42,10 +42,27 @@ Supervisor::~Supervisor() {
   }
 }
 
+namespace {
+
+void CloseInput(ChildProcess& c) {
+  if (c.input_fd >= 0) close(c.input_fd);
+  c.input_fd = -1;
+}
+
+}  // namespace
+
 StatusOr<ChildProcess*> Supervisor::Start(const std::string& role, const std::string& label,
                                           const std::vector<std::string>& argv,
-                                          const std::string& output_file) {
+                                          const std::string& output_file,
+                                          bool stop_by_closing_input) {
   SpawnOptions spawn;
+  int input[2] = {-1, -1};
+  if (stop_by_closing_input) {
+    if (pipe2(input, O_CLOEXEC) != 0) {
+      return Status::Internal(fmt::format("cannot start {}: pipe: {}", label, strerror(errno)));
+    }
+    spawn.input_fd = input[0];
+  }
   spawn.unblock = options_.unblock;
   spawn.die_with_parent = options_.die_with_parent;
   spawn.search_path = true;
@@ -63,8 +80,10 @@ StatusOr<ChildProcess*> Supervisor::Start(const std::string& role, const std::st
   }
   auto pid = Spawn(argv, spawn);
   if (fds[1] >= 0) close(fds[1]);
+  if (input[0] >= 0) close(input[0]);
   if (!pid.ok()) {
     if (fds[0] >= 0) close(fds[0]);
+    if (input[1] >= 0) close(input[1]);
     return Status(pid.status().code(),
                   fmt::format("cannot start {}: {}", label, pid.status().message()));
   }
@@ -74,6 +93,7 @@ StatusOr<ChildProcess*> Supervisor::Start(const std::string& role, const std::st
   c.label = label;
   c.pid = *pid;
   c.fd = fds[0];
+  c.input_fd = input[1];
   return &c;
 }
 
@@ -109,6 +129,7 @@ int Supervisor::Reap() {
     int status;
     if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
     if (c.fd >= 0) Drain(c, /*eof=*/true);
+    CloseInput(c);
     c.status = status;
     ++reaped;
     if (options_.say && !c.succeeded()) {
@@ -162,7 +183,12 @@ std::optional<int> Supervisor::WaitExit(ChildProcess& child, std::chrono::millis
 
 void Supervisor::StopAll() {
   for (ChildProcess& c : children_) {
-    if (c.running()) kill(c.pid, options_.grace_ms > 0 ? SIGTERM : SIGKILL);
+    if (!c.running()) continue;
+    if (c.input_fd >= 0 && options_.grace_ms > 0) {
+      CloseInput(c);
+    } else {
+      kill(c.pid, options_.grace_ms > 0 ? SIGTERM : SIGKILL);
+    }
   }
   const auto deadline = Clock::now() + std::chrono::milliseconds(options_.grace_ms);
   while (Running() > 0 && Clock::now() < deadline) Pump(50);

@@ -39,6 +39,8 @@ struct ChildProcess {
 
   // The supervisor's side of a relayed output pipe.
   int fd = -1;
+  // Started with stop_by_closing_input: the write end of its stdin, which StopAll closes.
+  int input_fd = -1;
   std::string partial;  // the last unfinished line
 };
 
@@ -71,10 +73,14 @@ class Supervisor {
 
   // Starts argv[0] (found on PATH when it has no '/'); with `output_file` its output goes to
   // that file (created empty) whatever the supervisor's output mode. The error names `label`
-  // and why the exec failed.
+  // and why the exec failed. `stop_by_closing_input`: the child's stdin is a pipe the
+  // supervisor holds, and StopAll asks it to stop by closing that pipe instead of sending
+  // SIGTERM (for a child that stands for a process elsewhere, e.g. ssh running one on another
+  // host, whose remote side turns the end of its input into SIGTERM; see cli/hosts.h).
   StatusOr<ChildProcess*> Start(const std::string& role, const std::string& label,
                                 const std::vector<std::string>& argv,
-                                const std::string& output_file = "");
+                                const std::string& output_file = "",
+                                bool stop_by_closing_input = false);
 
   // Waits up to `ms` for output, exits or a stop signal; relays output and reaps. Returns the
   // stop signal (SIGINT/SIGTERM) if one arrived during this call, else 0.
@@ -84,8 +90,8 @@ class Supervisor {
 
   // The child's waitpid status once it exited within `timeout`, else nullopt.
   std::optional<int> WaitExit(ChildProcess& child, std::chrono::milliseconds timeout);
-  // SIGTERM to every running child, SIGKILL to those still running after the grace period;
-  // returns once all are reaped.
+  // SIGTERM to every running child (or the end of its input, see Start), SIGKILL to those
+  // still running after the grace period; returns once all are reaped.
   void StopAll();
   // Children of `role` ("" for any) still running.
   int Running(const std::string& role = "") const;

@@ -15,8 +15,10 @@ packages=(
 if [ "${1:-}" = "--tests" ]; then
   # The dashboard in a headless browser (observe_test), promtool on the metrics, a
   # single-node Slurm for deploy/slurm/e2e.sh, docker-compose and python3-yaml to check the
-  # Compose file and the Kubernetes manifests.
-  packages+=(prometheus chromium slurm-wlm munge docker-compose python3-yaml)
+  # Compose file and the Kubernetes manifests, sshd and ssh for hetps launch -H across
+  # network namespaces (tests/ssh_launch_test.py).
+  packages+=(prometheus chromium slurm-wlm munge docker-compose python3-yaml openssh-server
+             openssh-client)
 fi
 # npm fetches the dashboard's charting library, when it is not there yet; any npm will do
 # (Debian's, or one that came with a Node.js install).

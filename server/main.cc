@@ -15,7 +15,9 @@
 
 DEFINE_string(scheduler, "", "scheduler endpoint, e.g. tcp://10.0.0.1:7000 (required)");
 DEFINE_string(bind, "tcp://127.0.0.1:*", "endpoint to bind for workers ('*' = a free port)");
-DEFINE_string(advertise, "", "endpoint workers dial (default: the bound endpoint)");
+DEFINE_string(advertise, "",
+              "endpoint workers dial (default: the bound endpoint); tcp://HOST:* dials HOST at "
+              "the bound port");
 DEFINE_int32(server_threads, 2, "apply threads (partitions are spread over them)");
 DEFINE_int64(inline_apply_bytes, 1 << 20,
              "partitions up to this size are served by the network thread itself");

@@ -140,6 +140,9 @@ Status ServerLoop::Setup() {
   }
   std::string endpoint = BoundEndpoint(*router_);
   std::string address = options_.advertise.empty() ? endpoint : options_.advertise;
+  if (address.ends_with(":*")) {  // the host to dial, at the port bound
+    address.replace(address.size() - 1, 1, endpoint.substr(endpoint.rfind(':') + 1));
+  }
   if (address.find("0.0.0.0") != std::string::npos) {
     return Status::InvalidArgument(fmt::format(
         "bound to {}: pass --advertise=tcp://<reachable host>:<port> for workers to dial",

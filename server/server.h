@@ -28,8 +28,9 @@ namespace hetps {
 struct ServerOptions {
   std::string scheduler;  // tcp://host:port of the scheduler
   std::string bind = "tcp://127.0.0.1:*";
-  std::string advertise;                 // address workers dial; default: the bound endpoint
-  int threads = 2;                       // apply threads
+  std::string
+      advertise;    // address workers dial; default: the bound endpoint; "tcp://H:*": H, bound port
+  int threads = 2;  // apply threads
   int64_t inline_apply_bytes = 1 << 20;  // partitions up to this size are served inline
   // Spec strings of the registries (common/registry.h): the server-side update rule, how
   // pushes combine, and when they apply and reads answer (switchable while running).

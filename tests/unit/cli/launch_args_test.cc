@@ -160,6 +160,53 @@ TEST(LaunchArgsTest, ResumeReadsTheRunsArgumentsAndLetsNewFlagsWin) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(LaunchArgsTest, HostsSetTheWorkersToTheirSlotsUnlessGiven) {
+  auto a =
+      ParseLaunchArgs({"-H", "a:2,b:3", "--ssh=ssh -p 2222", "--scheduler_port=9000", "--lr=0.1"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(HostList(a->hosts), "a:2,b:3");
+  EXPECT_EQ(a->workers, 5);
+  EXPECT_EQ(a->ssh, (std::vector<std::string>{"ssh", "-p", "2222"}));
+  EXPECT_EQ(a->scheduler_port, 9000);
+  EXPECT_EQ(a->extra_flags, std::vector<std::string>{"--lr=0.1"});
+  auto given = ParseLaunchArgs({"-H=a:2,b:3", "--workers=2"});
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->workers, 2);
+  const std::string file = ::testing::TempDir() + "hetps-hostfile-" + std::to_string(getpid());
+  std::ofstream(file) << "n1 slots=4\nn2\n";
+  auto from_file = ParseLaunchArgs({"--hosts", file, "--remote_bin_dir=/opt/hetps/bin"});
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  EXPECT_EQ(HostList(from_file->hosts), "n1:4,n2:1");
+  EXPECT_EQ(from_file->workers, 5);
+  EXPECT_EQ(from_file->remote_bin_dir, "/opt/hetps/bin");
+  std::filesystem::remove(file);
+}
+
+TEST(LaunchArgsTest, HostsRefuseBadValuesAndWhatOnlyWorksOnOneMachine) {
+  EXPECT_FALSE(ParseLaunchArgs({"-H", "a:0"}).ok());
+  EXPECT_FALSE(ParseLaunchArgs({"-H"}).ok());
+  EXPECT_FALSE(ParseLaunchArgs({"-H=a", "--scheduler_port=70000"}).ok());
+  EXPECT_FALSE(ParseLaunchArgs({"-H=a", "--ssh= "}).ok());
+  EXPECT_EQ(ParseLaunchArgs({"--hosts=/nonexistent/hosts"}).status().code(), proto::NOT_FOUND);
+  auto netns = ParseLaunchArgs({"-H=a:2", "--links=netns"});
+  ASSERT_FALSE(netns.ok());
+  EXPECT_NE(netns.status().message().find("--links=transport"), std::string::npos);
+  // A run on several hosts keeps its checkpoints on the scheduler's host: no --resume here.
+  const std::string dir = ::testing::TempDir() + "hetps-hosts-resume-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  auto first = ParseLaunchArgs({"-H=a:2,b:2", "--servers=2"});
+  ASSERT_TRUE(first.ok());
+  {
+    std::ofstream saved(dir + "/launch.args");
+    for (const std::string& a : SavedLaunchArgs(*first)) saved << a << "\n";
+  }
+  auto resumed = ParseLaunchArgs({"--resume=" + dir});
+  ASSERT_FALSE(resumed.ok());
+  EXPECT_NE(resumed.status().message().find("several hosts"), std::string::npos)
+      << resumed.status().message();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LaunchArgsTest, FlagName) {
   EXPECT_EQ(FlagName("--lr=0.1"), "lr");
   EXPECT_EQ(FlagName("--verbose"), "verbose");
