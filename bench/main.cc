@@ -50,11 +50,32 @@ DEFINE_string(server_exec, "",
               "bench/netns_scaling.sh)");
 DEFINE_string(server_bind, "tcp://127.0.0.1:*", "endpoint server {i} binds");
 DEFINE_string(durability, "memory",
-              "pushpull: comma-separated server durability levels, each on a fresh cluster: "
-              "memory (no data dir), none, process, machine (with a data dir); with memory "
-              "among several, push throughput is also printed as a ratio to it");
+              "pushpull, train: comma-separated server durability levels, each on a fresh "
+              "cluster: memory (no data dir), none, process, machine (with a data dir); with "
+              "memory among several, push throughput (train: samples/s) is also printed as a "
+              "ratio to it");
+DEFINE_int32(repeats, 1, "train: rounds of runs over the durability levels, interleaved");
 
 namespace {
+
+// --durability as a list of levels; false (having said why) when one is unknown.
+bool DurabilityLevels(std::vector<std::string>& out) {
+  out.clear();
+  std::stringstream levels(FLAGS_durability);
+  for (std::string level; std::getline(levels, level, ',');) {
+    if (level != "memory" && level != "none" && level != "process" && level != "machine") {
+      std::fprintf(stderr, "--durability: '%s' is not memory, none, process or machine\n",
+                   level.c_str());
+      return false;
+    }
+    out.push_back(level);
+  }
+  if (out.empty()) {
+    std::fprintf(stderr, "--durability: no level given\n");
+    return false;
+  }
+  return true;
+}
 
 int PushPull() {
   hetps::bench::PushPullOptions o;
@@ -72,16 +93,7 @@ int PushPull() {
     return 2;
   }
   o.mb.assign(sizes->begin(), sizes->end());
-  o.durability.clear();
-  std::stringstream levels(FLAGS_durability);
-  for (std::string level; std::getline(levels, level, ',');) {
-    if (level != "memory" && level != "none" && level != "process" && level != "machine") {
-      std::fprintf(stderr, "--durability: '%s' is not memory, none, process or machine\n",
-                   level.c_str());
-      return 2;
-    }
-    o.durability.push_back(level);
-  }
+  if (!DurabilityLevels(o.durability)) return 2;
   return hetps::bench::RunPushPull(o);
 }
 
@@ -118,6 +130,12 @@ int Train() {
   o.target = FLAGS_target;
   o.device = FLAGS_device == "gpu" ? "cuda" : FLAGS_device;
   if (!gflags::GetCommandLineFlagInfoOrDie("codec").is_default) o.codec = FLAGS_codec;
+  if (!DurabilityLevels(o.durability)) return 2;
+  if (FLAGS_repeats < 1) {
+    std::fprintf(stderr, "--repeats must be >= 1\n");
+    return 2;
+  }
+  o.repeats = FLAGS_repeats;
   return hetps::bench::RunTrainBench(o);
 }
 
@@ -157,8 +175,7 @@ int main(int argc, char** argv) {
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
-      "--straggler_slowdown "
-      "F]\n"
+      "--straggler_slowdown F --durability memory,process --repeats N]\n"
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]\n"
       "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
       "       hetps-bench recovery [--model_mib 256,1024]");

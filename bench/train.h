@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace hetps::bench {
 
@@ -18,6 +19,11 @@ struct TrainBenchOptions {
   double target = 0.85;
   std::string device = "cpu";  // the workers' --device: cpu or cuda
   std::string codec;           // the workers' --codec ("" keeps their default)
+  // The servers' durability levels, each run on a fresh cluster: memory (no data dir), none,
+  // process, machine; with memory among several, each level's median samples/s is also
+  // printed as a ratio to memory's. `repeats` rounds of all levels, interleaved.
+  std::vector<std::string> durability = {"memory"};
+  int repeats = 1;
 };
 
 int RunTrainBench(const TrainBenchOptions& options);

@@ -67,7 +67,10 @@ DataReply ServeData(const ServingState& state, DataRequest& request, std::vector
 // (everyone, every clock: RoundSpec::Flush()) also applies every partially filled window.
 void CompleteRound(const ServingState& state, int owner, const RoundSpec& round);
 
-// Durability. Checkpoints the dirty partitions `owner` serves; errors are logged (the log
+// Durability. How many bytes of updates a partition of `partition_bytes` logs before serving
+// folds its log into a checkpoint: 16 copies of it while that is at most 16 MiB, else 4.
+int64_t LogBytesBeforeCheckpoint(int64_t partition_bytes);
+// Checkpoints the dirty partitions `owner` serves; errors are logged (the log
 // still holds everything, so nothing is lost, only recovery gets longer).
 void CheckpointOwned(const ServingState& state, int owner);
 // Restores partition `part` from the data dir: its checkpoint, then its log replayed through

@@ -7,8 +7,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <new>
 
 namespace hetps {
 namespace {
@@ -88,12 +91,34 @@ StatusOr<bool> ValueLog::Rotate() {
 
 StatusOr<std::optional<proto::ValueRef>> ValueLog::Append(int32_t pid, uint64_t lsn,
                                                           const void* data, int64_t bytes) {
-  return AppendWith(pid, lsn, bytes,
-                    [&](char* to) { std::memcpy(to, data, static_cast<size_t>(bytes)); });
+  // Copied and hashed a chunk at a time, so the hash reads what the copy just left in the
+  // cache instead of the whole value again from memory (the same hash as in one pass).
+  return AppendHashed(pid, lsn, bytes, [&](char* to) {
+    constexpr size_t kChunk = 64 << 10;
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                   &XXH3_freeState);
+    if (state == nullptr) throw std::bad_alloc();
+    XXH3_64bits_reset(state.get());
+    const char* from = static_cast<const char*>(data);
+    for (size_t at = 0, total = static_cast<size_t>(bytes); at < total; at += kChunk) {
+      const size_t n = std::min(kChunk, total - at);
+      std::memcpy(to + at, from + at, n);
+      XXH3_64bits_update(state.get(), to + at, n);
+    }
+    return static_cast<uint64_t>(XXH3_64bits_digest(state.get()));
+  });
 }
 
 StatusOr<std::optional<proto::ValueRef>> ValueLog::AppendWith(
     int32_t pid, uint64_t lsn, int64_t bytes, const std::function<void(char*)>& fill) {
+  return AppendHashed(pid, lsn, bytes, [&](char* to) {
+    fill(to);
+    return static_cast<uint64_t>(XXH3_64bits(to, static_cast<size_t>(bytes)));
+  });
+}
+
+StatusOr<std::optional<proto::ValueRef>> ValueLog::AppendHashed(
+    int32_t pid, uint64_t lsn, int64_t bytes, const std::function<uint64_t(char*)>& write) {
   const int64_t need = kAlign + Aligned(bytes);
   if (need > options_.segment_bytes) return std::optional<proto::ValueRef>();
   int segment;
@@ -114,9 +139,8 @@ StatusOr<std::optional<proto::ValueRef>> ValueLog::AppendWith(
   // The segment cannot be reused under us: it holds this value, live until a checkpoint of
   // `pid` past `lsn`, which only this partition's owner (the caller) writes.
   char* at = maps_[segment] + offset;
-  fill(at + kAlign);
-  EntryHeader header{kMagic, pid, lsn, static_cast<uint64_t>(bytes),
-                     XXH3_64bits(at + kAlign, static_cast<size_t>(bytes))};
+  const uint64_t hash = write(at + kAlign);
+  EntryHeader header{kMagic, pid, lsn, static_cast<uint64_t>(bytes), hash};
   std::memcpy(at, &header, sizeof(header));
   proto::ValueRef ref;
   ref.set_segment(segment);

@@ -73,6 +73,9 @@ class ValueLog {
   Status MapSegments();
   // Makes a free segment the active one; false when none is.
   StatusOr<bool> Rotate();
+  // Append and AppendWith: `write` fills the entry's bytes and returns their XXH3 hash.
+  StatusOr<std::optional<proto::ValueRef>> AppendHashed(
+      int32_t pid, uint64_t lsn, int64_t bytes, const std::function<uint64_t(char*)>& write);
 
   std::string dir_;
   Options options_;

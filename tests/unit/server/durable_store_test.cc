@@ -375,6 +375,11 @@ void DamageValue(const fs::path& dir, int32_t pid, uint64_t lsn, int nth) {
 // A lost checkpoint is refused at every level.
 TEST_F(DurableStoreTest, ALostValueEndsThePartitionsLogUnlessEveryValueWasSynced) {
   constexpr int64_t kLength = 20000;  // 80000 bytes: into the value log
+  // The push that fills the log to this many copies of the partition checkpoints it.
+  const int copies = static_cast<int>(LogBytesBeforeCheckpoint(kLength * 4) / (kLength * 4));
+  ASSERT_GE(copies, 4);
+  const float before = static_cast<float>(copies * (copies + 1) / 2);  // 1 + ... + copies
+  const uint64_t lsn = copies + 1;
   map_ = TestMap(kLength);
   const int32_t b = static_cast<int32_t>(map_.partitions().size()) - 1;
   for (Durability level : {Durability::kProcess, Durability::kMachine}) {
@@ -382,11 +387,11 @@ TEST_F(DurableStoreTest, ALostValueEndsThePartitionsLogUnlessEveryValueWasSynced
     {
       Node node(map_, Dir(), level);
       ASSERT_TRUE(node.Open().ok());
-      // The fourth push checkpoints (its log held four partitions' worth): entries are pushes
-      // 1-4, the checkpoint (under lsn 5), pushes 5 and 6.
-      for (int i = 1; i <= 6; ++i) node.Push(b, Filled(kLength, static_cast<float>(i)));
+      // Entries: pushes 1..copies, the checkpoint (under lsn copies + 1), and two pushes more
+      // (lsn copies + 1 and copies + 2).
+      for (int i = 1; i <= copies + 2; ++i) node.Push(b, Filled(kLength, static_cast<float>(i)));
     }
-    DamageValue(dir_, b, 5, /*nth=*/1);  // push 5
+    DamageValue(dir_, b, lsn, /*nth=*/1);  // the first push after the checkpoint
     {
       Node node(map_, Dir(), level);
       Status opened = node.Open();
@@ -396,16 +401,17 @@ TEST_F(DurableStoreTest, ALostValueEndsThePartitionsLogUnlessEveryValueWasSynced
         continue;
       }
       ASSERT_TRUE(opened.ok()) << opened.ToString();
-      EXPECT_EQ(node.Values(b), Filled(kLength, -10.0f)) << "1 + ... + 4, not what followed";
-      EXPECT_EQ(node.Version(b), 4);
+      EXPECT_EQ(node.Values(b), Filled(kLength, -before)) << "1 + ... + copies, not what followed";
+      EXPECT_EQ(node.Version(b), copies);
       node.Push(b, Filled(kLength, 10));
     }
     {
       Node again(map_, Dir(), level);
       ASSERT_TRUE(again.Open().ok());
-      EXPECT_EQ(again.Values(b), Filled(kLength, -20.0f)) << "the dropped records stay dropped";
+      EXPECT_EQ(again.Values(b), Filled(kLength, -before - 10))
+          << "the dropped records stay dropped";
     }
-    DamageValue(dir_, b, 5, /*nth=*/0);  // the checkpoint
+    DamageValue(dir_, b, lsn, /*nth=*/0);  // the checkpoint
     Node lost(map_, Dir(), level);
     Status opened = lost.Open();
     ASSERT_FALSE(opened.ok());
