@@ -1,13 +1,20 @@
 #include "server/durable_store.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "common/data_dir.h"
 #include "server/fault_point.h"
@@ -50,6 +57,60 @@ uint64_t LsnOf(const rocksdb::Slice& key) {
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return Status();
   return Status::Internal(fmt::format("{}: {}", what, s.ToString()));
+}
+
+// A checkpoint file: this header, the checkpoint without values and slots (meta_bytes), then
+// the arrays raw (array_bytes); `hash` is XXH3 over everything after the header.
+constexpr char kCheckpointDir[] = "checkpoints";
+constexpr uint32_t kFileMagic = 0x66634548;  // "HEcf"
+struct FileHeader {
+  uint32_t magic;
+  uint32_t reserved;
+  uint64_t meta_bytes;
+  uint64_t array_bytes;
+  uint64_t hash;
+};
+constexpr size_t kFileChunk = 1 << 20;
+
+using HashState = std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)>;
+HashState NewHash() {
+  HashState state(XXH3_createState(), &XXH3_freeState);
+  if (state == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(state.get());
+  return state;
+}
+
+bool WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// The pid of checkpoint file "<pid>-<at>", or -1.
+int32_t FilePid(const std::string& name) {
+  const size_t dash = name.find('-');
+  if (dash == std::string::npos || dash == 0) return -1;
+  try {
+    return std::stoi(name.substr(0, dash));
+  } catch (const std::exception&) {
+    return -1;
+  }
 }
 
 }  // namespace
@@ -107,6 +168,16 @@ StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& di
   std::unique_ptr<DurableStore> store(new DurableStore(dir, durability));
   store->db_.reset(raw);
   if (Status s = store->OpenValueLog(); !s.ok()) return s;
+  std::error_code ec;
+  fs::create_directories(fs::path(dir) / kCheckpointDir, ec);
+  if (ec) {
+    return Status::Internal(
+        fmt::format("data dir {}: cannot create {}: {}", dir, kCheckpointDir, ec.message()));
+  }
+  for (const auto& entry : fs::directory_iterator(fs::path(dir) / kCheckpointDir, ec)) {
+    const std::string name = entry.path().filename().string();
+    store->files_at_open_[FilePid(name)].push_back(name);
+  }
   std::string meta;
   rocksdb::Status got = raw->Get(rocksdb::ReadOptions(), kMetaKey, &meta);
   if (got.IsNotFound()) {
@@ -174,6 +245,124 @@ void DurableStore::Prepare(size_t num_partitions) {
   for (size_t i = 0; i < num_partitions; ++i) checkpoint_lsn_[i] = 0;
   num_partitions_ = num_partitions;
   log_bytes_.assign(num_partitions, 0);
+  checkpoint_files_.assign(num_partitions, "");
+}
+
+StatusOr<std::string> DurableStore::WriteCheckpointFile(int32_t pid, uint64_t lsn,
+                                                        const PartitionState& part) {
+  const std::string name = fmt::format("{}-{}", pid, lsn + 1);
+  const std::string folder = (std::filesystem::path(dir_) / kCheckpointDir).string();
+  const std::string path = folder + "/" + name;
+  proto::PartitionCheckpoint meta;
+  part.SaveMeta(meta);
+  meta.set_lsn(lsn);
+  const std::string meta_bytes = meta.SerializeAsString();
+  const std::vector<const float*> arrays = part.Arrays();
+  const size_t array_bytes = static_cast<size_t>(part.info().length) * sizeof(float);
+  FileHeader header{kFileMagic, 0, meta_bytes.size(), array_bytes * arrays.size(), 0};
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  auto failed = [&](const char* what) {
+    const std::string why = strerror(errno);
+    if (fd >= 0) close(fd);
+    unlink(path.c_str());
+    return Status::Internal(
+        fmt::format("data dir {}: {} checkpoint file {}: {}", dir_, what, name, why));
+  };
+  if (fd < 0) return failed("creating");
+  HashState hash = NewHash();
+  XXH3_64bits_update(hash.get(), meta_bytes.data(), meta_bytes.size());
+  if (!WriteAll(fd, reinterpret_cast<const char*>(&header), sizeof(header)) ||
+      !WriteAll(fd, meta_bytes.data(), meta_bytes.size())) {
+    return failed("writing");
+  }
+  for (const float* array : arrays) {
+    const char* bytes = reinterpret_cast<const char*>(array);
+    for (size_t at = 0; at < array_bytes; at += kFileChunk) {
+      const size_t n = std::min(kFileChunk, array_bytes - at);
+      XXH3_64bits_update(hash.get(), bytes + at, n);
+      if (!WriteAll(fd, bytes + at, n)) return failed("writing");
+    }
+  }
+  header.hash = XXH3_64bits_digest(hash.get());
+  if (pwrite(fd, &header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header))) {
+    return failed("writing");
+  }
+  if (durability_ == Durability::kMachine && fdatasync(fd) != 0) return failed("syncing");
+  if (close(fd) != 0) {
+    const std::string why = strerror(errno);
+    unlink(path.c_str());
+    return Status::Internal(
+        fmt::format("data dir {}: writing checkpoint file {}: {}", dir_, name, why));
+  }
+  if (durability_ == Durability::kMachine) {  // the file's name too, before its record
+    const int dir_fd = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+      fsync(dir_fd);
+      close(dir_fd);
+    }
+  }
+  return name;
+}
+
+Status DurableStore::ReadCheckpointFile(const std::string& name, PartitionState& part,
+                                        proto::PartitionCheckpoint& meta) const {
+  const std::string path = (std::filesystem::path(dir_) / kCheckpointDir / name).string();
+  const std::string what = fmt::format("data dir {}: checkpoint file {}", dir_, path);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Malformed(fmt::format("{}: {}", what, strerror(errno)));
+  std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
+    close(*f);
+    delete f;
+  });
+  std::vector<float*> arrays = part.MutableArrays();
+  const size_t array_bytes = static_cast<size_t>(part.info().length) * sizeof(float);
+  struct stat st;
+  FileHeader header;
+  if (fstat(fd, &st) != 0 || !ReadAll(fd, reinterpret_cast<char*>(&header), sizeof(header)) ||
+      header.magic != kFileMagic) {
+    return Status::Malformed(what + " is damaged (no checkpoint header)");
+  }
+  if (header.array_bytes != array_bytes * arrays.size() || header.meta_bytes > (1u << 30) ||
+      static_cast<uint64_t>(st.st_size) !=
+          sizeof(header) + header.meta_bytes + header.array_bytes) {
+    return Status::Malformed(fmt::format(
+        "{} is damaged: {} bytes holding {} bytes of arrays, where this partition keeps {}", what,
+        st.st_size, header.array_bytes, array_bytes * arrays.size()));
+  }
+  HashState hash = NewHash();
+  std::string meta_bytes(header.meta_bytes, '\0');
+  if (!ReadAll(fd, meta_bytes.data(), meta_bytes.size())) {
+    return Status::Malformed(what + " is damaged (short)");
+  }
+  XXH3_64bits_update(hash.get(), meta_bytes.data(), meta_bytes.size());
+  for (float* array : arrays) {
+    char* bytes = reinterpret_cast<char*>(array);
+    for (size_t at = 0; at < array_bytes; at += kFileChunk) {
+      const size_t n = std::min(kFileChunk, array_bytes - at);
+      if (!ReadAll(fd, bytes + at, n)) return Status::Malformed(what + " is damaged (short)");
+      XXH3_64bits_update(hash.get(), bytes + at, n);
+    }
+  }
+  if (XXH3_64bits_digest(hash.get()) != header.hash || !meta.ParseFromString(meta_bytes)) {
+    return Status::Malformed(what + " is damaged (its hash does not match)");
+  }
+  return Status();
+}
+
+void DurableStore::RemoveCheckpointFiles(int32_t pid, const std::string& keep) {
+  const std::filesystem::path folder = std::filesystem::path(dir_) / kCheckpointDir;
+  std::error_code ec;
+  if (!checkpoint_files_[pid].empty() && checkpoint_files_[pid] != keep) {
+    std::filesystem::remove(folder / checkpoint_files_[pid], ec);
+  }
+  auto found = files_at_open_.find(pid);
+  if (found != files_at_open_.end()) {
+    for (const std::string& name : found->second) {
+      if (name != keep) std::filesystem::remove(folder / name, ec);
+    }
+    files_at_open_.erase(found);
+  }
+  checkpoint_files_[pid] = keep;
 }
 
 Status DurableStore::Append(int32_t pid, const proto::LogRecord& record, const float* values,
@@ -220,19 +409,37 @@ Status DurableStore::Append(int32_t pid, const proto::LogRecord& record, const f
 }
 
 Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
+  // The size of the whole checkpoint from its state without the arrays (fields add up), so
+  // that the arrays are copied into a message only where one is written.
   proto::PartitionCheckpoint checkpoint;
-  part.Save(checkpoint);
+  part.SaveMeta(checkpoint);
   const uint64_t lsn = last_lsn_[pid];
   checkpoint.set_lsn(lsn);
   FaultPoint("checkpoint.saved");
-  const int64_t size = static_cast<int64_t>(checkpoint.ByteSizeLong());
-  std::string bytes;
+  const size_t array_bytes = static_cast<size_t>(part.info().length) * sizeof(float);
+  const size_t arrays = part.Arrays().size();
+  const int64_t size = static_cast<int64_t>(
+      checkpoint.ByteSizeLong() +
+      arrays *
+          (1 + google::protobuf::io::CodedOutputStream::VarintSize64(array_bytes) + array_bytes));
+  std::string bytes, file;
   if (values_ && size >= kValueLogMinBytes) {
+    bool sized = true;
     auto ref = values_->AppendWith(pid, lsn + 1, size, [&](char* to) {
-      checkpoint.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(to));
+      proto::PartitionCheckpoint full;
+      part.Save(full);
+      full.set_lsn(lsn);
+      sized = static_cast<int64_t>(full.ByteSizeLong()) == size;
+      if (sized) full.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(to));
     });
     if (!ref.ok()) return ref.status();
-    if (*ref) {  // else the ring is full: the checkpoint goes into RocksDB whole
+    if (!sized) {  // the entry written is never referred to
+      return Status::Internal(
+          fmt::format("data dir {}: checkpoint of partition {}: its size "
+                      "was not what its parts add up to",
+                      dir_, pid));
+    }
+    if (*ref) {  // else the ring is full: the checkpoint goes into a file of its own
       if (durability_ == Durability::kMachine) {
         if (Status s = values_->Sync(**ref); !s.ok()) return s;
       }
@@ -242,7 +449,21 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
       bytes = stub.SerializeAsString();
     }
   }
-  if (bytes.empty()) bytes = checkpoint.SerializeAsString();
+  if (bytes.empty() && size >= kValueLogMinBytes) {
+    auto written = WriteCheckpointFile(pid, lsn, part);
+    if (!written.ok()) return written.status();
+    file = *written;
+    proto::PartitionCheckpoint stub;
+    stub.set_lsn(lsn);
+    stub.set_file(file);
+    bytes = stub.SerializeAsString();
+  }
+  if (bytes.empty()) {
+    proto::PartitionCheckpoint full;
+    part.Save(full);
+    full.set_lsn(lsn);
+    bytes = full.SerializeAsString();
+  }
   rocksdb::WriteBatch batch;
   batch.Put(CheckpointKey(pid), bytes);
   batch.DeleteRange(LogKey(pid, 0), LogKey(pid, lsn + 1));
@@ -256,6 +477,7 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
   FaultPoint("checkpoint.written");
   checkpoint_lsn_[pid].store(lsn);
   log_bytes_[pid] = 0;
+  RemoveCheckpointFiles(pid, file);  // the one it replaced
   return Status();
 }
 
@@ -281,12 +503,24 @@ StatusOr<int64_t> DurableStore::Recover(int32_t pid, PartitionState& part, const
       }
       values_->Hold(ref, pid, at);
     }
-    if (Status s = part.Load(checkpoint); !s.ok()) {
-      return Status(s.code(), fmt::format("{}: {}", where, s.message()));
+    const std::string file = checkpoint.file();
+    Status loaded;
+    if (!file.empty()) {
+      proto::PartitionCheckpoint meta;
+      loaded = ReadCheckpointFile(file, part, meta);
+      if (loaded.ok()) loaded = part.LoadMeta(meta);
+    } else {
+      loaded = part.Load(checkpoint);
     }
+    if (!loaded.ok()) {
+      return Status(loaded.code(), fmt::format("{}: {}", where, loaded.message()));
+    }
+    RemoveCheckpointFiles(pid, file);  // any a crash left behind
     lsn = checkpoint.lsn();
   } else if (!got.IsNotFound()) {
     return FromRocks(got, where + ": reading the checkpoint");
+  } else {
+    RemoveCheckpointFiles(pid, "");
   }
   checkpoint_lsn_[pid].store(lsn);
   last_lsn_[pid] = lsn;

@@ -10,8 +10,9 @@
 // memory of having applied it are written together.
 //
 // Large values (update values and checkpoints of 64 KiB and more) are kept in a value log
-// (server/value_log.h), RocksDB holding the record and a reference; the ring being full, they
-// go into RocksDB as well.
+// (server/value_log.h), RocksDB holding the record and a reference; the ring being full, update
+// values go into RocksDB as well, and checkpoints into files of their own (raw arrays, read back
+// straight into the partitions at recovery).
 //
 // Durability levels (what an acknowledgement promises):
 //   none     nothing per update; checkpoints every interval and at a clean stop
@@ -30,6 +31,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,6 +93,15 @@ class DurableStore {
   DurableStore(std::string dir, Durability durability);
 
   Status OpenValueLog();
+  // Checkpoints the value log has no room for go to files of their own (checkpoints/<pid>-<at>,
+  // `at` = lsn + 1): the state without its arrays, then the arrays raw, written and read
+  // straight from and into the partition's memory, hashed a chunk at a time.
+  StatusOr<std::string> WriteCheckpointFile(int32_t pid, uint64_t lsn, const PartitionState& part);
+  Status ReadCheckpointFile(const std::string& name, PartitionState& part,
+                            proto::PartitionCheckpoint& meta) const;
+  // Removes partition `pid`'s checkpoint files other than `keep` (a replaced one, or one a
+  // crash left before its record was written).
+  void RemoveCheckpointFiles(int32_t pid, const std::string& keep);
 
   std::string dir_;
   Durability durability_;
@@ -104,6 +115,10 @@ class DurableStore {
   std::unique_ptr<std::atomic<uint64_t>[]> checkpoint_lsn_;
   size_t num_partitions_ = 0;
   std::vector<int64_t> log_bytes_;  // logged since the checkpoint
+  // Per partition, its checkpoint file's name ("" for none), written by its owning thread; and
+  // the files found at open, by partition, until its recovery removes the unused ones.
+  std::vector<std::string> checkpoint_files_;
+  std::map<int32_t, std::vector<std::string>> files_at_open_;
 };
 
 }  // namespace hetps

@@ -222,10 +222,26 @@ Status CopyFloats(const std::string& bytes, int64_t n, float* out, const char* w
 }  // namespace
 
 void PartitionState::Save(proto::PartitionCheckpoint& out) const {
-  out.set_version(version_);
-  out.set_initialized(initialized_);
+  SaveMeta(out);
   out.set_values(FloatBytes(values_->data(), info_.length));
   for (const auto& slot : slots_) out.add_slots(FloatBytes(slot.data(), info_.length));
+}
+
+std::vector<const float*> PartitionState::Arrays() const {
+  std::vector<const float*> arrays = {values_->data()};
+  for (const auto& slot : slots_) arrays.push_back(slot.data());
+  return arrays;
+}
+
+std::vector<float*> PartitionState::MutableArrays() {
+  std::vector<float*> arrays = {mutable_values()};
+  for (auto& slot : slots_) arrays.push_back(slot.data());
+  return arrays;
+}
+
+void PartitionState::SaveMeta(proto::PartitionCheckpoint& out) const {
+  out.set_version(version_);
+  out.set_initialized(initialized_);
   for (const auto& [incarnation, seq] : applied_) {
     auto* a = out.add_applied();
     a->set_incarnation(incarnation);
@@ -261,6 +277,11 @@ Status PartitionState::Load(const proto::PartitionCheckpoint& in) {
       return s;
     }
   }
+  return LoadMeta(in);
+}
+
+Status PartitionState::LoadMeta(const proto::PartitionCheckpoint& in) {
+  const std::string where = fmt::format("partition {}", info_.id);
   version_ = in.version();
   initialized_ = in.initialized();
   applied_.clear();

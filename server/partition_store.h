@@ -75,6 +75,14 @@ class PartitionState {
   // applied, held updates, the aggregator's state), and back into a fresh partition.
   void Save(proto::PartitionCheckpoint& out) const;
   Status Load(const proto::PartitionCheckpoint& in);
+  // The same in two parts, for a checkpoint kept as raw arrays (DurableStore's checkpoint
+  // files): the state without the values and the slots, and those arrays, the values first,
+  // then each optimizer slot, info().length floats each. LoadMeta expects the arrays written
+  // through MutableArrays already.
+  void SaveMeta(proto::PartitionCheckpoint& out) const;
+  Status LoadMeta(const proto::PartitionCheckpoint& in);
+  std::vector<const float*> Arrays() const;
+  std::vector<float*> MutableArrays();
 
  private:
   Partition info_;

@@ -257,6 +257,73 @@ TEST_F(DurableStoreTest, DurabilityNoneKeepsOnlyCheckpoints) {
   EXPECT_EQ(node.Values(2), Filled(40, -1));
 }
 
+// Checkpoints the value log has no room for (here: there is none, under durability none) go
+// to files of their own: the optimizer's moments come back exactly (the next step equals one
+// without the restart), a replaced file and one a crash left before its record are removed,
+// and a damaged file refuses the start naming it.
+TEST_F(DurableStoreTest, CheckpointFilesRestoreTheWholeStateAndAreCheckedAndCleanedUp) {
+  constexpr int64_t kLength = 20000;
+  map_ = TestMap(kLength);
+  const int32_t b = static_cast<int32_t>(map_.partitions().size()) - 1;
+  const fs::path files = dir_ / "checkpoints";
+  auto listed = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(files)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  std::vector<float> grad(kLength);
+  for (int64_t i = 0; i < kLength; ++i) grad[i] = 0.001f * static_cast<float>(i % 97) - 0.04f;
+  Node reference(map_, (dir_.string() + "-reference"), Durability::kNone, "adam:lr=0.1");
+  fs::remove_all(dir_.string() + "-reference");
+  ASSERT_TRUE(reference.Open().ok());
+  {
+    Node node(map_, Dir(), Durability::kNone, "adam:lr=0.1");
+    ASSERT_TRUE(node.Open().ok());
+    for (int i = 0; i < 3; ++i) {
+      node.Push(b, grad);
+      reference.Push(b, grad);
+    }
+    node.Checkpoint();
+    ASSERT_EQ(listed().size(), 1u);
+    const std::string first = listed()[0];
+    EXPECT_EQ(first.rfind(std::to_string(b) + "-", 0), 0u) << first;
+    node.Push(b, grad);
+    reference.Push(b, grad);
+    node.Checkpoint();
+    ASSERT_EQ(listed().size(), 1u) << "the replaced file is removed";
+    EXPECT_NE(listed()[0], first);
+  }
+  std::ofstream(files / (std::to_string(b) + "-999999")) << "left by a crash";
+  {
+    Node node(map_, Dir(), Durability::kNone, "adam:lr=0.1");
+    ASSERT_TRUE(node.Open().ok());
+    EXPECT_EQ(listed().size(), 1u) << "the file without a record is removed";
+    EXPECT_EQ(node.Values(b), reference.Values(b));
+    EXPECT_EQ(node.Version(b), 4);
+    node.Push(b, grad);
+    reference.Push(b, grad);
+    EXPECT_EQ(node.Values(b), reference.Values(b)) << "Adam's moments came back too";
+  }
+  const fs::path file = files / listed()[0];
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(file) - 100));
+    f.put(0x7f);
+  }
+  Node damaged(map_, Dir(), Durability::kNone, "adam:lr=0.1");
+  Status opened = damaged.Open();
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.message().find(file.string()), std::string::npos) << opened.message();
+  EXPECT_NE(opened.message().find("hash"), std::string::npos) << opened.message();
+  fs::resize_file(file, 1000);
+  Node truncated(map_, Dir(), Durability::kNone, "adam:lr=0.1");
+  opened = truncated.Open();
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.message().find("damaged"), std::string::npos) << opened.message();
+  fs::remove_all(dir_.string() + "-reference");
+}
+
 // A child process pushes 1, 2, ... 12 (seq = value) to partition "b" and tells the parent each
 // acknowledgement; checkpoints after every fourth push. The crash hook kills it at the n-th
 // time `point` is reached. Then the parent recovers, resends everything not acknowledged with
