@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <google/protobuf/io/coded_stream.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
@@ -15,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <string_view>
 
 #include "common/data_dir.h"
 #include "server/fault_point.h"
@@ -409,36 +409,37 @@ Status DurableStore::Append(int32_t pid, const proto::LogRecord& record, const f
 }
 
 Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
-  // The size of the whole checkpoint from its state without the arrays (fields add up), so
-  // that the arrays are copied into a message only where one is written.
+  // The checkpoint as its state without the arrays, then each array as its field (tag, length,
+  // raw floats): protobuf reads fields in any order, so this is the message Save would build,
+  // copied once into the value log instead of into a message and then out of it.
   proto::PartitionCheckpoint checkpoint;
   part.SaveMeta(checkpoint);
   const uint64_t lsn = last_lsn_[pid];
   checkpoint.set_lsn(lsn);
   FaultPoint("checkpoint.saved");
+  const std::vector<const float*> arrays = part.Arrays();
   const size_t array_bytes = static_cast<size_t>(part.info().length) * sizeof(float);
-  const size_t arrays = part.Arrays().size();
-  const int64_t size = static_cast<int64_t>(
-      checkpoint.ByteSizeLong() +
-      arrays *
-          (1 + google::protobuf::io::CodedOutputStream::VarintSize64(array_bytes) + array_bytes));
+  const std::string meta = checkpoint.SerializeAsString();
+  std::vector<std::string> fields;  // per array: its tag and length
+  std::vector<std::string_view> parts = {meta};
+  int64_t size = static_cast<int64_t>(meta.size());
+  fields.reserve(arrays.size());
+  for (size_t k = 0; k < arrays.size(); ++k) {
+    std::string& field = fields.emplace_back(1, k == 0 ? '\x22' : '\x2a');  // values 4, slots 5
+    for (uint64_t v = array_bytes; true; v >>= 7) {
+      field.push_back(static_cast<char>(v >= 0x80 ? (v & 0x7f) | 0x80 : v));
+      if (v < 0x80) break;
+    }
+    size += static_cast<int64_t>(field.size() + array_bytes);
+  }
+  for (size_t k = 0; k < arrays.size(); ++k) {
+    parts.push_back(fields[k]);
+    parts.emplace_back(reinterpret_cast<const char*>(arrays[k]), array_bytes);
+  }
   std::string bytes, file;
   if (values_ && size >= kValueLogMinBytes) {
-    bool sized = true;
-    auto ref = values_->AppendWith(pid, lsn + 1, size, [&](char* to) {
-      proto::PartitionCheckpoint full;
-      part.Save(full);
-      full.set_lsn(lsn);
-      sized = static_cast<int64_t>(full.ByteSizeLong()) == size;
-      if (sized) full.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(to));
-    });
+    auto ref = values_->Append(pid, lsn + 1, parts);
     if (!ref.ok()) return ref.status();
-    if (!sized) {  // the entry written is never referred to
-      return Status::Internal(
-          fmt::format("data dir {}: checkpoint of partition {}: its size "
-                      "was not what its parts add up to",
-                      dir_, pid));
-    }
     if (*ref) {  // else the ring is full: the checkpoint goes into a file of its own
       if (durability_ == Durability::kMachine) {
         if (Status s = values_->Sync(**ref); !s.ok()) return s;

@@ -91,34 +91,14 @@ StatusOr<bool> ValueLog::Rotate() {
 
 StatusOr<std::optional<proto::ValueRef>> ValueLog::Append(int32_t pid, uint64_t lsn,
                                                           const void* data, int64_t bytes) {
-  // Copied and hashed a chunk at a time, so the hash reads what the copy just left in the
-  // cache instead of the whole value again from memory (the same hash as in one pass).
-  return AppendHashed(pid, lsn, bytes, [&](char* to) {
-    constexpr size_t kChunk = 64 << 10;
-    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                   &XXH3_freeState);
-    if (state == nullptr) throw std::bad_alloc();
-    XXH3_64bits_reset(state.get());
-    const char* from = static_cast<const char*>(data);
-    for (size_t at = 0, total = static_cast<size_t>(bytes); at < total; at += kChunk) {
-      const size_t n = std::min(kChunk, total - at);
-      std::memcpy(to + at, from + at, n);
-      XXH3_64bits_update(state.get(), to + at, n);
-    }
-    return static_cast<uint64_t>(XXH3_64bits_digest(state.get()));
-  });
+  return Append(pid, lsn,
+                {std::string_view(static_cast<const char*>(data), static_cast<size_t>(bytes))});
 }
 
-StatusOr<std::optional<proto::ValueRef>> ValueLog::AppendWith(
-    int32_t pid, uint64_t lsn, int64_t bytes, const std::function<void(char*)>& fill) {
-  return AppendHashed(pid, lsn, bytes, [&](char* to) {
-    fill(to);
-    return static_cast<uint64_t>(XXH3_64bits(to, static_cast<size_t>(bytes)));
-  });
-}
-
-StatusOr<std::optional<proto::ValueRef>> ValueLog::AppendHashed(
-    int32_t pid, uint64_t lsn, int64_t bytes, const std::function<uint64_t(char*)>& write) {
+StatusOr<std::optional<proto::ValueRef>> ValueLog::Append(
+    int32_t pid, uint64_t lsn, const std::vector<std::string_view>& parts) {
+  int64_t bytes = 0;
+  for (std::string_view part : parts) bytes += static_cast<int64_t>(part.size());
   const int64_t need = kAlign + Aligned(bytes);
   if (need > options_.segment_bytes) return std::optional<proto::ValueRef>();
   int segment;
@@ -138,9 +118,25 @@ StatusOr<std::optional<proto::ValueRef>> ValueLog::AppendHashed(
   }
   // The segment cannot be reused under us: it holds this value, live until a checkpoint of
   // `pid` past `lsn`, which only this partition's owner (the caller) writes.
+  // Copied and hashed a chunk at a time, so the hash reads what the copy just left in the
+  // cache instead of the whole value again from memory (the same hash as in one pass).
   char* at = maps_[segment] + offset;
-  const uint64_t hash = write(at + kAlign);
-  EntryHeader header{kMagic, pid, lsn, static_cast<uint64_t>(bytes), hash};
+  constexpr size_t kChunk = 64 << 10;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                 &XXH3_freeState);
+  if (state == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(state.get());
+  char* to = at + kAlign;
+  for (std::string_view part : parts) {
+    for (size_t done = 0; done < part.size(); done += kChunk) {
+      const size_t n = std::min(kChunk, part.size() - done);
+      std::memcpy(to, part.data() + done, n);
+      XXH3_64bits_update(state.get(), to, n);
+      to += n;
+    }
+  }
+  EntryHeader header{kMagic, pid, lsn, static_cast<uint64_t>(bytes),
+                     static_cast<uint64_t>(XXH3_64bits_digest(state.get()))};
   std::memcpy(at, &header, sizeof(header));
   proto::ValueRef ref;
   ref.set_segment(segment);

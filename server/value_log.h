@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -55,10 +56,10 @@ class ValueLog {
   // segment is free (or the value does not fit one), or an error from before_reuse.
   StatusOr<std::optional<proto::ValueRef>> Append(int32_t pid, uint64_t lsn, const void* data,
                                                   int64_t bytes);
-  // The same, with the value written in place by `fill` (e.g. a message encoding itself into
-  // the ring, without a copy of its own).
-  StatusOr<std::optional<proto::ValueRef>> AppendWith(int32_t pid, uint64_t lsn, int64_t bytes,
-                                                      const std::function<void(char*)>& fill);
+  // The same for a value made of `parts`, one after the other (e.g. a message's encoded
+  // fields and the raw arrays it holds, without building it first).
+  StatusOr<std::optional<proto::ValueRef>> Append(int32_t pid, uint64_t lsn,
+                                                  const std::vector<std::string_view>& parts);
   // Writes the entry's pages to disk (machine durability).
   Status Sync(const proto::ValueRef& ref);
   // The entry's bytes, checked against its hash and header; valid while the log is open.
@@ -73,9 +74,6 @@ class ValueLog {
   Status MapSegments();
   // Makes a free segment the active one; false when none is.
   StatusOr<bool> Rotate();
-  // Append and AppendWith: `write` fills the entry's bytes and returns their XXH3 hash.
-  StatusOr<std::optional<proto::ValueRef>> AppendHashed(
-      int32_t pid, uint64_t lsn, int64_t bytes, const std::function<uint64_t(char*)>& write);
 
   std::string dir_;
   Options options_;
