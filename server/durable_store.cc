@@ -355,12 +355,17 @@ void DurableStore::RemoveCheckpointFiles(int32_t pid, const std::string& keep) {
   if (!checkpoint_files_[pid].empty() && checkpoint_files_[pid] != keep) {
     std::filesystem::remove(folder / checkpoint_files_[pid], ec);
   }
-  auto found = files_at_open_.find(pid);
-  if (found != files_at_open_.end()) {
-    for (const std::string& name : found->second) {
-      if (name != keep) std::filesystem::remove(folder / name, ec);
+  std::vector<std::string> found;
+  {
+    std::lock_guard<std::mutex> lock(files_mu_);  // owners recover side by side
+    auto it = files_at_open_.find(pid);
+    if (it != files_at_open_.end()) {
+      found = std::move(it->second);
+      files_at_open_.erase(it);
     }
-    files_at_open_.erase(found);
+  }
+  for (const std::string& name : found) {
+    if (name != keep) std::filesystem::remove(folder / name, ec);
   }
   checkpoint_files_[pid] = keep;
 }

@@ -24,8 +24,9 @@
 //   machine  the value log's pages and then the write-ahead log are synced (concurrent writers
 //            share one log sync) before the reply: a power loss loses nothing acknowledged
 //
-// Thread-safety: Append and Checkpoint of one partition come from its owning thread only;
-// different partitions may be written from different threads at once (RocksDB is thread-safe).
+// Thread-safety: Append, Checkpoint and Recover of one partition come from its owning thread
+// only; different partitions may be written or recovered from different threads at once
+// (RocksDB is thread-safe).
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -118,7 +120,8 @@ class DurableStore {
   // Per partition, its checkpoint file's name ("" for none), written by its owning thread; and
   // the files found at open, by partition, until its recovery removes the unused ones.
   std::vector<std::string> checkpoint_files_;
-  std::map<int32_t, std::vector<std::string>> files_at_open_;
+  std::map<int32_t, std::vector<std::string>> files_at_open_;  // guarded by files_mu_
+  std::mutex files_mu_;
 };
 
 }  // namespace hetps

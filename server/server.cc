@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -369,27 +372,50 @@ Status ServerLoop::RestoreShards() {
         dir, meta.shard_map().tensors_size(), meta.shard_map().partitions_size(),
         map_->tensors().size(), map_->partitions().size()));
   }
+  // Each owner's partitions are restored on a thread of their own (as they are served: one
+  // thread per partition, owners side by side), while this thread keeps the scheduler hearing
+  // from the server (a large model takes seconds, or it would be declared dead) and tells the
+  // operator how far it got.
   const auto start = std::chrono::steady_clock::now();
   auto last_progress = start;
-  int64_t replayed = 0, done = 0;
+  std::atomic<int64_t> replayed{0}, done{0};
+  std::atomic<int> running{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mu;
+  Status error;
+  std::vector<std::thread> threads;
   for (const auto& owned : state_.owned) {
-    for (int32_t id : owned) {
-      auto n = RecoverPartition(state_, *state_.store->Find(id));
-      if (!n.ok()) return n.status();
-      replayed += *n;
-      ++done;
-      // A large model takes seconds: the scheduler must keep hearing from this server (or it
-      // declares it dead), and the operator sees how far it got.
-      link_->MaybeHeartbeat();
-      if (std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(5)) {
-        last_progress = std::chrono::steady_clock::now();
-        spdlog::info("restoring from {}: {} of {} partitions", dir, done,
-                     state_.store->num_partitions());
+    if (owned.empty()) continue;
+    ++running;
+    threads.emplace_back([&, owned = &owned] {
+      for (int32_t id : *owned) {
+        if (failed.load()) break;
+        auto n = RecoverPartition(state_, *state_.store->Find(id));
+        if (!n.ok()) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (error.ok()) error = n.status();
+          failed.store(true);
+          break;
+        }
+        replayed += *n;
+        ++done;
       }
+      --running;
+    });
+  }
+  while (running.load() > 0) {
+    link_->MaybeHeartbeat();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(5)) {
+      last_progress = std::chrono::steady_clock::now();
+      spdlog::info("restoring from {}: {} of {} partitions", dir, done.load(),
+                   state_.store->num_partitions());
     }
   }
+  for (std::thread& t : threads) t.join();
+  if (!error.ok()) return error;
   spdlog::info("restored {} partitions from {}: {} logged updates replayed in {:.2f} s",
-               state_.store->num_partitions(), dir, replayed,
+               state_.store->num_partitions(), dir, replayed.load(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return Status();
 }
