@@ -251,6 +251,9 @@ void DurableStore::Prepare(size_t num_partitions) {
 StatusOr<std::string> DurableStore::WriteCheckpointFile(int32_t pid, uint64_t lsn,
                                                         const PartitionState& part) {
   const std::string name = fmt::format("{}-{}", pid, lsn + 1);
+  // Nothing was logged since that file was written: it holds this very state (and writing it
+  // again in place could leave its record pointing at half a file).
+  if (name == checkpoint_files_[pid]) return name;
   const std::string folder = (std::filesystem::path(dir_) / kCheckpointDir).string();
   const std::string path = folder + "/" + name;
   proto::PartitionCheckpoint meta;
