@@ -62,6 +62,7 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 // A checkpoint file: this header, the checkpoint without values and slots (meta_bytes), then
 // the arrays raw (array_bytes); `hash` is XXH3 over everything after the header.
 constexpr char kCheckpointDir[] = "checkpoints";
+constexpr char kSpillDir[] = "spill";
 constexpr uint32_t kFileMagic = 0x66634548;  // "HEcf"
 struct FileHeader {
   uint32_t magic;
@@ -143,7 +144,8 @@ DurableStore::~DurableStore() {
 }
 
 StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& dir,
-                                                           Durability durability) {
+                                                           Durability durability,
+                                                           int64_t ring_segment_bytes) {
   namespace fs = std::filesystem;
   auto prepared = PrepareDataDir(dir, "data dir");
   if (!prepared.ok()) return prepared.status();
@@ -167,12 +169,14 @@ StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& di
   }
   std::unique_ptr<DurableStore> store(new DurableStore(dir, durability));
   store->db_.reset(raw);
-  if (Status s = store->OpenValueLog(); !s.ok()) return s;
+  if (Status s = store->OpenValueLog(ring_segment_bytes); !s.ok()) return s;
   std::error_code ec;
-  fs::create_directories(fs::path(dir) / kCheckpointDir, ec);
-  if (ec) {
-    return Status::Internal(
-        fmt::format("data dir {}: cannot create {}: {}", dir, kCheckpointDir, ec.message()));
+  for (const char* folder : {kCheckpointDir, kSpillDir}) {
+    fs::create_directories(fs::path(dir) / folder, ec);
+    if (ec) {
+      return Status::Internal(
+          fmt::format("data dir {}: cannot create {}: {}", dir, folder, ec.message()));
+    }
   }
   for (const auto& entry : fs::directory_iterator(fs::path(dir) / kCheckpointDir, ec)) {
     const std::string name = entry.path().filename().string();
@@ -204,12 +208,13 @@ StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& di
 }
 
 // With per-update logging, or when an earlier run left values in one.
-Status DurableStore::OpenValueLog() {
+Status DurableStore::OpenValueLog(int64_t segment_bytes) {
   namespace fs = std::filesystem;
   const std::string path = (fs::path(dir_) / kValueLogDir).string();
   std::error_code ec;
   if (durability_ == Durability::kNone && !fs::exists(path, ec)) return Status();
   ValueLog::Options options;
+  options.segment_bytes = segment_bytes;
   options.dead = [this](int32_t pid, uint64_t lsn) {
     return pid < 0 || static_cast<size_t>(pid) >= num_partitions_ ||
            checkpoint_lsn_[pid].load() >= lsn;
@@ -246,6 +251,65 @@ void DurableStore::Prepare(size_t num_partitions) {
   num_partitions_ = num_partitions;
   log_bytes_.assign(num_partitions, 0);
   checkpoint_files_.assign(num_partitions, "");
+  spill_offset_.assign(num_partitions, 0);
+}
+
+StatusOr<proto::ValueRef> DurableStore::Spill(int32_t pid, const void* data, int64_t bytes) {
+  const std::string path = (std::filesystem::path(dir_) / kSpillDir / std::to_string(pid)).string();
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return Status::Internal(
+        fmt::format("data dir {}: opening {}: {}", dir_, path, strerror(errno)));
+  }
+  const int64_t offset = spill_offset_[pid];
+  HashState hash = NewHash();
+  const char* from = static_cast<const char*>(data);
+  bool ok = true;
+  for (size_t at = 0, total = static_cast<size_t>(bytes); ok && at < total; at += kFileChunk) {
+    const size_t n = std::min(kFileChunk, total - at);
+    XXH3_64bits_update(hash.get(), from + at, n);
+    for (size_t done = 0; ok && done < n;) {
+      const ssize_t w = pwrite(fd, from + at + done, n - done, offset + at + done);
+      if (w < 0 && errno == EINTR) continue;
+      ok = w > 0;
+      if (ok) done += static_cast<size_t>(w);
+    }
+  }
+  if (ok && durability_ == Durability::kMachine) ok = fdatasync(fd) == 0;
+  const std::string why = ok ? "" : strerror(errno);
+  close(fd);
+  if (!ok) return Status::Internal(fmt::format("data dir {}: writing {}: {}", dir_, path, why));
+  spill_offset_[pid] = offset + bytes;
+  proto::ValueRef ref;
+  ref.set_spilled(true);
+  ref.set_offset(offset);
+  ref.set_length(bytes);
+  ref.set_hash(XXH3_64bits_digest(hash.get()));
+  return ref;
+}
+
+Status DurableStore::ReadSpilled(int32_t pid, const proto::ValueRef& ref,
+                                 std::vector<float>& out) const {
+  const std::string path = (std::filesystem::path(dir_) / kSpillDir / std::to_string(pid)).string();
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Malformed(fmt::format("{}: {}", path, strerror(errno)));
+  out.resize(ref.length() / sizeof(float));
+  char* to = reinterpret_cast<char*>(out.data());
+  HashState hash = NewHash();
+  bool ok = ref.length() % sizeof(float) == 0;
+  for (size_t at = 0; ok && at < ref.length(); at += kFileChunk) {
+    const size_t n = std::min<size_t>(kFileChunk, ref.length() - at);
+    ok = pread(fd, to + at, n, static_cast<off_t>(ref.offset() + at)) == static_cast<ssize_t>(n);
+    if (ok) XXH3_64bits_update(hash.get(), to + at, n);
+  }
+  close(fd);
+  if (!ok || XXH3_64bits_digest(hash.get()) != ref.hash()) {
+    return Status::Malformed(fmt::format(
+        "{}: the value of {} bytes at {} does not match its hash (it never reached the disk, or "
+        "was damaged)",
+        path, ref.length(), ref.offset()));
+  }
+  return Status();
 }
 
 StatusOr<std::string> DurableStore::WriteCheckpointFile(int32_t pid, uint64_t lsn,
@@ -384,16 +448,20 @@ Status DurableStore::Append(int32_t pid, const proto::LogRecord& record, const f
   if (values_ && bytes >= kValueLogMinBytes) {
     auto ref = values_->Append(pid, lsn, values, bytes);
     if (!ref.ok()) return ref.status();
-    if (*ref) {  // else the ring is full: the values go into RocksDB as below
+    if (*ref) {
       if (durability_ == Durability::kMachine) {
         if (Status s = values_->Sync(**ref); !s.ok()) return s;
       }
-      with_ref = record;
-      *with_ref.mutable_value_ref() = std::move(**ref);
-      logged = &with_ref;
-      n = 0;
-      FaultPoint("update.value_logged");
+    } else {  // the ring is full: the partition's spill file
+      auto spilled = Spill(pid, values, bytes);
+      if (!spilled.ok()) return spilled.status();
+      *ref = std::move(*spilled);
     }
+    with_ref = record;
+    *with_ref.mutable_value_ref() = std::move(**ref);
+    logged = &with_ref;
+    n = 0;
+    FaultPoint("update.value_logged");
   }
   // [header length, 4 bytes little-endian][header][values], gathered without a copy of the
   // values (RocksDB copies them once, into its log and memtable).
@@ -486,6 +554,7 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
   FaultPoint("checkpoint.written");
   checkpoint_lsn_[pid].store(lsn);
   log_bytes_[pid] = 0;
+  spill_offset_[pid] = 0;            // its spilled values are dead: written over from the start
   RemoveCheckpointFiles(pid, file);  // the one it replaced
   return Status();
 }
@@ -560,9 +629,20 @@ StatusOr<int64_t> DurableStore::Recover(int32_t pid, PartitionState& part, const
     const float* values = copied.data();
     int64_t n = static_cast<int64_t>(copied.size());
     if (record.has_value_ref()) {
-      auto read = values_ ? values_->Read(record.value_ref(), pid, at)
-                          : StatusOr<const char*>(Status::Malformed(fmt::format(
-                                "log record {} refers to a value log the data dir lacks", at)));
+      const proto::ValueRef& ref = record.value_ref();
+      StatusOr<const char*> read = Status::Malformed(
+          fmt::format("log record {} refers to a value log the data dir lacks", at));
+      if (ref.spilled()) {
+        Status s = ReadSpilled(pid, ref, copied);
+        read = s.ok() ? StatusOr<const char*>(reinterpret_cast<const char*>(copied.data()))
+                      : StatusOr<const char*>(s);
+        if (s.ok()) {
+          spill_offset_[pid] = std::max<int64_t>(spill_offset_[pid],
+                                                 static_cast<int64_t>(ref.offset() + ref.length()));
+        }
+      } else if (values_) {
+        read = values_->Read(ref, pid, at);
+      }
       if (!read.ok() && durability_ != Durability::kMachine) {
         // Below machine durability a machine crash may lose acknowledged values: the log ends
         // before the first one lost, and what followed it is dropped.
@@ -577,8 +657,8 @@ StatusOr<int64_t> DurableStore::Recover(int32_t pid, PartitionState& part, const
       }
       if (!read.ok()) return Status(read.status().code(), where + ": " + read.status().message());
       values = reinterpret_cast<const float*>(*read);
-      n = static_cast<int64_t>(record.value_ref().length() / sizeof(float));
-      values_->Hold(record.value_ref(), pid, at);
+      n = static_cast<int64_t>(ref.length() / sizeof(float));
+      if (!ref.spilled()) values_->Hold(ref, pid, at);
     }
     if (Status s = replay(record, values, n); !s.ok()) {
       return Status(s.code(),

@@ -11,8 +11,8 @@
 //
 // Large values (update values and checkpoints of 64 KiB and more) are kept in a value log
 // (server/value_log.h), RocksDB holding the record and a reference; the ring being full, update
-// values go into RocksDB as well, and checkpoints into files of their own (raw arrays, read back
-// straight into the partitions at recovery).
+// values go into a spill file per partition, and checkpoints into files of their own (raw
+// arrays, read back straight into the partitions at recovery).
 //
 // Durability levels (what an acknowledgement promises):
 //   none     nothing per update; checkpoints every interval and at a clean stop
@@ -60,8 +60,11 @@ class DurableStore {
   // Opens the data dir, creating it when it is absent or empty. A folder that holds anything
   // else than a hetps data dir, or a damaged one, is refused with an error naming it (never
   // read as an empty model).
-  static StatusOr<std::unique_ptr<DurableStore>> Open(const std::string& dir,
-                                                      Durability durability);
+  // `ring_segment_bytes`: the size of each of the value log's four segments (tests make it
+  // small to fill the ring).
+  static StatusOr<std::unique_ptr<DurableStore>> Open(const std::string& dir, Durability durability,
+                                                      int64_t ring_segment_bytes = int64_t{64}
+                                                                                   << 20);
   ~DurableStore();
   DurableStore(const DurableStore&) = delete;
   DurableStore& operator=(const DurableStore&) = delete;
@@ -94,7 +97,13 @@ class DurableStore {
  private:
   DurableStore(std::string dir, Durability durability);
 
-  Status OpenValueLog();
+  Status OpenValueLog(int64_t segment_bytes);
+  // An update value the ring has no room for: written to partition `pid`'s spill file at its
+  // next offset (from 0 again after each checkpoint, so the file's blocks are overwritten, not
+  // new), hashed a chunk at a time, synced under kMachine.
+  StatusOr<proto::ValueRef> Spill(int32_t pid, const void* data, int64_t bytes);
+  // Reads a spilled value into `out`, checking its hash.
+  Status ReadSpilled(int32_t pid, const proto::ValueRef& ref, std::vector<float>& out) const;
   // Checkpoints the value log has no room for go to files of their own (checkpoints/<pid>-<at>,
   // `at` = lsn + 1): the state without its arrays, then the arrays raw, written and read
   // straight from and into the partition's memory, hashed a chunk at a time.
@@ -120,6 +129,7 @@ class DurableStore {
   // Per partition, its checkpoint file's name ("" for none), written by its owning thread; and
   // the files found at open, by partition, until its recovery removes the unused ones.
   std::vector<std::string> checkpoint_files_;
+  std::vector<int64_t> spill_offset_;                          // per partition, owner thread only
   std::map<int32_t, std::vector<std::string>> files_at_open_;  // guarded by files_mu_
   std::mutex files_mu_;
 };

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "durable.pb.h"
 
@@ -307,18 +308,42 @@ PartitionStore::PartitionStore(const ShardMap& map, int server_rank, const Optim
                                const Initializer& initializer, const AlgorithmSpec* aggregation)
     : by_id_(map.partitions().size()) {
   const AlgorithmSpec spec = aggregation ? *aggregation : *Aggregators().Parse("sum");
+  std::vector<const Partition*> local;
+  int64_t floats = 0;
   for (const Partition& p : map.partitions()) {
     if (p.server_rank != server_rank) continue;
-    auto state = std::make_unique<PartitionState>(p, optimizer.num_slots());
-    state->set_aggregator(Aggregators().EntryFor(spec.name()).make(spec, optimizer));
-    if (!initializer.from_worker()) {
-      initializer.Fill(map.tensors()[p.tensor_id].name, p.offset, state->mutable_values(),
-                       p.length);
-      state->MarkInitialized();
+    local.push_back(&p);
+    floats += p.length * (1 + optimizer.num_slots());
+  }
+  // Allocating (the pages fault in as they are zeroed) and filling GiBs takes seconds on one
+  // core, before a restarted server can restore anything: large stores are built by a few
+  // threads side by side (each partition by one; the initializer is a function of the
+  // tensor and the offset).
+  std::vector<std::unique_ptr<PartitionState>> built(local.size());
+  auto build = [&](size_t first, size_t step) {
+    for (size_t i = first; i < local.size(); i += step) {
+      const Partition& p = *local[i];
+      built[i] = std::make_unique<PartitionState>(p, optimizer.num_slots());
+      if (!initializer.from_worker()) {
+        initializer.Fill(map.tensors()[p.tensor_id].name, p.offset, built[i]->mutable_values(),
+                         p.length);
+        built[i]->MarkInitialized();
+      }
     }
+  };
+  constexpr int64_t kParallelFloats = int64_t{16} << 20;  // 64 MiB
+  const size_t threads =
+      floats < kParallelFloats ? 1 : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(build, t, threads);
+  build(0, threads);
+  for (std::thread& h : helpers) h.join();
+  for (size_t i = 0; i < local.size(); ++i) {
+    const Partition& p = *local[i];
+    built[i]->set_aggregator(Aggregators().EntryFor(spec.name()).make(spec, optimizer));
     bytes_ += p.length * static_cast<int64_t>(sizeof(float));
     ++count_;
-    by_id_[p.id] = std::move(state);
+    by_id_[p.id] = std::move(built[i]);
   }
 }
 

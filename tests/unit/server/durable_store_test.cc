@@ -49,7 +49,7 @@ class Node {
 
   // Opens the data dir and restores what it holds (or claims it); the error of either.
   Status Open() {
-    auto store = DurableStore::Open(dir_, durability_);
+    auto store = DurableStore::Open(dir_, durability_, ring_segment_bytes);
     if (!store.ok()) return store.status();
     durable_ = std::move(*store);
     state_.optimizer = std::move(*MakeOptimizer(optimizer_));
@@ -104,6 +104,8 @@ class Node {
   }
   int64_t Version(int32_t pid) { return state_.store->Find(pid)->version(); }
   int64_t replayed() const { return replayed_; }
+
+  int64_t ring_segment_bytes = int64_t{64} << 20;  // the value log's segments (set before Open)
 
  private:
   ShardMap map_;
@@ -322,6 +324,55 @@ TEST_F(DurableStoreTest, CheckpointFilesRestoreTheWholeStateAndAreCheckedAndClea
   ASSERT_FALSE(opened.ok());
   EXPECT_NE(opened.message().find("damaged"), std::string::npos) << opened.message();
   fs::remove_all(dir_.string() + "-reference");
+}
+
+// Update values the value log's ring has no room for go to the partition's spill file: they
+// come back after a restart, a spilled value that fails its hash ends the partition's log
+// before it (process durability), and after a checkpoint the file is written over from its
+// start instead of growing.
+TEST_F(DurableStoreTest, ValuesTheRingHasNoRoomForAreSpilledAndComeBack) {
+  constexpr int64_t kLength = 200000;  // 800 KB: one value per 1 MiB segment, four in the ring
+  map_ = TestMap(kLength);
+  const int32_t b = static_cast<int32_t>(map_.partitions().size()) - 1;
+  const fs::path spill = dir_ / "spill" / std::to_string(b);
+  auto node = [&] {
+    auto n = std::make_unique<Node>(map_, Dir(), Durability::kProcess);
+    n->ring_segment_bytes = 1 << 20;
+    return n;
+  };
+  {
+    auto n = node();
+    ASSERT_TRUE(n->Open().ok());
+    for (int i = 1; i <= 10; ++i) n->Push(b, Filled(kLength, static_cast<float>(i)));
+  }
+  ASSERT_TRUE(fs::exists(spill));
+  EXPECT_GE(fs::file_size(spill), static_cast<uintmax_t>(6 * kLength * 4));
+  {
+    auto n = node();
+    ASSERT_TRUE(n->Open().ok());
+    EXPECT_EQ(n->Values(b), Filled(kLength, -55.0f));
+    EXPECT_EQ(n->Version(b), 10);
+    EXPECT_EQ(n->replayed(), 10);
+    n->Push(b, Filled(kLength, 11));  // spilled after the others
+  }
+  const uintmax_t size = fs::file_size(spill);
+  {
+    std::fstream f(spill, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size - 100));
+    f.put(0x7f);
+  }
+  {
+    auto n = node();
+    ASSERT_TRUE(n->Open().ok());
+    EXPECT_EQ(n->Values(b), Filled(kLength, -55.0f)) << "push 11 failed its hash: dropped";
+    EXPECT_EQ(n->Version(b), 10);
+    n->Checkpoint();
+    for (int i = 0; i < 6; ++i) n->Push(b, Filled(kLength, 1));
+  }
+  EXPECT_EQ(fs::file_size(spill), size) << "written over from its start";
+  auto n = node();
+  ASSERT_TRUE(n->Open().ok());
+  EXPECT_EQ(n->Values(b), Filled(kLength, -61.0f));
 }
 
 // A child process pushes 1, 2, ... 12 (seq = value) to partition "b" and tells the parent each
