@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -62,6 +63,7 @@ Status RunSize(int mib, const std::string& data_root) {
   // A training worker has pulled before: its receive buffers are warm, so the figure below is
   // the server's recovery and not the client's first large receive.
   if (Status s = client.Pull(model.name, values.data(), n).Wait(); !s.ok()) return s;
+  const std::vector<float> before = values;
   if (Status s = c.KillServer(0); !s.ok()) return s;
   // The restarted server takes its rank once the old one is declared dead: wait for that, so
   // the figure is the server's own recovery, not failure detection.
@@ -70,6 +72,10 @@ Status RunSize(int mib, const std::string& data_root) {
   if (Status s = c.RestartServer(0); !s.ok()) return s;
   if (Status s = client.Pull(model.name, values.data(), n).Wait(); !s.ok()) return s;
   const double recovery_s = Since(restarted);
+  if (std::memcmp(before.data(), values.data(), before.size() * sizeof(float)) != 0) {
+    return Status::Internal(fmt::format(
+        "{} MiB: the restarted server serves other values than it acknowledged before", mib));
+  }
 
   const double held_mib = 3.0 * mib;  // values and Adam's two moments
   std::printf(

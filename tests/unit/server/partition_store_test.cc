@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <random>
+#include <set>
 
 namespace hetps {
 namespace {
@@ -48,6 +49,36 @@ TEST_F(PartitionStoreTest, SeededValuesMatchTheInitializer) {
     const float* got = s.Find(p.id)->values();
     EXPECT_EQ(std::vector<float>(got, got + p.length), want);
   }
+}
+
+// A store of 64 MiB and more is built by several threads: every partition still holds exactly
+// what the initializer gives for its tensor and offset, with zeroed optimizer slots, and each
+// has its own aggregator.
+TEST(PartitionStoreBuildTest, ALargeStoreBuiltInParallelHoldsWhatTheInitializerGives) {
+  auto map = ShardMap::Build({{"big", {int64_t{9} << 20}, 0}, {"small", {1000}, 1}}, 1, 1 << 20);
+  ASSERT_TRUE(map.ok());
+  auto adam = std::move(*MakeOptimizer("adam:lr=0.001"));  // two slots: 27M floats in all
+  auto init = *Initializer::Make({"uniform", 0.1, 5});
+  PartitionStore s(*map, 0, *adam, init);
+  ASSERT_EQ(s.num_partitions(), static_cast<int64_t>(map->partitions().size()));
+  std::set<const Aggregator*> aggregators;
+  for (const Partition& p : map->partitions()) {
+    PartitionState* part = s.Find(p.id);
+    ASSERT_NE(part, nullptr);
+    ASSERT_TRUE(part->initialized());
+    aggregators.insert(part->aggregator());
+    std::vector<float> want(p.length);
+    init.Fill(map->tensors()[p.tensor_id].name, p.offset, want.data(), p.length);
+    ASSERT_EQ(std::vector<float>(part->values(), part->values() + p.length), want) << p.id;
+    const std::vector<const float*> arrays = part->Arrays();
+    ASSERT_EQ(arrays.size(), 3u);
+    for (size_t k = 1; k < arrays.size(); ++k) {
+      ASSERT_TRUE(std::all_of(arrays[k], arrays[k] + p.length, [](float v) { return v == 0; }))
+          << p.id;
+    }
+  }
+  EXPECT_EQ(aggregators.size(), map->partitions().size());
+  EXPECT_EQ(aggregators.count(nullptr), 0u);
 }
 
 TEST_F(PartitionStoreTest, WorkerInitFirstWriterWinsAndVersionCountsUpdates) {
