@@ -232,8 +232,11 @@ def check_interrupt(bin_dir, hosts, run_dir):
         if running.count("hetps-worker") == 4:
             break
         time.sleep(0.3)
-    expect(running == ["hetps-scheduler"] + ["hetps-server"] * 2 + ["hetps-worker"] * 4,
-           f"the scheduler, 2 servers and 4 workers run on the hosts before the interrupt")
+    if running != ["hetps-scheduler"] + ["hetps-server"] * 2 + ["hetps-worker"] * 4:
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=60)
+        expect(False, f"the scheduler, 2 servers and 4 workers run on the hosts before the "
+               f"interrupt: {running} (launch exit {p.returncode})", out)
     time.sleep(2)  # training
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=60)
