@@ -15,8 +15,11 @@
 namespace hetps {
 namespace {
 
-// ssh's exit code when it could not connect or lost the connection.
+// ssh's exit code when it could not connect or lost the connection; timeout's when the time
+// ran out; how long a host's check may take.
 constexpr int kSshFailed = 255;
+constexpr int kTimedOut = 124;
+constexpr int kCheckSeconds = 30;
 
 std::string Trim(const std::string& s) {
   const size_t a = s.find_first_not_of(" \t\r\n");
@@ -70,13 +73,21 @@ Status CheckOneHost(const std::vector<std::string>& ssh, const Host& host,
   for (const char* role : {"scheduler", "server", "worker"}) {
     argv.push_back(fmt::format("{}/hetps-{}", bin_dir, role));
   }
-  std::vector<std::string> command = ssh;
+  // Bounded: a host that accepts the connection but never runs the command (a shell startup
+  // file that blocks) must not hang the launch before it can be interrupted.
+  std::vector<std::string> command = {"timeout", std::to_string(kCheckSeconds)};
+  command.insert(command.end(), ssh.begin(), ssh.end());
   command.insert(command.end(), {"-n", "-o", "BatchMode=yes", host.target, "--"});
   command.push_back(ShellWords(argv));
   auto run = RunCaptured(command, /*search_path=*/true);
   if (!run.ok()) return run.status();
   if (run->succeeded()) return Status();
   const std::string said = Trim(run->output);
+  if (WIFEXITED(run->status) && WEXITSTATUS(run->status) == kTimedOut) {
+    return Status::DeadlineExceeded(fmt::format(
+        "{}: no answer in {} s (does a shell startup file there block or take that long?)",
+        host.target, kCheckSeconds));
+  }
   if (WIFEXITED(run->status) && WEXITSTATUS(run->status) == kSshFailed) {
     return Status::Unavailable(fmt::format("{}: ssh failed: {}", host.target, said));
   }

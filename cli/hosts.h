@@ -51,8 +51,8 @@ std::vector<std::string> OverSsh(const std::vector<std::string>& ssh, const Host
                                  const std::vector<std::string>& argv);
 
 // Whether every host can be reached over ssh and has hetps-scheduler, hetps-server and
-// hetps-worker in `bin_dir`; checked on all hosts at once. The error names each host that
-// fails and why (ssh's own message, or the missing binary).
+// hetps-worker in `bin_dir`; checked on all hosts at once, each within 30 s. The error names
+// each host that fails and why (ssh's own message, the missing binary, or no answer).
 Status CheckHosts(const std::vector<std::string>& ssh, const std::vector<Host>& hosts,
                   const std::string& bin_dir);
 

@@ -159,6 +159,10 @@ TEST(HostsTest, CheckHostsNamesTheHostAndTheMissingBinary) {
   // ssh's own failure (exit 255) is reported as such, with what it said.
   const std::vector<std::string> refused = {
       "/bin/sh", "-c", "echo 'connect to host: Connection refused'; exit 255", "ssh"};
+  // A host that does not answer in time (here: the stand-in ends as `timeout` does).
+  s = CheckHosts({"/bin/sh", "-c", "exit 124", "ssh"}, *hosts, HETPS_BIN_DIR);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("h1: no answer in 30 s"), std::string::npos) << s.message();
   s = CheckHosts(refused, *hosts, HETPS_BIN_DIR);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("h2: ssh failed: connect to host: Connection refused"),
