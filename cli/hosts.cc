@@ -21,12 +21,6 @@ constexpr int kSshFailed = 255;
 constexpr int kTimedOut = 124;
 constexpr int kCheckSeconds = 30;
 
-std::string Trim(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
-}
-
 // "host" or "user@host" (a name or an IPv4 address; no option-like or shell-special text).
 StatusOr<Host> MakeHost(const std::string& target, const std::string& slots) {
   static const std::regex valid(R"(([A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9._-]*)");

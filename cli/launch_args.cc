@@ -11,12 +11,6 @@
 namespace hetps {
 namespace {
 
-std::string Trim(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
-}
-
 StatusOr<int> ParseCount(const std::string& name, const std::string& value, int min) {
   try {
     size_t used = 0;
@@ -120,6 +114,12 @@ Status SetOwnOption(const std::string& name, const std::string& value, LaunchArg
 }
 
 }  // namespace
+
+std::string Trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
 
 Status ReadFlagfile(const std::string& path, std::vector<std::string>& out) {
   std::ifstream in(path);

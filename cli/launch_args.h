@@ -71,6 +71,9 @@ ArgParts SplitArg(const std::string& arg);
 // The value of argument --`name` as an integer in [min, 1e9]; an error naming it otherwise.
 StatusOr<int> IntArg(const std::string& name, const std::string& value, int min);
 
+// `s` without leading and trailing blanks (spaces, tabs, line ends).
+std::string Trim(const std::string& s);
+
 // The name of "--name=value", "--name" or "--noname" (bools); empty if not a flag.
 std::string FlagName(const std::string& flag);
 
