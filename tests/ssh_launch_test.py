@@ -226,13 +226,16 @@ def check_interrupt(bin_dir, hosts, run_dir):
         return sorted(cmd.split()[0].rsplit("/", 1)[-1] for _, cmd in hosts.hetps_processes()
                       if cmd.split()[0].rsplit("/", 1)[-1].startswith("hetps-"))
 
+    # Each process starts over its own ssh session, so they come up in any order: wait for all
+    # of them (a server still in its remote wrapper would otherwise miss the interrupt).
+    everything = ["hetps-scheduler"] + ["hetps-server"] * 2 + ["hetps-worker"] * 4
     deadline, running = time.time() + 120, []
     while p.poll() is None and time.time() < deadline:
         running = daemons()
-        if running.count("hetps-worker") == 4:
+        if running == everything:
             break
         time.sleep(0.3)
-    if running != ["hetps-scheduler"] + ["hetps-server"] * 2 + ["hetps-worker"] * 4:
+    if running != everything:
         p.send_signal(signal.SIGINT)
         out, _ = p.communicate(timeout=60)
         expect(False, f"the scheduler, 2 servers and 4 workers run on the hosts before the "

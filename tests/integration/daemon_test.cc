@@ -5,8 +5,10 @@
 #include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/subprocess.h"
@@ -79,7 +81,14 @@ TEST(DaemonTest, HealthIsTheSchedulerAnsweringAndANamedNodeAlive) {
   Exit r = Daemon({scheduler}, "hetps", {"health"});
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("healthy: the scheduler at"), std::string::npos) << r.output;
-  r = Daemon({scheduler}, "hetps", {"health", "--role=server", "--rank=0"});
+  // The cluster starts its server without waiting for it to register: a container's health
+  // check retries in the same way until the node is up.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    r = Daemon({scheduler}, "hetps", {"health", "--role=server", "--rank=0"});
+    if (r.code == 0 || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   EXPECT_EQ(r.code, 0) << r.output;
   r = Daemon({scheduler}, "hetps", {"health", "--role=worker", "--rank=3"});
   EXPECT_EQ(r.code, 1) << r.output;
