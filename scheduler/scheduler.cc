@@ -15,6 +15,7 @@
 #include "common/cluster_view.h"
 #include "common/cut.h"
 #include "common/message.h"
+#include "common/routed_outbox.h"
 #include "scheduler/barrier.h"
 #include "scheduler/checkpoints.h"
 #include "scheduler/cluster_stats.h"
@@ -84,9 +85,12 @@ class Loop {
   Status CheckAgainstMap(const proto::Header& declare) const;
   // Every message carries this scheduler's incarnation: a node that sees it change knows the
   // scheduler was restarted and asks again what it had not been answered.
+  // A message to a live node that cannot take it yet (after a restart, before its connection
+  // is back) is held and sent once it can.
   void Reply(const std::string& identity, proto::Header h) {
     h.set_incarnation(incarnation_);
-    SendRouted(router_, identity, h);
+    const Member* m = members_.ByIdentity(identity);
+    outbox_.Send(identity, h, /*hold=*/m != nullptr && m->state == Member::State::kAlive);
   }
   void Broadcast(proto::Header h);
   void AdmitRestartedServer(const Envelope& env, const Member& m);
@@ -130,6 +134,7 @@ class Loop {
   int64_t hinted_quorum_ = -1;
   zmq::context_t ctx_{1};
   zmq::socket_t router_;
+  RoutedOutbox outbox_{router_};
   std::string endpoint_;  // bound
   bool view_sent_ = false;
   std::set<int32_t> restoring_;  // restarted servers installing the shard map
@@ -334,6 +339,7 @@ Status Loop::Run() {
       Handle(*env);
     }
     for (int32_t id : members_.ExpireSilent(Clock::now(), timeout)) OnDead(id);
+    outbox_.Flush();
     if (Now() - last_observed_ >= 0.2) Observe();
     SendJoins();
     checkpoints_.Tick(stats_.MaxClock(),
@@ -669,6 +675,7 @@ void Loop::HandleLeave(const Envelope& env, const Member& m) {
   declare_.Remove(id);
   fed_.RemoveClient(id, LiveWorkers(), Now());
   Reply(env.identity, ReplyTo(env.message.header, proto::LEAVE, kSchedulerId));
+  outbox_.Forget(env.identity);
   const proto::Header left = AboutNode(proto::NODE_LEFT, id);
   for (const Member* s : members_.Alive()) {
     if (s->info.role() == proto::SERVER) Reply(s->identity, left);
@@ -683,6 +690,7 @@ void Loop::OnDead(int32_t id) {
   auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - m->last_seen);
   spdlog::error("node {} ({} rank {}, pid {}) silent for {} ms: declared dead", id,
                 proto::Role_Name(m->info.role()), m->info.rank(), m->info.pid(), silent.count());
+  outbox_.Forget(m->identity);
   Save();
   Broadcast(AboutNode(proto::NODE_DEAD, id));
   stats_.OnDead(id, Now());
@@ -898,6 +906,7 @@ void Loop::Shutdown(bool everyone) {
   for (const Member* m : members_.Alive()) {
     if (everyone || m->info.role() == proto::SERVER) Reply(m->identity, h);
   }
+  outbox_.Flush();  // what is still held then is lost with the process
   done_ = true;
 }
 
