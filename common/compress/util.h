@@ -78,6 +78,7 @@ inline float SaturateHalf(float f) {
   return f;
 }
 
+#ifdef __FLT16_MAX__  // the compiler has _Float16 (g++ 12; clang from 15 on x86)
 inline uint16_t ToHalf(float f) {
   const _Float16 h = static_cast<_Float16>(SaturateHalf(f));
   uint16_t bits;
@@ -90,6 +91,43 @@ inline float FromHalf(uint16_t bits) {
   std::memcpy(&h, &bits, sizeof(bits));
   return static_cast<float>(h);
 }
+#else  // the same conversions by hand (clang 14 builds the fuzz targets: deploy/fuzz.sh)
+inline uint16_t ToHalf(float f) {
+  f = SaturateHalf(f);
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  x &= 0x7fffffff;
+  if (x > 0x7f800000) return sign | 0x7e00 | static_cast<uint16_t>((x >> 13) & 0x3ff);  // NaN
+  if (x < 0x38800000) {  // below 2^-14: a subnormal half, rounded to nearest even
+    float magnitude;
+    std::memcpy(&magnitude, &x, sizeof(x));
+    return sign | static_cast<uint16_t>(std::nearbyint(magnitude * 16777216.0f));
+  }
+  uint32_t h = ((x >> 23) - 112) << 10 | ((x & 0x7fffff) >> 13);
+  const uint32_t rest = x & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;  // a carry moves into the exponent
+  return sign | static_cast<uint16_t>(h);
+}
+
+inline float FromHalf(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+  uint32_t x;
+  if (exponent == 0) {  // zero or subnormal: mantissa x 2^-24, exact in a float
+    const float magnitude = static_cast<float>(mantissa) / 16777216.0f;
+    std::memcpy(&x, &magnitude, sizeof(x));
+    x |= sign;
+  } else if (exponent == 31) {
+    x = sign | 0x7f800000 | mantissa << 13;
+  } else {
+    x = sign | (exponent + 112) << 23 | mantissa << 13;
+  }
+  float f;
+  std::memcpy(&f, &x, sizeof(f));
+  return f;
+}
+#endif
 
 // Whole arrays, with the CPU's F16C conversions when it has them (same rounding).
 void ToHalf(const float* x, int64_t n, uint16_t* out);
