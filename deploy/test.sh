@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test with ctest.
+# Installs what is missing, builds, runs every test with ctest, then each fuzz target for a
+# bounded time (deploy/fuzz.sh, HETPS_FUZZ_SECONDS each, default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./deploy/install_deps.sh --tests
 ./deploy/build.sh
-cd build
-ctest --output-on-failure -j "$(nproc)" --timeout 300
+(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 300)
+./deploy/fuzz.sh "${HETPS_FUZZ_SECONDS:-20}"
