@@ -13,10 +13,10 @@ RoutedOutbox::RoutedOutbox(zmq::socket_t& router, size_t max_held)
 }
 
 RoutedOutbox::Outcome RoutedOutbox::Send(const std::string& identity, const proto::Header& h,
-                                         bool hold) {
+                                         const std::function<bool()>& hold) {
   auto it = held_.find(identity);
   if (it == held_.end() && SendRouted(router_, identity, h)) return Outcome::kSent;
-  if (!hold) return Outcome::kDropped;
+  if (!hold()) return Outcome::kDropped;
   std::deque<proto::Header>& queue = held_[identity];
   if (queue.size() >= max_held_) {
     spdlog::warn("{} messages held for {}, which is not taking them: dropping the oldest ({})",

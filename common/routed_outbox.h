@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <zmq.hpp>
@@ -30,8 +31,10 @@ class RoutedOutbox {
 
   enum class Outcome { kSent, kHeld, kDropped };
   // Sends `h` to `identity` now if nothing to that peer is held and the peer can take it;
-  // otherwise holds it when `hold` (a peer expected back: a known node) or drops it.
-  Outcome Send(const std::string& identity, const proto::Header& h, bool hold);
+  // otherwise holds it when `hold()` says so (a peer expected back: a live node) or drops it.
+  // `hold` is asked only then, so a lookup behind it costs nothing on the common path.
+  Outcome Send(const std::string& identity, const proto::Header& h,
+               const std::function<bool()>& hold);
   // Sends what is held, oldest first per peer, as far as each peer takes it. Returns how many
   // went out. Cheap when nothing is held.
   size_t Flush();

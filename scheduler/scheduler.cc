@@ -89,8 +89,10 @@ class Loop {
   // is back) is held and sent once it can.
   void Reply(const std::string& identity, proto::Header h) {
     h.set_incarnation(incarnation_);
-    const Member* m = members_.ByIdentity(identity);
-    outbox_.Send(identity, h, /*hold=*/m != nullptr && m->state == Member::State::kAlive);
+    outbox_.Send(identity, h, [&] {
+      const Member* m = members_.ByIdentity(identity);
+      return m != nullptr && m->state == Member::State::kAlive;
+    });
   }
   void Broadcast(proto::Header h);
   void AdmitRestartedServer(const Envelope& env, const Member& m);

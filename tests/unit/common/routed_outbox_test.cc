@@ -10,6 +10,9 @@
 namespace hetps {
 namespace {
 
+const std::function<bool()> kHold = [] { return true; };
+const std::function<bool()> kDrop = [] { return false; };
+
 proto::Header Numbered(uint64_t n) {
   proto::Header h;
   h.set_type(proto::HEARTBEAT);
@@ -56,9 +59,9 @@ class RoutedOutboxTest : public ::testing::Test {
 TEST_F(RoutedOutboxTest, MessagesToAPeerNotYetConnectedAreHeldAndDeliveredInOrder) {
   RoutedOutbox outbox(router_);
   const std::string peer = NodeIdentity(7);
-  EXPECT_EQ(outbox.Send(peer, Numbered(1), /*hold=*/true), RoutedOutbox::Outcome::kHeld);
-  EXPECT_EQ(outbox.Send(peer, Numbered(2), /*hold=*/true), RoutedOutbox::Outcome::kHeld);
-  EXPECT_EQ(outbox.Send("someone", Numbered(9), /*hold=*/false), RoutedOutbox::Outcome::kDropped);
+  EXPECT_EQ(outbox.Send(peer, Numbered(1), kHold), RoutedOutbox::Outcome::kHeld);
+  EXPECT_EQ(outbox.Send(peer, Numbered(2), kHold), RoutedOutbox::Outcome::kHeld);
+  EXPECT_EQ(outbox.Send("someone", Numbered(9), kDrop), RoutedOutbox::Outcome::kDropped);
   EXPECT_EQ(outbox.held(), 2u);
   EXPECT_EQ(outbox.Flush(), 0u) << "nobody to send to yet";
 
@@ -66,7 +69,7 @@ TEST_F(RoutedOutboxTest, MessagesToAPeerNotYetConnectedAreHeldAndDeliveredInOrde
   FlushAll(outbox);
   ASSERT_EQ(outbox.held(), 0u);
   // Once nothing is held a message goes straight out.
-  EXPECT_EQ(outbox.Send(peer, Numbered(3), /*hold=*/true), RoutedOutbox::Outcome::kSent);
+  EXPECT_EQ(outbox.Send(peer, Numbered(3), kHold), RoutedOutbox::Outcome::kSent);
   std::vector<uint64_t> got;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (got.size() < 3 && std::chrono::steady_clock::now() < deadline) {
@@ -82,13 +85,13 @@ TEST_F(RoutedOutboxTest, APeerWithAFullQueueGetsEverythingInOrderOnceItReads) {
   const std::string peer = NodeIdentity(7);
   // Wait until the router knows the peer.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (outbox.Send(peer, Numbered(0), /*hold=*/false) != RoutedOutbox::Outcome::kSent &&
+  while (outbox.Send(peer, Numbered(0), kDrop) != RoutedOutbox::Outcome::kSent &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   int held = 0;
   for (uint64_t n = 1; n <= 50; ++n) {
-    held += outbox.Send(peer, Numbered(n), /*hold=*/true) == RoutedOutbox::Outcome::kHeld;
+    held += outbox.Send(peer, Numbered(n), kHold) == RoutedOutbox::Outcome::kHeld;
   }
   EXPECT_GT(held, 0) << "the queue never filled";
   std::vector<uint64_t> got;
@@ -104,9 +107,9 @@ TEST_F(RoutedOutboxTest, APeerWithAFullQueueGetsEverythingInOrderOnceItReads) {
 TEST_F(RoutedOutboxTest, ForgottenPeersAndTheOldestBeyondTheBoundAreDropped) {
   RoutedOutbox outbox(router_, /*max_held=*/3);
   const std::string peer = NodeIdentity(7);
-  for (uint64_t n = 1; n <= 5; ++n) outbox.Send(peer, Numbered(n), /*hold=*/true);
+  for (uint64_t n = 1; n <= 5; ++n) outbox.Send(peer, Numbered(n), kHold);
   EXPECT_EQ(outbox.held_for(peer), 3u);
-  outbox.Send(NodeIdentity(8), Numbered(1), /*hold=*/true);
+  outbox.Send(NodeIdentity(8), Numbered(1), kHold);
   outbox.Forget(NodeIdentity(8));
   EXPECT_EQ(outbox.held(), 3u);
 
