@@ -8,11 +8,19 @@
 namespace hetps::fuzz {
 
 inline const std::vector<std::string>& CodecSpecs() {
-  static const std::vector<std::string> specs = {
-      "none",          "fp16",           "topk:density=0.05", "topk:density=1",
-      "randomk:density=0.05,seed=3",     "dgc:density=0.05,momentum=0.5",
-      "qsgd:levels=16", "qsgd:levels=2", "terngrad",          "onebit",
-      "efsign",        "powersgd:rank=2", "powersgd:rank=1"};
+  static const std::vector<std::string> specs = {"none",
+                                                 "fp16",
+                                                 "topk:density=0.05",
+                                                 "topk:density=1",
+                                                 "randomk:density=0.05,seed=3",
+                                                 "dgc:density=0.05,momentum=0.5",
+                                                 "qsgd:levels=16",
+                                                 "qsgd:levels=2",
+                                                 "terngrad",
+                                                 "onebit",
+                                                 "efsign",
+                                                 "powersgd:rank=2",
+                                                 "powersgd:rank=1"};
   return specs;
 }
 

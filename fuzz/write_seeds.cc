@@ -45,8 +45,8 @@ void CodecSeeds(const fs::path& dir) {
       std::vector<uint8_t> out;
       (*codec)->Encode(g.data(), 256, ctx, state.get(), out);
       // cols in the target: odd cols_bits -> 1 + cols_bits % n, so 15 gives 16.
-      const uint8_t prefix[8] = {static_cast<uint8_t>(i), 255, 0, 0, 0,
-                                 static_cast<uint8_t>(rows ? 15 : 0), 0, 3};
+      const uint8_t prefix[8] = {
+          static_cast<uint8_t>(i), 255, 0, 0, 0, static_cast<uint8_t>(rows ? 15 : 0), 0, 3};
       std::string seed(reinterpret_cast<const char*>(prefix), 8);
       seed.append(out.begin(), out.end());
       Write(dir, "codec-" + std::to_string(i) + "-" + std::to_string(rows), seed);
@@ -56,7 +56,8 @@ void CodecSeeds(const fs::path& dir) {
 
 void SpecSeeds(const fs::path& dir) {
   int k = 0;
-  for (const std::string& s : hetps::fuzz::CodecSpecs()) Write(dir, "spec-" + std::to_string(k++), s);
+  for (const std::string& s : hetps::fuzz::CodecSpecs())
+    Write(dir, "spec-" + std::to_string(k++), s);
   Write(dir, "layers", "default=topk:density=0.01,ef=1;layer0=fp16;layer3=none");
   Write(dir, "list", "1,2,4,8");
 }
@@ -86,8 +87,8 @@ void WireSeeds(const fs::path& dir) {
   pull.set_request_id(18);
   pull.set_partition(2);
   Write(dir, "pull", Frame(pull.SerializeAsString()));
-  Write(dir, "error", Frame(hetps::ErrorReply(push, hetps::Status::Unavailable("gone"), 4)
-                                .SerializeAsString()));
+  Write(dir, "error",
+        Frame(hetps::ErrorReply(push, hetps::Status::Unavailable("gone"), 4).SerializeAsString()));
 }
 
 // IDX files as Debian's data set ships them (gzip) and plain: labels and 2 images of 3 x 3.
@@ -112,7 +113,8 @@ void StatusSeeds(const fs::path& dir) {
 
 void LaunchSeeds(const fs::path& dir) {
   using namespace std::string_literals;
-  Write(dir, "quickstart", "--servers=2\0--workers=4\0--iterations=100\0--consistency=ssp:staleness=2"s);
+  Write(dir, "quickstart",
+        "--servers=2\0--workers=4\0--iterations=100\0--consistency=ssp:staleness=2"s);
   Write(dir, "hosts", "-H\0node1:2,alice@10.0.0.2:1\0--scheduler_port=7000\0--workers=3"s);
   Write(dir, "restart", "--restart=on-failure:3\0--data_dir=/var/lib/hetps/{i}\0--links=netns"s);
 }
