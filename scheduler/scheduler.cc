@@ -303,6 +303,9 @@ Status Loop::Run() {
   auto bind = OpenDataDir();
   if (!bind.ok()) return bind.status();
   router_.set(zmq::sockopt::linger, 2000);  // let SHUTDOWN reach the nodes on exit
+  // Every message to the scheduler is a header (the largest, a declaration of the model's
+  // tensors, holds about 50 bytes per tensor): a larger frame closes its connection unread.
+  router_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
   try {
     router_.bind(*bind);
   } catch (const zmq::error_t& e) {

@@ -39,6 +39,9 @@ DEFINE_string(durability, "process",
               "with --data_dir, what an acknowledged update survives: none (checkpoints only), "
               "process (a killed server; logged before the reply), machine (a power loss; the "
               "log is synced before the reply)");
+DEFINE_int64(max_partition_bytes, int64_t{64} << 20,
+             "largest partition the shard map may give this server; a worker's frame over twice "
+             "it (+64 KiB) closes that connection unread");
 DEFINE_int64(checkpoint_interval_ms, 10000,
              "with --data_dir, how often each partition's log is folded into a checkpoint");
 DEFINE_string(restore_from, "",
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
   o.restore_from = FLAGS_restore_from;
   o.durability = FLAGS_durability;
   o.checkpoint_interval_ms = FLAGS_checkpoint_interval_ms;
+  o.max_partition_bytes = FLAGS_max_partition_bytes;
   if (hetps::Status s = hetps::ValidateServerOptions(o); !s.ok()) {
     spdlog::error("{}", s.message());
     return 2;

@@ -136,6 +136,7 @@ Status ServerLoop::Setup() {
   router_->set(zmq::sockopt::linger, 0);
   router_->set(zmq::sockopt::rcvhwm, 0);  // never drop a push under load
   router_->set(zmq::sockopt::sndhwm, 0);
+  router_->set(zmq::sockopt::maxmsgsize, MaxFrameBytes(options_.max_partition_bytes));
   try {
     router_->bind(options_.bind);
   } catch (const zmq::error_t& e) {
@@ -568,6 +569,16 @@ Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
   if (map_) return Status::FailedPrecondition("a shard map is already installed");
   auto map = ShardMap::FromProto(proto_map);
   if (!map.ok()) return map.status();
+  for (const Partition& p : map->partitions()) {
+    const int64_t bytes = p.length * static_cast<int64_t>(sizeof(float));
+    if (p.server_rank == link_->rank() && bytes > options_.max_partition_bytes) {
+      // It could never read a push of that partition: it stops with the reason.
+      return fatal_ = Status::FailedPrecondition(fmt::format(
+          "partition {} holds {} bytes, more than --max_partition_bytes={} (the largest frame "
+          "this server reads): raise it, or lower the scheduler's --partition_bytes",
+          p.id, bytes, options_.max_partition_bytes));
+    }
+  }
   map_ = std::move(*map);
   state_.optimizer = std::move(optimizer_);
   state_.map = &*map_;
@@ -711,6 +722,10 @@ void ServerLoop::OnWorkerJoined(const proto::Header& h) {
 Status ValidateServerOptions(const ServerOptions& o) {
   if (o.threads < 1 || o.threads > 64) {
     return Status::InvalidArgument(fmt::format("threads must be in [1, 64], got {}", o.threads));
+  }
+  if (o.max_partition_bytes < 4 || o.max_partition_bytes > (int64_t{1} << 40)) {
+    return Status::InvalidArgument(fmt::format(
+        "max_partition_bytes must be in [4, 2^40], got {}", o.max_partition_bytes));
   }
   if (auto opt = Optimizers().Parse(o.optimizer); !opt.ok()) return opt.status();
   if (auto init = Initializer::Make(o.init); !init.ok()) return init.status();

@@ -46,6 +46,11 @@ struct ServerOptions {
   std::string data_dir;
   std::string durability = "process";
   int64_t checkpoint_interval_ms = 10000;
+  // The largest partition a shard map may give this server. A frame from a worker larger than
+  // MaxFrameBytes of it closes the connection it came on before any of it is read, so a peer
+  // cannot make the server hold more than that per connection; a shard map with a larger
+  // partition is refused, naming this setting.
+  int64_t max_partition_bytes = int64_t{64} << 20;
   // A whole-run checkpoint (common/cut.h) to start from: this server loads its rank's part, and
   // every worker starts at the checkpoint's clock. A data dir must then be empty.
   std::string restore_from;
@@ -54,6 +59,12 @@ struct ServerOptions {
 // What a server refuses before it binds or joins: thread count, the optimizer, consistency
 // and aggregator specs and their combination, the initializer, the durability settings.
 Status ValidateServerOptions(const ServerOptions& options);
+
+// The largest frame a server reads from a worker: a partition's push encoded at most twice its
+// raw size (top-k with density 1: an index per value), plus room for a codec's own header.
+inline int64_t MaxFrameBytes(int64_t max_partition_bytes) {
+  return 2 * max_partition_bytes + (int64_t{64} << 10);
+}
 
 class ServerNode {
  public:

@@ -1,10 +1,16 @@
 // Raw frames against live scheduler and server processes: every bad message gets a typed error
-// reply and the processes keep serving the real client beside it.
+// reply and the processes keep serving the real client beside it; a frame larger than a process
+// reads closes its connection unread.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/message.h"
+#include "common/subprocess.h"
 #include "tests/integration/local_cluster.h"
 
 namespace hetps::testing {
@@ -247,6 +253,77 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
   leave.set_sender(me);
   EXPECT_EQ(raw.Call(raw.sched_, leave).type(), proto::LEAVE);
   EXPECT_TRUE(client->Finish().ok());
+}
+
+// The peak resident memory of process `pid` (VmHWM), in bytes; -1 when unknown.
+int64_t PeakResidentBytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+// Sends one frame of `bytes` (never touched, so the sender holds no memory for it) to
+// `endpoint` and waits until it has left.
+void SendHugeFrame(zmq::context_t& ctx, const std::string& endpoint, size_t bytes) {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 10000);
+  s.connect(endpoint);
+  zmq::message_t frame(bytes);
+  (void)s.send(frame, zmq::send_flags::none);
+  s.close();  // lingers until the frame left, or its connection was closed
+}
+
+// A frame larger than a server reads (twice --max_partition_bytes, plus 64 KiB) or than the
+// scheduler reads (64 MiB) closes its connection before it is read: neither process's peak
+// memory grows by it, and both go on serving the real client.
+TEST(MalformedTest, OversizedFramesCloseTheirConnectionUnread) {
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .scheduler_flags = {"--partition_bytes=65536"},
+                        .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1",
+                                         "--max_partition_bytes=1048576"}});
+  auto client = Client::Connect(cluster.ClientOpts());
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE((*client)->DeclareTensors({{"t", {1000}, 0}}).ok());
+  auto status = RunCaptured({Bin("hetps"), "status", "--json", "--scheduler=" + cluster.endpoint()},
+                            /*search_path=*/false);
+  ASSERT_TRUE(status.ok() && status->succeeded());
+  const std::string server = nlohmann::json::parse(status->output)["servers"][0]["address"];
+
+  const pid_t server_pid = cluster.server(0).pid(), scheduler_pid = cluster.scheduler().pid();
+  const int64_t server_before = PeakResidentBytes(server_pid);
+  const int64_t scheduler_before = PeakResidentBytes(scheduler_pid);
+  ASSERT_GT(server_before, 0);
+  constexpr size_t kHuge = size_t{512} << 20;
+  zmq::context_t ctx(1);
+  SendHugeFrame(ctx, server, kHuge);
+  SendHugeFrame(ctx, cluster.endpoint(), kHuge);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LT(PeakResidentBytes(server_pid) - server_before, int64_t{64} << 20);
+  EXPECT_LT(PeakResidentBytes(scheduler_pid) - scheduler_before, int64_t{64} << 20);
+
+  std::vector<float> ones(1000, 1.0f), values(1000);
+  ASSERT_TRUE((*client)->Push("t", ones.data(), 1000).Wait().ok());
+  ASSERT_TRUE((*client)->Pull("t", values.data(), 1000).Wait().ok());
+  EXPECT_EQ(values[0], -1.0f);
+  EXPECT_EQ(values[999], -1.0f);
+  EXPECT_TRUE((*client)->Finish().ok());
+}
+
+// A shard map with a partition larger than --max_partition_bytes stops the server, saying
+// which setting to change, instead of serving a partition whose pushes it could never read.
+TEST(MalformedTest, AServerRefusesPartitionsLargerThanItReads) {
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .server_flags = {"--max_partition_bytes=4096"}});
+  auto client = Client::Connect(cluster.ClientOpts());
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  (void)(*client)->DeclareTensors({{"t", {100000}, 0}});  // partitions of 4 MiB at most
+  auto exit = cluster.server(0).WaitExit(std::chrono::seconds(20));
+  ASSERT_TRUE(exit.has_value()) << "the server kept running";
+  EXPECT_EQ(WEXITSTATUS(*exit), 1);
 }
 
 }  // namespace
