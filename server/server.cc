@@ -574,9 +574,10 @@ Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
     if (p.server_rank == link_->rank() && bytes > options_.max_partition_bytes) {
       // It could never read a push of that partition: it stops with the reason.
       return fatal_ = Status::FailedPrecondition(fmt::format(
-          "partition {} holds {} bytes, more than --max_partition_bytes={} (the largest frame "
-          "this server reads): raise it, or lower the scheduler's --partition_bytes",
-          p.id, bytes, options_.max_partition_bytes));
+                 "partition {} holds {} bytes, more than --max_partition_bytes={} (the largest "
+                 "frame "
+                 "this server reads): raise it, or lower the scheduler's --partition_bytes",
+                 p.id, bytes, options_.max_partition_bytes));
     }
   }
   map_ = std::move(*map);
@@ -724,8 +725,8 @@ Status ValidateServerOptions(const ServerOptions& o) {
     return Status::InvalidArgument(fmt::format("threads must be in [1, 64], got {}", o.threads));
   }
   if (o.max_partition_bytes < 4 || o.max_partition_bytes > (int64_t{1} << 40)) {
-    return Status::InvalidArgument(fmt::format(
-        "max_partition_bytes must be in [4, 2^40], got {}", o.max_partition_bytes));
+    return Status::InvalidArgument(
+        fmt::format("max_partition_bytes must be in [4, 2^40], got {}", o.max_partition_bytes));
   }
   if (auto opt = Optimizers().Parse(o.optimizer); !opt.ok()) return opt.status();
   if (auto init = Initializer::Make(o.init); !init.ok()) return init.status();

@@ -279,11 +279,11 @@ void SendHugeFrame(zmq::context_t& ctx, const std::string& endpoint, size_t byte
 // scheduler reads (64 MiB) closes its connection before it is read: neither process's peak
 // memory grows by it, and both go on serving the real client.
 TEST(MalformedTest, OversizedFramesCloseTheirConnectionUnread) {
-  LocalCluster cluster({.servers = 1,
-                        .workers = 1,
-                        .scheduler_flags = {"--partition_bytes=65536"},
-                        .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1",
-                                         "--max_partition_bytes=1048576"}});
+  LocalCluster cluster(
+      {.servers = 1,
+       .workers = 1,
+       .scheduler_flags = {"--partition_bytes=65536"},
+       .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1", "--max_partition_bytes=1048576"}});
   auto client = Client::Connect(cluster.ClientOpts());
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   ASSERT_TRUE((*client)->DeclareTensors({{"t", {1000}, 0}}).ok());
@@ -315,9 +315,8 @@ TEST(MalformedTest, OversizedFramesCloseTheirConnectionUnread) {
 // A shard map with a partition larger than --max_partition_bytes stops the server, saying
 // which setting to change, instead of serving a partition whose pushes it could never read.
 TEST(MalformedTest, AServerRefusesPartitionsLargerThanItReads) {
-  LocalCluster cluster({.servers = 1,
-                        .workers = 1,
-                        .server_flags = {"--max_partition_bytes=4096"}});
+  LocalCluster cluster(
+      {.servers = 1, .workers = 1, .server_flags = {"--max_partition_bytes=4096"}});
   auto client = Client::Connect(cluster.ClientOpts());
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   (void)(*client)->DeclareTensors({{"t", {100000}, 0}});  // partitions of 4 MiB at most
