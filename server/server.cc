@@ -573,11 +573,11 @@ Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
     const int64_t bytes = p.length * static_cast<int64_t>(sizeof(float));
     if (p.server_rank == link_->rank() && bytes > options_.max_partition_bytes) {
       // It could never read a push of that partition: it stops with the reason.
-      return fatal_ = Status::FailedPrecondition(fmt::format(
-                 "partition {} holds {} bytes, more than --max_partition_bytes={} (the largest "
-                 "frame "
-                 "this server reads): raise it, or lower the scheduler's --partition_bytes",
-                 p.id, bytes, options_.max_partition_bytes));
+      fatal_ = Status::FailedPrecondition(fmt::format(
+          "partition {} holds {} bytes, more than --max_partition_bytes={} (the largest frame "
+          "this server reads): raise it, or lower the scheduler's --partition_bytes",
+          p.id, bytes, options_.max_partition_bytes));
+      return fatal_;
     }
   }
   map_ = std::move(*map);
