@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/compress/codec.h"
 #include "common/status.h"
 #include "hetps.pb.h"
 #include "server/aggregation/aggregator.h"
@@ -60,10 +61,9 @@ struct ServerOptions {
 // and aggregator specs and their combination, the initializer, the durability settings.
 Status ValidateServerOptions(const ServerOptions& options);
 
-// The largest frame a server reads from a worker: a partition's push encoded at most twice its
-// raw size (top-k with density 1: an index per value), plus room for a codec's own header.
+// The largest frame a server reads from a worker: a push of its largest partition in any codec.
 inline int64_t MaxFrameBytes(int64_t max_partition_bytes) {
-  return 2 * max_partition_bytes + (int64_t{64} << 10);
+  return compress::MaxEncodedBytes(max_partition_bytes / static_cast<int64_t>(sizeof(float)));
 }
 
 class ServerNode {

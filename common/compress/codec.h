@@ -112,6 +112,11 @@ class CodecCache {
 // dimension when it has two or more and the partition is whole rows; else 0.
 int64_t RowLength(const std::vector<int64_t>& shape, int64_t offset, int64_t length);
 
+// The most bytes any codec's encoding of n values may take: an index and a value per element
+// (top-k or DGC at density 1) plus 64 KiB for a codec's own header. A server reads no larger
+// frame (server/server.h, MaxFrameBytes); a codec must stay within it (properties_test).
+inline int64_t MaxEncodedBytes(int64_t n) { return 8 * n + (int64_t{64} << 10); }
+
 // Encodes successive gradients of one partition, with error feedback when the spec asks:
 // p = g + e; m = C(p); e = p - D(m) (ALGORITHMS.md §8). Not thread-safe.
 class PartitionEncoder {

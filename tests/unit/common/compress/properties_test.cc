@@ -47,6 +47,29 @@ double Norm2(const std::vector<float>& x) {
   return s;
 }
 
+// Every codec at its most expansive settings stays within what a server reads per push.
+TEST(CodecTest, NoEncodingExceedsTheLargestFrameAServerReads) {
+  const std::vector<std::string> specs = {"none",           "fp16",
+                                          "topk:density=1", "randomk:density=1",
+                                          "dgc:density=1",  "qsgd:levels=65535",
+                                          "terngrad",       "onebit",
+                                          "efsign",         "powersgd:rank=64"};
+  for (const std::string& spec : specs) {
+    auto codec = Make(spec);
+    for (auto [n, cols] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 0}, {7, 0}, {4096, 0}, {4096, 64}, {4096, 2}, {100000, 1000}}) {
+      auto state = codec->NewState(n);
+      std::vector<uint8_t> out;
+      const std::vector<float> x = Gaussian(n, 3);
+      for (int64_t step = 0; step < 3; ++step) {
+        codec->Encode(x.data(), n, Step(step, cols), state.get(), out);
+        EXPECT_LE(static_cast<int64_t>(out.size()), MaxEncodedBytes(n))
+            << spec << " n=" << n << " cols=" << cols;
+      }
+    }
+  }
+}
+
 TEST(Fp16Test, RoundsToNearestAndSaturates) {
   auto c = Make("fp16");
   const std::vector<float> x = {1.0f, -2.5f, 1e-3f, 3.14159f, 1e6f, -1e6f, 0.0f};
