@@ -60,6 +60,29 @@ FedRounds::~FedRounds() {
   if (csv_ != nullptr) std::fclose(csv_);
 }
 
+void FedRounds::AnswerCheckin(const Arrival& a, const proto::FedRound& r) {
+  answered_[a.worker] = {a.request_id, proto::ROUND_TASK, r};
+  actions_.answer_checkin(a, r);
+}
+
+void FedRounds::AnswerUpload(const Arrival& a, const proto::FedRound& r) {
+  answered_[a.worker] = {a.request_id, proto::ROUND_UPLOADED, r};
+  actions_.answer_upload(a, r);
+}
+
+bool FedRounds::Resent(const Arrival& a) {
+  auto it = answered_.find(a.worker);
+  if (it == answered_.end() || it->second.request != a.request_id) return false;
+  spdlog::info("client {} asked again what was answered (round {}): the same answer goes out",
+               a.worker, it->second.answer.round());
+  if (it->second.type == proto::ROUND_TASK) {
+    actions_.answer_checkin(a, it->second.answer);
+  } else {
+    actions_.answer_upload(a, it->second.answer);
+  }
+  return true;
+}
+
 void FedRounds::Report(int32_t id, const proto::FedRound& request) {
   ClientRecord& c = clients_[id];
   const int64_t up = std::max<int64_t>(0, request.bytes_up());
@@ -133,17 +156,20 @@ void FedRounds::WriteRows(bool all) {
   while (!rows_.empty() && (all || rows_.front().aggregation < held_from)) {
     const Row& r = rows_.front();
     if (csv_ == nullptr && !csv_failed_) {
-      csv_ = std::fopen(options_.csv_path.c_str(), "w");
+      // A restored run goes on with the log its previous scheduler wrote.
+      const bool append = csv_append_ && std::filesystem::exists(options_.csv_path);
+      csv_ = std::fopen(options_.csv_path.c_str(), append ? "a" : "w");
       if (csv_ == nullptr) {
         spdlog::error("cannot write the rounds log {}", options_.csv_path);
         csv_failed_ = true;
-      } else {
+      } else if (!append) {
         std::fprintf(csv_,
                      "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,"
                      "bytes_down,test_loss,test_accuracy,kept_ranks,dropped_ranks,late\n");
       }
     }
-    if (csv_ != nullptr) {
+    if (csv_ != nullptr && r.aggregation > written_) {
+      written_ = r.aggregation;
       double mean = 0;
       int64_t max = 0;
       for (int64_t st : r.staleness) {
@@ -251,7 +277,7 @@ void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
     proto::FedRound done;
     done.set_finished(true);
     done.set_round(round_);
-    return actions_.answer_checkin(a, done);
+    return AnswerCheckin(a, done);
   }
   idle_[a.worker] = std::move(a);
   if (async()) return MaybeGrant(live_workers, now);
@@ -285,7 +311,7 @@ void FedRounds::MaybeGrant(int live_workers, double now) {
     c.selected_at = now;
     proto::FedRound grant;
     grant.set_round(task.id);
-    actions_.answer_checkin(it->second, grant);
+    AnswerCheckin(it->second, grant);
     idle_.erase(it);
   }
 }
@@ -378,6 +404,8 @@ void FedRounds::GiveUp(int32_t worker, const Task& task, const char* why) {
   Dropped(worker);
   proto::FedRound drop;
   drop.set_round(task.id);
+  recent_drops_.push_back(task.id);
+  if (recent_drops_.size() > 64) recent_drops_.pop_front();
   actions_.close(drop);  // no answers awaited: nothing waits for a drop
 }
 
@@ -399,7 +427,7 @@ void FedRounds::UploadedAsync(const Arrival& a, int64_t task, ClientRecord& c, d
     }
   }
   answer.set_kept(its_task && wanted);
-  actions_.answer_upload(a, answer);
+  AnswerUpload(a, answer);
 }
 
 void FedRounds::MaybeOpen(int live_workers, double now) {
@@ -439,7 +467,7 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
     ++c.selected;
     c.last_round = round_;
     c.selected_at = now;
-    actions_.answer_checkin(it->second, task);
+    AnswerCheckin(it->second, task);
     idle_.erase(it);
   }
   selected_all_.assign(selected_.begin(), selected_.end());
@@ -491,7 +519,7 @@ void FedRounds::Uploaded(Arrival a, int64_t round, int live_workers, double now)
     spdlog::info("worker {}'s upload of round {} is late; round {} takes it", a.worker, round,
                  next_close);
   answer.set_kept(in_time || late);
-  actions_.answer_upload(a, answer);
+  AnswerUpload(a, answer);
   MaybeClose(live_workers, now);
   MaybeOpen(live_workers, now);
 }
@@ -540,6 +568,7 @@ void FedRounds::Close(int live_workers, double now) {
   state_ = State::kClosing;
   const std::vector<int32_t> servers = actions_.live_servers();
   closing_servers_ = {servers.begin(), servers.end()};
+  closing_ = close;
   actions_.close(close);
   if (closing_servers_.empty()) OnClosed(-1, round_, live_workers, now);
 }
@@ -580,7 +609,7 @@ void FedRounds::FinishEveryone() {
   proto::FedRound done;
   done.set_finished(true);
   done.set_round(round_);
-  for (auto& [id, a] : idle_) actions_.answer_checkin(a, done);
+  for (auto& [id, a] : idle_) AnswerCheckin(a, done);
   idle_.clear();
 }
 
@@ -612,6 +641,7 @@ void FedRounds::AnswerWatchers() {
 
 void FedRounds::RemoveClient(int32_t id, int live_workers, double now) {
   if (clients_.contains(id)) left_.insert(id);
+  answered_.erase(id);  // a process that takes its place numbers its requests anew
   evaluators_.erase(id);
   if (measuring_.erase(id) > 0) WriteRows(/*all=*/false);
   for (auto it = watchers_.begin(); it != watchers_.end();) {

@@ -60,6 +60,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+#include "durable.pb.h"
 #include "hetps.pb.h"
 #include "scheduler/barrier.h"
 #include "scheduler/ratio/ratio.h"
@@ -131,6 +133,24 @@ class FedRounds {
   // Deadlines; opens a round that became possible.
   void Tick(int live_workers, double now);
 
+  // Durability (a scheduler with --data_dir keeps this state, written before the answers and
+  // closes of the changes it holds go out; scheduler/scheduler_store.h). Save: the state now;
+  // times are kept as ages, so a deadline does not run while the scheduler is down, but the
+  // rounds log's wall times include that time.
+  proto::FedRoundsState Save(double now) const;
+  // Continues from `state` (Save's, by a scheduler before its restart), before anything else
+  // happened to this object. Refuses a state of the other mode (rounds vs. asynchronous). The
+  // rounds log is appended to, without the rows it already holds.
+  Status Restore(const proto::FedRoundsState& state, double now);
+  // After Restore: asks the live servers again what they may not have answered or received (the
+  // closing round, the committed groups not yet applied everywhere, recent drops); the servers
+  // apply each at most once.
+  void Resume(double now);
+  // Whether `a` is a request already answered (a client sends what was not answered to it again
+  // to a restarted scheduler, and the answer may have been lost with the old one): then the
+  // same answer goes out again and nothing else happens (its report is not counted twice).
+  bool Resent(const Arrival& a);
+
   int64_t round() const { return round_; }  // the open (or next) round
   // What /api/status shows as "federated" (JSON text; empty before any client checked in):
   // mode, rounds (aggregations) applied of the run's, clients by state (idle: waiting to be
@@ -148,6 +168,9 @@ class FedRounds {
 
  private:
   enum class State { kWaiting, kOpen, kClosing };
+  // Every answer goes through these: the last one per client is kept for Resent.
+  void AnswerCheckin(const Arrival& a, const proto::FedRound& r);
+  void AnswerUpload(const Arrival& a, const proto::FedRound& r);
   void MaybeOpen(int live_workers, double now);
   void MaybeClose(int live_workers, double now);
   void Close(int live_workers, double now);
@@ -239,6 +262,7 @@ class FedRounds {
   std::vector<LateUpload> late_;          // accepted late, for the next close
   std::vector<LateUpload> closing_late_;  // those the closing round takes
   std::set<int32_t> closing_servers_;     // yet to answer ROUND_CLOSE
+  proto::FedRound closing_;               // the closing round's ROUND_CLOSE
   std::map<int32_t, ClientRecord> clients_;
   std::set<int32_t> evaluators_;
   std::set<int32_t> left_;  // clients that died or left (and did not check in since)
@@ -263,6 +287,16 @@ class FedRounds {
   int group_quorum_ = 1;                // the ratio policy's K for the open group
   int last_live_workers_ = 0;
   std::map<int64_t, Applying> applying_;
+  std::deque<int64_t> recent_drops_;  // the latest tasks given up (sent again on Resume)
+  struct Answered {
+    uint64_t request = 0;
+    proto::MsgType type = proto::ROUND_TASK;
+    proto::FedRound answer;
+  };
+  std::map<int32_t, Answered> answered_;  // per client, its last answered request
+  // The rounds log's last aggregation already written (a restored run appends after it).
+  int64_t written_ = 0;
+  bool csv_append_ = false;
 };
 
 // What FedRounds refuses: counts below 0, overcommit below 1, an unknown selection policy.

@@ -69,6 +69,14 @@ class Loop {
   int LiveWorkers() const { return static_cast<int>(members_.LiveWorkers().size()); }
   // Saves what a restarted scheduler needs, before any node hears of the change.
   void Save();
+  // With a data dir, what FedRounds sends waits in fed_outgoing_ until its state is saved:
+  // saves it (when it changed) and sends them. Called once per turn of the loop.
+  void CommitFed();
+  // Sends a FedRounds message now (no data dir) or after the next CommitFed.
+  void FedSend(const std::string& identity, proto::Header h) {
+    if (!store_) return Reply(identity, std::move(h));
+    fed_outgoing_.push_back({identity, std::move(h)});
+  }
   void Handle(Envelope& env);
   void HandleMember(const Envelope& env, Member& member);
   void OnNodeError(const Member& member, const proto::Header& h);
@@ -128,6 +136,11 @@ class Loop {
   std::unique_ptr<SchedulerStore> store_;
   Checkpoints checkpoints_;
   FedRounds fed_;
+  struct Outgoing {
+    std::string identity;
+    proto::Header header;
+  };
+  std::vector<Outgoing> fed_outgoing_;
   std::optional<proto::CutManifest> resume_;
   const uint64_t incarnation_ =
       std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
@@ -204,6 +217,13 @@ StatusOr<std::string> Loop::OpenDataDir() {
     map_ = std::move(*map);
   }
   if (!state.policy().consistency().empty()) policy_ = state.policy();
+  if (store_->fed()) {
+    if (Status s = fed_.Restore(*store_->fed(), Now()); !s.ok()) {
+      return Status(s.code(),
+                    fmt::format("scheduler data dir {}: {}", options_.data_dir, s.message()));
+    }
+    fed_.Resume(Now());  // sent by the first CommitFed, once the saved state is the current one
+  }
   spdlog::info("resumed the cluster saved in {}: {} nodes ({} alive when saved), {}",
                options_.data_dir, state.members_size(), members_.Alive().size(),
                map_ ? "shard map built" : "no shard map yet");
@@ -242,7 +262,7 @@ FedRounds::Actions Loop::FedActions() {
       h.set_sender(kSchedulerId);
       h.set_request_id(to.request_id);
       *h.mutable_fed_round() = r;
-      Reply(to.identity, h);
+      FedSend(to.identity, h);
     };
   };
   return {.answer_checkin = answer(proto::ROUND_TASK),
@@ -254,7 +274,7 @@ FedRounds::Actions Loop::FedActions() {
                 h.set_type(proto::ROUND_CLOSE);
                 h.set_sender(kSchedulerId);
                 *h.mutable_fed_round() = r;
-                for (int32_t id : members_.LiveServers()) Reply(members_.ById(id)->identity, h);
+                for (int32_t id : members_.LiveServers()) FedSend(members_.ById(id)->identity, h);
               },
           .live_servers = [this] { return members_.LiveServers(); },
           .rank_of =
@@ -295,6 +315,16 @@ void Loop::Save() {
   if (map_) *state.mutable_shard_map() = map_->ToProto();
   if (policy_) *state.mutable_policy() = *policy_;
   if (Status s = store_->Save(state); !s.ok()) spdlog::error("{}", s.ToString());
+}
+
+void Loop::CommitFed() {
+  if (!store_) return;
+  if (Status s = store_->SaveFed(fed_.Save(Now())); !s.ok()) {
+    // Sent all the same: holding the cluster up would not make the disk work again.
+    spdlog::error("{}; a restart now would repeat what follows", s.ToString());
+  }
+  for (Outgoing& o : fed_outgoing_) Reply(o.identity, std::move(o.header));
+  fed_outgoing_.clear();
 }
 
 Status Loop::Run() {
@@ -350,6 +380,7 @@ Status Loop::Run() {
     checkpoints_.Tick(stats_.MaxClock(),
                       map_ && pending_acks_.empty() && !members_.AllWorkersDone(), Now());
     fed_.Tick(LiveWorkers(), Now());
+    CommitFed();
   }
   return Status();
 }
@@ -432,12 +463,14 @@ void Loop::HandleMember(const Envelope& env, Member& member) {
       break;
     case proto::ROUND_CHECKIN:
       if (worker) {
+        if (fed_.Resent({m->info.id(), h.request_id(), env.identity})) return;
         fed_.Report(m->info.id(), h.fed_round());
         return fed_.CheckIn({m->info.id(), h.request_id(), env.identity}, LiveWorkers(), Now());
       }
       break;
     case proto::ROUND_UPLOADED:
       if (worker) {
+        if (fed_.Resent({m->info.id(), h.request_id(), env.identity})) return;
         fed_.Report(m->info.id(), h.fed_round());
         return fed_.Uploaded({m->info.id(), h.request_id(), env.identity}, h.fed_round().round(),
                              LiveWorkers(), Now());
@@ -905,6 +938,7 @@ void Loop::Broadcast(proto::Header h) {
 
 void Loop::Shutdown(bool everyone) {
   checkpoints_.Shutdown();
+  CommitFed();  // answers of this turn go before SHUTDOWN
   proto::Header h;
   h.set_type(proto::SHUTDOWN);
   h.set_sender(kSchedulerId);

@@ -71,13 +71,15 @@ std::vector<std::string> EdgeFlags(const LocalCluster& cluster, const std::strin
 }
 
 // Starts one edge client per rank with flags(rank), each writing to <cluster>/client<rank>,
-// waits for them all to exit 0, and returns what they printed.
+// runs `meanwhile` (if any), waits for them all to exit 0, and returns what they printed.
 std::string RunClients(LocalCluster& cluster, int n,
-                       const std::function<std::vector<std::string>(int)>& flags) {
+                       const std::function<std::vector<std::string>(int)>& flags,
+                       const std::function<void()>& meanwhile = {}) {
   std::vector<std::unique_ptr<Process>> procs;
   for (int i = 0; i < n; ++i) {
     procs.push_back(cluster.StartWorker(flags(i), cluster.Path("client" + std::to_string(i))));
   }
+  if (meanwhile) meanwhile();
   std::string outputs;
   for (int i = 0; i < n; ++i) {
     auto st = procs[i]->WaitExit(120s);
@@ -209,6 +211,11 @@ class Replay {
   std::vector<std::vector<int64_t>> parts_;
 };
 
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 std::vector<int> Ranks(int n) {
   std::vector<int> r(n);
   for (int i = 0; i < n; ++i) r[i] = i;
@@ -293,14 +300,34 @@ TEST(EdgeTest, LayerWiseUploadsSendDeepLayersOnlyOnTheirRounds) {
       << "the served model is not the layer-wise temporal aggregation";
 }
 
+// Waits (at most 30 s) until the rounds log has `rows` rows.
+bool WaitRows(const std::string& csv_path, size_t rows);
+
 struct SampledRun {
   std::vector<std::string> scheduler_flags, client_flags;
+  int rounds_to_run = 3;
+  // Runs while the clients do, given the cluster and the rounds log's path.
+  std::function<void(LocalCluster&, const std::string&)> during;
   std::string outputs;           // every client's output
   std::vector<RoundRow> rounds;  // the scheduler's rounds.csv
 };
 
+// SIGKILLs the scheduler once the rounds log has `rows` rows and starts it again on its data
+// dir `down` later.
+std::function<void(LocalCluster&, const std::string&)> KillSchedulerAfter(
+    size_t rows, std::chrono::milliseconds down) {
+  return [rows, down](LocalCluster& cluster, const std::string& csv) {
+    ASSERT_TRUE(WaitRows(csv, rows)) << "the rounds log never had " << rows << " rows";
+    cluster.scheduler().Signal(SIGKILL);
+    ASSERT_TRUE(cluster.scheduler().WaitExit(5s).has_value());
+    std::this_thread::sleep_for(down);
+    cluster.RestartScheduler();
+  };
+}
+
 void RunSampledFedAvg(SampledRun& run) {
-  constexpr int kClients = 20, kRounds = 3, kPerRound = 5;
+  constexpr int kClients = 20, kPerRound = 5;
+  const int kRounds = run.rounds_to_run;
   constexpr uint64_t kSeed = 5;
   ScratchDir logs("edge_test");
   std::filesystem::create_directories(logs.path());
@@ -320,14 +347,19 @@ void RunSampledFedAvg(SampledRun& run) {
   WriteData(images, labels, 800, 13);
   const std::string run_dir = cluster.Path("run");
   const LocalTraining local{.epochs = 1, .batch = 8, .lr = 0.1};
-  run.outputs = RunClients(cluster, kClients, [&](int) {
-    std::vector<std::string> flags =
-        EdgeFlags(cluster, images, labels,
-                  {"--local_epochs=1", "--batch=8", "--local_lr=0.1", "--partition=iid",
-                   "--data_seed=5", "--eval_every=1", "--run_dir=" + run_dir});
-    flags.insert(flags.end(), run.client_flags.begin(), run.client_flags.end());
-    return flags;
-  });
+  run.outputs = RunClients(
+      cluster, kClients,
+      [&](int) {
+        std::vector<std::string> flags =
+            EdgeFlags(cluster, images, labels,
+                      {"--local_epochs=1", "--batch=8", "--local_lr=0.1", "--partition=iid",
+                       "--data_seed=5", "--eval_every=1", "--run_dir=" + run_dir});
+        flags.insert(flags.end(), run.client_flags.begin(), run.client_flags.end());
+        return flags;
+      },
+      [&] {
+        if (run.during) run.during(cluster, rounds_csv);
+      });
   EXPECT_NE(run.outputs.find("final test accuracy"), std::string::npos) << run.outputs;
   run.rounds = ReadRounds(rounds_csv);
   ASSERT_EQ(run.rounds.size(), static_cast<size_t>(kRounds));
@@ -371,12 +403,28 @@ TEST(EdgeTest, FailedClientsPartialUploadsAreNeverApplied) {
       << "no client failed: the check would be empty";
 }
 
+// The scheduler keeps its rounds in its data dir: SIGKILLed while a round is under way and
+// restarted, it goes on with the same round (the clients ask again what it had not answered,
+// the servers are asked again to close what they may not have answered), the rounds log goes
+// on with every aggregation once, and the served model is still exactly the weighted mean of
+// the kept uploads, round after round.
+TEST(EdgeTest, SampledRoundsGoOnExactlyAcrossASchedulerRestart) {
+  ScratchDir dir("edge_sched");
+  // Each transfer takes 20 ms each way, so a round lasts long enough to be killed in.
+  SampledRun run{.scheduler_flags = {"--data_dir=" + dir.str() + "/scheduler"},
+                 .client_flags = {"--link_latency_ms=20"},
+                 .rounds_to_run = 10,
+                 .during = KillSchedulerAfter(3, 300ms)};
+  RunSampledFedAvg(run);
+  EXPECT_EQ(run.rounds.size(), 10u);
+}
+
 // Asynchronous FedAsync through the scheduler with one slot (concurrency 1: each task pulls the
 // model with every earlier commit applied), 30% of the clients failing after uploading half
 // their delta: the run finishes with its 24 commits, and the served model is exactly the
 // FedAsync mixing of the committed local models in the logged order, so no part of a failed
 // upload was ever applied.
-TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads) {
+void RunAsyncFedAsync(const SampledRun& run) {
   constexpr int kClients = 8, kCommits = 24;
   constexpr uint64_t kSeed = 7;
   constexpr float kAlpha = 0.5f;
@@ -386,8 +434,9 @@ TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads)
   LocalCluster cluster(
       {.servers = 2,
        .workers = kClients,
-       .scheduler_flags = {"--concurrency=1", "--rounds=" + std::to_string(kCommits),
-                           "--selection_seed=3", "--rounds_csv=" + rounds_csv},
+       .scheduler_flags = Concat({"--concurrency=1", "--rounds=" + std::to_string(kCommits),
+                                  "--selection_seed=3", "--rounds_csv=" + rounds_csv},
+                                 run.scheduler_flags),
        .server_flags = {"--consistency=committed",
                         "--aggregator=fedasync:alpha=0.5,staleness=constant", "--init=worker"}});
   const std::string images = cluster.Path("train-images.gz"),
@@ -395,12 +444,18 @@ TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads)
   WriteData(images, labels, 320, 17);
   const std::string run_dir = cluster.Path("run");
   const LocalTraining local{.epochs = 1, .batch = 8, .lr = 0.1};
-  const std::string outputs = RunClients(cluster, kClients, [&](int i) -> std::vector<std::string> {
-    return EdgeFlags(cluster, images, labels,
-                     {"--rank=" + std::to_string(i), "--local_epochs=1", "--batch=8",
-                      "--local_lr=0.1", "--partition=iid", "--data_seed=7", "--fail_fraction=0.3",
-                      "--eval_every=100", "--run_dir=" + run_dir});
-  });
+  const std::string outputs = RunClients(
+      cluster, kClients,
+      [&](int i) -> std::vector<std::string> {
+        return EdgeFlags(cluster, images, labels,
+                         Concat({"--rank=" + std::to_string(i), "--local_epochs=1", "--batch=8",
+                                 "--local_lr=0.1", "--partition=iid", "--data_seed=7",
+                                 "--fail_fraction=0.3", "--eval_every=100", "--run_dir=" + run_dir},
+                                run.client_flags));
+      },
+      [&] {
+        if (run.during) run.during(cluster, rounds_csv);
+      });
   EXPECT_NE(outputs.find("fails in round"), std::string::npos)
       << "no client failed: the check would be empty";
   // One row per commit, after the tasks given up since the previous one (with one slot, each
@@ -433,6 +488,20 @@ TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads)
       << "the served model is not FedAsync over the committed uploads";
 }
 
+TEST(EdgeTest, AsyncFedAsyncWithFailingClientsAppliesExactlyTheCommittedUploads) {
+  RunAsyncFedAsync({});
+}
+
+// The same across a scheduler SIGKILLed and restarted on its data dir after 8 commits: the
+// task it had granted, the uploads it had committed and the tasks it had given up are as they
+// were, so the served model is still exactly FedAsync over the committed uploads.
+TEST(EdgeTest, AsyncUploadsGoOnExactlyAcrossASchedulerRestart) {
+  ScratchDir dir("edge_sched");
+  RunAsyncFedAsync({.scheduler_flags = {"--data_dir=" + dir.str() + "/scheduler"},
+                    .client_flags = {"--link_latency_ms=20"},
+                    .during = KillSchedulerAfter(8, 300ms)});
+}
+
 size_t Rows(const std::string& csv_path) {
   std::ifstream in(csv_path);
   size_t lines = 0;
@@ -440,7 +509,6 @@ size_t Rows(const std::string& csv_path) {
   return lines > 0 ? lines - 1 : 0;
 }
 
-// Waits (at most 30 s) until the rounds log has `rows` rows.
 bool WaitRows(const std::string& csv_path, size_t rows) {
   for (int i = 0; i < 300 && Rows(csv_path) < rows; ++i) std::this_thread::sleep_for(100ms);
   return Rows(csv_path) >= rows;
