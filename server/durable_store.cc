@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include <xxh_x86dispatch.h>  // XXH3 with the widest vector unit this CPU has
 
 #include <cerrno>
 #include <cstring>
@@ -267,7 +267,7 @@ StatusOr<proto::ValueRef> DurableStore::Spill(int32_t pid, const void* data, int
   bool ok = true;
   for (size_t at = 0, total = static_cast<size_t>(bytes); ok && at < total; at += kFileChunk) {
     const size_t n = std::min(kFileChunk, total - at);
-    XXH3_64bits_update(hash.get(), from + at, n);
+    XXH3_64bits_update_dispatch(hash.get(), from + at, n);
     for (size_t done = 0; ok && done < n;) {
       const ssize_t w = pwrite(fd, from + at + done, n - done, offset + at + done);
       if (w < 0 && errno == EINTR) continue;
@@ -300,7 +300,7 @@ Status DurableStore::ReadSpilled(int32_t pid, const proto::ValueRef& ref,
   for (size_t at = 0; ok && at < ref.length(); at += kFileChunk) {
     const size_t n = std::min<size_t>(kFileChunk, ref.length() - at);
     ok = pread(fd, to + at, n, static_cast<off_t>(ref.offset() + at)) == static_cast<ssize_t>(n);
-    if (ok) XXH3_64bits_update(hash.get(), to + at, n);
+    if (ok) XXH3_64bits_update_dispatch(hash.get(), to + at, n);
   }
   close(fd);
   if (!ok || XXH3_64bits_digest(hash.get()) != ref.hash()) {
@@ -337,7 +337,7 @@ StatusOr<std::string> DurableStore::WriteCheckpointFile(int32_t pid, uint64_t ls
   };
   if (fd < 0) return failed("creating");
   HashState hash = NewHash();
-  XXH3_64bits_update(hash.get(), meta_bytes.data(), meta_bytes.size());
+  XXH3_64bits_update_dispatch(hash.get(), meta_bytes.data(), meta_bytes.size());
   if (!WriteAll(fd, reinterpret_cast<const char*>(&header), sizeof(header)) ||
       !WriteAll(fd, meta_bytes.data(), meta_bytes.size())) {
     return failed("writing");
@@ -346,7 +346,7 @@ StatusOr<std::string> DurableStore::WriteCheckpointFile(int32_t pid, uint64_t ls
     const char* bytes = reinterpret_cast<const char*>(array);
     for (size_t at = 0; at < array_bytes; at += kFileChunk) {
       const size_t n = std::min(kFileChunk, array_bytes - at);
-      XXH3_64bits_update(hash.get(), bytes + at, n);
+      XXH3_64bits_update_dispatch(hash.get(), bytes + at, n);
       if (!WriteAll(fd, bytes + at, n)) return failed("writing");
     }
   }
@@ -401,13 +401,13 @@ Status DurableStore::ReadCheckpointFile(const std::string& name, PartitionState&
   if (!ReadAll(fd, meta_bytes.data(), meta_bytes.size())) {
     return Status::Malformed(what + " is damaged (short)");
   }
-  XXH3_64bits_update(hash.get(), meta_bytes.data(), meta_bytes.size());
+  XXH3_64bits_update_dispatch(hash.get(), meta_bytes.data(), meta_bytes.size());
   for (float* array : arrays) {
     char* bytes = reinterpret_cast<char*>(array);
     for (size_t at = 0; at < array_bytes; at += kFileChunk) {
       const size_t n = std::min(kFileChunk, array_bytes - at);
       if (!ReadAll(fd, bytes + at, n)) return Status::Malformed(what + " is damaged (short)");
-      XXH3_64bits_update(hash.get(), bytes + at, n);
+      XXH3_64bits_update_dispatch(hash.get(), bytes + at, n);
     }
   }
   if (XXH3_64bits_digest(hash.get()) != header.hash || !meta.ParseFromString(meta_bytes)) {
