@@ -157,6 +157,11 @@ proto::FedRoundsState FedRounds::Save(double now) const {
 }
 
 Status FedRounds::Restore(const proto::FedRoundsState& s, double now) {
+  // Nothing federated happened (a cluster that trains without rounds): nothing to go on with,
+  // whatever mode the restarted scheduler was given.
+  if (s.clients_size() == 0 && s.evaluators_size() == 0 && s.round() == 0 && s.next_task() == 0) {
+    return Status();
+  }
   if (s.async() != async()) {
     return Status::FailedPrecondition(
         fmt::format("its federated state is of {} and this scheduler runs {}",
