@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <thread>
 
 #include "cli/launch_args.h"
@@ -28,6 +30,38 @@ std::string Bytes(double b) {
 std::string Num(const Json& v, const char* format = "{:.1f}") {
   if (!v.is_number()) return "-";
   return fmt::format(fmt::runtime(format), v.get<double>());
+}
+
+// An integer field: a JSON integer, or a float that is a value of T (nlohmann's get<int>() of
+// 1e300 is undefined behaviour; found by fuzz/status_json_fuzz). Anything else throws.
+template <typename T>
+T Int(const Json& v) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      if (u <= static_cast<uint64_t>(std::numeric_limits<T>::max())) return static_cast<T>(u);
+    } else {
+      const int64_t i = v.get<int64_t>();
+      if (i >= std::numeric_limits<T>::min() && i <= std::numeric_limits<T>::max()) {
+        return static_cast<T>(i);
+      }
+    }
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // T's bounds as doubles: max() + 1 is a power of two, exactly representable.
+    const double above = 2.0 * static_cast<double>(std::numeric_limits<T>::max() / 2 + 1);
+    if (d >= static_cast<double>(std::numeric_limits<T>::min()) && d < above) {
+      return static_cast<T>(d);
+    }
+  } else {
+    return v.get<T>();  // throws the library's type error
+  }
+  throw std::out_of_range(fmt::format("{} is not a {}-bit integer", v.dump(), sizeof(T) * 8));
+}
+
+// Int of field `key`, or `otherwise` when it is missing.
+int64_t IntOr(const Json& object, const char* key, int64_t otherwise) {
+  return object.contains(key) ? Int<int64_t>(object.at(key)) : otherwise;
 }
 
 std::atomic<bool> interrupted{false};
@@ -84,14 +118,14 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
         "hetps  up {:.0f} s  consistency {}  workers {}  servers {}  clocks {}..{}  quorum {}  "
         "stragglers {}\n\n",
         c.at("uptime_s").get<double>(), c.at("consistency").get<std::string>(),
-        c.at("workers").get<int>(), c.at("servers").get<int>(), c.at("min_clock").get<int64_t>(),
-        c.at("max_clock").get<int64_t>(), c.at("quorum").get<int64_t>(), c.at("stragglers").size());
+        Int<int>(c.at("workers")), Int<int>(c.at("servers")), Int<int64_t>(c.at("min_clock")),
+        Int<int64_t>(c.at("max_clock")), Int<int64_t>(c.at("quorum")), c.at("stragglers").size());
     if (c.contains("checkpoint") && c.at("checkpoint").is_object()) {
       const Json& k = c.at("checkpoint");
       out.insert(out.size() - 1,
                  fmt::format("last checkpoint: clock {}, {:.1f} MiB written in {:.2f} s, {:.0f} s "
                              "ago, {}\n",
-                             k.at("clock").get<int64_t>(), k.at("bytes").get<int64_t>() / 1048576.0,
+                             Int<int64_t>(k.at("clock")), Int<int64_t>(k.at("bytes")) / 1048576.0,
                              k.at("write_s").get<double>(), k.at("age_s").get<double>(),
                              k.at("dir").get<std::string>()));
     }
@@ -102,7 +136,7 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
       if (f.contains("measured") && !f.at("measured").empty()) {
         const Json& m = f.at("measured").back();
         measured = fmt::format("; test accuracy {:.4f} after {} aggregations",
-                               m.at(2).get<double>(), m.at(0).get<int64_t>());
+                               m.at(2).get<double>(), Int<int64_t>(m.at(0)));
       }
       out.insert(
           out.size() - 1,
@@ -110,12 +144,11 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                       "training {}, uploaded {}, away {}, left {}; evaluators {}; uploads "
                       "kept {}, dropped {}; uplink {}, downlink {}{}\n",
                       f.at("mode").get<std::string>(), f.at("selection").get<std::string>(),
-                      f.at("applied").get<int64_t>(), f.at("rounds").get<int64_t>(),
-                      n.at("idle").get<int>(), n.at("training").get<int>(),
-                      n.at("uploaded").get<int>(), n.at("away").get<int>(), n.at("left").get<int>(),
-                      n.at("evaluator").get<int>(), f.value("kept", int64_t{0}),
-                      f.value("dropped", int64_t{0}), Bytes(f.value("bytes_up", int64_t{0})),
-                      Bytes(f.value("bytes_down", int64_t{0})), measured));
+                      Int<int64_t>(f.at("applied")), Int<int64_t>(f.at("rounds")),
+                      Int<int>(n.at("idle")), Int<int>(n.at("training")),
+                      Int<int>(n.at("uploaded")), Int<int>(n.at("away")), Int<int>(n.at("left")),
+                      Int<int>(n.at("evaluator")), IntOr(f, "kept", 0), IntOr(f, "dropped", 0),
+                      Bytes(IntOr(f, "bytes_up", 0)), Bytes(IntOr(f, "bytes_down", 0)), measured));
     }
     out += fmt::format(
         "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:>7} "
@@ -130,8 +163,8 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
       out += fmt::format(
           "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:>7.0f} {:>8}  "
           "{}\n",
-          w.at("rank").get<int>(), w.at("id").get<int>(), w.at("state").get<std::string>(),
-          w.at("clock").get<int64_t>(), Num(w.at("iteration_ms")), Num(w.at("iteration_ms_stddev")),
+          Int<int>(w.at("rank")), Int<int>(w.at("id")), w.at("state").get<std::string>(),
+          Int<int64_t>(w.at("clock")), Num(w.at("iteration_ms")), Num(w.at("iteration_ms_stddev")),
           Num(w.at("wait_ms")), Num(w.at("busy_ms"), "{:.0f}"), Num(w.at("staleness"), "{:.2f}"),
           Bytes(w.at("bytes_pushed").get<double>()), Bytes(w.at("bytes_pulled").get<double>()),
           w.at("heartbeat_age_ms").get<double>(),
@@ -142,26 +175,29 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                        "PARKED_CLOCK", "ADDRESS");
     for (const Json& s : j.at("servers")) {
       out += fmt::format("{:>4} {:>4} {:<6} {:>10} {:>10} {:>9.0f} {:>11} {:>12}  {}\n",
-                         s.at("rank").get<int>(), s.at("id").get<int>(),
-                         s.at("state").get<std::string>(), s.at("partitions").get<int64_t>(),
+                         Int<int>(s.at("rank")), Int<int>(s.at("id")),
+                         s.at("state").get<std::string>(), Int<int64_t>(s.at("partitions")),
                          Bytes(s.at("bytes_held").get<double>()),
-                         s.at("requests_per_s").get<double>(), s.at("parked_pulls").get<int64_t>(),
-                         s.at("parked_clocks").get<int64_t>(), s.at("address").get<std::string>());
+                         s.at("requests_per_s").get<double>(), Int<int64_t>(s.at("parked_pulls")),
+                         Int<int64_t>(s.at("parked_clocks")), s.at("address").get<std::string>());
     }
     if (!j.at("layers").empty()) {
       out += fmt::format("\n{:>5} {:>10} {:>10} {:>12} {:>10} {:>9}\n", "LAYER", "PUSHES",
                          "PUSH/MIN", "BYTES", "STALE_AVG", "STALE_MAX");
       for (const Json& l : j.at("layers")) {
         out +=
-            fmt::format("{:>5} {:>10} {:>10.0f} {:>12} {:>10.2f} {:>9}\n", l.at("layer").get<int>(),
-                        l.at("pushes").get<int64_t>(), l.at("pushes_per_min").get<double>(),
+            fmt::format("{:>5} {:>10} {:>10.0f} {:>12} {:>10.2f} {:>9}\n", Int<int>(l.at("layer")),
+                        Int<int64_t>(l.at("pushes")), l.at("pushes_per_min").get<double>(),
                         Bytes(l.at("bytes").get<double>()), l.at("mean_staleness").get<double>(),
-                        l.at("max_staleness").get<int64_t>());
+                        Int<int64_t>(l.at("max_staleness")));
       }
     }
     return out;
   } catch (const Json::exception& e) {
     return Status::Malformed(fmt::format("the scheduler's status lacks a field: {}", e.what()));
+  } catch (const std::out_of_range& e) {
+    return Status::Malformed(
+        fmt::format("the scheduler's status has a field out of range: {}", e.what()));
   }
 }
 

@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "scheduler/cluster_stats.h"
 #include "scheduler/fed_rounds.h"
 
 namespace hetps {
 namespace {
+
+using Json = nlohmann::json;
 
 TEST(StatusArgsTest, Parses) {
   auto a = ParseStatusArgs({"--scheduler=tcp://127.0.0.1:7000", "--watch"});
@@ -120,6 +124,23 @@ TEST(StatusRenderTest, RejectsWhatIsNotAStatus) {
   EXPECT_EQ(RenderStatus("not json").status().code(), proto::MALFORMED);
   EXPECT_EQ(RenderStatus("{\"workers\": []}").status().code(), proto::MALFORMED);
   EXPECT_EQ(RenderStatus("[1, 2]").status().code(), proto::MALFORMED);
+}
+
+// Found by fuzz/status_json_fuzz: an integer field holding a float far outside int's range was
+// converted with undefined behaviour. It is refused as malformed; a float that is an int is read.
+TEST(StatusRenderTest, IntegerFieldsOutOfRangeAreRefused) {
+  ClusterStats stats(1, 2);
+  Json j = Json::parse(stats.StatusJson(1));
+  j["cluster"]["workers"] = 6.66667e+121;
+  EXPECT_EQ(RenderStatus(j.dump()).status().code(), proto::MALFORMED);
+  j["cluster"]["workers"] = -1e19;
+  EXPECT_EQ(RenderStatus(j.dump()).status().code(), proto::MALFORMED);
+  j["cluster"]["workers"] = 18446744073709551615u;
+  EXPECT_EQ(RenderStatus(j.dump()).status().code(), proto::MALFORMED);
+  j["cluster"]["workers"] = 2.0;
+  auto text = RenderStatus(j.dump());
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find("workers 2"), std::string::npos) << *text;
 }
 
 }  // namespace
