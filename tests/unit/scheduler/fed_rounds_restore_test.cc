@@ -162,14 +162,12 @@ void CheckRestore(const FedRoundsOptions& options, int clients, int steps_before
   for (const std::string& line : lb.out) EXPECT_TRUE(line.starts_with("close ")) << line;
   lb.out.clear();
   d.Resend(b, la);
-  const size_t a_from = la.out.size();
   for (int i = 0; i < 160; ++i) {
     const size_t b_from = lb.out.size();
     const size_t a_now = la.out.size();
     d.Step({&a, &b}, la);
     ASSERT_EQ(After(la, a_now), After(lb, b_from)) << "step " << i << " after the restore";
   }
-  (void)a_from;
   EXPECT_EQ(a.round(), b.round());
   EXPECT_GT(a.round(), 0);
   ExpectSameClients(a, b);
