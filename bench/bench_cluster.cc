@@ -76,17 +76,18 @@ Status BenchCluster::WaitWorkers() {
 }
 
 StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Launch(
-    const BenchClusterOptions& options, const std::vector<TensorSpec>& tensors) {
+    const BenchClusterOptions& options, const std::vector<TensorSpec>& tensors,
+    const AuthFlags& auth) {
   auto cluster = Start(options);
   if (!cluster.ok()) return cluster;
-  if (Status s = (*cluster)->ConnectAndDeclare(tensors); !s.ok()) {
+  if (Status s = (*cluster)->ConnectAndDeclare(tensors, 0, auth); !s.ok()) {
     return Status(s.code(), fmt::format("{} (cluster log: {})", s.message(), (*cluster)->log_));
   }
   return cluster;
 }
 
 Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
-                                       int server_recovery_timeout_ms) {
+                                       int server_recovery_timeout_ms, const AuthFlags& auth) {
   clients_.resize(workers_);
   std::vector<Status> results(workers_);
   std::vector<std::thread> threads;
@@ -96,6 +97,9 @@ Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
       o.scheduler = cluster_->endpoint();
       o.join_timeout_ms = 30000;
       o.server_recovery_timeout_ms = server_recovery_timeout_ms;
+      o.auth = auth.mode;
+      o.keys_dir = auth.keys_dir;
+      o.key_name = auth.key_name;
       auto client = Client::Connect(o);
       if (!client.ok()) {
         results[i] = client.status();

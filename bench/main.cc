@@ -55,6 +55,10 @@ DEFINE_string(durability, "memory",
               "memory among several, push throughput (train: samples/s) is also printed as a "
               "ratio to it");
 DEFINE_int32(repeats, 1, "train: rounds of runs over the durability levels, interleaved");
+DEFINE_string(auth, "none",
+              "pushpull: comma-separated transport security, each on a fresh cluster: none, "
+              "curve (CURVE-encrypted, keys made for the run); with both, curve's throughput "
+              "is also printed as a ratio to none's");
 
 namespace {
 
@@ -94,6 +98,16 @@ int PushPull() {
   }
   o.mb.assign(sizes->begin(), sizes->end());
   if (!DurabilityLevels(o.durability)) return 2;
+  o.auth.clear();
+  std::stringstream modes(FLAGS_auth);
+  for (std::string mode; std::getline(modes, mode, ',');) {
+    if (mode != "none" && mode != "curve") {
+      std::fprintf(stderr, "--auth: '%s' is not none or curve\n", mode.c_str());
+      return 2;
+    }
+    o.auth.push_back(mode);
+  }
+  if (o.auth.empty()) o.auth.push_back("none");
   return hetps::bench::RunPushPull(o);
 }
 

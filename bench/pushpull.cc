@@ -1,5 +1,7 @@
 #include "bench/pushpull.h"
 
+#include "common/auth.h"
+
 #include <fmt/format.h>
 #include <stdlib.h>
 
@@ -102,10 +104,15 @@ double Measure(int workers, size_t bytes, double seconds, Op op) {
 
 namespace {
 
-// Measures every size on a fresh cluster whose servers run at durability `level`; fills
-// push_gbps[i] for o.mb[i]. `data_root` holds the servers' data dirs.
-Status RunLevel(const PushPullOptions& o, const std::string& level, const std::string& data_root,
-                std::vector<double>& push_gbps) {
+struct Throughput {
+  std::vector<double> push_gbps, pull_gbps;  // by size
+};
+
+// Measures every size on a fresh cluster whose servers run at durability `level` and with
+// transport security `auth`; fills `out` for o.mb. `data_root` holds the servers' data dirs
+// and, for auth "curve", the keys.
+Status RunLevel(const PushPullOptions& o, const std::string& auth, const std::string& level,
+                const std::string& data_root, Throughput& out) {
   std::vector<TensorSpec> tensors;
   for (int mb : o.mb) tensors.push_back({fmt::format("bench_{}mb", mb), {int64_t{mb} << 18}, 0});
   BenchClusterOptions cluster_options;
@@ -122,7 +129,19 @@ Status RunLevel(const PushPullOptions& o, const std::string& level, const std::s
   cluster_options.scheduler_bind = o.scheduler_bind;
   cluster_options.server_exec = o.server_exec;
   cluster_options.server_bind = o.server_bind;
-  auto cluster = BenchCluster::Launch(cluster_options, tensors);
+  AuthFlags client_auth;
+  if (auth == "curve") {
+    const std::string keys = data_root + "/keys";
+    if (!std::filesystem::exists(keys + "/allow")) {
+      if (auto k = WriteKeys(keys, {}); !k.ok()) return k.status();
+    }
+    for (auto* flags : {&cluster_options.scheduler_flags, &cluster_options.server_flags}) {
+      flags->push_back("--auth=curve");
+      flags->push_back("--keys=" + keys);
+    }
+    client_auth = AuthFlags{"curve", keys, ""};
+  }
+  auto cluster = BenchCluster::Launch(cluster_options, tensors, client_auth);
   if (!cluster.ok()) return cluster.status();
   auto& clients = (*cluster)->clients();
   for (size_t i = 0; i < o.mb.size(); ++i) {
@@ -149,14 +168,15 @@ Status RunLevel(const PushPullOptions& o, const std::string& level, const std::s
       return Status::Internal(
           fmt::format("a request failed (cluster log: {})", (*cluster)->log_path()));
     }
-    push_gbps.push_back(push);
+    out.push_gbps.push_back(push);
+    out.pull_gbps.push_back(pull);
     std::printf(
         "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
-        "\"durability\":\"%s\",\"push_gbps\":%.3f,\"pull_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,"
+        "\"auth\":\"%s\",\"durability\":\"%s\",\"push_gbps\":%.3f,\"pull_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,"
         "\"push_vs_raw\":%.2f,\"pull_vs_raw\":%.2f,\"seconds\":%.1f}\n",
         o.mb[i], o.servers, o.workers,
         clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(),
-        level.c_str(), push, pull, raw, push / raw, pull / raw, o.seconds);
+        auth.c_str(), level.c_str(), push, pull, raw, push / raw, pull / raw, o.seconds);
     std::fflush(stdout);
   }
   return Status();
@@ -171,25 +191,46 @@ int RunPushPull(const PushPullOptions& o) {
     return 1;
   }
   const std::string data_root = tmpl;
-  std::map<std::string, std::vector<double>> push_gbps;
+  std::map<std::pair<std::string, std::string>, Throughput> measured;  // by (auth, level)
   int code = 0;
-  for (const std::string& level : o.durability) {
-    if (Status s = RunLevel(o, level, data_root, push_gbps[level]); !s.ok()) {
-      std::fprintf(stderr, "hetps-bench: durability %s: %s\n", level.c_str(), s.ToString().c_str());
-      code = 1;
-      break;
+  for (const std::string& auth : o.auth) {
+    for (const std::string& level : o.durability) {
+      if (Status s = RunLevel(o, auth, level, data_root, measured[{auth, level}]); !s.ok()) {
+        std::fprintf(stderr, "hetps-bench: auth %s, durability %s: %s\n", auth.c_str(),
+                     level.c_str(), s.ToString().c_str());
+        code = 1;
+        break;
+      }
     }
+    if (code != 0) break;
   }
   std::error_code ec;
   std::filesystem::remove_all(data_root, ec);
-  if (code != 0 || o.durability.size() < 2 || !push_gbps.contains("memory")) return code;
-  for (const std::string& level : o.durability) {
-    if (level == "memory") continue;
-    for (size_t i = 0; i < o.mb.size(); ++i) {
-      std::printf(
-          "{\"bench\":\"pushpull_durability\",\"mb\":%d,\"durability\":\"%s\","
-          "\"push_vs_memory\":%.2f}\n",
-          o.mb[i], level.c_str(), push_gbps[level][i] / push_gbps["memory"][i]);
+  if (code != 0) return code;
+  for (const std::string& auth : o.auth) {
+    if (!measured.contains({auth, "memory"})) break;
+    for (const std::string& level : o.durability) {
+      if (level == "memory") continue;
+      for (size_t i = 0; i < o.mb.size(); ++i) {
+        std::printf(
+            "{\"bench\":\"pushpull_durability\",\"mb\":%d,\"auth\":\"%s\",\"durability\":\"%s\","
+            "\"push_vs_memory\":%.2f}\n",
+            o.mb[i], auth.c_str(), level.c_str(),
+            measured[{auth, level}].push_gbps[i] / measured[{auth, "memory"}].push_gbps[i]);
+      }
+    }
+  }
+  if (measured.contains({"none", o.durability[0]}) && measured.contains({"curve", o.durability[0]})) {
+    for (const std::string& level : o.durability) {
+      const Throughput& none = measured[{"none", level}];
+      const Throughput& curve = measured[{"curve", level}];
+      for (size_t i = 0; i < o.mb.size(); ++i) {
+        std::printf(
+            "{\"bench\":\"pushpull_auth\",\"mb\":%d,\"durability\":\"%s\",\"auth\":\"curve\","
+            "\"push_vs_none\":%.2f,\"pull_vs_none\":%.2f}\n",
+            o.mb[i], level.c_str(), curve.push_gbps[i] / none.push_gbps[i],
+            curve.pull_gbps[i] / none.pull_gbps[i]);
+      }
     }
   }
   std::fflush(stdout);

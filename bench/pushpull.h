@@ -20,11 +20,15 @@ struct PushPullOptions {
   // Server durability levels to measure, each on a fresh cluster: "memory" (no data dir) or a
   // --durability level with a data dir (none, process, machine).
   std::vector<std::string> durability = {"memory"};
+  // Transport security to measure, each on a fresh cluster: "none" or "curve" (every
+  // connection CURVE-encrypted, keys made for the run).
+  std::vector<std::string> auth = {"none"};
 };
 
-// Prints one JSON object per size and level on stdout, then with more than one level and
-// "memory" among them, each level's push throughput as a ratio to memory's; returns the
-// process exit code.
+// Prints one JSON object per size, auth and level on stdout, then with more than one level and
+// "memory" among them, each level's push throughput as a ratio to memory's, and with "none" and
+// "curve" both, curve's push and pull throughput as ratios to none's; returns the process exit
+// code.
 int RunPushPull(const PushPullOptions& options);
 
 }  // namespace hetps::bench

@@ -25,7 +25,9 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
   size_t i = 0;
   for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {
     const std::string& a = args[i];
-    if (a.rfind("--scheduler=", 0) == 0) {
+    if (out.auth.TakeArg(a)) {
+      continue;
+    } else if (a.rfind("--scheduler=", 0) == 0) {
       out.scheduler = a.substr(12);
     } else if (a.rfind("--timeout_ms=", 0) == 0) {
       auto v = NonNegative("--timeout_ms", a.substr(13));
@@ -78,14 +80,14 @@ StatusOr<std::string> RunCtl(const CtlArgs& args) {
   proto::Header h;
   if (args.command == CtlArgs::Command::kCheckpoint) {
     h.set_type(proto::CHECKPOINT);
-    auto r = CallScheduler(args.scheduler, std::move(h), args.timeout_ms);
+    auto r = CallScheduler(args.scheduler, args.auth, std::move(h), args.timeout_ms);
     if (!r.ok()) return r.status();
     return fmt::format("checkpoint at clock {}: {:.1f} MiB in {:.2f} s, {}", r->cut().clock(),
                        r->cut().bytes() / 1048576.0, r->cut().seconds(), r->cut().dir());
   }
   h.set_type(proto::SET_POLICY);
   *h.mutable_policy() = args.policy;
-  if (auto r = CallScheduler(args.scheduler, std::move(h), args.timeout_ms); !r.ok()) {
+  if (auto r = CallScheduler(args.scheduler, args.auth, std::move(h), args.timeout_ms); !r.ok()) {
     return r.status();
   }
   return fmt::format("consistency {} applied on every server", args.policy.consistency());

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/scheduler_call.h"
 #include "common/status.h"
 #include "hetps.pb.h"
 
@@ -22,6 +23,7 @@ struct CtlArgs {
   enum class Command { kSet, kCheckpoint };
   Command command = Command::kSet;
   std::string scheduler;
+  OperatorAuth auth = OperatorAuth::FromEnvironment();
   proto::Policy policy;    // kSet
   int timeout_ms = 10000;  // kCheckpoint: 600000 unless given (writing a large model takes time)
 };

@@ -16,6 +16,7 @@ StatusOr<HealthArgs> ParseHealthArgs(const std::vector<std::string>& args,
   if (scheduler_env != nullptr) out.scheduler = scheduler_env;
   for (const std::string& a : args) {
     const auto [name, value, has_value] = SplitArg(a);
+    if (out.auth.TakeArg(a)) continue;
     if (name == "--scheduler" && !value.empty()) {
       out.scheduler = value;
     } else if (name == "--role" && (value == "server" || value == "worker")) {
@@ -57,7 +58,7 @@ Status CheckHealth(const HealthArgs& args, const std::string& status_json) {
 }
 
 int RunHealth(const HealthArgs& args) {
-  auto status = FetchStatus(args.scheduler, args.timeout_ms);
+  auto status = FetchStatus(args.scheduler, args.auth, args.timeout_ms);
   Status s = status.ok() ? CheckHealth(args, *status) : status.status();
   const std::string what =
       args.role.empty() ? "the scheduler at " + args.scheduler

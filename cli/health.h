@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "cli/scheduler_call.h"
 #include "common/status.h"
 
 namespace hetps {
 
 struct HealthArgs {
   std::string scheduler;
+  OperatorAuth auth = OperatorAuth::FromEnvironment();
   std::string role;  // "", "server" or "worker"
   int rank = -1;
   int timeout_ms = 2000;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -371,6 +372,25 @@ StatusOr<std::string> SetUpHosts(const LaunchArgs& args, const std::string& bin_
                                  LocalClusterOptions& cluster) {
   auto placement = PlaceOnHosts(args.hosts, args.servers, args.workers);
   if (!placement.ok()) return placement.status();
+  // The scheduler and servers listen on the hosts' network: say what secures it before any
+  // host is touched (each of them would refuse to start anyway).
+  bool secured = false;
+  for (const char* env : {"HETPS_AUTH", "HETPS_INSECURE"}) {
+    const char* v = std::getenv(env);
+    if (v != nullptr && (std::string(v) == "curve" || std::string(v) == "true" || std::string(v) == "1")) {
+      secured = true;
+    }
+  }
+  for (const std::string& f : args.extra_flags) {
+    if (f == "--auth=curve" || f == "--insecure" || f == "--insecure=true") secured = true;
+  }
+  if (!secured) {
+    return Status::InvalidArgument(
+        "a cluster across hosts listens on their network: run it with --auth=curve --keys=DIR "
+        "(hetps keygen --out=DIR, the folder at that path on every host), or pass --insecure on "
+        "a network where everyone who can reach the hosts may join the cluster and read and "
+        "write the model");
+  }
   const std::string remote_bin = args.remote_bin_dir.empty() ? bin_dir : args.remote_bin_dir;
   Say(fmt::format("checking {} hosts over ssh ({}): reachable, hetps in {}", args.hosts.size(),
                   HostList(args.hosts), remote_bin));
@@ -380,8 +400,13 @@ StatusOr<std::string> SetUpHosts(const LaunchArgs& args, const std::string& bin_
   cluster.bin_dir = remote_bin;
   cluster.scheduler_bind = fmt::format("tcp://*:{}", args.scheduler_port);
   cluster.scheduler_endpoint = fmt::format("tcp://{}:{}", scheduler.address, args.scheduler_port);
-  cluster.scheduler_ready = [endpoint = cluster.scheduler_endpoint] {
-    return FetchStatus(endpoint, 500).ok();
+  // Probed as an operator with the run's keys when it runs with --auth=curve.
+  OperatorAuth probe = OperatorAuth::FromEnvironment();
+  for (const std::string& f : args.extra_flags) {
+    if (f.starts_with("--auth=") || f.starts_with("--keys=")) probe.TakeArg(f);
+  }
+  cluster.scheduler_ready = [endpoint = cluster.scheduler_endpoint, probe] {
+    return FetchStatus(endpoint, probe, 500).ok();
   };
   cluster.server_bind = "tcp://*:*";
   for (int i = 0; i < args.servers; ++i) {

@@ -1,4 +1,4 @@
-// hetps: the operator's command: `hetps launch`, `hetps ctl` and `hetps status`.
+// hetps: the operator's command: `hetps launch`, `hetps ctl`, `hetps status`, `hetps keygen`.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -8,6 +8,7 @@
 #include "cli/ctl.h"
 #include "cli/fed.h"
 #include "cli/health.h"
+#include "cli/keygen.h"
 #include "cli/launch_args.h"
 #include "cli/launcher.h"
 #include "cli/status.h"
@@ -85,7 +86,16 @@ constexpr char kUsage[] =
     "                    [--timeout_ms=T]\n"
     "\n"
     "  status   workers (clock, iteration time, gate wait, staleness, bytes, straggler flag),\n"
-    "           servers and layers in tables; --watch refreshes like top (default every 2 s).\n";
+    "           servers and layers in tables; --watch refreshes like top (default every 2 s).\n"
+    "\n"
+    "  ctl, status and health take --auth=curve --keys=DIR [--key=NAME] (default: $HETPS_AUTH,\n"
+    "  $HETPS_KEYS, $HETPS_KEY; key: operator) to reach a cluster that runs with keys.\n"
+    "\n"
+    "usage: hetps keygen --out=DIR [--add=ROLE:NAME ...]\n"
+    "\n"
+    "  keygen   key material for --auth=curve (README, \"Security\"): a pair per role\n"
+    "           (scheduler, server, worker, operator) and DIR/allow, the keys the scheduler\n"
+    "           and servers admit; --add=worker:edge-7 adds a per-node pair to DIR.\n";
 
 }  // namespace
 
@@ -125,6 +135,20 @@ int main(int argc, char** argv) {
       return 2;
     }
     return hetps::RunHealth(*args);
+  }
+  if (command == "keygen") {
+    auto args = hetps::ParseKeygenArgs(std::vector<std::string>(argv + 2, argv + argc));
+    if (!args.ok()) {
+      std::fprintf(stderr, "hetps keygen: %s\n\n%s", args.status().message().c_str(), kUsage);
+      return 2;
+    }
+    auto done = hetps::RunKeygen(*args);
+    if (!done.ok()) {
+      std::fprintf(stderr, "hetps keygen: %s\n", done.status().ToString().c_str());
+      return 1;
+    }
+    std::fputs(done->c_str(), stdout);
+    return 0;
   }
   if (command == "fed") {
     auto args = hetps::ParseFedArgs(std::vector<std::string>(argv + 2, argv + argc));

@@ -4,14 +4,29 @@
 
 #include <string>
 
+#include "common/auth.h"
 #include "common/status.h"
 #include "hetps.pb.h"
 
 namespace hetps {
 
+// The operator's key options: --auth, --keys and --key, each defaulting to HETPS_AUTH,
+// HETPS_KEYS and HETPS_KEY (so a container's health check uses the keys its daemon uses). The
+// key defaults to "operator"; any listed key may be used, and the scheduler decides what it
+// may do (the status: any; ctl: operator keys only).
+struct OperatorAuth {
+  AuthFlags flags;
+  // Reads the environment's defaults.
+  static OperatorAuth FromEnvironment();
+  // Takes `arg` when it is one of --auth=, --keys=, --key=; false otherwise.
+  bool TakeArg(const std::string& arg);
+  // The loaded keys (none when --auth is none).
+  StatusOr<Auth> Load() const;
+};
+
 // Sends `request` (sender -1, request id 1) to `scheduler` and returns the reply header, or
 // DEADLINE_EXCEEDED after `timeout_ms`, or the typed error the scheduler answered with.
-StatusOr<proto::Header> CallScheduler(const std::string& scheduler, proto::Header request,
-                                      int timeout_ms);
+StatusOr<proto::Header> CallScheduler(const std::string& scheduler, const OperatorAuth& auth,
+                                      proto::Header request, int timeout_ms);
 
 }  // namespace hetps

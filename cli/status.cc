@@ -72,6 +72,7 @@ StatusOr<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args) {
   StatusArgs out;
   for (const std::string& a : args) {
     const auto [name, value, has_value] = SplitArg(a);
+    if (out.auth.TakeArg(a)) continue;
     if (name == "--scheduler" && !value.empty()) {
       out.scheduler = value;
     } else if (name == "--json" && !has_value) {
@@ -99,10 +100,11 @@ StatusOr<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args) {
   return out;
 }
 
-StatusOr<std::string> FetchStatus(const std::string& scheduler, int timeout_ms) {
+StatusOr<std::string> FetchStatus(const std::string& scheduler, const OperatorAuth& auth,
+                                  int timeout_ms) {
   proto::Header h;
   h.set_type(proto::STATUS);
-  auto reply = CallScheduler(scheduler, std::move(h), timeout_ms);
+  auto reply = CallScheduler(scheduler, auth, std::move(h), timeout_ms);
   if (!reply.ok()) return reply.status();
   return reply->status_json();
 }
@@ -209,7 +211,7 @@ int RunStatus(const StatusArgs& args) {
     sigaction(SIGTERM, &sa, nullptr);
   }
   do {
-    auto json = FetchStatus(args.scheduler, args.timeout_ms);
+    auto json = FetchStatus(args.scheduler, args.auth, args.timeout_ms);
     std::string text;
     if (!json.ok()) {
       text = fmt::format("hetps status: {}\n", json.status().ToString());

@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "cli/scheduler_call.h"
 #include "common/status.h"
 
 namespace hetps {
 
 struct StatusArgs {
   std::string scheduler;
+  OperatorAuth auth = OperatorAuth::FromEnvironment();
   double watch_s = 0;  // > 0: refresh every watch_s seconds until interrupted
   bool json = false;   // print the raw JSON (what /api/status serves) instead of tables
   int timeout_ms = 5000;
@@ -20,7 +22,8 @@ struct StatusArgs {
 
 StatusOr<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args);
 // Asks the scheduler for its status JSON.
-StatusOr<std::string> FetchStatus(const std::string& scheduler, int timeout_ms);
+StatusOr<std::string> FetchStatus(const std::string& scheduler, const OperatorAuth& auth,
+                                  int timeout_ms);
 // The tables `hetps status` prints for a status JSON document.
 StatusOr<std::string> RenderStatus(const std::string& status_json);
 // Prints once, or refreshes until SIGINT/SIGTERM with --watch; returns the exit code.

@@ -10,6 +10,14 @@
 #include "common/logging.h"
 
 DEFINE_string(log_level, "info", "debug, info, warn, error");
+DEFINE_string(auth, "none",
+              "none, or curve: every connection CURVE-encrypted and admitted by key "
+              "(common/auth.h); needs --keys");
+DEFINE_string(keys, "", "--auth=curve: the key folder `hetps keygen --out DIR` made");
+DEFINE_string(key, "", "--auth=curve: the key pair to use, <keys>/<key>.key (default: the role's)");
+DEFINE_bool(insecure, false,
+            "listen on a non-loopback address without --auth=curve (anyone who reaches it can "
+            "join the cluster and read and write the model)");
 DEFINE_string(log_format, "text",
               "text (time, level, [role id], message) or json (one object per line: time, "
               "level, node, msg), for log collectors");
@@ -39,5 +47,11 @@ bool StartDaemon(const char* role, const char* usage, int* argc, char*** argv) {
   }
   return true;
 }
+
+AuthFlags DaemonAuthFlags() { return AuthFlags{FLAGS_auth, FLAGS_keys, FLAGS_key}; }
+
+StatusOr<Auth> LoadDaemonAuth(KeyRole role) { return LoadAuth(DaemonAuthFlags(), role); }
+
+bool InsecureListening() { return FLAGS_insecure; }
 
 }  // namespace hetps

@@ -4,11 +4,20 @@
 // the environment set, or set wrongly, reported.
 #pragma once
 
+#include "common/auth.h"
+#include "common/status.h"
+
 namespace hetps {
 
 // Parses the flags (gflags::ParseCommandLineFlags, removing them from argv) and sets up
 // logging as `role`. Returns false, after logging why, when the daemon must exit with 2 (an
 // unknown level or format, a HETPS_* value a flag refuses).
 bool StartDaemon(const char* role, const char* usage, int* argc, char*** argv);
+
+// After StartDaemon: --auth, --keys and --key as given, and what they give a process of `role`.
+AuthFlags DaemonAuthFlags();
+StatusOr<Auth> LoadDaemonAuth(KeyRole role);
+// --insecure: listening off loopback without authentication is accepted.
+bool InsecureListening();
 
 }  // namespace hetps

@@ -7,6 +7,7 @@ namespace {
 
 // Reads the header in `first` and the payload frames that follow it.
 void ReadBody(zmq::socket_t& socket, zmq::message_t& first, Envelope& env) {
+  if (const char* user = zmq_msg_gets(first.handle(), "User-Id"); user != nullptr) env.peer = user;
   bool parsed = env.message.header.ParseFromArray(first.data(), static_cast<int>(first.size()));
   bool more = first.more();
   while (more) {

@@ -28,6 +28,9 @@ struct Message {
 // identity is kept even then, so the receiver can still answer the peer with an error.
 struct Envelope {
   std::string identity;  // the peer's routing identity (ROUTER sockets only)
+  // The public key (Z85) the peer authenticated with on a CURVE socket (common/auth.h: the ZAP
+  // handler's user id); empty on a plain socket.
+  std::string peer;
   Message message;
   Status status;
 };

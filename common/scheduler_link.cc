@@ -20,7 +20,8 @@ std::string HostName() {
 }  // namespace
 
 SchedulerLink::SchedulerLink(zmq::context_t& context, const std::string& scheduler_endpoint,
-                             proto::Role role, std::string address, int heartbeat_interval_ms)
+                             proto::Role role, std::string address, int heartbeat_interval_ms,
+                             const Auth& auth)
     : socket_(context, zmq::socket_type::dealer),
       role_(role),
       address_(std::move(address)),
@@ -30,7 +31,14 @@ SchedulerLink::SchedulerLink(zmq::context_t& context, const std::string& schedul
   socket_.set(zmq::sockopt::routing_id,
               fmt::format("{}-{}-{}-{:08x}", proto::Role_Name(role), HostName(), getpid(), rd()));
   socket_.set(zmq::sockopt::linger, 0);
-  socket_.connect(scheduler_endpoint);
+  setup_ = auth.SecureClient(socket_, auth.scheduler_public);
+  if (!setup_.ok()) return;
+  try {
+    socket_.connect(scheduler_endpoint);
+  } catch (const zmq::error_t& e) {
+    setup_ = Status::InvalidArgument(
+        fmt::format("cannot connect to the scheduler at '{}': {}", scheduler_endpoint, e.what()));
+  }
 }
 
 void SchedulerLink::Send(proto::Header header) {
@@ -78,6 +86,7 @@ bool SchedulerLink::SchedulerRestarted(const proto::Header& h) {
 }
 
 Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
+  if (!setup_.ok()) return setup_;
   proto::Header reg = registration_;
   reg.set_type(proto::REGISTER);
   reg.set_role(role_);

@@ -11,6 +11,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "common/auth.h"
 #include "common/cluster_view.h"
 #include "common/message.h"
 #include "common/status.h"
@@ -20,9 +21,10 @@ namespace hetps {
 class SchedulerLink {
  public:
   // `context` must outlive the link. `address` is what other nodes connect to (servers) or
-  // empty (workers).
+  // empty (workers). With auth.curve the connection is encrypted, proves auth.own and accepts
+  // only a scheduler holding auth.scheduler_public's secret.
   SchedulerLink(zmq::context_t& context, const std::string& scheduler_endpoint, proto::Role role,
-                std::string address, int heartbeat_interval_ms);
+                std::string address, int heartbeat_interval_ms, const Auth& auth = Auth());
   SchedulerLink(const SchedulerLink&) = delete;
   SchedulerLink& operator=(const SchedulerLink&) = delete;
 
@@ -72,6 +74,7 @@ class SchedulerLink {
   ClusterView view_;
   uint64_t scheduler_incarnation_ = 0;  // 0: none heard yet
   bool silence_logged_ = false;
+  Status setup_;  // what Join reports when the socket could not be set up
 };
 
 }  // namespace hetps

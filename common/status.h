@@ -32,6 +32,7 @@ class Status {
   static Status Internal(std::string m) { return {proto::INTERNAL, std::move(m)}; }
   static Status Aborted(std::string m) { return {proto::ABORTED, std::move(m)}; }
   static Status DeadlineExceeded(std::string m) { return {proto::DEADLINE_EXCEEDED, std::move(m)}; }
+  static Status PermissionDenied(std::string m) { return {proto::PERMISSION_DENIED, std::move(m)}; }
 
   bool ok() const { return code_ == proto::OK; }
   StatusCode code() const { return code_; }

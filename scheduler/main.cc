@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
     return 2;
   hetps::SignalWatcher signals;
   hetps::SchedulerOptions o;
+  if (hetps::Status s = hetps::ValidateAuthFlags(hetps::DaemonAuthFlags()); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
   o.bind = FLAGS_bind;
   o.endpoint_file = FLAGS_endpoint_file;
   o.num_servers = FLAGS_num_servers;
@@ -116,6 +120,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (FLAGS_check_flags) return 0;
+  auto auth = hetps::LoadDaemonAuth(hetps::KeyRole::kScheduler);
+  if (!auth.ok()) {
+    spdlog::error("{}", auth.status().message());
+    return 2;
+  }
+  o.auth = std::move(*auth);
+  o.insecure = hetps::InsecureListening();
   hetps::Status s = hetps::SchedulerNode(o, signals.stop()).Run();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());

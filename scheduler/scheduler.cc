@@ -80,6 +80,7 @@ class Loop {
   void Handle(Envelope& env);
   void HandleMember(const Envelope& env, Member& member);
   void OnNodeError(const Member& member, const proto::Header& h);
+  Status Authorize(const Envelope& env);
   void HandleRegister(const Envelope& env);
   void HandleDeclare(const Envelope& env, const Member& m);
   void HandleLeave(const Envelope& env, const Member& m);
@@ -149,6 +150,7 @@ class Loop {
   int64_t hinted_quorum_ = -1;
   zmq::context_t ctx_{1};
   zmq::socket_t router_;
+  std::optional<ZapHandler> zap_;  // auth.curve: admits keys to router_
   RoutedOutbox outbox_{router_};
   std::string endpoint_;  // bound
   bool view_sent_ = false;
@@ -336,6 +338,15 @@ Status Loop::Run() {
   // Every message to the scheduler is a header (the largest, a declaration of the model's
   // tensors, holds about 50 bytes per tensor): a larger frame closes its connection unread.
   router_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
+  if (Status s = CheckListenEndpoint(*bind, options_.auth, options_.insecure); !s.ok()) return s;
+  if (options_.auth.curve) {
+    zap_.emplace(ctx_, options_.auth.allow,
+                 std::map<std::string, std::set<KeyRole>>{
+                     {"scheduler",
+                      {KeyRole::kWorker, KeyRole::kServer, KeyRole::kOperator,
+                       KeyRole::kScheduler}}});
+    options_.auth.SecureServer(router_, "scheduler");
+  }
   try {
     router_.bind(*bind);
   } catch (const zmq::error_t& e) {
@@ -348,10 +359,11 @@ Status Loop::Run() {
     if (Status s = WriteEndpointFile(options_.endpoint_file, endpoint); !s.ok()) return s;
   }
   if (view_sent_) {
-    spdlog::info("listening on {}; the nodes reconnect to the resumed cluster", endpoint);
+    spdlog::info("listening on {} ({}); the nodes reconnect to the resumed cluster", endpoint,
+                 options_.auth.Describe());
   } else {
-    spdlog::info("listening on {}; waiting for {} servers and {} workers", endpoint,
-                 options_.num_servers, options_.num_workers);
+    spdlog::info("listening on {} ({}); waiting for {} servers and {} workers", endpoint,
+                 options_.auth.Describe(), options_.num_servers, options_.num_workers);
   }
   if (options_.http_port >= 0) {
     http_ = std::make_unique<StatusHttp>(
@@ -390,6 +402,13 @@ void Loop::Handle(Envelope& env) {
   if (!env.status.ok()) {
     spdlog::warn("malformed message from {}: {}", env.identity, env.status.ToString());
     Reply(env.identity, ErrorReply(h, env.status, kSchedulerId));
+    return;
+  }
+  if (Status s = Authorize(env); !s.ok()) {
+    const CurveKey* key = options_.auth.allow.Find(env.peer);
+    spdlog::warn("refused {} from key '{}': {}", proto::MsgType_Name(h.type()),
+                 key != nullptr ? key->name : env.peer, s.message());
+    Reply(env.identity, ErrorReply(h, s, kSchedulerId));
     return;
   }
   if (h.type() == proto::REGISTER) {
@@ -523,6 +542,40 @@ void Loop::OnNodeError(const Member& m, const proto::Header& h) {
   waiting_for_map_.clear();
 }
 
+// With --auth=curve, what the key a message came with may do: register in its own role,
+// operators change the policy and take checkpoints, anyone admitted reads the status, and a
+// member's messages come with the key it registered with (a key cannot speak for another node).
+Status Loop::Authorize(const Envelope& env) {
+  if (!options_.auth.curve) return Status();
+  const proto::Header& h = env.message.header;
+  const std::optional<KeyRole> role = options_.auth.RoleOf(env.peer);
+  if (!role) return Status::PermissionDenied("the connection has no admitted key");
+  switch (h.type()) {
+    case proto::REGISTER: {
+      const KeyRole wanted = h.role() == proto::SERVER ? KeyRole::kServer : KeyRole::kWorker;
+      if (*role == wanted) return Status();
+      return Status::PermissionDenied(fmt::format("a {} key cannot register a {}",
+                                                  KeyRoleName(*role), KeyRoleName(wanted)));
+    }
+    case proto::SET_POLICY:
+    case proto::CHECKPOINT:
+      if (*role == KeyRole::kOperator) return Status();
+      return Status::PermissionDenied(fmt::format("{} needs an operator key; this is a {} key",
+                                                  proto::MsgType_Name(h.type()),
+                                                  KeyRoleName(*role)));
+    case proto::STATUS:
+      return Status();
+    default:
+      break;
+  }
+  const Member* m = members_.ByIdentity(env.identity);
+  if (m != nullptr && m->info.public_key() != env.peer) {
+    return Status::PermissionDenied(
+        fmt::format("node {} registered with another key than this connection's", m->info.id()));
+  }
+  return Status();
+}
+
 void Loop::HandleRegister(const Envelope& env) {
   const proto::Header& h = env.message.header;
   auto m = members_.Register(env.identity, h, Clock::now());
@@ -531,6 +584,9 @@ void Loop::HandleRegister(const Envelope& env) {
     Reply(env.identity, ErrorReply(h, m.status(), kSchedulerId));
     return;
   }
+  // The key it authenticated with: workers dial a server expecting it, and the node's later
+  // messages must come with it.
+  if (options_.auth.curve) members_.ByIdentity(env.identity)->info.set_public_key(env.peer);
   const proto::NodeInfo& info = (*m)->info;
   stats_.OnJoin(info, Now());
   if (info.role() == proto::SERVER && h.has_policy()) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/auth.h"
 #include "common/shard_map.h"
 #include "common/status.h"
 #include "scheduler/fed_rounds.h"
@@ -24,6 +25,10 @@ constexpr int kMaxWorkerRanks = 1 << 20;
 struct SchedulerOptions {
   std::string bind = "tcp://127.0.0.1:*";
   std::string endpoint_file;  // if set, the bound endpoint is written there once listening
+  // Who may connect (common/auth.h): with auth.curve, workers, servers and operators each with
+  // a key of their role; else anyone, and only on loopback unless `insecure`.
+  Auth auth;
+  bool insecure = false;
   int num_servers = 1;
   int num_workers = 1;  // workers the cluster forms with; more may join while it runs
   int max_workers = 0;  // live workers at most (0: no bound but the rank range, kMaxWorkerRanks)

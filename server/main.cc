@@ -70,6 +70,10 @@ int main(int argc, char** argv) {
     }
   }
   hetps::ServerOptions o;
+  if (hetps::Status s = hetps::ValidateAuthFlags(hetps::DaemonAuthFlags()); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
   o.scheduler = FLAGS_scheduler;
   o.bind = FLAGS_bind;
   o.advertise = FLAGS_advertise;
@@ -95,6 +99,13 @@ int main(int argc, char** argv) {
   }
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   o.join_timeout_ms = FLAGS_join_timeout_ms;
+  auto auth = hetps::LoadDaemonAuth(hetps::KeyRole::kServer);
+  if (!auth.ok()) {
+    spdlog::error("{}", auth.status().message());
+    return 2;
+  }
+  o.auth = std::move(*auth);
+  o.insecure = hetps::InsecureListening();
   hetps::Status s = hetps::ServerNode(o, signals.stop()).Run();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());

@@ -83,6 +83,7 @@ class ServerLoop {
   // arriving on the data plane (the scheduler would declare a busy server dead).
   zmq::context_t control_ctx_{1};
   std::optional<zmq::socket_t> router_;
+  std::optional<ZapHandler> zap_;  // auth.curve: admits worker keys to router_
   std::optional<ApplyThreads> apply_threads_;
   std::unique_ptr<SchedulerLink> link_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -137,6 +138,14 @@ Status ServerLoop::Setup() {
   router_->set(zmq::sockopt::rcvhwm, 0);  // never drop a push under load
   router_->set(zmq::sockopt::sndhwm, 0);
   router_->set(zmq::sockopt::maxmsgsize, MaxFrameBytes(options_.max_partition_bytes));
+  if (Status s = CheckListenEndpoint(options_.bind, options_.auth, options_.insecure); !s.ok()) {
+    return s;
+  }
+  if (options_.auth.curve) {
+    zap_.emplace(ctx_, options_.auth.allow,
+                 std::map<std::string, std::set<KeyRole>>{{"server", {KeyRole::kWorker}}});
+    options_.auth.SecureServer(*router_, "server");
+  }
   try {
     router_->bind(options_.bind);
   } catch (const zmq::error_t& e) {
@@ -154,11 +163,12 @@ Status ServerLoop::Setup() {
   }
   apply_threads_.emplace(ctx_, options_.threads);
   link_ = std::make_unique<SchedulerLink>(control_ctx_, options_.scheduler, proto::SERVER, address,
-                                          options_.heartbeat_interval_ms);
+                                          options_.heartbeat_interval_ms, options_.auth);
   link_->registration().mutable_policy()->set_consistency(gate_->consistency());
   if (Status s = OpenDataDir(); !s.ok()) return s;
-  spdlog::info("listening on {} (advertised {}), {} apply threads, optimizer {}", endpoint, address,
-               options_.threads, Optimizers().Parse(options_.optimizer)->Full());
+  spdlog::info("listening on {} (advertised {}; {}), {} apply threads, optimizer {}", endpoint,
+               address, options_.auth.Describe(), options_.threads,
+               Optimizers().Parse(options_.optimizer)->Full());
   return Status();
 }
 

@@ -22,6 +22,7 @@
 #include "hetps.pb.h"
 #include "server/aggregation/aggregator.h"
 #include "server/initializer.h"
+#include "common/auth.h"
 #include "server/optimizer/optimizer.h"
 
 namespace hetps {
@@ -55,6 +56,11 @@ struct ServerOptions {
   // A whole-run checkpoint (common/cut.h) to start from: this server loads its rank's part, and
   // every worker starts at the checkpoint's clock. A data dir must then be empty.
   std::string restore_from;
+  // Who may connect (common/auth.h): with auth.curve, only worker keys of the allow-list (and
+  // the scheduler link proves this server's key); else anyone, and only on loopback unless
+  // `insecure`.
+  Auth auth;
+  bool insecure = false;
 };
 
 // What a server refuses before it binds or joins: thread count, the optimizer, consistency

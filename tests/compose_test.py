@@ -62,6 +62,8 @@ for name, service in services.items():
     if not args[0].startswith("hetps-"):
         continue
     env = {k: str(v) for k, v in (service.get("environment") or {}).items()}
+    if env.get("HETPS_AUTH") != "curve" or not env.get("HETPS_KEY"):
+        failures.append(f"{name}: does not run with HETPS_AUTH=curve and its role's HETPS_KEY")
     checked += 1
     if (error := check_flags(bindir, args, env)) is not None:
         failures.append(f"{name}: {error}")

@@ -6,7 +6,8 @@ metadata.name; each Service selects the pods of a workload and its targetPorts e
 containers; the StatefulSet's serviceName is a headless Service and it claims a volume per pod;
 the workers are an Indexed Job with one pod per index; every container asks for resources and
 defines every $(VAR) its args use; the scheduler pods carry Prometheus's scrape annotations; and
-every hetps command, $(VAR)s filled in, passes its daemon's --check_flags.
+every hetps command runs with HETPS_AUTH=curve and a key Secret mounted read-only at /keys and,
+$(VAR)s filled in, passes its daemon's --check_flags.
 Usage: k8s_test.py SOURCE_DIR BIN_DIR"""
 import glob
 import os
@@ -100,6 +101,11 @@ for name, (_, _, template) in workloads.items():
                 if var not in env:
                     fail(where, f"$({var}) is not in the container's env")
         if args and args[0].startswith("hetps-"):
+            secrets = {v["name"] for v in template["spec"].get("volumes", []) if "secret" in v}
+            if env.get("HETPS_AUTH") != "curve" or not any(
+                    m.get("mountPath") == "/keys" and m.get("readOnly") and m["name"] in secrets
+                    for m in c.get("volumeMounts", [])):
+                fail(where, "does not run with --auth=curve and its keys' Secret mounted read-only")
             filled = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), "0"), a) for a in args]
             checked += 1
             if (error := check_flags(bindir, filled, {k: v for k, v in env.items()

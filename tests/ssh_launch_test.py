@@ -3,14 +3,15 @@
 own sshd (Debian's openssh-server) with keys made for the test, and a training job across them.
 
 What it checks:
-  1. A host that cannot be reached (a namespace without sshd) and a wrong --remote_bin_dir fail
-     the launch at once, naming the host and why.
-  2. The quickstart model trains across the hosts: the scheduler on host 1, a server on hosts 1
+  1. A launch with neither --auth=curve nor --insecure is refused (the cluster would listen on
+     the hosts' network unauthenticated); a host that cannot be reached (a namespace without
+     sshd) and a wrong --remote_bin_dir fail the launch at once, naming the host and why.
+  2. The quickstart model trains across the hosts with --auth=curve (keys from hetps keygen): the scheduler on host 1, a server on hosts 1
      and 2, workers 0 on host 1, 1 on host 2, 2-3 on host 3; logs come back as [role i@host];
      `hetps status` answers at the scheduler's address while it runs; host 3, which runs only
      workers, holds TCP connections to the scheduler and servers at the other namespaces'
      addresses (not loopback); the run reaches the accuracy the quickstart reaches.
-  3. SIGINT to the launcher stops every process on every host: nothing of hetps is left in any
+  3. With --insecure, SIGINT to the launcher stops every process on every host: nothing of hetps is left in any
      namespace, and the launcher exits 130.
 
 Everything it makes (namespaces hetps-ssh-<pid>-<i>, bridge hsb<pid>, veths hsv<pid>-<i>, the
@@ -156,14 +157,19 @@ def expect(condition, what, output=""):
 
 def check_refusals(bin_dir, hosts):
     unreachable = hosts.address(HOSTS)  # the namespace without sshd
-    p = launch(bin_dir, hosts, f"{hosts.address(0)}:1,{unreachable}:1", "--iterations=10")
+    p = launch(bin_dir, hosts, f"{hosts.address(0)}:2", "--iterations=10")
+    out, _ = p.communicate(timeout=60)
+    expect(p.returncode == 2 and "--auth=curve --keys=DIR" in out and "--insecure" in out,
+           "a launch across hosts without --auth=curve or --insecure is refused, saying so", out)
+    p = launch(bin_dir, hosts, f"{hosts.address(0)}:1,{unreachable}:1", "--iterations=10",
+               "--insecure")
     out, _ = p.communicate(timeout=60)
     expect(p.returncode == 2 and f"{unreachable}: ssh failed" in out and
            "Connection refused" in out,
            f"an unreachable host fails the launch naming it ({unreachable}, Connection refused)",
            out)
     p = launch(bin_dir, hosts, f"{hosts.address(0)}:2", "--remote_bin_dir=/nonexistent",
-               "--iterations=10")
+               "--iterations=10", "--insecure")
     out, _ = p.communicate(timeout=60)
     expect(p.returncode == 2 and "no executable /nonexistent/hetps-scheduler" in out,
            "a host without the binaries fails the launch naming the path", out)
@@ -176,18 +182,23 @@ def established(hosts, ns_index):
 
 
 def check_training(bin_dir, hosts, run_dir):
+    """With keys: every connection between the hosts is CURVE-encrypted and authenticated."""
+    keys = f"{hosts.dir}/keys"
+    sh(f"{bin_dir}/hetps", "keygen", f"--out={keys}")
+    auth = ["--auth=curve", f"--keys={keys}"]
     host_list = ",".join(f"{hosts.address(i)}:{s}" for i, s in enumerate([1, 1, 2]))
     p = launch(bin_dir, hosts, host_list, f"--run_dir={run_dir}",
-               f"--flagfile={SOURCE}/deploy/quickstart.flags")
+               f"--flagfile={SOURCE}/deploy/quickstart.flags", *auth)
     scheduler = f"tcp://{hosts.address(0)}:{PORT}"
     status, peers, deadline = "", [], time.time() + 120
     while p.poll() is None and time.time() < deadline and not (status and peers):
         if not status:
-            r = sh(f"{bin_dir}/hetps", "status", f"--scheduler={scheduler}", "--json",
+            r = sh(f"{bin_dir}/hetps", "status", f"--scheduler={scheduler}", "--json", *auth,
                    check=False)
             workers = json.loads(r.stdout).get("workers", []) if r.returncode == 0 else []
             if sum(w.get("state") == "alive" for w in workers) == 4:
-                status = sh(f"{bin_dir}/hetps", "status", f"--scheduler={scheduler}").stdout
+                status = sh(f"{bin_dir}/hetps", "status", f"--scheduler={scheduler}",
+                            *auth).stdout
         if not peers:  # the scheduler, server 0 on host 1 and server 1 on host 2
             remote = [a for a in established(hosts, 2)
                       if not a.startswith((hosts.address(2) + ":", f"{SUBNET}.1:"))]
@@ -221,7 +232,8 @@ def check_training(bin_dir, hosts, run_dir):
 def check_interrupt(bin_dir, hosts, run_dir):
     host_list = ",".join(f"{hosts.address(i)}:{s}" for i, s in enumerate([1, 1, 2]))
     p = launch(bin_dir, hosts, host_list, f"--run_dir={run_dir}",
-               f"--flagfile={SOURCE}/deploy/quickstart.flags", "--iterations=100000")
+               f"--flagfile={SOURCE}/deploy/quickstart.flags", "--iterations=100000",
+               "--insecure")
     def daemons():  # the hetps processes themselves, not their ssh wrappers
         return sorted(cmd.split()[0].rsplit("/", 1)[-1] for _, cmd in hosts.hetps_processes()
                       if cmd.split()[0].rsplit("/", 1)[-1].startswith("hetps-"))

@@ -29,8 +29,10 @@ bool Ticket::Done() const {
 // connection and its thread are the ClientIo's.
 class Client::Impl {
  public:
-  explicit Impl(const ClientOptions& options)
-      : device_slowdown(options.device_slowdown), link(options.link), io(options, report, pulls) {}
+  Impl(const ClientOptions& options, Auth auth)
+      : device_slowdown(options.device_slowdown),
+        link(options.link),
+        io(options, std::move(auth), report, pulls) {}
 
   const double device_slowdown;  // ClientOptions: what the round requests tell the scheduler
   const LinkOptions link;
@@ -98,7 +100,9 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
     return Status::InvalidArgument(
         fmt::format("pull codec: '{}' (pulls may use none or fp16)", options.pull_codec));
   }
-  auto impl = std::make_unique<Impl>(options);
+  auto auth = LoadAuth(AuthFlags{options.auth, options.keys_dir, options.key_name}, KeyRole::kWorker);
+  if (!auth.ok()) return auth.status();
+  auto impl = std::make_unique<Impl>(options, std::move(*auth));
   impl->push_codecs = *push;
   if (pull->name != "none") {
     impl->pulls.codec = pull->WireName();

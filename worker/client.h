@@ -69,6 +69,13 @@ struct ClientOptions {
   // Federated clients: the compute slowdown this client emulates; sent with its round requests
   // (with the link above) so that the scheduler's clients.csv describes every client.
   double device_slowdown = 1;
+  // Authentication (common/auth.h). "curve": every connection is CURVE-encrypted and proves
+  // this worker's key, keys_dir/<key_name>.key (key_name default "worker"; made by `hetps
+  // keygen`), and accepts only the scheduler of keys_dir/scheduler.pub and the servers whose
+  // keys the scheduler announces. "none": plain TCP (clusters on loopback).
+  std::string auth = "none";
+  std::string keys_dir;
+  std::string key_name;
 };
 
 struct ClientStats {

@@ -57,11 +57,13 @@ uint64_t DrawIncarnation() {
 
 }  // namespace
 
-ClientIo::ClientIo(const ClientOptions& options, ClientReport& report, PullState& pulls)
+ClientIo::ClientIo(const ClientOptions& options, Auth auth, ClientReport& report,
+                   PullState& pulls)
     : options_(options),
+      auth_(std::move(auth)),
       report_(report),
       pulls_(pulls),
-      link_(ctx_, options.scheduler, proto::WORKER, "", options.heartbeat_interval_ms),
+      link_(ctx_, options.scheduler, proto::WORKER, "", options.heartbeat_interval_ms, auth_),
       wake_in_(ctx_, zmq::socket_type::pull),
       wake_out_(ctx_, zmq::socket_type::push),
       incarnation_(DrawIncarnation()) {
@@ -120,7 +122,7 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
     if (server.rank() < 0 || server.rank() >= static_cast<int>(servers_.size())) {
       return Status::Malformed(fmt::format("the cluster view has server rank {}", server.rank()));
     }
-    Connect(server.rank(), server.address());
+    if (Status s = Connect(server); !s.ok()) return s;
     server_rank_[server.id()] = server.rank();
   }
   link_.SetReporter([this, &heartbeat_clock](proto::Header& h) {
@@ -132,14 +134,23 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
   return Status();
 }
 
-void ClientIo::Connect(int rank, const std::string& address) {
+Status ClientIo::Connect(const proto::NodeInfo& server) {
   zmq::socket_t sock(ctx_, zmq::socket_type::dealer);
   sock.set(zmq::sockopt::routing_id, NodeIdentity(link_.id()));
   sock.set(zmq::sockopt::sndhwm, 0);
   sock.set(zmq::sockopt::rcvhwm, 0);
   sock.set(zmq::sockopt::linger, 0);
-  sock.connect(address);
-  servers_[rank] = std::move(sock);
+  if (Status s = auth_.SecureClient(sock, server.public_key()); !s.ok()) {
+    return Status(s.code(), fmt::format("server rank {}: {}", server.rank(), s.message()));
+  }
+  try {
+    sock.connect(server.address());
+  } catch (const zmq::error_t& e) {
+    return Status::Malformed(fmt::format("server rank {} announced address '{}': {}",
+                                         server.rank(), server.address(), e.what()));
+  }
+  servers_[server.rank()] = std::move(sock);
+  return Status();
 }
 
 void ClientIo::Submit(std::vector<Outgoing> batch) {
@@ -451,7 +462,12 @@ void ClientIo::OnServerBack(const proto::Header& h) {
   const int rank = node->rank();
   server_rank_[node->id()] = rank;
   if (!recovering_.erase(rank) && !dead_servers_.erase(rank)) return;  // never lost it
-  Connect(rank, node->address());
+  if (Status s = Connect(*node); !s.ok()) {
+    spdlog::error("cannot reconnect to the restarted server: {}", s.ToString());
+    dead_servers_.insert(rank);
+    FailPending(rank, Status::Unavailable(s.message()));
+    return;
+  }
   std::vector<uint64_t> ids;
   for (const auto& [id, p] : pending_) {
     if (p.target == rank) ids.push_back(id);

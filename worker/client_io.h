@@ -96,7 +96,8 @@ struct PullState {
 class ClientIo {
  public:
   // `report` and `pulls` outlive this object.
-  ClientIo(const ClientOptions& options, ClientReport& report, PullState& pulls);
+  // `auth`: what LoadAuth gave for options.auth (the io keeps a copy).
+  ClientIo(const ClientOptions& options, Auth auth, ClientReport& report, PullState& pulls);
   ~ClientIo();  // Stop()
   ClientIo(const ClientIo&) = delete;
   ClientIo& operator=(const ClientIo&) = delete;
@@ -152,9 +153,11 @@ class ClientIo {
   void OnServerDead(int rank);
   void OnServerBack(const proto::Header& h);
   void ExpireRecoveries();
-  void Connect(int rank, const std::string& address);
+  // Dials `server` (expecting its announced key with auth.curve).
+  Status Connect(const proto::NodeInfo& server);
 
   const ClientOptions options_;
+  const Auth auth_;
   ClientReport& report_;
   PullState& pulls_;
   zmq::context_t ctx_{1};

@@ -303,6 +303,10 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
   o.pull_codec = FLAGS_pull_codec;
   o.stop = &stop;
   o.link = link;
+  const hetps::AuthFlags auth = hetps::DaemonAuthFlags();
+  o.auth = auth.mode;
+  o.keys_dir = auth.keys_dir;
+  o.key_name = auth.key_name;
   const bool evaluator =
       FLAGS_workload == "edge" && FLAGS_rank >= 0 && FLAGS_rank < FLAGS_evaluators;
   if (FLAGS_workload == "edge" && !evaluator) o.device_slowdown = DeviceSlowdown();
@@ -343,6 +347,7 @@ int main(int argc, char** argv) {
     valid = hetps::Status::InvalidArgument("--links must be transport or netns, got '" +
                                            FLAGS_links + "'");
   }
+  if (valid.ok()) valid = hetps::ValidateAuthFlags(hetps::DaemonAuthFlags());
   if (!valid.ok()) {
     spdlog::error("{}", valid.message());
     return 2;

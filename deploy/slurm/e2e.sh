@@ -18,7 +18,9 @@ eval "$(deploy/slurm/local_slurm.sh start "$dir")"
 sinfo
 HETPS_BIN=$bin sbatch --wait --ntasks=4 --output="$dir/hetps-%j.log" deploy/slurm/hetps.sbatch
 log=$(ls "$dir"/hetps-*.log)
-grep -E "hetps job|final test accuracy" "$log"
+grep -E "hetps job|listening on|final test accuracy" "$log"
+grep -q "CURVE as 'scheduler'" "$log" ||
+  { echo "FAIL: the job's scheduler did not run with keys (job log follows)"; cat "$log"; exit 1; }
 accuracy=$(sed -n 's/.*final test accuracy \([0-9.]*\).*/\1/p' "$log" | head -1)
 awk -v a="$accuracy" 'BEGIN { exit !(a != "" && a >= 0.85) }' ||
   { echo "FAIL: accuracy '$accuracy' (job log follows)"; cat "$log"; exit 1; }

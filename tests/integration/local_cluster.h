@@ -70,13 +70,18 @@ struct ClusterOptions {
   std::string server_exec;  // a command prefix for each server, e.g. "env HETPS_CRASH_AT=..."
   std::string scheduler_bind = "tcp://127.0.0.1:*";
   std::vector<std::vector<std::string>> server_own_flags;  // per server, after server_flags
+  std::string log_file;  // set: every process's output goes there (else the test's own)
 };
 
 // hetps::LocalCluster with the test's expectations: a cluster that cannot start fails the test.
 class LocalCluster {
  public:
   explicit LocalCluster(const ClusterOptions& o)
-      : supervisor_(SupervisorOptions{.grace_ms = 0}) {  // kill at once when the test ends
+      : supervisor_(SupervisorOptions{  // kill at once when the test ends
+            .output = o.log_file.empty() ? SupervisorOptions::Output::kInherit
+                                         : SupervisorOptions::Output::kFile,
+            .log_file = o.log_file,
+            .grace_ms = 0}) {
     dir_ = std::filesystem::temp_directory_path() /
            ("hetps-test-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
     std::filesystem::create_directories(dir_);
