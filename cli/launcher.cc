@@ -156,7 +156,11 @@ Status SetUpCheckpoints(const LaunchArgs& args, const std::string& run_dir,
 // `scheduler_host`: the host the scheduler runs on (-H), empty when it runs here.
 void SayDashboard(const std::vector<std::string>& scheduler_flags, const std::string& endpoint,
                   const std::string& scheduler_host) {
-  const std::string status = "hetps status --scheduler=" + endpoint;
+  std::string status = "hetps status --scheduler=" + endpoint;
+  if (const std::string keys = LastFlagValue(scheduler_flags, "keys");
+      LastFlagValue(scheduler_flags, "auth") == "curve" && !keys.empty()) {
+    status += " --auth=curve --keys=" + keys;  // the operator key of the run's folder
+  }
   const std::string port = LastFlagValue(scheduler_flags, "http_port");
   if (port.empty() || port == "-1") {
     if (!scheduler_host.empty()) Say("status: " + status);
