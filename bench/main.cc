@@ -9,6 +9,7 @@
 #include "bench/codec.h"
 #include "bench/consistency.h"
 #include "bench/fed.h"
+#include "bench/flood.h"
 #include "bench/pushpull.h"
 #include "bench/recovery.h"
 #include "bench/train.h"
@@ -55,6 +56,10 @@ DEFINE_string(durability, "memory",
               "memory among several, push throughput (train: samples/s) is also printed as a "
               "ratio to it");
 DEFINE_int32(repeats, 1, "train: rounds of runs over the durability levels, interleaved");
+DEFINE_int32(junk_peers, 4, "flood: peers sending junk frames and headers, never reading");
+DEFINE_int32(half_open, 256, "flood: raw TCP connections held open mid-handshake at once");
+DEFINE_double(max_rss_growth_mb, 0,
+              "flood: exit 1 when the server's resident memory grew more than this (0: report)");
 DEFINE_string(auth, "none",
               "pushpull: comma-separated transport security, each on a fresh cluster: none, "
               "curve (CURVE-encrypted, keys made for the run); with both, curve's throughput "
@@ -79,6 +84,19 @@ bool DurabilityLevels(std::vector<std::string>& out) {
     return false;
   }
   return true;
+}
+
+int Flood() {
+  hetps::bench::FloodOptions o;
+  o.seconds = FLAGS_seconds;
+  o.junk_peers = FLAGS_junk_peers;
+  o.half_open = FLAGS_half_open;
+  o.max_rss_growth_mb = FLAGS_max_rss_growth_mb;
+  if (o.junk_peers < 0 || o.half_open < 0 || o.max_rss_growth_mb < 0) {
+    std::fprintf(stderr, "--junk_peers, --half_open and --max_rss_growth_mb must be >= 0\n");
+    return 2;
+  }
+  return hetps::bench::RunFlood(o);
 }
 
 int PushPull() {
@@ -192,7 +210,9 @@ int main(int argc, char** argv) {
       "--straggler_slowdown F --durability memory,process --repeats N]\n"
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]\n"
       "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
-      "       hetps-bench recovery [--model_mib 256,1024]");
+      "       hetps-bench recovery [--model_mib 256,1024]\n"
+      "       hetps-bench flood [--seconds 60 --junk_peers 4 --half_open 256 "
+      "--max_rss_growth_mb M]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   // The same tuning as the role processes, so the raw ZeroMQ ceiling measured here benefits
   // from it exactly as the clients do.
@@ -209,6 +229,7 @@ int main(int argc, char** argv) {
   if (command == "fed") return Fed();
   if (command == "codec") return Codec();
   if (command == "recovery") return Recovery();
+  if (command == "flood") return Flood();
   std::fprintf(stderr, "usage: %s\n", gflags::ProgramUsage());
   return 2;
 }

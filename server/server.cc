@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -59,6 +60,7 @@ class ServerLoop {
   void ProgressCut();
   void ReleaseDeferred(std::deque<Envelope> deferred);
   Status CheckSender(const Envelope& env) const;
+  void Reject(const Envelope& env, const Status& s);
   Status CheckRequest(const Envelope& env) const;
   void Serve(DataRequest request);  // on the partition's owning thread
   void ApplyRound(const RoundSpec& round);
@@ -114,6 +116,7 @@ class ServerLoop {
   int64_t max_clock_seen_ = -1;  // the furthest clock of any request served
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   int64_t pushes_ = 0, pulls_ = 0, errors_ = 0;
+  std::unordered_map<std::string, int> errors_to_strangers_;  // by identity, see Reject
   bool shutdown_ = false;
 };
 
@@ -299,14 +302,32 @@ Status ServerLoop::CheckRequest(const Envelope& env) const {
   return Status();
 }
 
+// A request that failed its checks. A worker of the cluster always hears why. A peer that is
+// none (junk, a stranger, a worker's identity faked on another connection) hears it for its
+// first kErrorsToStrangers requests only: a peer that never reads its replies would otherwise
+// make the server queue them without bound. Logged for the first 20, then every 1000th.
+void ServerLoop::Reject(const Envelope& env, const Status& s) {
+  constexpr int kErrorsToStrangers = 64;
+  const proto::Header& h = env.message.header;
+  ++errors_;
+  if (errors_ <= 20 || errors_ % 1000 == 0) {
+    spdlog::warn("rejected request from {} ({} rejected so far): {}", h.sender(), errors_,
+                 s.ToString());
+  }
+  bool worker = false;
+  for (const proto::NodeInfo& w : link_->view().workers()) {
+    worker = worker || (env.identity == NodeIdentity(w.id()) && !dead_.contains(w.id()));
+  }
+  if (!worker) {
+    if (errors_to_strangers_.size() >= 4096) errors_to_strangers_.clear();  // bounded
+    if (++errors_to_strangers_[env.identity] > kErrorsToStrangers) return;
+  }
+  Reply(env.identity, ErrorReply(h, s, link_->id()));
+}
+
 void ServerLoop::HandleWorker(Envelope& env) {
   const proto::Header& h = env.message.header;
-  if (Status s = CheckRequest(env); !s.ok()) {
-    ++errors_;
-    spdlog::warn("rejected request from {}: {}", h.sender(), s.ToString());
-    Reply(env.identity, ErrorReply(h, s, link_->id()));
-    return;
-  }
+  if (Status s = CheckRequest(env); !s.ok()) return Reject(env, s);
   if (cut_ && !cut_->job && h.clock() >= cut_->cut.clock()) {
     cut_->deferred.push_back(std::move(env));  // after the checkpoint's clock: waits for it
     return;

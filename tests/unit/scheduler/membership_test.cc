@@ -160,5 +160,34 @@ TEST(MembershipTest, ARestartedWorkerTakesItsRankOnceTheOldOneIsDead) {
   EXPECT_EQ(m.Register("x", RegRank(4), {}).status().code(), proto::INVALID_ARGUMENT);
 }
 
+// Registration never takes a rank from a live node: neither while the cluster forms nor once it
+// runs, for servers and workers alike; the registering node is told why, and the holder keeps
+// its id, rank and address.
+TEST(MembershipTest, RegistrationNeverTakesTheRankOfALiveNode) {
+  Membership forming(2, 2, 2);
+  proto::Header s0 = Reg(proto::SERVER, "tcp://h:1");
+  s0.set_rank(0);
+  ASSERT_TRUE(forming.Register("s0", s0, {}).ok());
+  s0.set_address("tcp://evil:1");
+  EXPECT_EQ(forming.Register("evil-s", s0, {}).status().code(), proto::FAILED_PRECONDITION);
+  ASSERT_TRUE(forming.Register("w0", RegRank(0), {}).ok());
+  EXPECT_EQ(forming.Register("evil-w", RegRank(0), {}).status().code(),
+            proto::FAILED_PRECONDITION);
+
+  Membership m = Formed(4);  // s (id 1, rank 0), w0, w1 alive
+  proto::Header server = Reg(proto::SERVER, "tcp://evil:2");
+  server.set_rank(0);
+  EXPECT_EQ(m.Register("evil-s", server, {}).status().code(), proto::UNAVAILABLE);
+  EXPECT_EQ(m.Register("evil-w", RegRank(0), {}).status().code(), proto::UNAVAILABLE);
+  const proto::ClusterView view = m.View();
+  ASSERT_EQ(view.nodes_size(), 3);
+  for (const proto::NodeInfo& n : view.nodes()) {
+    EXPECT_NE(n.address(), "tcp://evil:2");
+    if (n.role() == proto::SERVER) {
+      EXPECT_EQ(n.id(), 1);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hetps
