@@ -151,6 +151,7 @@ class Loop {
   zmq::context_t ctx_{1};
   zmq::socket_t router_;
   std::optional<ZapHandler> zap_;  // auth.curve: admits keys to router_
+  int64_t refused_ = 0;            // messages Authorize refused
   RoutedOutbox outbox_{router_};
   std::string endpoint_;  // bound
   bool view_sent_ = false;
@@ -406,8 +407,11 @@ void Loop::Handle(Envelope& env) {
   }
   if (Status s = Authorize(env); !s.ok()) {
     const CurveKey* key = options_.auth.allow.Find(env.peer);
-    spdlog::warn("refused {} from key '{}': {}", proto::MsgType_Name(h.type()),
-                 key != nullptr ? key->name : env.peer, s.message());
+    if (++refused_ <= 20 || refused_ % 1000 == 0) {  // a keyed peer cannot flood the log
+      spdlog::warn("refused {} from key '{}' ({} refused so far): {}",
+                   proto::MsgType_Name(h.type()), key != nullptr ? key->name : env.peer, refused_,
+                   s.message());
+    }
     Reply(env.identity, ErrorReply(h, s, kSchedulerId));
     return;
   }

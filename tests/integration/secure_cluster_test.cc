@@ -155,7 +155,7 @@ TEST(SecureClusterTest, PeersWithoutAListedKeyOrInTheWrongRoleAreRefused) {
     EXPECT_EQ(StatusOf(reply->message.header).code(), proto::PERMISSION_DENIED)
         << reply->message.header.DebugString();
   }
-  // The cluster still serves its real worker.
+
   auto worker = Client::Connect(keys.Client(cluster.ClientOpts()));
   ASSERT_TRUE(worker.ok()) << worker.status().ToString();
   ASSERT_TRUE((*worker)->DeclareTensors(kTensors).ok());
@@ -167,6 +167,46 @@ TEST(SecureClusterTest, PeersWithoutAListedKeyOrInTheWrongRoleAreRefused) {
   EXPECT_NE(text.find("is not in the allow-list"), std::string::npos) << text;
   EXPECT_NE(text.find("a worker key cannot register a server"), std::string::npos) << text;
   std::filesystem::remove(log);
+}
+
+// A node is pinned to the key it registered with: another listed worker key (a per-node pair)
+// speaking on a connection with the registered node's identity is refused; its own key is not.
+TEST(SecureClusterTest, ANodeIsPinnedToTheKeyItRegisteredWith) {
+  Keys keys;
+  ASSERT_TRUE(WriteKeys(keys.dir.str(), {CurveKey{"edge-7", KeyRole::kWorker, "", ""}}).ok());
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .scheduler_flags = keys.Flags(),
+                        .server_flags = keys.Flags()});
+  auto call = [&](const std::string& key, proto::MsgType type) {
+    std::this_thread::sleep_for(300ms);  // the previous connection with this identity is gone
+    auto auth = LoadAuth(AuthFlags{"curve", keys.dir.str(), key}, KeyRole::kWorker);
+    EXPECT_TRUE(auth.ok()) << auth.status().ToString();
+    zmq::context_t ctx(1);
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::rcvtimeo, 5000);
+    dealer.set(zmq::sockopt::routing_id, std::string("pinned-node"));
+    EXPECT_TRUE(auth->SecureClient(dealer, auth->scheduler_public).ok());
+    dealer.connect(cluster.endpoint());
+    proto::Header h;
+    h.set_type(type);
+    h.set_role(proto::WORKER);
+    h.set_request_id(1);
+    EXPECT_TRUE(Send(dealer, h));
+    // The answer to this request (the cluster's own messages to the node may come first).
+    for (int i = 0; i < 8; ++i) {
+      auto reply = Receive(dealer, zmq::recv_flags::none, /*routed=*/false);
+      if (!reply) break;
+      if (reply->message.header.request_id() == 1) return reply->message.header;
+    }
+    return proto::Header();
+  };
+  EXPECT_EQ(call("worker", proto::REGISTER).type(), proto::REGISTER_REPLY);
+  const proto::Header other = call("edge-7", proto::HEARTBEAT);
+  EXPECT_EQ(StatusOf(other).code(), proto::PERMISSION_DENIED) << other.DebugString();
+  EXPECT_NE(other.error_message().find("registered with another key"), std::string::npos);
+  EXPECT_EQ(call("worker", proto::HEARTBEAT).type(), proto::HEARTBEAT);
 }
 
 TEST(SecureClusterTest, TheQuickstartModelTrainsWithKeys) {
