@@ -1,5 +1,6 @@
 #include "server/consistency_gate.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "server/aggregation/aggregator.h"
@@ -32,7 +33,8 @@ void ConsistencyGate::Admit(Envelope& env) {
     Release();
   }
   if (h.type() == proto::PULL && !controller_->ReadReady(h.sender(), h.clock())) {
-    parked_reads_.push_back(std::move(env));  // answered by Release() once the slowest catch up
+    if (ParkedFull(env)) return;
+    Park(parked_reads_, env);  // answered by Release() once the slowest catch up
     return;
   }
   if (h.type() == proto::PUSH && !controller_->Accepts(h.clock())) {
@@ -60,11 +62,36 @@ void ConsistencyGate::Serve(Envelope& env) {
 
 void ConsistencyGate::OnClock(Envelope& env) {
   const proto::Header& h = env.message.header;
+  if (ParkedFull(env)) return;  // before the controller counts it
   controller_->Observe(h.sender(), h.clock());
   controller_->OnClock(h.sender(), h.clock(), actions_.now());
   CompleteRounds();
-  parked_clocks_.push_back(std::move(env));  // the reply waits for the gate
+  Park(parked_clocks_, env);  // the reply waits for the gate
   Release();
+}
+
+bool ConsistencyGate::ParkedFull(const Envelope& env) {
+  const proto::Header& h = env.message.header;
+  auto it = parked_by_.find(h.sender());
+  if (it == parked_by_.end() || it->second < parked_limit_) return false;
+  actions_.reply(env.identity,
+                 ErrorReply(h,
+                            Status::Unavailable(fmt::format(
+                                "worker {} has {} requests waiting at this server; it takes no "
+                                "more until they are answered",
+                                h.sender(), it->second)),
+                            -1));
+  return true;
+}
+
+void ConsistencyGate::Park(std::deque<Envelope>& queue, Envelope& env) {
+  ++parked_by_[env.message.header.sender()];
+  queue.push_back(std::move(env));
+}
+
+void ConsistencyGate::Unparked(int32_t worker) {
+  auto it = parked_by_.find(worker);
+  if (it != parked_by_.end() && --it->second <= 0) parked_by_.erase(it);
 }
 
 void ConsistencyGate::Tick() {
@@ -86,6 +113,7 @@ void ConsistencyGate::Release() {
     r.set_clock(controller_->ContinueAt(h.sender(), h.clock()));
     r.set_min_clock(MinClock(h.clock() + 1));
     actions_.reply(it->identity, r);
+    Unparked(h.sender());
     it = parked_clocks_.erase(it);
   }
   for (auto it = parked_reads_.begin(); it != parked_reads_.end();) {
@@ -93,7 +121,9 @@ void ConsistencyGate::Release() {
       ++it;
       continue;
     }
+    const int32_t worker = it->message.header.sender();
     Serve(*it);
+    Unparked(worker);
     it = parked_reads_.erase(it);
   }
 }

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/message.h"
@@ -41,6 +42,11 @@ class ConsistencyGate {
   // from a whole-run checkpoint starts at the checkpoint's clock).
   void Start(const std::vector<int32_t>& workers, int64_t start_clock = 0);
   bool started() const { return controller_ != nullptr; }
+
+  // At most `limit` requests of one worker wait here at once (parked reads and clocks); one
+  // more is answered UNAVAILABLE at once, so a worker cannot grow the server's memory, or the
+  // work of every release, without bound. The server sets it from its shard map.
+  void SetParkedLimit(int64_t limit) { parked_limit_ = limit; }
 
   // A validated PUSH, PULL or INIT: dropped, parked or served. REQUIRES: started().
   void Admit(Envelope& env);
@@ -81,6 +87,12 @@ class ConsistencyGate {
   Actions actions_;
   std::unique_ptr<ConsistencyController> controller_;
   std::deque<Envelope> parked_clocks_, parked_reads_;
+  std::unordered_map<int32_t, int64_t> parked_by_;  // requests waiting, by worker
+  int64_t parked_limit_ = 4096;
+  // Answers UNAVAILABLE and returns true when the sender of `env` is at its limit.
+  bool ParkedFull(const Envelope& env);
+  void Park(std::deque<Envelope>& queue, Envelope& env);
+  void Unparked(int32_t worker);
   int64_t dropped_ = 0;  // pushes too late for their round (backup)
 };
 

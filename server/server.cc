@@ -612,6 +612,10 @@ Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
     }
   }
   map_ = std::move(*map);
+  int64_t owned = 0;
+  for (const Partition& p : map_->partitions()) owned += p.server_rank == link_->rank();
+  // A worker waits on at most one read per partition and a clock at a time; room for 4 of each.
+  gate_->SetParkedLimit(std::max<int64_t>(4096, 4 * owned));
   state_.optimizer = std::move(optimizer_);
   state_.map = &*map_;
   state_.codecs = &codecs_;

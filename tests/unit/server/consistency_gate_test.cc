@@ -1,0 +1,68 @@
+#include "server/consistency_gate.h"
+
+#include <gtest/gtest.h>
+
+#include "server/aggregation/aggregator.h"
+#include "server/consistency/controller.h"
+
+namespace hetps {
+namespace {
+
+Envelope Request(proto::MsgType type, int32_t sender, int64_t clock, uint64_t id) {
+  Envelope env;
+  env.identity = NodeIdentity(sender);
+  env.message.header.set_type(type);
+  env.message.header.set_sender(sender);
+  env.message.header.set_clock(clock);
+  env.message.header.set_request_id(id);
+  return env;
+}
+
+// A worker far ahead of the slowest under BSP parks its reads and clocks; beyond the limit the
+// next is answered UNAVAILABLE at once (and a refused CLOCK is not counted), while the other
+// worker is not affected; once the parked ones are released the worker is taken again.
+TEST(ConsistencyGateTest, AWorkerParksAtMostItsLimitOfRequests) {
+  std::vector<proto::Header> replies;
+  int served = 0;
+  ConsistencyGate gate(*Controllers().Parse("bsp"), *Aggregators().Parse("sum"),
+                       ConsistencyGate::Actions{
+                           [&](const std::string&, const proto::Header& h) { replies.push_back(h); },
+                           [&](DataRequest) { ++served; }, [](const RoundSpec&) {},
+                           [] { return 0.0; }});
+  gate.Start({1, 2});
+  gate.SetParkedLimit(3);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    Envelope e = Request(proto::PULL, 1, 5, id);
+    gate.Admit(e);
+  }
+  EXPECT_EQ(gate.parked_reads(), 3);
+  EXPECT_TRUE(replies.empty());
+  Envelope over = Request(proto::PULL, 1, 5, 4);
+  gate.Admit(over);
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].type(), proto::ERROR);
+  EXPECT_EQ(replies[0].error(), proto::UNAVAILABLE);
+  EXPECT_EQ(replies[0].request_id(), 4u);
+  EXPECT_NE(replies[0].error_message().find("3 requests waiting"), std::string::npos);
+  Envelope clock = Request(proto::CLOCK, 1, 0, 5);
+  gate.OnClock(clock);
+  ASSERT_EQ(replies.size(), 2u);
+  EXPECT_EQ(replies[1].error(), proto::UNAVAILABLE);
+  EXPECT_EQ(gate.parked_clocks(), 0);
+  EXPECT_EQ(gate.parked_reads(), 3);
+
+  Envelope other = Request(proto::PULL, 2, 0, 6);  // the other worker is served as before
+  gate.Admit(other);
+  EXPECT_EQ(served, 1);
+
+  gate.RemoveWorker(2, "left");  // nothing holds worker 1 back now: its reads are served
+  EXPECT_EQ(gate.parked_reads(), 0);
+  EXPECT_EQ(served, 4);
+  Envelope again = Request(proto::PULL, 1, 5, 7);
+  gate.Admit(again);
+  EXPECT_EQ(served, 5);
+  EXPECT_EQ(replies.size(), 2u);
+}
+
+}  // namespace
+}  // namespace hetps
