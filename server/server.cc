@@ -278,6 +278,12 @@ Status ServerLoop::CheckSender(const Envelope& env) const {
   if (dead_.contains(sender)) {
     return Status::Unregistered(fmt::format("node {} was declared dead", sender));
   }
+  // With keys, the worker's requests come with the key it registered with (the scheduler
+  // announces it): another worker's key cannot speak for it.
+  if (options_.auth.curve && node->public_key() != env.peer) {
+    return Status::PermissionDenied(
+        fmt::format("worker {} registered with another key than this connection's", sender));
+  }
   return Status();
 }
 

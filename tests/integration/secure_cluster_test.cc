@@ -104,6 +104,15 @@ TEST(SecureClusterTest, KeyedClientsPushAndPullExactlyAndOnlyOperatorsControlThe
   Ran status = Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint() + keys.Cli());
   EXPECT_EQ(status.code, 0) << status.output;
   EXPECT_NE(status.output.find("\"workers\""), std::string::npos);
+  // A worker that joins the running cluster is admitted by every server with its key too.
+  auto late = Client::Connect(keys.Client(cluster.ClientOpts()));
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  ASSERT_TRUE((*late)->DeclareTensors(kTensors).ok());
+  std::vector<float> g(3000, 1.0f), v(3000);
+  ASSERT_TRUE((*late)->Push("w", g.data(), 3000).Wait().ok());
+  ASSERT_TRUE((*late)->Pull("w", v.data(), 3000).Wait().ok());
+  EXPECT_EQ(v[2], -(1.5f + 2.0f * 2) - 1.0f);
+  EXPECT_TRUE((*late)->Finish().ok());
   for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
 }
 
