@@ -179,7 +179,8 @@ TEST(SecureClusterTest, PeersWithoutAListedKeyOrInTheWrongRoleAreRefused) {
 }
 
 // A node is pinned to the key it registered with: another listed worker key (a per-node pair)
-// speaking on a connection with the registered node's identity is refused; its own key is not.
+// speaking on a connection with the registered node's identity is refused, at the scheduler and
+// at a server; its own key is not.
 TEST(SecureClusterTest, ANodeIsPinnedToTheKeyItRegisteredWith) {
   Keys keys;
   ASSERT_TRUE(WriteKeys(keys.dir.str(), {CurveKey{"edge-7", KeyRole::kWorker, "", ""}}).ok());
@@ -211,11 +212,44 @@ TEST(SecureClusterTest, ANodeIsPinnedToTheKeyItRegisteredWith) {
     }
     return proto::Header();
   };
-  EXPECT_EQ(call("worker", proto::REGISTER).type(), proto::REGISTER_REPLY);
+  const proto::Header registered = call("worker", proto::REGISTER);
+  ASSERT_EQ(registered.type(), proto::REGISTER_REPLY);
   const proto::Header other = call("edge-7", proto::HEARTBEAT);
   EXPECT_EQ(StatusOf(other).code(), proto::PERMISSION_DENIED) << other.DebugString();
   EXPECT_NE(other.error_message().find("registered with another key"), std::string::npos);
   EXPECT_EQ(call("worker", proto::HEARTBEAT).type(), proto::HEARTBEAT);
+
+  // The server holds the node's requests to the same key (the scheduler announced it).
+  Ran status = Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint() + keys.Cli());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(status.output, m, std::regex(R"re("address":"(tcp://[^"]+)")re")))
+      << status.output;
+  const std::string server = m[1];
+  auto pull_as = [&](const std::string& key) {
+    auto auth = LoadAuth(AuthFlags{"curve", keys.dir.str(), key}, KeyRole::kWorker);
+    EXPECT_TRUE(auth.ok());
+    zmq::context_t ctx(1);
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::rcvtimeo, 5000);
+    dealer.set(zmq::sockopt::routing_id, NodeIdentity(registered.node()));
+    // The server's key, as a worker learns it from the cluster view.
+    auto server_key = ReadCurveKey((keys.dir.path() / "server.pub").string(), false);
+    EXPECT_TRUE(auth->SecureClient(dealer, server_key->public_key).ok());
+    dealer.connect(server);
+    proto::Header h;
+    h.set_type(proto::PULL);
+    h.set_sender(registered.node());
+    h.set_request_id(9);
+    EXPECT_TRUE(Send(dealer, h));
+    auto reply = Receive(dealer, zmq::recv_flags::none, /*routed=*/false);
+    return reply ? StatusOf(reply->message.header) : Status::DeadlineExceeded("no reply");
+  };
+  const Status impostor = pull_as("edge-7");
+  EXPECT_EQ(impostor.code(), proto::PERMISSION_DENIED) << impostor.ToString();
+  std::this_thread::sleep_for(300ms);
+  const Status own = pull_as("worker");  // passes the key check; no shard map is installed yet
+  EXPECT_EQ(own.code(), proto::UNAVAILABLE) << own.ToString();
 }
 
 TEST(SecureClusterTest, TheQuickstartModelTrainsWithKeys) {
