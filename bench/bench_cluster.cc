@@ -75,9 +75,9 @@ Status BenchCluster::WaitWorkers() {
   return result;
 }
 
-StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Launch(
-    const BenchClusterOptions& options, const std::vector<TensorSpec>& tensors,
-    const AuthFlags& auth) {
+StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Launch(const BenchClusterOptions& options,
+                                                             const std::vector<TensorSpec>& tensors,
+                                                             const AuthFlags& auth) {
   auto cluster = Start(options);
   if (!cluster.ok()) return cluster;
   if (Status s = (*cluster)->ConnectAndDeclare(tensors, 0, auth); !s.ok()) {

@@ -9,9 +9,9 @@
 namespace hetps::bench {
 
 struct FloodOptions {
-  double seconds = 60;       // of flood
-  int junk_peers = 4;        // sockets sending junk
-  int half_open = 256;       // raw TCP connections held at once
+  double seconds = 60;           // of flood
+  int junk_peers = 4;            // sockets sending junk
+  int half_open = 256;           // raw TCP connections held at once
   double max_rss_growth_mb = 0;  // > 0: exit 1 when the server's peak grew more than this
 };
 

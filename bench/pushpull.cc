@@ -1,7 +1,5 @@
 #include "bench/pushpull.h"
 
-#include "common/auth.h"
-
 #include <fmt/format.h>
 #include <stdlib.h>
 
@@ -15,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "bench/bench_cluster.h"
+#include "common/auth.h"
 
 namespace hetps::bench {
 namespace {
@@ -172,7 +171,8 @@ Status RunLevel(const PushPullOptions& o, const std::string& auth, const std::st
     out.pull_gbps.push_back(pull);
     std::printf(
         "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
-        "\"auth\":\"%s\",\"durability\":\"%s\",\"push_gbps\":%.3f,\"pull_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,"
+        "\"auth\":\"%s\",\"durability\":\"%s\",\"push_gbps\":%.3f,\"pull_gbps\":%.3f,\"raw_zmq_"
+        "gbps\":%.3f,"
         "\"push_vs_raw\":%.2f,\"pull_vs_raw\":%.2f,\"seconds\":%.1f}\n",
         o.mb[i], o.servers, o.workers,
         clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(),
@@ -220,7 +220,8 @@ int RunPushPull(const PushPullOptions& o) {
       }
     }
   }
-  if (measured.contains({"none", o.durability[0]}) && measured.contains({"curve", o.durability[0]})) {
+  if (measured.contains({"none", o.durability[0]}) &&
+      measured.contains({"curve", o.durability[0]})) {
     for (const std::string& level : o.durability) {
       const Throughput& none = measured[{"none", level}];
       const Throughput& curve = measured[{"curve", level}];

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -381,7 +381,8 @@ StatusOr<std::string> SetUpHosts(const LaunchArgs& args, const std::string& bin_
   bool secured = false;
   for (const char* env : {"HETPS_AUTH", "HETPS_INSECURE"}) {
     const char* v = std::getenv(env);
-    if (v != nullptr && (std::string(v) == "curve" || std::string(v) == "true" || std::string(v) == "1")) {
+    if (v != nullptr &&
+        (std::string(v) == "curve" || std::string(v) == "true" || std::string(v) == "1")) {
       secured = true;
     }
   }

@@ -18,8 +18,9 @@ OperatorAuth OperatorAuth::FromEnvironment() {
 }
 
 bool OperatorAuth::TakeArg(const std::string& arg) {
-  for (auto [prefix, field] : {std::pair{"--auth=", &flags.mode}, std::pair{"--keys=", &flags.keys_dir},
-                               std::pair{"--key=", &flags.key_name}}) {
+  for (auto [prefix, field] :
+       {std::pair{"--auth=", &flags.mode}, std::pair{"--keys=", &flags.keys_dir},
+        std::pair{"--key=", &flags.key_name}}) {
     if (arg.starts_with(prefix)) {
       *field = arg.substr(std::string_view(prefix).size());
       return true;
@@ -34,8 +35,9 @@ StatusOr<Auth> OperatorAuth::Load() const {
   return LoadAuth(f, std::nullopt);
 }
 
-StatusOr<proto::Header> CallScheduler(const std::string& scheduler, const OperatorAuth& operator_auth,
-                                      proto::Header request, int timeout_ms) {
+StatusOr<proto::Header> CallScheduler(const std::string& scheduler,
+                                      const OperatorAuth& operator_auth, proto::Header request,
+                                      int timeout_ms) {
   auto auth = operator_auth.Load();
   if (!auth.ok()) return auth.status();
   zmq::context_t ctx(1);

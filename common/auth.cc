@@ -46,7 +46,8 @@ bool ValidKeyName(const std::string& name) {
 // Writes `text` to a new file `path` with `mode`; fails if it exists.
 Status WriteNewFile(const std::string& path, const std::string& text, mode_t mode) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return Status::InvalidArgument(fmt::format("cannot create {}: {}", path, strerror(errno)));
+  if (fd < 0)
+    return Status::InvalidArgument(fmt::format("cannot create {}: {}", path, strerror(errno)));
   const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const int err = errno;
   close(fd);
@@ -148,7 +149,8 @@ StatusOr<CurveKey> ReadCurveKey(const std::string& path, bool with_secret) {
     return Status::Malformed(fmt::format("{}: 'secret' is not a 40-character Z85 key", path));
   }
   if (key.public_key != derived.data()) {
-    return Status::Malformed(fmt::format("{}: the secret key does not belong to the public key", path));
+    return Status::Malformed(
+        fmt::format("{}: the secret key does not belong to the public key", path));
   }
   struct stat st {};
   if (stat(path.c_str(), &st) == 0 && (st.st_mode & 007) != 0) {
@@ -172,7 +174,8 @@ StatusOr<AllowList> AllowList::Read(const std::string& path) {
     auto r = ParseKeyRole(role);
     if (!r.ok()) return Status::Malformed(fmt::format("{}:{}: {}", path, n, r.status().message()));
     if (!IsZ85Key(pub)) {
-      return Status::Malformed(fmt::format("{}:{}: '{}' is not a 40-character Z85 key", path, n, pub));
+      return Status::Malformed(
+          fmt::format("{}:{}: '{}' is not a 40-character Z85 key", path, n, pub));
     }
     if (!extra.empty()) {
       return Status::Malformed(fmt::format("{}:{}: expected 'ROLE PUBLIC-KEY [NAME]'", path, n));
@@ -233,7 +236,8 @@ Status ValidateAuthFlags(const AuthFlags& flags) {
     return Status::InvalidArgument(fmt::format("--auth={}: expected none or curve", flags.mode));
   }
   if (flags.keys_dir.empty()) {
-    return Status::InvalidArgument("--auth=curve needs --keys=DIR (made by `hetps keygen --out=DIR`)");
+    return Status::InvalidArgument(
+        "--auth=curve needs --keys=DIR (made by `hetps keygen --out=DIR`)");
   }
   return Status();
 }
@@ -252,7 +256,8 @@ StatusOr<Auth> LoadAuth(const AuthFlags& flags, std::optional<KeyRole> role) {
   }
   auth.curve = true;
   if (flags.key_name.empty() && !role) return Status::InvalidArgument("no key named: pass --key");
-  const std::string name = flags.key_name.empty() ? std::string(KeyRoleName(*role)) : flags.key_name;
+  const std::string name =
+      flags.key_name.empty() ? std::string(KeyRoleName(*role)) : flags.key_name;
   const std::filesystem::path dir(flags.keys_dir);
   auto own = ReadCurveKey((dir / (name + ".key")).string(), /*with_secret=*/true);
   if (!own.ok()) return own.status();
@@ -265,8 +270,8 @@ StatusOr<Auth> LoadAuth(const AuthFlags& flags, std::optional<KeyRole> role) {
     auto sched = ReadCurveKey((dir / "scheduler.pub").string(), /*with_secret=*/false);
     if (!sched.ok()) return sched.status();
     if (sched->role != KeyRole::kScheduler) {
-      return Status::InvalidArgument(fmt::format("{}/scheduler.pub is not a scheduler key",
-                                                 flags.keys_dir));
+      return Status::InvalidArgument(
+          fmt::format("{}/scheduler.pub is not a scheduler key", flags.keys_dir));
     }
     auth.scheduler_public = sched->public_key;
   }
@@ -309,7 +314,8 @@ StatusOr<std::vector<std::string>> WriteKeys(const std::string& dir,
     fs::create_directories(root, ec);
     if (ec) return Status::InvalidArgument(fmt::format("cannot create {}: {}", dir, ec.message()));
     fs::permissions(root, fs::perms::owner_all, ec);
-    for (KeyRole r : {KeyRole::kScheduler, KeyRole::kServer, KeyRole::kWorker, KeyRole::kOperator}) {
+    for (KeyRole r :
+         {KeyRole::kScheduler, KeyRole::kServer, KeyRole::kWorker, KeyRole::kOperator}) {
       auto k = NewCurveKey(std::string(KeyRoleName(r)), r);
       if (!k.ok()) return k.status();
       keys.push_back(std::move(*k));
@@ -323,8 +329,8 @@ StatusOr<std::vector<std::string>> WriteKeys(const std::string& dir,
   for (const CurveKey& k : keys) {  // refuse before writing anything
     for (const char* ext : {".key", ".pub"}) {
       if (fs::exists(root / (k.name + ext), ec)) {
-        return Status::InvalidArgument(
-            fmt::format("{} exists: a key pair is never overwritten", (root / (k.name + ext)).string()));
+        return Status::InvalidArgument(fmt::format("{} exists: a key pair is never overwritten",
+                                                   (root / (k.name + ext)).string()));
       }
     }
   }

@@ -39,7 +39,7 @@ std::string_view KeyRoleName(KeyRole role);
 StatusOr<KeyRole> ParseKeyRole(std::string_view name);
 
 struct CurveKey {
-  std::string name;        // the file's base name (e.g. "worker", "edge-7")
+  std::string name;  // the file's base name (e.g. "worker", "edge-7")
   KeyRole role = KeyRole::kWorker;
   std::string public_key;  // Z85, 40 characters
   std::string secret_key;  // Z85; empty when read from a .pub
@@ -131,8 +131,7 @@ class ZapHandler {
  private:
   void Run();
   // The reply's status code and, when admitted, the user id.
-  std::pair<std::string, std::string> Decide(const std::string& domain,
-                                             const std::string& address,
+  std::pair<std::string, std::string> Decide(const std::string& domain, const std::string& address,
                                              const std::string& mechanism,
                                              const std::string& credential);
 

@@ -341,11 +341,11 @@ Status Loop::Run() {
   router_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
   if (Status s = CheckListenEndpoint(*bind, options_.auth, options_.insecure); !s.ok()) return s;
   if (options_.auth.curve) {
-    zap_.emplace(ctx_, options_.auth.allow,
-                 std::map<std::string, std::set<KeyRole>>{
-                     {"scheduler",
-                      {KeyRole::kWorker, KeyRole::kServer, KeyRole::kOperator,
-                       KeyRole::kScheduler}}});
+    zap_.emplace(
+        ctx_, options_.auth.allow,
+        std::map<std::string, std::set<KeyRole>>{
+            {"scheduler",
+             {KeyRole::kWorker, KeyRole::kServer, KeyRole::kOperator, KeyRole::kScheduler}}});
     options_.auth.SecureServer(router_, "scheduler");
   }
   try {
@@ -558,8 +558,8 @@ Status Loop::Authorize(const Envelope& env) {
     case proto::REGISTER: {
       const KeyRole wanted = h.role() == proto::SERVER ? KeyRole::kServer : KeyRole::kWorker;
       if (*role == wanted) return Status();
-      return Status::PermissionDenied(fmt::format("a {} key cannot register a {}",
-                                                  KeyRoleName(*role), KeyRoleName(wanted)));
+      return Status::PermissionDenied(
+          fmt::format("a {} key cannot register a {}", KeyRoleName(*role), KeyRoleName(wanted)));
     }
     case proto::SET_POLICY:
     case proto::CHECKPOINT:

@@ -17,12 +17,12 @@
 #include <cstdint>
 #include <string>
 
+#include "common/auth.h"
 #include "common/compress/codec.h"
 #include "common/status.h"
 #include "hetps.pb.h"
 #include "server/aggregation/aggregator.h"
 #include "server/initializer.h"
-#include "common/auth.h"
 #include "server/optimizer/optimizer.h"
 
 namespace hetps {

@@ -100,7 +100,8 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
     return Status::InvalidArgument(
         fmt::format("pull codec: '{}' (pulls may use none or fp16)", options.pull_codec));
   }
-  auto auth = LoadAuth(AuthFlags{options.auth, options.keys_dir, options.key_name}, KeyRole::kWorker);
+  auto auth =
+      LoadAuth(AuthFlags{options.auth, options.keys_dir, options.key_name}, KeyRole::kWorker);
   if (!auth.ok()) return auth.status();
   auto impl = std::make_unique<Impl>(options, std::move(*auth));
   impl->push_codecs = *push;

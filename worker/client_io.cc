@@ -57,8 +57,7 @@ uint64_t DrawIncarnation() {
 
 }  // namespace
 
-ClientIo::ClientIo(const ClientOptions& options, Auth auth, ClientReport& report,
-                   PullState& pulls)
+ClientIo::ClientIo(const ClientOptions& options, Auth auth, ClientReport& report, PullState& pulls)
     : options_(options),
       auth_(std::move(auth)),
       report_(report),
@@ -146,8 +145,8 @@ Status ClientIo::Connect(const proto::NodeInfo& server) {
   try {
     sock.connect(server.address());
   } catch (const zmq::error_t& e) {
-    return Status::Malformed(fmt::format("server rank {} announced address '{}': {}",
-                                         server.rank(), server.address(), e.what()));
+    return Status::Malformed(fmt::format("server rank {} announced address '{}': {}", server.rank(),
+                                         server.address(), e.what()));
   }
   servers_[server.rank()] = std::move(sock);
   return Status();

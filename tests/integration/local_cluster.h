@@ -77,7 +77,8 @@ struct ClusterOptions {
 class LocalCluster {
  public:
   explicit LocalCluster(const ClusterOptions& o)
-      : supervisor_(SupervisorOptions{  // kill at once when the test ends
+      : supervisor_(SupervisorOptions{
+            // kill at once when the test ends
             .output = o.log_file.empty() ? SupervisorOptions::Output::kInherit
                                          : SupervisorOptions::Output::kFile,
             .log_file = o.log_file,

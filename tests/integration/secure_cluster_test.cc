@@ -67,10 +67,11 @@ const std::vector<TensorSpec> kTensors = {{"w", {3000}, 0}, {"b", {10}, 1}};
 
 TEST(SecureClusterTest, KeyedClientsPushAndPullExactlyAndOnlyOperatorsControlTheCluster) {
   Keys keys;
-  LocalCluster cluster({.servers = 2,
-                        .workers = 2,
-                        .scheduler_flags = With({"--partition_bytes=4096"}, keys.Flags()),
-                        .server_flags = With({"--optimizer=sgd:lr=1", "--init=zeros"}, keys.Flags())});
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = 2,
+       .scheduler_flags = With({"--partition_bytes=4096"}, keys.Flags()),
+       .server_flags = With({"--optimizer=sgd:lr=1", "--init=zeros"}, keys.Flags())});
   std::vector<std::unique_ptr<Client>> clients(2);
   LocalCluster::RunEach(2, [&](int i) {
     auto c = Client::Connect(keys.Client(cluster.ClientOpts()));
@@ -101,7 +102,8 @@ TEST(SecureClusterTest, KeyedClientsPushAndPullExactlyAndOnlyOperatorsControlThe
   Ran as_operator = Shell(ctl + " set consistency=ssp:staleness=2");
   EXPECT_EQ(as_operator.code, 0) << as_operator.output;
   EXPECT_NE(as_operator.output.find("applied on every server"), std::string::npos);
-  Ran status = Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint() + keys.Cli());
+  Ran status =
+      Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint() + keys.Cli());
   EXPECT_EQ(status.code, 0) << status.output;
   EXPECT_NE(status.output.find("\"workers\""), std::string::npos);
   // A worker that joins the running cluster is admitted by every server with its key too.
@@ -124,7 +126,8 @@ TEST(SecureClusterTest, PeersWithoutAListedKeyOrInTheWrongRoleAreRefused) {
                         .scheduler_flags = keys.Flags(),
                         .server_flags = keys.Flags(),
                         .log_file = log});
-  const std::string status = Bin("hetps") + " status --timeout_ms=1500 --scheduler=" + cluster.endpoint();
+  const std::string status =
+      Bin("hetps") + " status --timeout_ms=1500 --scheduler=" + cluster.endpoint();
   // No key at all: the handshake never completes.
   Ran plain = Shell(status);
   EXPECT_NE(plain.code, 0);
@@ -184,10 +187,8 @@ TEST(SecureClusterTest, PeersWithoutAListedKeyOrInTheWrongRoleAreRefused) {
 TEST(SecureClusterTest, ANodeIsPinnedToTheKeyItRegisteredWith) {
   Keys keys;
   ASSERT_TRUE(WriteKeys(keys.dir.str(), {CurveKey{"edge-7", KeyRole::kWorker, "", ""}}).ok());
-  LocalCluster cluster({.servers = 1,
-                        .workers = 1,
-                        .scheduler_flags = keys.Flags(),
-                        .server_flags = keys.Flags()});
+  LocalCluster cluster(
+      {.servers = 1, .workers = 1, .scheduler_flags = keys.Flags(), .server_flags = keys.Flags()});
   auto call = [&](const std::string& key, proto::MsgType type) {
     std::this_thread::sleep_for(300ms);  // the previous connection with this identity is gone
     auto auth = LoadAuth(AuthFlags{"curve", keys.dir.str(), key}, KeyRole::kWorker);
@@ -220,7 +221,8 @@ TEST(SecureClusterTest, ANodeIsPinnedToTheKeyItRegisteredWith) {
   EXPECT_EQ(call("worker", proto::HEARTBEAT).type(), proto::HEARTBEAT);
 
   // The server holds the node's requests to the same key (the scheduler announced it).
-  Ran status = Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint() + keys.Cli());
+  Ran status =
+      Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint() + keys.Cli());
   std::smatch m;
   ASSERT_TRUE(std::regex_search(status.output, m, std::regex(R"re("address":"(tcp://[^"]+)")re")))
       << status.output;
@@ -262,11 +264,11 @@ TEST(SecureClusterTest, TheQuickstartModelTrainsWithKeys) {
                                              keys.Flags())});
   std::vector<std::unique_ptr<Process>> procs;
   for (int i = 0; i < 2; ++i) {
-    procs.push_back(cluster.StartWorker(
-        With({"--workload=train", "--progress_every=100000", "--iterations=300",
-              "--eval_every=300", "--data_seed=3"},
-             keys.Flags()),
-        cluster.Path("trainer" + std::to_string(i))));
+    procs.push_back(
+        cluster.StartWorker(With({"--workload=train", "--progress_every=100000", "--iterations=300",
+                                  "--eval_every=300", "--data_seed=3"},
+                                 keys.Flags()),
+                            cluster.Path("trainer" + std::to_string(i))));
   }
   std::string outputs;
   for (int i = 0; i < 2; ++i) {

@@ -21,9 +21,7 @@ std::string Read(const std::filesystem::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void Write(const std::filesystem::path& p, const std::string& text) {
-  std::ofstream(p) << text;
-}
+void Write(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
 
 TEST(KeygenTest, WritesAPairPerRoleAndAnAllowListOfTheRolesThatConnect) {
   ScratchDir dir("hetps-keys");

@@ -171,8 +171,7 @@ TEST(MembershipTest, RegistrationNeverTakesTheRankOfALiveNode) {
   s0.set_address("tcp://evil:1");
   EXPECT_EQ(forming.Register("evil-s", s0, {}).status().code(), proto::FAILED_PRECONDITION);
   ASSERT_TRUE(forming.Register("w0", RegRank(0), {}).ok());
-  EXPECT_EQ(forming.Register("evil-w", RegRank(0), {}).status().code(),
-            proto::FAILED_PRECONDITION);
+  EXPECT_EQ(forming.Register("evil-w", RegRank(0), {}).status().code(), proto::FAILED_PRECONDITION);
 
   Membership m = Formed(4);  // s (id 1, rank 0), w0, w1 alive
   proto::Header server = Reg(proto::SERVER, "tcp://evil:2");

@@ -24,11 +24,11 @@ Envelope Request(proto::MsgType type, int32_t sender, int64_t clock, uint64_t id
 TEST(ConsistencyGateTest, AWorkerParksAtMostItsLimitOfRequests) {
   std::vector<proto::Header> replies;
   int served = 0;
-  ConsistencyGate gate(*Controllers().Parse("bsp"), *Aggregators().Parse("sum"),
-                       ConsistencyGate::Actions{
-                           [&](const std::string&, const proto::Header& h) { replies.push_back(h); },
-                           [&](DataRequest) { ++served; }, [](const RoundSpec&) {},
-                           [] { return 0.0; }});
+  ConsistencyGate gate(
+      *Controllers().Parse("bsp"), *Aggregators().Parse("sum"),
+      ConsistencyGate::Actions{
+          [&](const std::string&, const proto::Header& h) { replies.push_back(h); },
+          [&](DataRequest) { ++served; }, [](const RoundSpec&) {}, [] { return 0.0; }});
   gate.Start({1, 2});
   gate.SetParkedLimit(3);
   for (uint64_t id = 1; id <= 3; ++id) {
