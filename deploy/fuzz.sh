@@ -10,8 +10,7 @@ cd "$(dirname "$0")/.."
 
 seconds="${1:-20}"
 if [ ! -f build-fuzz/build.ninja ]; then
-  CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DHETPS_FUZZ=ON -DHETPS_WITH_CUDA=OFF -DBUILD_TESTING=OFF >/dev/null
+  ./deploy/sanitize.sh --configure-clang
 fi
 ninja -C build-fuzz fuzz_targets
 
