@@ -107,6 +107,13 @@ Status SetOwnOption(const std::string& name, const std::string& value, LaunchArg
     out.scheduler_port = *port;
   } else if (name == "remote_bin_dir") {
     out.remote_bin_dir = value;
+  } else if (name == "worker_cmd") {
+    std::istringstream words(value);
+    out.worker_cmd.clear();
+    for (std::string w; words >> w;) out.worker_cmd.push_back(w);
+    if (out.worker_cmd.empty()) {
+      return Status::InvalidArgument("--worker_cmd needs a command, e.g. python3 train.py");
+    }
   } else {
     out.bin_dir = value;
   }
@@ -188,6 +195,9 @@ std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args) {
     saved.push_back(fmt::format("--scheduler_port={}", args.scheduler_port));
     if (!args.remote_bin_dir.empty()) saved.push_back("--remote_bin_dir=" + args.remote_bin_dir);
   }
+  if (!args.worker_cmd.empty()) {
+    saved.push_back(fmt::format("--worker_cmd={}", fmt::join(args.worker_cmd, " ")));
+  }
   saved.insert(saved.end(), args.extra_flags.begin(), args.extra_flags.end());
   return saved;
 }
@@ -255,7 +265,8 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
                      name == "bin_dir" || name == "grace_ms" || name == "run_dir" ||
                      name == "slow_worker" || name == "restart" || name == "links" ||
                      name == "netns_subnet" || name == "H" || name == "hosts" || name == "ssh" ||
-                     name == "scheduler_port" || name == "remote_bin_dir";
+                     name == "scheduler_port" || name == "remote_bin_dir" ||
+                     name == "worker_cmd";
     if (!own) {
       command_line.push_back(a);
       continue;

@@ -38,6 +38,11 @@ struct LaunchArgs {
   std::vector<std::string> ssh = {"ssh"};
   int scheduler_port = 7340;
   std::string remote_bin_dir;
+  // --worker_cmd=COMMAND: the workers run this command (split at spaces, e.g. "python3
+  // examples/pytorch/train_fashion_mnist.py") instead of hetps-worker, given the same flags
+  // (--scheduler, --rank, --run_dir and the worker flags) and the environment variables
+  // HETPS_SCHEDULER and HETPS_RANK.
+  std::vector<std::string> worker_cmd;
 };
 
 // What a run's folder keeps to be resumed (launch.args, one per line): the options and flags
@@ -47,7 +52,8 @@ std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args);
 // Parses `--servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G] [--run_dir R]
 // [--slow_worker=RANK:FACTOR]... [--restart=no|on-failure[:N]] [--resume=RUN_DIR]
 // [--links=transport|netns] [--netns_subnet=A.B] [-H host:slots,... | --hosts=FILE]
-// [--ssh=COMMAND] [--scheduler_port=P] [--remote_bin_dir=D] [--flag=value]...`; a slowed
+// [--ssh=COMMAND] [--scheduler_port=P] [--remote_bin_dir=D] [--worker_cmd=COMMAND]
+// [--flag=value]...`; a slowed
 // rank must be < W and its factor >= 1 (the worker's --slowdown). With hosts and no
 // --workers, W is their slots.
 // (also --servers=S forms). Reads the flagfile: one flag per line, '#' starts a comment.

@@ -211,6 +211,9 @@ Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
           fmt::format("--scheduler=tcp://{}:{}", netns.links->address(), netns.scheduler_port),
           "--links=netns"};
     }
+    if (!args.worker_cmd.empty()) {
+      exec.insert(exec.end(), {"env", fmt::format("HETPS_RANK={}", i)});
+    }
     auto worker = cluster.StartWorker(i, Concat(Concat(flags, worker_flags), placed), "", exec);
     if (!worker.ok()) return worker.status();
   }
@@ -514,6 +517,7 @@ int Launch(const LaunchArgs& args) {
     cluster.servers = args.servers;
     cluster.workers = args.workers;
     cluster.bin_dir = bin_dir;
+    cluster.worker_command = args.worker_cmd;
     cluster.work_dir = tmpl;
     cluster.scheduler_flags = routed->at("scheduler");
     cluster.server_flags = routed->at("server");

@@ -141,7 +141,13 @@ StatusOr<ChildProcess*> LocalCluster::StartWorker(int index, const std::vector<s
                                                   const std::string& output_file,
                                                   const std::vector<std::string>& exec) {
   std::vector<std::string> argv = exec;
-  argv.insert(argv.end(), {options_.bin_dir + "/hetps-worker", "--scheduler=" + endpoint_});
+  if (options_.worker_command.empty()) {
+    argv.push_back(options_.bin_dir + "/hetps-worker");
+  } else {
+    argv.insert(argv.end(), {"env", "HETPS_SCHEDULER=" + endpoint_});
+    argv.insert(argv.end(), options_.worker_command.begin(), options_.worker_command.end());
+  }
+  argv.push_back("--scheduler=" + endpoint_);
   argv.insert(argv.end(), flags.begin(), flags.end());
   auto worker = StartPlaced("worker", index, argv, output_file);
   if (!worker.ok()) return worker;

@@ -29,6 +29,8 @@ struct LocalClusterOptions {
   // "ip netns exec ns{i}" puts each server on its own emulated host).
   std::string server_bind = "tcp://127.0.0.1:*";
   std::string server_exec;
+  // The workers' command (hetps launch --worker_cmd); empty: bin_dir/hetps-worker.
+  std::vector<std::string> worker_command;
   // Per server index, flags after server_flags (e.g. its own --bind and --advertise).
   std::vector<std::vector<std::string>> server_own_flags;
   std::chrono::milliseconds start_timeout{30000};  // for the scheduler's endpoint

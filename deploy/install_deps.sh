@@ -11,15 +11,17 @@ packages=(
   libcpp-httplib-dev nlohmann-json3-dev libeigen3-dev
   dataset-fashion-mnist gnuplot-nox
   iproute2  # ip and tc, for hetps launch --links=netns
+  python3-dev pybind11-dev python3-numpy  # the Python module (python/)
 )
 if [ "${1:-}" = "--tests" ]; then
   # The dashboard in a headless browser (observe_test), promtool on the metrics, a
   # single-node Slurm for deploy/slurm/e2e.sh, docker-compose and python3-yaml to check the
   # Compose file and the Kubernetes manifests, sshd and ssh for hetps launch -H across
   # network namespaces (tests/ssh_launch_test.py), clang and libFuzzer for the fuzz targets
-  # (deploy/fuzz.sh).
+  # (deploy/fuzz.sh), pytest and PyTorch for the Python module's tests and its PyTorch example.
   packages+=(prometheus chromium slurm-wlm munge docker-compose python3-yaml openssh-server
-             openssh-client clang-14 libclang-rt-14-dev libfuzzer-14-dev)
+             openssh-client clang-14 libclang-rt-14-dev libfuzzer-14-dev python3-pytest
+             python3-torch)
 fi
 # npm fetches the dashboard's charting library, when it is not there yet; any npm will do
 # (Debian's, or one that came with a Node.js install).

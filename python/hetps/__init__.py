@@ -1,0 +1,47 @@
+"""hetps: the worker client of the hetps parameter server, for Python.
+
+    import numpy as np, hetps
+    with hetps.Client("tcp://127.0.0.1:7000") as c:       # joins the cluster
+        c.declare([("w", (1024,), 0)])                     # collective over all workers
+        w = np.zeros(1024, np.float32)
+        c.pull("w", w).wait()                              # w holds the server's values
+        c.push("w", np.ones(1024, np.float32)).wait()      # the server applies its optimizer
+        c.clock()                                          # end of one iteration
+
+Arrays (float32 numpy arrays, CPU torch tensors) are sent from and written into their own
+memory; hetps holds each until its ticket is done. Errors raise hetps.Error subclasses.
+hetps.torch.DistributedOptimizer trains a torch.nn.Module through the servers.
+"""
+from ._hetps import (  # noqa: F401
+    Aborted,
+    Client,
+    DeadlineExceeded,
+    Error,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    RunLog,
+    Ticket,
+    Unavailable,
+    finish_run,
+)
+
+__all__ = [
+    "Aborted", "Client", "DeadlineExceeded", "Error", "FailedPrecondition", "Internal",
+    "InvalidArgument", "NotFound", "PermissionDenied", "RunLog", "Ticket", "Unavailable",
+    "finish_run", "wait_all",
+]
+
+
+def wait_all(tickets):
+    """Waits for every ticket (all of them, even after an error); raises the first error."""
+    first = None
+    for t in tickets:
+        try:
+            t.wait()
+        except Error as e:  # keep waiting: the arrays stay in use until each is done
+            first = first or e
+    if first is not None:
+        raise first

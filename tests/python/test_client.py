@@ -1,0 +1,152 @@
+"""hetps.Client against a live local cluster: exact sums, no copies, errors, lifetimes."""
+import gc
+import threading
+import time
+import weakref
+
+import numpy as np
+import pytest
+
+import hetps
+
+SUM = ["--optimizer=sgd:lr=1", "--init=zeros"]  # a value is minus the sum of its pushes
+
+
+def test_pushes_of_two_workers_sum_exactly(cluster):
+    c = cluster(workers=2, server_flags=SUM)
+    n = 300_001  # several partitions over both servers
+    results = {}
+
+    def worker(rank):
+        with hetps.Client(c.endpoint, rank=rank) as w:
+            w.declare([("w", (n,), 0), ("b", (7,), 1)])
+            grads = [np.full(n, rank + 1, np.float32), np.arange(n, dtype=np.float32)]
+            hetps.wait_all([w.push("w", g) for g in grads])
+            w.push("b", np.ones(7, np.float32)).wait()
+            w.clock()
+            w.barrier()
+            out = np.empty(n, np.float32)
+            w.pull("w", out).wait()
+            b = np.empty(7, np.float32)
+            w.pull("b", b).wait()
+            results[rank] = (out, b, w.stats(), w.num_workers, w.num_servers)
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(results) == [0, 1]
+    expected = -(1 + 2 + 2 * np.arange(n, dtype=np.float64))
+    for out, b, stats, workers, servers in results.values():
+        np.testing.assert_array_equal(out, expected.astype(np.float32))
+        np.testing.assert_array_equal(b, np.full(7, -2, np.float32))
+        assert (workers, servers) == (2, 2)
+        assert stats["bytes_pushed"] == 4 * (2 * n + 7)
+        assert stats["bytes_pulled"] == 4 * (n + 7)
+
+
+def test_numpy_and_torch_arrays_cross_without_copies(cluster):
+    torch = pytest.importorskip("torch")
+    c = cluster(server_flags=SUM)
+    with hetps.Client(c.endpoint) as w:
+        w.declare([("a", (1000,), 0), ("t", (10, 100), 0)])
+        a = np.arange(1000, dtype=np.float32)
+        t = w.push("a", a)
+        assert t.data_ptr == a.ctypes.data  # sent from the array's own memory
+        t.wait()
+        out = np.zeros(1000, np.float32)
+        t = w.pull("a", out)
+        assert t.data_ptr == out.ctypes.data  # written into it
+        t.wait()
+        np.testing.assert_array_equal(out, -a)
+
+        g = torch.ones(10, 100, requires_grad=False)
+        t = w.push("t", g)
+        assert t.data_ptr == g.data_ptr()
+        t.wait()
+        p = torch.zeros(10, 100, requires_grad=True)  # a parameter: written in place
+        t = w.pull("t", p)
+        assert t.data_ptr == p.data_ptr()
+        t.wait()
+        assert torch.equal(p.detach(), -torch.ones(10, 100))
+
+
+def test_errors_raise_their_family_with_code_and_message(cluster):
+    c = cluster(server_flags=SUM)
+    with hetps.Client(c.endpoint) as w:
+        w.declare([("a", (100,), 0)])
+        with pytest.raises(hetps.NotFound) as e:
+            w.push("nope", np.ones(100, np.float32)).wait()
+        assert e.value.code == "NOT_FOUND" and "nope" in e.value.message
+        with pytest.raises(hetps.InvalidArgument) as e:
+            w.push("a", np.ones(99, np.float32)).wait()
+        assert e.value.code == "SIZE_MISMATCH"
+        assert isinstance(e.value, ValueError) and isinstance(e.value, hetps.Error)
+        with pytest.raises(hetps.InvalidArgument) as e:
+            w.push("a", np.ones(100, np.float64))
+        assert e.value.code == "DTYPE_MISMATCH"
+        with pytest.raises(hetps.InvalidArgument):
+            w.push("a", np.ones(200, np.float32)[::2])  # not contiguous
+        with pytest.raises(hetps.InvalidArgument):
+            w.pull("a", np.frombuffer(bytes(400), np.float32))  # read-only memory
+        with pytest.raises(hetps.FailedPrecondition, match="already declared"):
+            w.declare([("a", (101,), 0)])
+        w.push("a", np.ones(100, np.float32)).wait()  # still serving
+    with pytest.raises(hetps.FailedPrecondition):
+        w.clock()  # finished
+    with pytest.raises(hetps.DeadlineExceeded):
+        hetps.Client("tcp://127.0.0.1:1", join_timeout_ms=300)
+
+
+def test_a_ticket_keeps_its_array_alive_until_done(cluster):
+    c = cluster(server_flags=SUM)
+    with hetps.Client(c.endpoint) as w:
+        n = 4_000_000
+        w.declare([("big", (n,), 0)])
+        a = np.ones(n, np.float32)
+        alive = weakref.ref(a)
+        t = w.push("big", a)
+        del a
+        gc.collect()
+        assert alive() is not None or t.done()  # held while in flight
+        t.wait()
+        del t
+        assert w.pending == 0  # released once done
+        gc.collect()
+        assert alive() is None
+
+        # A dropped ticket: hetps still holds the array until the push is done.
+        b = np.full(n, 2, np.float32)
+        alive = weakref.ref(b)
+        w.push("big", b)
+        del b
+        gc.collect()
+        assert alive() is not None or w.pending == 0
+        deadline = time.time() + 30
+        while w.pending and time.time() < deadline:
+            time.sleep(0.01)
+        assert w.pending == 0
+        gc.collect()
+        assert alive() is None
+        out = np.empty(n, np.float32)
+        w.pull("big", out).wait()
+        np.testing.assert_array_equal(out, np.full(n, -3, np.float32))
+
+
+def test_clock_metrics_and_help(cluster):
+    c = cluster(server_flags=SUM)
+    with hetps.Client(c.endpoint, push_codec="topk:density=0.1,ef=1") as w:
+        w.declare([("a", (10000,), 0)])
+        g = np.random.default_rng(1).standard_normal(10000).astype(np.float32)
+        for _ in range(3):
+            w.begin_iteration()
+            w.push("a", g).wait()
+            w.clock()
+            w.report_metrics({"loss": 1.5})
+        assert w.current_clock == 3
+        s = w.stats()
+        assert s["raw_bytes_pushed"] == 3 * 40000
+        assert s["bytes_pushed"] < s["raw_bytes_pushed"] / 3  # compressed
+    assert "Registers with the scheduler" in hetps.Client.__init__.__doc__
+    assert "lifetime" in hetps.Client.__doc__ or "must not be modified" in hetps.Client.__doc__
