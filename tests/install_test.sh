@@ -44,6 +44,21 @@ distance=$(echo "$out" | sed -n 's/.*after 20 steps \([0-9.]*\)$/\1/p')
 awk -v d="$distance" 'BEGIN { exit !(d != "" && d < 0.01) }' ||
   { echo "FAIL: the example did not converge"; cat "$scratch/server.log"; exit 1; }
 
+# The installed Python package, when the build made one: imported from the prefix (not the
+# build tree), its extension loads and its errors are hetps exceptions.
+if [ -d "$build/python/hetps" ]; then
+  PYTHONPATH="$prefix/lib/python3/dist-packages" /usr/bin/python3 -c "
+import hetps, hetps.torch
+assert hetps.__file__.startswith('$prefix'), hetps.__file__
+try:
+    hetps.Client('tcp://127.0.0.1:1', join_timeout_ms=200)
+except hetps.DeadlineExceeded as e:
+    assert e.code == 'DEADLINE_EXCEEDED'
+else:
+    raise SystemExit('no error from a scheduler that is not there')
+" || { echo "FAIL: the installed Python package"; exit 1; }
+fi
+
 # `hetps launch` from an installed bin/ folder: a cluster whose scheduler finds its dashboard.
 launch_from() {
   local log=$scratch/launch-$2.log
