@@ -265,8 +265,7 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
                      name == "bin_dir" || name == "grace_ms" || name == "run_dir" ||
                      name == "slow_worker" || name == "restart" || name == "links" ||
                      name == "netns_subnet" || name == "H" || name == "hosts" || name == "ssh" ||
-                     name == "scheduler_port" || name == "remote_bin_dir" ||
-                     name == "worker_cmd";
+                     name == "scheduler_port" || name == "remote_bin_dir" || name == "worker_cmd";
     if (!own) {
       command_line.push_back(a);
       continue;

@@ -75,8 +75,8 @@ class Borrowed {
     if (view_.itemsize != 4 || (format != "f" && format != "<f" && format != "=f")) {
       PyBuffer_Release(&view_);
       owner_ = py::object();
-      Raise(Status::DtypeMismatch(std::string(what) + ": float32 needed, got format '" +
-                                  format + "'"));
+      Raise(Status::DtypeMismatch(std::string(what) + ": float32 needed, got format '" + format +
+                                  "'"));
     }
   }
   ~Borrowed() {
@@ -338,8 +338,8 @@ class PyRunLog {
 void AddExceptions(py::module_& m) {
   auto make = [&](const char* name, PyObject* base, const char* doc) {
     PyObject* bases = PyTuple_Pack(2, Errors().base.ptr(), base);
-    py::object cls = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
-        (std::string("hetps.") + name).c_str(), doc, bases, nullptr));
+    py::object cls = py::reinterpret_steal<py::object>(
+        PyErr_NewExceptionWithDoc((std::string("hetps.") + name).c_str(), doc, bases, nullptr));
     Py_DECREF(bases);
     m.attr(name) = cls;
     return cls;
@@ -389,8 +389,9 @@ PYBIND11_MODULE(_hetps, m) {
                        "until the ticket is done, even if this object is dropped.")
       .def("wait", &PyTicket::Wait,
            "Blocks (without the GIL) until the operation is done; raises its first error.")
-      .def("done", &PyTicket::Done, "Whether the operation is done (servers answered every "
-                                    "partition and the array is no longer used).")
+      .def("done", &PyTicket::Done,
+           "Whether the operation is done (servers answered every "
+           "partition and the array is no longer used).")
       .def_property_readonly("data_ptr", &PyTicket::data_ptr,
                              "The address the client sends from or writes to: the array's own "
                              "memory (no copy).")
@@ -414,25 +415,27 @@ PYBIND11_MODULE(_hetps, m) {
       "(set by hetps launch), auth/keys_dir/key_name to $HETPS_AUTH/$HETPS_KEYS/$HETPS_KEY.")
       .def(py::init<std::string, std::optional<int>, std::string, std::string, int, int, int,
                     std::string, std::string, std::string>(),
-           py::arg("scheduler") = "", py::arg("rank") = py::none(),
-           py::arg("push_codec") = "none", py::arg("pull_codec") = "none",
-           py::arg("heartbeat_interval_ms") = 500, py::arg("join_timeout_ms") = 60000,
-           py::arg("server_recovery_timeout_ms") = 0, py::arg("auth") = "",
-           py::arg("keys_dir") = "", py::arg("key_name") = "",
+           py::arg("scheduler") = "", py::arg("rank") = py::none(), py::arg("push_codec") = "none",
+           py::arg("pull_codec") = "none", py::arg("heartbeat_interval_ms") = 500,
+           py::arg("join_timeout_ms") = 60000, py::arg("server_recovery_timeout_ms") = 0,
+           py::arg("auth") = "", py::arg("keys_dir") = "", py::arg("key_name") = "",
            "Registers with the scheduler and blocks until the cluster view arrives. push_codec: "
            "one codec spec for every layer ('topk:density=0.01,ef=1') or per layer "
            "('default=topk:density=0.01;layer0=none'); pull_codec: 'none' or 'fp16'; rank: the "
            "rank to ask for (None: any free one, or $HETPS_RANK).")
-      .def_property_readonly("id", [](PyClient& c) { return c.client().id(); },
-                             "Node id assigned by the scheduler.")
+      .def_property_readonly(
+          "id", [](PyClient& c) { return c.client().id(); }, "Node id assigned by the scheduler.")
       .def_property_readonly("rank", [](PyClient& c) { return c.client().rank(); })
-      .def_property_readonly("num_workers", [](PyClient& c) { return c.client().num_workers(); },
-                             "The workers the cluster formed with.")
+      .def_property_readonly(
+          "num_workers", [](PyClient& c) { return c.client().num_workers(); },
+          "The workers the cluster formed with.")
       .def_property_readonly("num_servers", [](PyClient& c) { return c.client().num_servers(); })
-      .def_property_readonly("consistency", [](PyClient& c) { return c.client().consistency(); },
-                             "The servers' consistency spec when this worker joined.")
-      .def_property_readonly("current_clock", [](PyClient& c) { return c.client().clock(); },
-                             "This worker's clock: iterations ended by clock().")
+      .def_property_readonly(
+          "consistency", [](PyClient& c) { return c.client().consistency(); },
+          "The servers' consistency spec when this worker joined.")
+      .def_property_readonly(
+          "current_clock", [](PyClient& c) { return c.client().clock(); },
+          "This worker's clock: iterations ended by clock().")
       .def("declare", &PyClient::Declare, py::arg("tensors"),
            "Declares the tensors this worker uses: an iterable of (name, shape) or (name, "
            "shape, layer) tuples, or dicts with those keys. Collective: returns once every live "
@@ -481,8 +484,8 @@ PYBIND11_MODULE(_hetps, m) {
                              "Operations whose arrays hetps still holds (not yet done).")
       .def("__enter__", [](PyClient& c) -> PyClient& { return c; })
       .def("__exit__", [](PyClient& c, py::args) { c.Finish(); })
-      .def("_native_loop", &PyClient::NativeLoop, py::arg("op"), py::arg("name"),
-           py::arg("array"), py::arg("seconds"),
+      .def("_native_loop", &PyClient::NativeLoop, py::arg("op"), py::arg("name"), py::arg("array"),
+           py::arg("seconds"),
            "Benchmark reference: op ('push' or 'pull') repeated from C++ through this client "
            "for `seconds`, each waited; returns (operations, seconds).");
 
@@ -497,8 +500,7 @@ PYBIND11_MODULE(_hetps, m) {
   m.def(
       "finish_run",
       [](const std::string& dir, double test_accuracy, double wall_s, int64_t iterations,
-         int workers, int64_t samples, const std::string& consistency,
-         const std::string& device) {
+         int workers, int64_t samples, const std::string& consistency, const std::string& device) {
         RunSummary s;
         s.test_accuracy = test_accuracy;
         s.wall_s = wall_s;

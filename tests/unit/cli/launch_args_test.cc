@@ -215,4 +215,18 @@ TEST(LaunchArgsTest, FlagName) {
 }
 
 }  // namespace
+TEST(LaunchArgsTest, AWorkerCommandIsSplitAtSpacesAndSavedWithTheRun) {
+  auto a = ParseLaunchArgs(
+      {"--workers=2", "--worker_cmd=/usr/bin/python3  train.py --x=1", "--iterations=5"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->worker_cmd, (std::vector<std::string>{"/usr/bin/python3", "train.py", "--x=1"}));
+  EXPECT_EQ(a->extra_flags, std::vector<std::string>{"--iterations=5"});
+  const auto saved = SavedLaunchArgs(*a);
+  EXPECT_NE(std::find(saved.begin(), saved.end(), "--worker_cmd=/usr/bin/python3 train.py --x=1"),
+            saved.end());
+  auto empty = ParseLaunchArgs({"--worker_cmd= "});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("--worker_cmd needs a command"), std::string::npos);
+}
+
 }  // namespace hetps
