@@ -150,3 +150,29 @@ def test_clock_metrics_and_help(cluster):
         assert s["bytes_pushed"] < s["raw_bytes_pushed"] / 3  # compressed
     assert "Registers with the scheduler" in hetps.Client.__init__.__doc__
     assert "lifetime" in hetps.Client.__doc__ or "must not be modified" in hetps.Client.__doc__
+
+
+def test_python_and_cpp_workers_share_one_cluster(cluster):
+    """A hetps-worker (the synthetic workload) and a Python worker in one BSP cluster: each
+    waits for the other's clocks, and both finish."""
+    import os
+    import subprocess
+
+    from conftest import BIN
+
+    c = cluster(workers=2, server_flags=["--consistency=bsp", "--optimizer=sgd:lr=0.1"])
+    cpp = subprocess.Popen([os.path.join(BIN, "hetps-worker"), f"--scheduler={c.endpoint}",
+                            "--workload=synthetic", "--iterations=20", "--tensor_elements=1000"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with hetps.Client(c.endpoint) as w:
+        w.declare([("py", (100,), 0)])  # the shard map holds the union of both declarations
+        value = np.empty(100, np.float32)
+        for _ in range(20):
+            w.pull("py", value).wait()
+            w.push("py", np.ones(100, np.float32)).wait()
+            w.clock()
+        w.barrier()
+        assert w.stats()["max_staleness"] == 0  # bsp: never ahead of the C++ worker
+    out, _ = cpp.communicate(timeout=60)
+    assert cpp.returncode == 0, out
+    assert "iter 20/20" in out, out
