@@ -193,6 +193,25 @@ struct Netns {
   int scheduler_port = 0;
 };
 
+// --worker_cmd with the hetps Python package on PYTHONPATH: the build tree's (bin/../python) or
+// the installed one (bin/../lib/python3/dist-packages), before what the environment has.
+std::vector<std::string> WorkerCommand(const std::vector<std::string>& command,
+                                       const std::string& bin_dir) {
+  if (command.empty()) return command;
+  std::string path;
+  for (const char* dir : {"/../python", "/../lib/python3/dist-packages"}) {
+    if (std::filesystem::exists(bin_dir + dir + "/hetps/__init__.py")) {
+      path = std::filesystem::weakly_canonical(bin_dir + dir).string();
+      break;
+    }
+  }
+  if (path.empty()) return command;
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
+  std::vector<std::string> argv = {"env", "PYTHONPATH=" + path};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
 // Starts the workers, one per rank; a process that cannot start is an error. A worker in a
 // namespace dials the scheduler through the proxy.
 Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
@@ -517,7 +536,7 @@ int Launch(const LaunchArgs& args) {
     cluster.servers = args.servers;
     cluster.workers = args.workers;
     cluster.bin_dir = bin_dir;
-    cluster.worker_command = args.worker_cmd;
+    cluster.worker_command = WorkerCommand(args.worker_cmd, bin_dir);
     cluster.work_dir = tmpl;
     cluster.scheduler_flags = routed->at("scheduler");
     cluster.server_flags = routed->at("server");
