@@ -166,6 +166,18 @@ class PyClient {
     client_ = std::move(*connected);
   }
 
+  // A client dropped without finish() leaves the cluster here: the transfers in flight end
+  // before the arrays they use are released.
+  ~PyClient() {
+    if (client_) {
+      py::gil_scoped_release unlocked;
+      client_.reset();
+    }
+    pending_.clear();
+  }
+  PyClient(const PyClient&) = delete;
+  PyClient& operator=(const PyClient&) = delete;
+
   Client& client() {
     if (!client_) Raise(Status::FailedPrecondition("the client has finished"));
     return *client_;

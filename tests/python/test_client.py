@@ -176,3 +176,16 @@ def test_python_and_cpp_workers_share_one_cluster(cluster):
     out, _ = cpp.communicate(timeout=60)
     assert cpp.returncode == 0, out
     assert "iter 20/20" in out, out
+
+
+def test_a_client_dropped_without_finish_leaves_after_its_transfers(cluster):
+    c = cluster(server_flags=SUM)
+    w = hetps.Client(c.endpoint)
+    w.declare([("x", (4_000_000,), 0)])
+    a = np.ones(4_000_000, np.float32)
+    alive = weakref.ref(a)
+    w.push("x", a)  # in flight when the client goes
+    del a
+    del w
+    gc.collect()
+    assert alive() is None  # released only after the client finished its transfers
