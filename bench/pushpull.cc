@@ -71,18 +71,26 @@ double RawZmqGbps(size_t bytes, double seconds) {
   return sent / elapsed / 1e9;
 }
 
-// GB/s summed over all workers, each looping `op(worker)` (one tensor-sized transfer).
+// GB/s summed over all workers, each looping `op(worker)` (one tensor-sized transfer). Each
+// worker does one untimed operation first (connection set-up, first-touch of buffers); the
+// timed window opens once every worker has done it and closes when the last one stops.
 template <typename Op>
 double Measure(int workers, size_t bytes, double seconds, Op op) {
   std::vector<std::thread> threads;
   std::vector<int64_t> moved(workers, 0);
   std::atomic<bool> failed{false};
-  const auto start = Clock::now();
+  std::atomic<int> warm{0};
+  std::atomic<bool> go{false};
+  Clock::time_point start;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      if (!op(w).ok()) failed = true;  // warm-up round, not counted
-      const auto t0 = Clock::now();
-      while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds) {
+      if (!op(w).ok()) failed = true;
+      if (warm.fetch_add(1) + 1 == workers) {
+        start = Clock::now();
+        go.store(true, std::memory_order_release);
+      }
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
         if (!op(w).ok()) {
           failed = true;
           return;
@@ -148,11 +156,13 @@ Status RunLevel(const PushPullOptions& o, const std::string& auth, const std::st
     const int64_t n = tensors[i].NumElements();
     const size_t bytes = static_cast<size_t>(n) * sizeof(float);
     std::vector<std::vector<float>> buffers(o.workers, std::vector<float>(n, 1e-3f));
-    // Alternate short raw / push / pull slices so machine noise hits all three alike; report
-    // the median of each.
-    const double slice = o.seconds / (3 * kRounds);
-    std::vector<double> raws, pushes, pulls;
-    for (int round = 0; round < kRounds; ++round) {
+    // Alternate short raw / push / pull / round slices so machine noise hits all alike; report
+    // the median of each. A round is a push then a pull of the same tensor, each waited; its
+    // figure is the tensor's bytes (counted once) per round, so a round that costs exactly a
+    // push plus a pull reads 1 / (1/push + 1/pull): "round_vs_serial" 1.0.
+    const double slice = o.seconds / (4 * kRounds);
+    std::vector<double> raws, pushes, pulls, rounds;
+    for (int r = 0; r < kRounds; ++r) {
       raws.push_back(RawZmqGbps(bytes, slice));
       pushes.push_back(Measure(o.workers, bytes, slice, [&](int w) {
         return clients[w]->Push(name, buffers[w].data(), n).Wait();
@@ -160,10 +170,16 @@ Status RunLevel(const PushPullOptions& o, const std::string& auth, const std::st
       pulls.push_back(Measure(o.workers, bytes, slice, [&](int w) {
         return clients[w]->Pull(name, buffers[w].data(), n).Wait();
       }));
+      rounds.push_back(Measure(o.workers, bytes, slice, [&](int w) {
+        if (Status s = clients[w]->Push(name, buffers[w].data(), n).Wait(); !s.ok()) return s;
+        return clients[w]->Pull(name, buffers[w].data(), n).Wait();
+      }));
     }
-    const double raw = Median(raws), push = Median(pushes), pull = Median(pulls);
+    const double raw = Median(raws), push = Median(pushes), pull = Median(pulls),
+                 round_trip = Median(rounds);
     if (*std::min_element(pushes.begin(), pushes.end()) < 0 ||
-        *std::min_element(pulls.begin(), pulls.end()) < 0) {
+        *std::min_element(pulls.begin(), pulls.end()) < 0 ||
+        *std::min_element(rounds.begin(), rounds.end()) < 0) {
       return Status::Internal(
           fmt::format("a request failed (cluster log: {})", (*cluster)->log_path()));
     }
@@ -171,12 +187,13 @@ Status RunLevel(const PushPullOptions& o, const std::string& auth, const std::st
     out.pull_gbps.push_back(pull);
     std::printf(
         "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
-        "\"auth\":\"%s\",\"durability\":\"%s\",\"push_gbps\":%.3f,\"pull_gbps\":%.3f,\"raw_zmq_"
-        "gbps\":%.3f,"
-        "\"push_vs_raw\":%.2f,\"pull_vs_raw\":%.2f,\"seconds\":%.1f}\n",
+        "\"auth\":\"%s\",\"durability\":\"%s\",\"push_gbps\":%.3f,\"pull_gbps\":%.3f,"
+        "\"round_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,\"pull_vs_raw\":%.2f,"
+        "\"round_vs_serial\":%.2f,\"seconds\":%.1f}\n",
         o.mb[i], o.servers, o.workers,
         clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(),
-        auth.c_str(), level.c_str(), push, pull, raw, push / raw, pull / raw, o.seconds);
+        auth.c_str(), level.c_str(), push, pull, round_trip, raw, push / raw, pull / raw,
+        round_trip * (1 / push + 1 / pull), o.seconds);
     std::fflush(stdout);
   }
   return Status();

@@ -117,9 +117,10 @@ void ApplyThreads::Loop(zmq::context_t& context, int index, const ServingState& 
       return;
     }
     DataRequest& request = *work->request;
-    DataReply r = ServeData(state, request, scratch);
-    (void)out.send(zmq::buffer(request.identity), zmq::send_flags::sndmore);
-    hetps::Send(out, r.header, std::move(r.payload));
+    ServeData(state, request, scratch, [&](DataReply r) {
+      (void)out.send(zmq::buffer(request.identity), zmq::send_flags::sndmore);
+      hetps::Send(out, r.header, std::move(r.payload));
+    });
     FaultPoint("update.replied");
   }
 }

@@ -3,9 +3,10 @@
 // point and may stop the process there, which is how the exact-sum tests reach every step of
 // the path without relying on timing. Without a hook a point costs one relaxed load.
 //
-// Points: update.logged (an update is in the log, not yet applied or answered), update.replied
-// (its reply is on its way), checkpoint.saved (a partition's state is serialized, not yet
-// written), checkpoint.written (written, the log before it dropped).
+// Points: update.logged (an update is in the log, not yet applied or answered),
+// update.answered (its reply is on its way, the update not yet applied), update.replied (its
+// reply is on its way and the update applied), checkpoint.saved (a partition's state is serialized,
+// not yet written), checkpoint.written (written, the log before it dropped).
 #pragma once
 
 #include <atomic>

@@ -348,8 +348,9 @@ void ServerLoop::Serve(DataRequest request) {
   const int owner = Owner(map_->partitions()[request.message.header.partition()]);
   if (owner > 0) return apply_threads_->Hand(owner - 1, std::move(request));
   // Small partitions belong to this thread: a hand-over would cost more than the work.
-  DataReply r = ServeData(state_, request, scratch_);
-  SendRouted(*router_, request.identity, r.header, std::move(r.payload));
+  ServeData(state_, request, scratch_, [&](DataReply r) {
+    SendRouted(*router_, request.identity, r.header, std::move(r.payload));
+  });
   FaultPoint("update.replied");
 }
 

@@ -258,19 +258,26 @@ DataReply ServePull(const ServingState& shared, const proto::Header& h, int64_t 
 }
 
 // A push (held for its round, or handed to the aggregator) or an init, after validation:
-// applied once (a numbered update seen before is acknowledged again, not applied), logged
-// before it is applied and answered.
-DataReply ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& part,
-                      const float* data) {
+// applied once (a numbered update seen before is acknowledged again, not applied), logged,
+// answered, then applied.
+void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& part,
+                 const float* data, const ReplyFn& send) {
   Message& m = req.message;
   const proto::Header& h = m.header;
   const bool push = h.type() == proto::PUSH;
+  auto reply = [&](DataReply r) {
+    if (push) {
+      CountPush(shared, part.info(), m.payload[0].size(), r.header.staleness());
+    }
+    send(std::move(r));
+  };
   DataReply r;
   r.header = ReplyTo(h, push ? proto::PUSH_REPLY : proto::INIT_REPLY, shared.self);
+  // The version the update was taken at (it is applied after the reply leaves).
+  r.header.set_version(part.version());
   if (part.Applied(h.incarnation(), h.seq())) {
     r.header.set_duplicate(true);
-    r.header.set_version(part.version());
-    return r;
+    return reply(std::move(r));
   }
   // Staleness of a push: versions applied since the one it was computed from (ALGORITHMS.md
   // §3), recorded in its reply. A base from the future (a confused client) counts as fresh.
@@ -289,45 +296,42 @@ DataReply ServeUpdate(const ServingState& shared, DataRequest& req, PartitionSta
   if (push || !part.initialized()) {  // a later init changes nothing: nothing to log
     if (Status s = Log(shared, part, record, data); !s.ok()) {
       spdlog::error("{}", s.ToString());
-      return {ErrorReply(h, Status::Unavailable("not applied: " + s.message()), shared.self), {}};
+      return reply(
+          {ErrorReply(h, Status::Unavailable("not applied: " + s.message()), shared.self), {}});
     }
     FaultPoint("update.logged");
   }
+  if (push) r.header.set_staleness(staleness);
+  reply(std::move(r));
+  FaultPoint("update.answered");
   ApplyRecord(shared, part, record, data, m.payload.empty() ? nullptr : &m.payload[0]);
   MaybeCheckpointPartition(shared, part);
-  r.header.set_version(part.version());
-  if (push) r.header.set_staleness(staleness);
-  return r;
 }
 
 }  // namespace
 
-DataReply ServeData(const ServingState& shared, DataRequest& req, std::vector<float>& scratch) {
+void ServeData(const ServingState& shared, DataRequest& req, std::vector<float>& scratch,
+               const ReplyFn& reply) {
   Message& m = req.message;
   const proto::Header& h = m.header;
   PartitionState* part = shared.store->Find(h.partition());
   if (!part->initialized() && h.type() != proto::INIT) {
-    return {ErrorReply(h,
-                       Status::FailedPrecondition(fmt::format(
-                           "partition {} is not initialized yet (init=worker: a worker must Init "
-                           "it first)",
-                           part->info().id)),
-                       shared.self),
-            {}};
+    return reply({ErrorReply(h,
+                             Status::FailedPrecondition(fmt::format(
+                                 "partition {} is not initialized yet (init=worker: a worker must "
+                                 "Init it first)",
+                                 part->info().id)),
+                             shared.self),
+                  {}});
   }
-  if (h.type() == proto::PULL) return ServePull(shared, h, req.min_clock, *part);
+  if (h.type() == proto::PULL) return reply(ServePull(shared, h, req.min_clock, *part));
   if (Status s = CheckPayload(h, m, part->info()); !s.ok()) {
     spdlog::warn("rejected {} from node {}: {}", proto::MsgType_Name(h.type()), h.sender(),
                  s.ToString());
-    return {ErrorReply(h, s, shared.self), {}};
+    return reply({ErrorReply(h, s, shared.self), {}});
   }
-  const size_t bytes = m.payload[0].size();
-  auto counted = [&](DataReply r) {
-    if (h.type() == proto::PUSH) CountPush(shared, part->info(), bytes, r.header.staleness());
-    return r;
-  };
   if (h.codec().empty()) {
-    return counted(ServeUpdate(shared, req, *part, FloatsOf(m.payload[0], scratch)));
+    return ServeUpdate(shared, req, *part, FloatsOf(m.payload[0], scratch), reply);
   }
   // Compressed: validated and decoded before anything reads it.
   const Partition& p = part->info();
@@ -344,9 +348,15 @@ DataReply ServeData(const ServingState& shared, DataRequest& req, std::vector<fl
   if (!s.ok()) {
     spdlog::warn("rejected {} from node {}: codec {}: {}", proto::MsgType_Name(h.type()),
                  h.sender(), h.codec(), s.ToString());
-    return {ErrorReply(h, s, shared.self), {}};
+    return reply({ErrorReply(h, s, shared.self), {}});
   }
-  return counted(ServeUpdate(shared, req, *part, scratch.data()));
+  ServeUpdate(shared, req, *part, scratch.data(), reply);
+}
+
+DataReply ServeData(const ServingState& shared, DataRequest& req, std::vector<float>& scratch) {
+  DataReply out;
+  ServeData(shared, req, scratch, [&out](DataReply r) { out = std::move(r); });
+  return out;
 }
 
 }  // namespace hetps

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,8 +60,16 @@ struct DataReply {
   std::vector<zmq::message_t> payload;
 };
 
-// Serves one PUSH / PULL / INIT. REQUIRES: the calling thread owns the partition, and the
+// Serves one PUSH / PULL / INIT and calls `reply` exactly once with its answer, as early as
+// the durability level allows: a push or init is answered once it is logged (at once in
+// memory), before it is applied, so the apply overlaps the reply's way to the worker. No read
+// can see the partition between the two: every later request of the partition is served by
+// this same thread, after the apply. REQUIRES: the calling thread owns the partition, and the
 // network thread checked that it is held here.
+using ReplyFn = std::function<void(DataReply)>;
+void ServeData(const ServingState& state, DataRequest& request, std::vector<float>& scratch,
+               const ReplyFn& reply);
+// The same, returning the answer (for callers that send it themselves after the apply).
 DataReply ServeData(const ServingState& state, DataRequest& request, std::vector<float>& scratch);
 
 // Applies a closed round to the partitions `owner` serves; the flush round of a policy switch

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,17 @@ class Node {
   // A PUSH of `g` to partition `pid`, numbered (incarnation, seq); its reply header.
   proto::Header Push(int32_t pid, const std::vector<float>& g, uint64_t incarnation = 0,
                      int64_t seq = 0, bool hold = false, int64_t clock = 0, int32_t worker = 1) {
+    DataRequest r = PushRequest(pid, g, incarnation, seq, hold, clock, worker);
+    return ServeData(state_, r, scratch_).header;
+  }
+  // A PUSH of `g` whose reply `answered` sees the moment the server sends it.
+  void PushSeeingTheReply(int32_t pid, const std::vector<float>& g,
+                          const std::function<void(const DataReply&)>& answered) {
+    DataRequest r = PushRequest(pid, g, 0, 0, false, 0, 1);
+    ServeData(state_, r, scratch_, [&](DataReply reply) { answered(reply); });
+  }
+  DataRequest PushRequest(int32_t pid, const std::vector<float>& g, uint64_t incarnation,
+                          int64_t seq, bool hold, int64_t clock, int32_t worker) {
     DataRequest r;
     proto::Header& h = r.message.header;
     h.set_type(proto::PUSH);
@@ -93,7 +105,7 @@ class Node {
     h.set_seq(seq);
     r.message.payload.emplace_back(g.data(), g.size() * sizeof(float));
     r.hold = hold;
-    return ServeData(state_, r, scratch_).header;
+    return r;
   }
 
   void Round(const RoundSpec& round) { CompleteRound(state_, 0, round); }
@@ -104,6 +116,7 @@ class Node {
   }
   int64_t Version(int32_t pid) { return state_.store->Find(pid)->version(); }
   int64_t replayed() const { return replayed_; }
+  int64_t log_bytes(int32_t pid) const { return durable_->log_bytes(pid); }
 
   int64_t ring_segment_bytes = int64_t{64} << 20;  // the value log's segments (set before Open)
 
@@ -194,6 +207,27 @@ TEST_F(DurableStoreTest, NumberedUpdatesApplyOnceAcrossRestarts) {
   EXPECT_FALSE(node.Push(2, Filled(40, 1)).duplicate());
   EXPECT_FALSE(node.Push(2, Filled(40, 1)).duplicate());
   EXPECT_EQ(node.Values(2), Filled(40, -7));
+}
+
+// A push is acknowledged as early as its durability allows: once it is in the log, before the
+// optimizer runs (the apply then overlaps the reply's way to the worker). The same thread
+// applies it before serving anything else, so no read sees the partition in between.
+TEST_F(DurableStoreTest, APushIsAnsweredOnceLoggedAndAppliedAfterTheAnswer) {
+  Node node(map_, Dir(), Durability::kProcess);
+  ASSERT_TRUE(node.Open().ok());
+  node.Push(2, Filled(40, 1));
+  const int64_t logged_before = node.log_bytes(2);
+  bool answered = false;
+  node.PushSeeingTheReply(2, Filled(40, 1), [&](const DataReply& reply) {
+    answered = true;
+    EXPECT_EQ(reply.header.type(), proto::PUSH_REPLY);
+    EXPECT_GT(node.log_bytes(2), logged_before) << "answered before it was logged";
+    EXPECT_EQ(node.Version(2), 1) << "answered only after the optimizer ran";
+    EXPECT_EQ(node.Values(2), Filled(40, -1));
+  });
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(node.Version(2), 2);
+  EXPECT_EQ(node.Values(2), Filled(40, -2));
 }
 
 TEST_F(DurableStoreTest, HeldUpdatesAndRoundsSurviveARestart) {
@@ -447,6 +481,7 @@ TEST_P(CrashPointTest, NothingAcknowledgedIsLostAndNothingAppliesTwice) {
 INSTANTIATE_TEST_SUITE_P(
     WritePath, CrashPointTest,
     ::testing::Values(CrashCase{"update.logged", 1}, CrashCase{"update.logged", 6},
+                      CrashCase{"update.answered", 3}, CrashCase{"update.answered", 7, 20000},
                       CrashCase{"update.replied", 5}, CrashCase{"update.replied", 8},
                       CrashCase{"checkpoint.saved", 1}, CrashCase{"checkpoint.saved", 2},
                       CrashCase{"checkpoint.written", 1}, CrashCase{"checkpoint.written", 2},
