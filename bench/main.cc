@@ -13,7 +13,6 @@
 #include "bench/pushpull.h"
 #include "bench/recovery.h"
 #include "bench/train.h"
-#include "common/allocator.h"
 #include "common/int_list.h"
 
 DEFINE_int32(servers, 0, "servers in the benchmark cluster (default: pushpull 1, consistency 2)");
@@ -214,9 +213,8 @@ int main(int argc, char** argv) {
       "       hetps-bench flood [--seconds 60 --junk_peers 4 --half_open 256 "
       "--max_rss_growth_mb M]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  // The same tuning as the role processes, so the raw ZeroMQ ceiling measured here benefits
-  // from it exactly as the clients do.
-  hetps::TuneAllocatorForTransfers();
+  // Nothing here tunes the process for transfers: the clients' Connect does (worker/client.h),
+  // as it does in any program that links the client, and every raw ZeroMQ loop runs after it.
   spdlog::set_level(spdlog::level::warn);
   const std::string command = argc == 2 ? argv[1] : "";
   if (FLAGS_servers < 0 || FLAGS_workers < 0 || !(FLAGS_seconds > 0)) {

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/allocator.h"
 #include "common/compress/codec.h"
 #include "worker/client_io.h"
 #include "worker/client_report.h"
@@ -103,6 +104,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
   auto auth =
       LoadAuth(AuthFlags{options.auth, options.keys_dir, options.key_name}, KeyRole::kWorker);
   if (!auth.ok()) return auth.status();
+  if (options.tune_allocator) TuneAllocatorForTransfers();
   auto impl = std::make_unique<Impl>(options, std::move(*auth));
   impl->push_codecs = *push;
   if (pull->name != "none") {

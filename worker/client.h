@@ -76,6 +76,14 @@ struct ClientOptions {
   std::string auth = "none";
   std::string keys_dir;
   std::string key_name;
+  // Connect tunes this process's malloc for transfers (common/allocator.h: glibc's mmap
+  // threshold to 32 MiB, its trim threshold to 1 GiB). ZeroMQ receives every message into a
+  // buffer it allocates; with glibc's defaults a partition-sized buffer (up to 4 MiB) is a
+  // fresh mmap whose pages fault in and are unmapped again for every message, which costs up
+  // to a third of the push and pull rate. The setting is process-wide and only ever raises
+  // the thresholds (memory freed stays mapped for reuse); a program that manages malloc
+  // itself sets this false.
+  bool tune_allocator = true;
 };
 
 struct ClientStats {

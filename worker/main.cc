@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <random>
 
-#include "common/allocator.h"
 #include "common/compress/codec.h"
 #include "common/daemon.h"
 #include "common/int_list.h"
@@ -319,7 +318,6 @@ int main(int argc, char** argv) {
   if (!hetps::StartDaemon("worker", "hetps worker: trains through the parameter server", &argc,
                           &argv))
     return 2;
-  hetps::TuneAllocatorForTransfers();
   hetps::SignalWatcher signals;
   // Every flag must parse whichever workload runs; the chosen workload's options must be valid.
   hetps::Status valid = CheckChoices();

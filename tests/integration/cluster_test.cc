@@ -1,5 +1,6 @@
 // A real cluster on loopback (scheduler and server processes) driven by in-process clients.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <numeric>
 
@@ -71,6 +72,34 @@ TEST(ClusterTest, EveryWorkerPullsTheExactSumOfAllPushes) {
   auto st = cluster.scheduler().WaitExit(std::chrono::seconds(10));
   ASSERT_TRUE(st.has_value());
   EXPECT_EQ(WEXITSTATUS(*st), 0);
+}
+
+// Whether a 16 MiB buffer, the size ZeroMQ allocates for a large message, is served by a
+// fresh mmap (page-faulted in, and unmapped again when freed) rather than from the heap.
+bool LargeBufferIsMmapped() {
+  const size_t before = mallinfo2().hblkhd;
+  void* volatile buffer = malloc(16 << 20);
+  const bool mmapped = mallinfo2().hblkhd >= before + (16 << 20);
+  free(buffer);
+  return mmapped;
+}
+
+// The transfer tuning is the library's own: any program gets it from Connect, without calling
+// anything else, unless it says it manages malloc itself.
+TEST(ClusterTest, ConnectTunesMallocForTransfersUnlessTold) {
+  LocalCluster cluster({.servers = 1, .workers = 1}), other({.servers = 1, .workers = 1});
+  ClientOptions untuned = cluster.ClientOpts();
+  untuned.tune_allocator = false;
+  ASSERT_EQ(mallopt(M_MMAP_THRESHOLD, 128 << 10), 1);  // glibc's initial setting
+  ASSERT_TRUE(LargeBufferIsMmapped());
+  auto kept = Client::Connect(untuned);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_TRUE(LargeBufferIsMmapped()) << "tune_allocator=false changed malloc";
+  auto tuned = Client::Connect(other.ClientOpts());
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_FALSE(LargeBufferIsMmapped()) << "Connect left large buffers to fresh mmaps";
+  EXPECT_TRUE((*kept)->Finish().ok());
+  EXPECT_TRUE((*tuned)->Finish().ok());
 }
 
 TEST(ClusterTest, WorkerInitializesAndTheFirstInitWins) {
