@@ -39,6 +39,10 @@ DEFINE_string(codec, "topk:density=0.01",
 DEFINE_int64(elements, 16 << 20, "codec: float32 elements per encode");
 DEFINE_string(device, "cpu", "codec: cpu or gpu; train: the workers' device, cpu or cuda (gpu)");
 DEFINE_string(mb, "1,16,64", "pushpull: tensor sizes in MiB, comma-separated");
+DEFINE_int32(tensors, 1,
+             "pushpull: > 1 measures steps over this many small tensors of --kb KiB each (push "
+             "all, wait, pull all, wait) against raw ZeroMQ with the same messages");
+DEFINE_int32(kb, 4, "pushpull --tensors: each tensor's size in KiB");
 DEFINE_string(model_mib, "256,1024", "recovery: model sizes in MiB, comma-separated");
 DEFINE_double(seconds, 6,
               "pushpull: measuring time per size (raw, push and pull slices alternate)");
@@ -114,6 +118,12 @@ int PushPull() {
     return 2;
   }
   o.mb.assign(sizes->begin(), sizes->end());
+  if (FLAGS_tensors < 1 || FLAGS_tensors > 100000 || FLAGS_kb < 1 || FLAGS_kb > 65536) {
+    std::fprintf(stderr, "--tensors must be 1..100000 and --kb 1..65536\n");
+    return 2;
+  }
+  o.tensors = FLAGS_tensors;
+  o.kb = FLAGS_kb;
   if (!DurabilityLevels(o.durability)) return 2;
   o.auth.clear();
   std::stringstream modes(FLAGS_auth);
@@ -203,7 +213,8 @@ int Consistency() {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
-      "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T]\n"
+      "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T] "
+      "[--tensors 100 --kb 4]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
       "--straggler_slowdown F --durability memory,process --repeats N]\n"

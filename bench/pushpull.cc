@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -71,6 +72,71 @@ double RawZmqGbps(size_t bytes, double seconds) {
   return sent / elapsed / 1e9;
 }
 
+// Steps per second of a plain DEALER->ROUTER loop moving what one step over many small
+// tensors moves: `messages` requests of `bytes` each answered with one byte (the pushes), then
+// `messages` one-byte requests each answered with `bytes` (the pulls), each phase all in flight.
+double RawZmqSteps(int messages, size_t bytes, double seconds) {
+  zmq::context_t rctx(1), sctx(1);
+  zmq::socket_t router(rctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::sndhwm, 0);
+  router.set(zmq::sockopt::rcvhwm, 0);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  std::vector<char> reply(bytes, 1);
+  std::atomic<bool> done{false};
+  std::thread receiver([&] {
+    router.set(zmq::sockopt::rcvtimeo, 200);
+    while (!done.load()) {
+      zmq::message_t id, data;
+      if (!router.recv(id)) continue;
+      (void)router.recv(data);
+      (void)router.send(id, zmq::send_flags::sndmore);
+      if (data.size() > 1) {
+        (void)router.send(zmq::buffer("k", 1), zmq::send_flags::none);
+      } else {
+        (void)router.send(zmq::message_t(reply.data(), bytes, nullptr, nullptr),
+                          zmq::send_flags::none);
+      }
+    }
+  });
+  zmq::socket_t dealer(sctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::sndhwm, 0);
+  dealer.set(zmq::sockopt::rcvhwm, 0);
+  dealer.connect(endpoint);
+  std::vector<std::vector<char>> buffers(messages, std::vector<char>(bytes, 1));
+  std::vector<std::vector<char>> into(messages, std::vector<char>(bytes));
+  auto step = [&] {
+    for (int i = 0; i < messages; ++i) {
+      (void)dealer.send(zmq::message_t(buffers[i].data(), bytes, nullptr, nullptr),
+                        zmq::send_flags::none);
+    }
+    for (int i = 0; i < messages; ++i) {
+      zmq::message_t ack;
+      (void)dealer.recv(ack);
+    }
+    for (int i = 0; i < messages; ++i) (void)dealer.send(zmq::buffer("p", 1));
+    for (int i = 0; i < messages; ++i) {
+      zmq::message_t values;
+      (void)dealer.recv(values);
+      std::memcpy(into[i].data(), values.data(), std::min(bytes, values.size()));
+    }
+  };
+  step();  // connect and warm up
+  const auto start = Clock::now();
+  int64_t steps = 0;
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    step();
+    ++steps;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  done = true;
+  receiver.join();
+  return steps / elapsed;
+}
+
 // GB/s summed over all workers, each looping `op(worker)` (one tensor-sized transfer). Each
 // worker does one untimed operation first (connection set-up, first-touch of buffers); the
 // timed window opens once every worker has done it and closes when the last one stops.
@@ -115,6 +181,56 @@ struct Throughput {
   std::vector<double> push_gbps, pull_gbps;  // by size
 };
 
+// Steps per second (summed over workers) over many small tensors: push all, wait, pull all,
+// wait; against RawZmqSteps with the same messages, slices alternating.
+Status MeasureSmallTensors(const PushPullOptions& o, const std::string& auth,
+                           const std::string& level, const std::vector<TensorSpec>& tensors,
+                           BenchCluster& cluster) {
+  auto& clients = cluster.clients();
+  const int64_t n = tensors[0].NumElements();
+  std::vector<std::vector<std::vector<float>>> buffers(
+      o.workers, std::vector<std::vector<float>>(tensors.size(), std::vector<float>(n, 1e-3f)));
+  auto step = [&](int w) {
+    std::vector<Ticket> tickets;
+    tickets.reserve(tensors.size());
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      tickets.push_back(clients[w]->Push(tensors[t].name, buffers[w][t].data(), n));
+    }
+    Status s;
+    for (const Ticket& ticket : tickets) {
+      if (Status e = ticket.Wait(); s.ok()) s = e;
+    }
+    tickets.clear();
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      tickets.push_back(clients[w]->Pull(tensors[t].name, buffers[w][t].data(), n));
+    }
+    for (const Ticket& ticket : tickets) {
+      if (Status e = ticket.Wait(); s.ok()) s = e;
+    }
+    return s;
+  };
+  const double slice = o.seconds / (2 * kRounds);
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  std::vector<double> raws, steps;
+  for (int r = 0; r < kRounds; ++r) {
+    raws.push_back(RawZmqSteps(static_cast<int>(tensors.size()), bytes, slice));
+    // Measure counts `bytes` per call: dividing by it gives steps.
+    steps.push_back(Measure(o.workers, bytes, slice, step) * 1e9 / static_cast<double>(bytes));
+  }
+  if (*std::min_element(steps.begin(), steps.end()) < 0) {
+    return Status::Internal(fmt::format("a request failed (cluster log: {})", cluster.log_path()));
+  }
+  const double raw = Median(raws), hetps = Median(steps);
+  std::printf(
+      "{\"bench\":\"pushpull_tensors\",\"tensors\":%zu,\"kb\":%d,\"servers\":%d,\"workers\":%d,"
+      "\"auth\":\"%s\",\"durability\":\"%s\",\"steps_per_s\":%.1f,\"raw_zmq_steps_per_s\":%.1f,"
+      "\"vs_raw\":%.2f,\"seconds\":%.1f}\n",
+      tensors.size(), o.kb, o.servers, o.workers, auth.c_str(), level.c_str(), hetps, raw,
+      hetps / raw, o.seconds);
+  std::fflush(stdout);
+  return Status();
+}
+
 // Measures every size on a fresh cluster whose servers run at durability `level` and with
 // transport security `auth`; fills `out` for o.mb. `data_root` holds the servers' data dirs
 // and, for auth "curve", the keys.
@@ -148,9 +264,16 @@ Status RunLevel(const PushPullOptions& o, const std::string& auth, const std::st
     }
     client_auth = AuthFlags{"curve", keys, ""};
   }
+  if (o.tensors > 1) {
+    tensors.clear();
+    for (int t = 0; t < o.tensors; ++t) {
+      tensors.push_back({fmt::format("small_{}", t), {int64_t{o.kb} << 8}, t});
+    }
+  }
   auto cluster = BenchCluster::Launch(cluster_options, tensors, client_auth);
   if (!cluster.ok()) return cluster.status();
   auto& clients = (*cluster)->clients();
+  if (o.tensors > 1) return MeasureSmallTensors(o, auth, level, tensors, **cluster);
   for (size_t i = 0; i < o.mb.size(); ++i) {
     const std::string& name = tensors[i].name;
     const int64_t n = tensors[i].NumElements();
@@ -223,7 +346,7 @@ int RunPushPull(const PushPullOptions& o) {
   }
   std::error_code ec;
   std::filesystem::remove_all(data_root, ec);
-  if (code != 0) return code;
+  if (code != 0 || o.tensors > 1) return code;  // the ratios below are per tensor size
   for (const std::string& auth : o.auth) {
     if (!measured.contains({auth, "memory"})) break;
     for (const std::string& level : o.durability) {

@@ -23,9 +23,15 @@ struct PushPullOptions {
   // Transport security to measure, each on a fresh cluster: "none" or "curve" (every
   // connection CURVE-encrypted, keys made for the run).
   std::vector<std::string> auth = {"none"};
+  // > 1: instead of one tensor per size, steps over this many tensors of `kb` KiB each (a
+  // model's many small tensors): each step pushes all of them (in flight together), waits,
+  // pulls all of them, waits. Compared with a raw ZeroMQ loop of the same messages.
+  int tensors = 1;
+  int kb = 4;
 };
 
-// Prints one JSON object per size, auth and level on stdout, then with more than one level and
+// Prints one JSON object per size (or, with tensors > 1, per step shape), auth and level on
+// stdout, then with more than one level and
 // "memory" among them, each level's push throughput as a ratio to memory's, and with "none" and
 // "curve" both, curve's push and pull throughput as ratios to none's; returns the process exit
 // code.
