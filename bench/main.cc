@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "bench/capacity.h"
 #include "bench/codec.h"
 #include "bench/consistency.h"
 #include "bench/fed.h"
@@ -27,7 +28,9 @@ DEFINE_string(controllers,
 DEFINE_string(model, "mlp", "train, fed: the model: mlp or cnn");
 DEFINE_int32(clients, 100, "fed: edge client processes");
 DEFINE_int32(clients_per_round, 10, "fed: uploads each FedAvg round keeps (1.3x selected)");
-DEFINE_int32(rounds, 20, "fed: rounds");
+DEFINE_int32(rounds, 20, "fed: rounds; capacity: whole-model push/pull rounds (default 3)");
+DEFINE_int32(capacity_mib, 4096,
+             "capacity: the model's parameters in MiB of float32 (4096: 1.07e9 parameters)");
 DEFINE_int32(heartbeat_timeout_ms, 5000,
              "fed: the scheduler's heartbeat timeout (1000 processes starting on 2 cores need "
              "more)");
@@ -149,6 +152,18 @@ int Recovery() {
   return hetps::bench::RunRecoveryBench(o);
 }
 
+int Capacity() {
+  hetps::bench::CapacityBenchOptions o;
+  o.servers = FLAGS_servers > 0 ? FLAGS_servers : 4;
+  o.model_mib = FLAGS_capacity_mib;
+  o.rounds = gflags::GetCommandLineFlagInfoOrDie("rounds").is_default ? 3 : FLAGS_rounds;
+  if (o.model_mib < 1 || o.rounds < 2) {
+    std::fprintf(stderr, "capacity needs --capacity_mib >= 1 and --rounds >= 2\n");
+    return 2;
+  }
+  return hetps::bench::RunCapacityBench(o);
+}
+
 int Fed() {
   hetps::bench::FedBenchOptions o;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
@@ -221,6 +236,7 @@ int main(int argc, char** argv) {
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]\n"
       "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
       "       hetps-bench recovery [--model_mib 256,1024]\n"
+      "       hetps-bench capacity [--capacity_mib 4096 --servers 4 --rounds 3]\n"
       "       hetps-bench flood [--seconds 60 --junk_peers 4 --half_open 256 "
       "--max_rss_growth_mb M]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -238,6 +254,7 @@ int main(int argc, char** argv) {
   if (command == "fed") return Fed();
   if (command == "codec") return Codec();
   if (command == "recovery") return Recovery();
+  if (command == "capacity") return Capacity();
   if (command == "flood") return Flood();
   std::fprintf(stderr, "usage: %s\n", gflags::ProgramUsage());
   return 2;

@@ -84,6 +84,13 @@ struct ClientOptions {
   // the thresholds (memory freed stays mapped for reuse); a program that manages malloc
   // itself sets this false.
   bool tune_allocator = true;
+  // Flow control: the bytes of data requests (push payloads as sent, pull replies as expected)
+  // this client has in flight to one server. Further requests to that server wait here, in
+  // order, until replies come back, so a server never buffers more than this of one worker's
+  // unapplied pushes (without it a model of GiBs pushed at once lands in the servers' memory
+  // before they apply it). 64 MiB is many times the bandwidth-delay product of a datacenter
+  // link; a request larger than the window goes alone. 0: unbounded.
+  int64_t max_in_flight_bytes = int64_t{64} << 20;
 };
 
 struct ClientStats {

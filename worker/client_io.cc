@@ -44,6 +44,15 @@ proto::MsgType ReplyTypeOf(proto::MsgType type) {
   }
 }
 
+// What a request counts against its server's in-flight window: the payload it sends, and for a
+// pull the values it asks for.
+int64_t WindowBytes(const Outgoing& o) {
+  int64_t bytes =
+      o.header.type() == proto::PULL ? o.dst_len * static_cast<int64_t>(sizeof(float)) : 0;
+  for (const zmq::message_t& m : o.payload) bytes += static_cast<int64_t>(m.size());
+  return bytes;
+}
+
 // A random 64-bit id for this connection, never 0 (0 means unnumbered).
 uint64_t DrawIncarnation() {
   std::random_device device;
@@ -117,6 +126,8 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
   if (Status s = link_.Join(stop, options_.join_timeout_ms); !s.ok()) return s;
   SetLogNode("worker", link_.id());
   servers_.resize(link_.view().servers().size());
+  in_flight_.assign(servers_.size(), 0);
+  waiting_.resize(servers_.size());
   for (const proto::NodeInfo& server : link_.view().servers()) {
     if (server.rank() < 0 || server.rank() >= static_cast<int>(servers_.size())) {
       return Status::Malformed(fmt::format("the cluster view has server rank {}", server.rank()));
@@ -281,6 +292,31 @@ void ClientIo::Dispatch(Outgoing& o) {
     parked_[o.target].push_back(std::move(o));
     return;
   }
+  const int64_t bytes = o.target >= 0 ? WindowBytes(o) : 0;
+  if (o.target >= 0) {
+    // In order behind what already waits (a clock must not pass the pushes before it).
+    const int64_t window = options_.max_in_flight_bytes;
+    if (window > 0 && (!waiting_[o.target].empty() ||
+                       (in_flight_[o.target] > 0 && in_flight_[o.target] + bytes > window))) {
+      waiting_[o.target].push_back(std::move(o));
+      return;
+    }
+  }
+  Transmit(o, bytes);
+}
+
+void ClientIo::ReleaseWaiting(int rank) {
+  std::deque<Outgoing>& waiting = waiting_[rank];
+  while (!waiting.empty()) {
+    const int64_t bytes = WindowBytes(waiting.front());
+    if (in_flight_[rank] > 0 && in_flight_[rank] + bytes > options_.max_in_flight_bytes) return;
+    Outgoing next = std::move(waiting.front());
+    waiting.pop_front();
+    Transmit(next, bytes);
+  }
+}
+
+void ClientIo::Transmit(Outgoing& o, int64_t window_bytes) {
   const uint64_t id = next_request_++;
   o.header.set_request_id(id);
   o.header.set_sender(link_.id());
@@ -298,6 +334,10 @@ void ClientIo::Dispatch(Outgoing& o) {
   p.clock = o.header.clock();
   p.type = o.header.type();
   p.partition = o.header.partition();
+  if (o.target >= 0) {
+    p.window_bytes = window_bytes;
+    in_flight_[o.target] += window_bytes;
+  }
   if (o.target == kToScheduler || (o.target >= 0 && options_.server_recovery_timeout_ms > 0)) {
     p.header = o.header;
     p.src = o.src;
@@ -350,10 +390,12 @@ void ClientIo::OnReply(Envelope& env, int from) {
   }
   Pending p = std::move(it->second);
   pending_.erase(it);
+  in_flight_[from] -= p.window_bytes;
   Status s = CheckReply(h, p, from);
   if (!s.ok()) {
     spdlog::warn("{}", s.ToString());
     p.op->Complete(s);
+    ReleaseWaiting(from);
     return;
   }
   s = StatusOf(h);
@@ -361,6 +403,7 @@ void ClientIo::OnReply(Envelope& env, int from) {
   if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) report_.OnPushAcked(h.staleness());
   if (s.ok() && h.type() == proto::PULL_REPLY) s = AcceptPull(h, env.message, p, from);
   p.op->Complete(s, &h);
+  ReleaseWaiting(from);
 }
 
 // Checks a pull reply's codec and size, then writes its values to the caller's buffer.
@@ -431,6 +474,13 @@ void ClientIo::FailPending(int target, const Status& s) {
       ++it;
     }
   }
+  if (target < 0) return;
+  in_flight_[target] = 0;
+  for (Outgoing& o : waiting_[target]) {
+    o.payload.clear();  // releases the caller's buffers
+    o.op->Complete(s);
+  }
+  waiting_[target].clear();
 }
 
 void ClientIo::OnServerDead(int rank) {
@@ -526,6 +576,14 @@ void ClientIo::FailAll(const Status& s) {
   recovering_.clear();
   for (auto& [id, p] : pending_) p.op->Complete(s);
   pending_.clear();
+  for (size_t rank = 0; rank < waiting_.size(); ++rank) {
+    in_flight_[rank] = 0;
+    for (Outgoing& o : waiting_[rank]) {
+      o.payload.clear();
+      o.op->Complete(s);
+    }
+    waiting_[rank].clear();
+  }
   for (auto& [rank, parked] : parked_) {
     for (Outgoing& o : parked) {
       o.payload.clear();

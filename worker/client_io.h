@@ -132,6 +132,7 @@ class ClientIo {
     const float* src = nullptr;
     size_t src_bytes = 0;
     std::shared_ptr<const std::vector<uint8_t>> encoded;
+    int64_t window_bytes = 0;  // what it counts against its server's in-flight window
   };
 
   void IoLoop();
@@ -141,7 +142,13 @@ class ClientIo {
   void ReleaseDue();
   int PollTimeoutMs() const;
   void SendQueued();
+  // Sends `o`, or fails it (closed, dead server), parks it (recovering server) or queues it
+  // behind its server's in-flight window (options.max_in_flight_bytes).
   void Dispatch(Outgoing& o);
+  // Numbers `o`, records it as pending and sends it.
+  void Transmit(Outgoing& o, int64_t window_bytes);
+  // Sends what waits for `rank`'s window while it has room.
+  void ReleaseWaiting(int rank);
   void OnReply(Envelope& env, int from);
   static Status CheckReply(const proto::Header& h, const Pending& p, int from);
   Status AcceptPull(const proto::Header& h, const Message& message, const Pending& p, int from);
@@ -189,7 +196,10 @@ class ClientIo {
   std::unordered_map<int32_t, int> server_rank_;  // server node id -> rank
   std::unordered_map<int, std::chrono::steady_clock::time_point> recovering_;  // rank -> deadline
   std::unordered_map<int, std::vector<Outgoing>> parked_;  // rank -> requests while it is down
-  std::optional<Status> closed_;                           // set once the cluster shut down
+  // Per server rank: bytes of pending requests, and what waits for room under the window.
+  std::vector<int64_t> in_flight_;
+  std::vector<std::deque<Outgoing>> waiting_;
+  std::optional<Status> closed_;  // set once the cluster shut down
 };
 
 }  // namespace hetps

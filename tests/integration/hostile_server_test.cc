@@ -48,6 +48,15 @@ class FakeServer {
     std::lock_guard<std::mutex> lock(mu_);
     answers_.push_back(a);
   }
+  // While holding, requests are recorded and left unanswered; Release answers them and every
+  // later one.
+  void Hold() { hold_ = true; }
+  void Release() { release_ = true; }
+  // The types of the requests received so far, in order.
+  std::vector<proto::MsgType> Received() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return received_;
+  }
 
  private:
   void Serve() {
@@ -63,7 +72,22 @@ class FakeServer {
           link_->Send(ReplyTo(env->message.header, proto::SHARD_MAP_ACK, link_->id()));
         }
       }
-      while (auto env = Receive(router_, zmq::recv_flags::dontwait, true)) Respond(*env);
+      if (release_.exchange(false)) {
+        hold_ = false;
+        for (Envelope& env : held_) Respond(env);
+        held_.clear();
+      }
+      while (auto env = Receive(router_, zmq::recv_flags::dontwait, true)) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          received_.push_back(env->message.header.type());
+        }
+        if (hold_) {
+          held_.push_back(std::move(*env));
+        } else {
+          Respond(*env);
+        }
+      }
     }
   }
 
@@ -147,6 +171,9 @@ class FakeServer {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::deque<enum Answer> answers_;
+  std::vector<proto::MsgType> received_;
+  std::atomic<bool> hold_{false}, release_{false};
+  std::vector<Envelope> held_;  // the serving thread's
   std::thread thread_;
 };
 
@@ -196,6 +223,51 @@ TEST(HostileServerTest, BadRepliesFailTheirOperationAndTheClientStaysUsable) {
   ASSERT_TRUE(pull(Answer::kHonest).ok());
   EXPECT_EQ(std::vector<float>(out, out + 8), values);
   EXPECT_TRUE(c.Clock().ok());
+}
+
+// Flow control: a client has at most max_in_flight_bytes of requests in flight to a server; the
+// rest wait in the client, in order (a clock after pushes stays after them), and go as replies
+// come back.
+TEST(HostileServerTest, RequestsBeyondTheInFlightWindowWaitInTheClientInOrder) {
+  LocalCluster cluster({.servers = 0,
+                        .workers = 1,
+                        .scheduler_flags = {"--num_servers=1", "--partition_bytes=65536"}});
+  FakeServer server(cluster.endpoint(), std::vector<float>(16384, 1.0f));
+  ClientOptions options = cluster.ClientOpts();
+  options.max_in_flight_bytes = 3 * 65536;
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  Client& c = **client;
+  constexpr int kPartitions = 8;
+  ASSERT_TRUE(c.DeclareTensors({{"w", {kPartitions * 16384}, 0}}).ok());
+  ASSERT_EQ(c.shard_map().PartitionsOf(c.shard_map().TensorId("w")).size(), kPartitions);
+
+  server.Hold();
+  std::vector<float> g(kPartitions * 16384, 0.5f);
+  Ticket push = c.Push("w", g.data(), static_cast<int64_t>(g.size()));
+  Status clock;
+  std::thread clocker([&] { clock = c.Clock(); });
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (server.Received().size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  std::this_thread::sleep_for(300ms);  // time for more to arrive, were the window not kept
+  EXPECT_EQ(server.Received().size(), 3u) << "requests beyond the window reached the server";
+  EXPECT_FALSE(push.Done());
+
+  server.Release();
+  ASSERT_TRUE(push.Wait().ok());
+  clocker.join();
+  ASSERT_TRUE(clock.ok()) << clock.ToString();
+  const std::vector<proto::MsgType> received = server.Received();
+  ASSERT_EQ(received.size(), kPartitions + 1u);
+  for (int i = 0; i < kPartitions; ++i) EXPECT_EQ(received[i], proto::PUSH) << i;
+  EXPECT_EQ(received.back(), proto::CLOCK) << "the clock passed pushes waiting for the window";
+  // Pulls count what they ask for: all 8 partitions arrive, in windows, and complete.
+  std::vector<float> values(g.size(), 0.0f);
+  ASSERT_TRUE(c.Pull("w", values.data(), static_cast<int64_t>(values.size())).Wait().ok());
+  EXPECT_EQ(values, std::vector<float>(g.size(), 1.0f));
+  EXPECT_TRUE(c.Finish().ok());
 }
 
 }  // namespace
