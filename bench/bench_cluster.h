@@ -23,14 +23,17 @@ class BenchCluster {
   ~BenchCluster();  // finishes the clients, then stops every process it started
   static StatusOr<std::unique_ptr<BenchCluster>> Start(BenchClusterOptions options);
   // Start() then ConnectAndDeclare(); a failure's message names the cluster's log.
-  // `auth`: what the in-process clients connect with (the processes take their own flags).
-  static StatusOr<std::unique_ptr<BenchCluster>> Launch(const BenchClusterOptions& options,
-                                                        const std::vector<TensorSpec>& tensors,
-                                                        const AuthFlags& auth = {});
+  // `auth`: what the in-process clients connect with (the processes take their own flags);
+  // `shared_memory_bytes`: their ClientOptions::shared_memory_bytes (0: TCP only).
+  static StatusOr<std::unique_ptr<BenchCluster>> Launch(
+      const BenchClusterOptions& options, const std::vector<TensorSpec>& tensors,
+      const AuthFlags& auth = {},
+      int64_t shared_memory_bytes = ClientOptions{}.shared_memory_bytes);
   // Connects the W clients together (Connect and DeclareTensors are collective); their requests
   // to a dead server wait `server_recovery_timeout_ms` for its restart.
   Status ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
-                           int server_recovery_timeout_ms = 0, const AuthFlags& auth = {});
+                           int server_recovery_timeout_ms = 0, const AuthFlags& auth = {},
+                           int64_t shared_memory_bytes = ClientOptions{}.shared_memory_bytes);
   // SIGKILLs server `i` and waits for it to exit.
   Status KillServer(int i);
   // Starts server `i` again with its flags (after it exited).

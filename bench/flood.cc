@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <random>
@@ -37,14 +38,16 @@ int FreeLoopbackPort() {
   return ok ? ntohs(addr.sin_port) : -1;
 }
 
-// Resident memory of `pid` in MiB (VmRSS), or -1.
-double RssMib(pid_t pid) {
+// A figure of /proc/<pid>/status in MiB (`field`: "VmRSS:", "RssShmem:"), or -1.
+double StatusMib(pid_t pid, const char* field) {
   std::ifstream in(fmt::format("/proc/{}/status", pid));
+  const size_t n = std::strlen(field);
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+    if (line.rfind(field, 0) == 0) return std::stod(line.substr(n)) / 1024.0;
   }
   return -1;
 }
+double RssMib(pid_t pid) { return StatusMib(pid, "VmRSS:"); }
 
 // The legitimate worker: push a gradient of ones, then pull, until `stop`; every value pulled
 // must be minus the number of pushes so far (sgd, lr 1, zeros). Returns GB/s moved (push and
@@ -135,7 +138,11 @@ int RunFlood(const FloodOptions& o) {
   cluster_options.scheduler_flags = {"--partition_bytes=1048576"};
   cluster_options.server_flags = {"--optimizer=sgd:lr=1", "--init=zeros"};
   cluster_options.server_own_flags = {{fmt::format("--bind=tcp://127.0.0.1:{}", port)}};
-  auto cluster = BenchCluster::Launch(cluster_options, {{"t", {kElements}, 0}});
+  // The legitimate worker reaches the server over TCP, as the junk does: a remote worker
+  // beside remote attackers (through the co-located shared memory its payloads would not load
+  // the server's socket at all).
+  auto cluster = BenchCluster::Launch(cluster_options, {{"t", {kElements}, 0}}, {},
+                                      /*shared_memory_bytes=*/0);
   if (!cluster.ok()) {
     std::fprintf(stderr, "hetps-bench flood: %s\n", cluster.status().ToString().c_str());
     return 1;
@@ -149,6 +156,8 @@ int RunFlood(const FloodOptions& o) {
   const double before = Legitimate(client, pushes, never, 3);
   const double rss_before = RssMib(server);
   double rss_peak = rss_before;
+  const double shmem_before = StatusMib(server, "RssShmem:");
+  double shmem_peak = shmem_before;
   std::atomic<int64_t> junk_sent{0}, connections{0};
   std::vector<std::thread> attackers;
   for (int i = 0; i < o.junk_peers; ++i) {
@@ -158,6 +167,7 @@ int RunFlood(const FloodOptions& o) {
   std::thread sampler([&] {
     while (!stop.load()) {
       rss_peak = std::max(rss_peak, RssMib(server));
+      shmem_peak = std::max(shmem_peak, StatusMib(server, "RssShmem:"));
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   });
@@ -175,11 +185,12 @@ int RunFlood(const FloodOptions& o) {
       "\"junk_messages\":%lld,\"connections_opened\":%lld,\"legit_gbps_before\":%.3f,"
       "\"legit_gbps_during\":%.3f,\"legit_gbps_after\":%.3f,\"during_vs_before\":%.2f,"
       "\"values_right\":%s,\"server_rss_mib_before\":%.1f,\"server_rss_mib_peak\":%.1f,"
-      "\"server_rss_mib_after\":%.1f}\n",
+      "\"server_rss_mib_after\":%.1f,\"server_shmem_mib_before\":%.1f,"
+      "\"server_shmem_mib_peak\":%.1f}\n",
       o.seconds, o.junk_peers, o.half_open, static_cast<long long>(junk_sent.load()),
       static_cast<long long>(connections.load()), before, during, after,
       before > 0 ? during / before : 0.0, served ? "true" : "false", rss_before, rss_peak,
-      rss_after);
+      rss_after, shmem_before, shmem_peak);
   std::fflush(stdout);
   if (!served) {
     std::fprintf(stderr, "hetps-bench flood: the worker was not served right (log: %s)\n",

@@ -70,6 +70,10 @@ DEFINE_string(auth, "none",
               "pushpull: comma-separated transport security, each on a fresh cluster: none, "
               "curve (CURVE-encrypted, keys made for the run); with both, curve's throughput "
               "is also printed as a ratio to none's");
+DEFINE_string(transport, "tcp",
+              "pushpull: comma-separated worker-to-server transports, each on a fresh cluster: "
+              "tcp, shm (the co-located transport: payloads through shared memory); with both, "
+              "shm's throughput is also printed as a ratio to tcp's beside memcpy's");
 
 namespace {
 
@@ -138,6 +142,16 @@ int PushPull() {
     o.auth.push_back(mode);
   }
   if (o.auth.empty()) o.auth.push_back("none");
+  o.transport.clear();
+  std::stringstream transports(FLAGS_transport);
+  for (std::string t; std::getline(transports, t, ',');) {
+    if (t != "tcp" && t != "shm") {
+      std::fprintf(stderr, "--transport: '%s' is not tcp or shm\n", t.c_str());
+      return 2;
+    }
+    o.transport.push_back(t);
+  }
+  if (o.transport.empty()) o.transport.push_back("tcp");
   return hetps::bench::RunPushPull(o);
 }
 
@@ -229,7 +243,7 @@ int Consistency() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T] "
-      "[--tensors 100 --kb 4]\n"
+      "[--tensors 100 --kb 4] [--transport tcp,shm]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
       "--straggler_slowdown F --durability memory,process --repeats N]\n"

@@ -178,14 +178,39 @@ double Measure(int workers, size_t bytes, double seconds, Op op) {
 namespace {
 
 struct Throughput {
-  std::vector<double> push_gbps, pull_gbps;  // by size
+  std::vector<double> push_gbps, pull_gbps, round_gbps;  // by size
 };
+
+// The setting a cluster is measured under.
+struct Setting {
+  std::string transport, auth, level;
+  auto operator<=>(const Setting&) const = default;
+};
+
+int64_t SharedMemoryBytes(const std::string& transport) {
+  return transport == "shm" ? ClientOptions{}.shared_memory_bytes : 0;
+}
+
+// GB/s of one thread's memcpy between two buffers of `bytes` (touched first), the median of
+// kRounds: the ceiling of any transfer that copies the payload once.
+double MemcpyGbps(size_t bytes) {
+  std::vector<uint8_t> a(bytes, 1), b(bytes, 2);
+  std::vector<double> gbps;
+  for (int r = 0; r < kRounds; ++r) {
+    const int reps = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
+    const auto start = Clock::now();
+    for (int i = 0; i < reps; ++i)
+      std::memcpy((i % 2 ? a : b).data(), (i % 2 ? b : a).data(), bytes);
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    gbps.push_back(static_cast<double>(bytes) * reps / s / 1e9);
+  }
+  return Median(gbps);
+}
 
 // Steps per second (summed over workers) over many small tensors: push all, wait, pull all,
 // wait; against RawZmqSteps with the same messages, slices alternating.
-Status MeasureSmallTensors(const PushPullOptions& o, const std::string& auth,
-                           const std::string& level, const std::vector<TensorSpec>& tensors,
-                           BenchCluster& cluster) {
+Status MeasureSmallTensors(const PushPullOptions& o, const Setting& at,
+                           const std::vector<TensorSpec>& tensors, BenchCluster& cluster) {
   auto& clients = cluster.clients();
   const int64_t n = tensors[0].NumElements();
   std::vector<std::vector<std::vector<float>>> buffers(
@@ -223,19 +248,21 @@ Status MeasureSmallTensors(const PushPullOptions& o, const std::string& auth,
   const double raw = Median(raws), hetps = Median(steps);
   std::printf(
       "{\"bench\":\"pushpull_tensors\",\"tensors\":%zu,\"kb\":%d,\"servers\":%d,\"workers\":%d,"
-      "\"auth\":\"%s\",\"durability\":\"%s\",\"steps_per_s\":%.1f,\"raw_zmq_steps_per_s\":%.1f,"
-      "\"vs_raw\":%.2f,\"seconds\":%.1f}\n",
-      tensors.size(), o.kb, o.servers, o.workers, auth.c_str(), level.c_str(), hetps, raw,
-      hetps / raw, o.seconds);
+      "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"steps_per_s\":%.1f,"
+      "\"raw_zmq_steps_per_s\":%.1f,\"vs_raw\":%.2f,\"seconds\":%.1f}\n",
+      tensors.size(), o.kb, o.servers, o.workers, at.transport.c_str(), at.auth.c_str(),
+      at.level.c_str(), hetps, raw, hetps / raw, o.seconds);
   std::fflush(stdout);
   return Status();
 }
 
-// Measures every size on a fresh cluster whose servers run at durability `level` and with
-// transport security `auth`; fills `out` for o.mb. `data_root` holds the servers' data dirs
-// and, for auth "curve", the keys.
-Status RunLevel(const PushPullOptions& o, const std::string& auth, const std::string& level,
-                const std::string& data_root, Throughput& out) {
+// Measures every size on a fresh cluster whose servers run at durability `at.level`, with
+// transport security `at.auth`, reached over `at.transport`; fills `out` for o.mb. `data_root`
+// holds the servers' data dirs and, for auth "curve", the keys.
+Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& data_root,
+                Throughput& out) {
+  const std::string& auth = at.auth;
+  const std::string& level = at.level;
   std::vector<TensorSpec> tensors;
   for (int mb : o.mb) tensors.push_back({fmt::format("bench_{}mb", mb), {int64_t{mb} << 18}, 0});
   BenchClusterOptions cluster_options;
@@ -270,10 +297,11 @@ Status RunLevel(const PushPullOptions& o, const std::string& auth, const std::st
       tensors.push_back({fmt::format("small_{}", t), {int64_t{o.kb} << 8}, t});
     }
   }
-  auto cluster = BenchCluster::Launch(cluster_options, tensors, client_auth);
+  auto cluster =
+      BenchCluster::Launch(cluster_options, tensors, client_auth, SharedMemoryBytes(at.transport));
   if (!cluster.ok()) return cluster.status();
   auto& clients = (*cluster)->clients();
-  if (o.tensors > 1) return MeasureSmallTensors(o, auth, level, tensors, **cluster);
+  if (o.tensors > 1) return MeasureSmallTensors(o, at, tensors, **cluster);
   for (size_t i = 0; i < o.mb.size(); ++i) {
     const std::string& name = tensors[i].name;
     const int64_t n = tensors[i].NumElements();
@@ -306,17 +334,21 @@ Status RunLevel(const PushPullOptions& o, const std::string& auth, const std::st
       return Status::Internal(
           fmt::format("a request failed (cluster log: {})", (*cluster)->log_path()));
     }
+    if (at.transport == "shm" && clients[0]->stats().shared_memory_bytes == 0) {
+      return Status::Internal("the shm transport carried nothing: the clients stayed on TCP");
+    }
     out.push_gbps.push_back(push);
     out.pull_gbps.push_back(pull);
+    out.round_gbps.push_back(round_trip);
     std::printf(
         "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
-        "\"auth\":\"%s\",\"durability\":\"%s\",\"push_gbps\":%.3f,\"pull_gbps\":%.3f,"
-        "\"round_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,\"pull_vs_raw\":%.2f,"
-        "\"round_vs_serial\":%.2f,\"seconds\":%.1f}\n",
+        "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"push_gbps\":%.3f,"
+        "\"pull_gbps\":%.3f,\"round_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,"
+        "\"pull_vs_raw\":%.2f,\"round_vs_serial\":%.2f,\"seconds\":%.1f}\n",
         o.mb[i], o.servers, o.workers,
         clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(),
-        auth.c_str(), level.c_str(), push, pull, round_trip, raw, push / raw, pull / raw,
-        round_trip * (1 / push + 1 / pull), o.seconds);
+        at.transport.c_str(), auth.c_str(), level.c_str(), push, pull, round_trip, raw, push / raw,
+        pull / raw, round_trip * (1 / push + 1 / pull), o.seconds);
     std::fflush(stdout);
   }
   return Status();
@@ -331,40 +363,47 @@ int RunPushPull(const PushPullOptions& o) {
     return 1;
   }
   const std::string data_root = tmpl;
-  std::map<std::pair<std::string, std::string>, Throughput> measured;  // by (auth, level)
+  std::map<Setting, Throughput> measured;
   int code = 0;
-  for (const std::string& auth : o.auth) {
-    for (const std::string& level : o.durability) {
-      if (Status s = RunLevel(o, auth, level, data_root, measured[{auth, level}]); !s.ok()) {
-        std::fprintf(stderr, "hetps-bench: auth %s, durability %s: %s\n", auth.c_str(),
-                     level.c_str(), s.ToString().c_str());
-        code = 1;
-        break;
+  for (const std::string& transport : o.transport) {
+    for (const std::string& auth : o.auth) {
+      for (const std::string& level : o.durability) {
+        const Setting at{transport, auth, level};
+        if (Status s = RunLevel(o, at, data_root, measured[at]); !s.ok()) {
+          std::fprintf(stderr, "hetps-bench: transport %s, auth %s, durability %s: %s\n",
+                       transport.c_str(), auth.c_str(), level.c_str(), s.ToString().c_str());
+          code = 1;
+          break;
+        }
       }
+      if (code != 0) break;
     }
     if (code != 0) break;
   }
   std::error_code ec;
   std::filesystem::remove_all(data_root, ec);
   if (code != 0 || o.tensors > 1) return code;  // the ratios below are per tensor size
+  const std::string& first_transport = o.transport[0];
   for (const std::string& auth : o.auth) {
-    if (!measured.contains({auth, "memory"})) break;
+    if (!measured.contains({first_transport, auth, "memory"})) break;
+    const Throughput& memory = measured[{first_transport, auth, "memory"}];
     for (const std::string& level : o.durability) {
       if (level == "memory") continue;
       for (size_t i = 0; i < o.mb.size(); ++i) {
         std::printf(
-            "{\"bench\":\"pushpull_durability\",\"mb\":%d,\"auth\":\"%s\",\"durability\":\"%s\","
-            "\"push_vs_memory\":%.2f}\n",
-            o.mb[i], auth.c_str(), level.c_str(),
-            measured[{auth, level}].push_gbps[i] / measured[{auth, "memory"}].push_gbps[i]);
+            "{\"bench\":\"pushpull_durability\",\"mb\":%d,\"transport\":\"%s\",\"auth\":\"%s\","
+            "\"durability\":\"%s\",\"push_vs_memory\":%.2f}\n",
+            o.mb[i], first_transport.c_str(), auth.c_str(), level.c_str(),
+            measured[{first_transport, auth, level}].push_gbps[i] / memory.push_gbps[i]);
       }
     }
   }
-  if (measured.contains({"none", o.durability[0]}) &&
-      measured.contains({"curve", o.durability[0]})) {
+  const std::string& first_level = o.durability[0];
+  if (measured.contains({first_transport, "none", first_level}) &&
+      measured.contains({first_transport, "curve", first_level})) {
     for (const std::string& level : o.durability) {
-      const Throughput& none = measured[{"none", level}];
-      const Throughput& curve = measured[{"curve", level}];
+      const Throughput& none = measured[{first_transport, "none", level}];
+      const Throughput& curve = measured[{first_transport, "curve", level}];
       for (size_t i = 0; i < o.mb.size(); ++i) {
         std::printf(
             "{\"bench\":\"pushpull_auth\",\"mb\":%d,\"durability\":\"%s\",\"auth\":\"curve\","
@@ -372,6 +411,25 @@ int RunPushPull(const PushPullOptions& o) {
             o.mb[i], level.c_str(), curve.push_gbps[i] / none.push_gbps[i],
             curve.pull_gbps[i] / none.pull_gbps[i]);
       }
+    }
+  }
+  const std::string& first_auth = o.auth[0];
+  if (measured.contains({"tcp", first_auth, first_level}) &&
+      measured.contains({"shm", first_auth, first_level})) {
+    const Throughput& tcp = measured[{"tcp", first_auth, first_level}];
+    const Throughput& shm = measured[{"shm", first_auth, first_level}];
+    for (size_t i = 0; i < o.mb.size(); ++i) {
+      // A round through shared memory copies the payload three times, one after another: into
+      // the push's slot, the server's values into the pull's slot, and out into the caller's
+      // buffer. memcpy / 3 is its ceiling on one core (the optimizer's pass comes on top).
+      const double memcpy_gbps = MemcpyGbps(static_cast<size_t>(o.mb[i]) << 20);
+      std::printf(
+          "{\"bench\":\"pushpull_transport\",\"mb\":%d,\"auth\":\"%s\",\"durability\":\"%s\","
+          "\"shm_push_vs_tcp\":%.2f,\"shm_pull_vs_tcp\":%.2f,\"shm_round_vs_tcp\":%.2f,"
+          "\"memcpy_gbps\":%.3f,\"shm_round_vs_memcpy_ceiling\":%.2f}\n",
+          o.mb[i], first_auth.c_str(), first_level.c_str(), shm.push_gbps[i] / tcp.push_gbps[i],
+          shm.pull_gbps[i] / tcp.pull_gbps[i], shm.round_gbps[i] / tcp.round_gbps[i], memcpy_gbps,
+          shm.round_gbps[i] / (memcpy_gbps / 3));
     }
   }
   std::fflush(stdout);

@@ -23,6 +23,10 @@ struct PushPullOptions {
   // Transport security to measure, each on a fresh cluster: "none" or "curve" (every
   // connection CURVE-encrypted, keys made for the run).
   std::vector<std::string> auth = {"none"};
+  // Worker-to-server transport to measure, each on a fresh cluster: "tcp" (the socket carries
+  // the payloads) or "shm" (the co-located transport: payloads through shared memory, headers
+  // on the socket; ClientOptions::shared_memory_bytes).
+  std::vector<std::string> transport = {"tcp"};
   // > 1: instead of one tensor per size, steps over this many tensors of `kb` KiB each (a
   // model's many small tensors): each step pushes all of them (in flight together), waits,
   // pulls all of them, waits. Compared with a raw ZeroMQ loop of the same messages.
@@ -33,8 +37,9 @@ struct PushPullOptions {
 // Prints one JSON object per size (or, with tensors > 1, per step shape), auth and level on
 // stdout, then with more than one level and
 // "memory" among them, each level's push throughput as a ratio to memory's, and with "none" and
-// "curve" both, curve's push and pull throughput as ratios to none's; returns the process exit
-// code.
+// "curve" both, curve's push and pull throughput as ratios to none's, and with "tcp" and "shm"
+// both, shm's push, pull and round as ratios to tcp's beside a memcpy of the same size measured
+// in the same run; returns the process exit code.
 int RunPushPull(const PushPullOptions& options);
 
 }  // namespace hetps::bench

@@ -23,6 +23,7 @@
 #include "common/message.h"
 #include "common/scheduler_link.h"
 #include "common/shard_map.h"
+#include "common/shm_segment.h"
 #include "server/apply_threads.h"
 #include "server/consistency_gate.h"
 #include "server/cut_file.h"
@@ -62,6 +63,11 @@ class ServerLoop {
   Status CheckSender(const Envelope& env) const;
   void Reject(const Envelope& env, const Status& s);
   Status CheckRequest(const Envelope& env) const;
+  // The co-located transport (worker/shm_channel.h): a worker's SHM_ATTACH maps its segment;
+  // a data request with shm_length gets the slot it names, checked to lie within the segment,
+  // as its payload frame (which keeps the mapping alive while anything holds it).
+  void AttachShm(Envelope& env);
+  Status BorrowShm(Envelope& env);
   void Serve(DataRequest request);  // on the partition's owning thread
   void ApplyRound(const RoundSpec& round);
   int Owner(const Partition& p) const {
@@ -96,6 +102,7 @@ class ServerLoop {
   ServingState state_;
   std::vector<float> scratch_;
   std::unordered_set<int32_t> dead_;
+  std::unordered_map<int32_t, std::shared_ptr<ShmSegment>> shm_;  // by worker node id
   std::optional<ConsistencyGate> gate_;
   std::unique_ptr<DurableStore> durable_;
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
@@ -333,6 +340,7 @@ void ServerLoop::Reject(const Envelope& env, const Status& s) {
 
 void ServerLoop::HandleWorker(Envelope& env) {
   const proto::Header& h = env.message.header;
+  if (env.status.ok() && h.type() == proto::SHM_ATTACH) return AttachShm(env);
   if (Status s = CheckRequest(env); !s.ok()) return Reject(env, s);
   if (cut_ && !cut_->job && h.clock() >= cut_->cut.clock()) {
     cut_->deferred.push_back(std::move(env));  // after the checkpoint's clock: waits for it
@@ -340,8 +348,53 @@ void ServerLoop::HandleWorker(Envelope& env) {
   }
   max_clock_seen_ = std::max(max_clock_seen_, h.clock());
   if (h.type() == proto::CLOCK) return gate_->OnClock(env);
+  if (h.shm_length() != 0) {
+    if (Status s = BorrowShm(env); !s.ok()) return Reject(env, s);
+  }
   (h.type() == proto::PULL ? pulls_ : pushes_)++;
   gate_->Admit(env);
+}
+
+void ServerLoop::AttachShm(Envelope& env) {
+  const proto::Header& h = env.message.header;
+  if (Status s = CheckSender(env); !s.ok()) return Reject(env, s);
+  Status s;
+  if (options_.auth.curve) {
+    s = Status::FailedPrecondition("no shared memory transport with --auth=curve");
+  } else if (h.shm_length() <= 0 || h.shm_length() > (int64_t{1} << 32)) {
+    s = Status::InvalidArgument(fmt::format("a shared memory segment of {} bytes", h.shm_length()));
+  } else {
+    auto segment = ShmSegment::Open(h.shm_name(), static_cast<size_t>(h.shm_length()));
+    if (segment.ok()) {
+      shm_[h.sender()] = std::move(*segment);
+      spdlog::debug("worker {}: payloads through shared memory {}", h.sender(), h.shm_name());
+      return Reply(env.identity, ReplyTo(h, proto::SHM_ATTACH_REPLY, link_->id()));
+    }
+    s = segment.status();
+  }
+  spdlog::info("worker {} stays on TCP: {}", h.sender(), s.ToString());
+  Reply(env.identity, ErrorReply(h, s, link_->id()));
+}
+
+Status ServerLoop::BorrowShm(Envelope& env) {
+  const proto::Header& h = env.message.header;
+  auto it = shm_.find(h.sender());
+  if (it == shm_.end()) {
+    return Status::FailedPrecondition("this worker has no shared memory segment here");
+  }
+  const int64_t offset = h.shm_offset(), length = h.shm_length();
+  const int64_t size = static_cast<int64_t>(it->second->size());
+  if (!env.message.payload.empty() || offset < 0 || length <= 0 || offset > size ||
+      length > size - offset) {
+    return Status::Malformed(fmt::format(
+        "shared memory slot [{}, +{}) with {} frame(s) is not within the segment of {} bytes",
+        offset, length, env.message.payload.size(), size));
+  }
+  using Mapping = std::shared_ptr<ShmSegment>;
+  env.message.payload.emplace_back(
+      it->second->data() + offset, static_cast<size_t>(length),
+      [](void*, void* hint) { delete static_cast<Mapping*>(hint); }, new Mapping(it->second));
+  return Status();
 }
 
 void ServerLoop::Serve(DataRequest request) {
@@ -674,6 +727,7 @@ void ServerLoop::HandleControl(Envelope& env) {
     }
     case proto::NODE_DEAD: {
       dead_.insert(h.node());
+      shm_.erase(h.node());
       const proto::NodeInfo* node = link_->view().Node(h.node());
       const bool worker = node != nullptr && node->role() == proto::WORKER;
       spdlog::warn("{} {} declared dead by the scheduler", worker ? "worker" : "node", h.node());
@@ -681,6 +735,7 @@ void ServerLoop::HandleControl(Envelope& env) {
       break;
     }
     case proto::NODE_LEFT:
+      shm_.erase(h.node());
       gate_->RemoveWorker(h.node(), "finished");
       break;
     case proto::WORKER_JOINED:

@@ -216,14 +216,35 @@ const float* FloatsOf(const zmq::message_t& frame, std::vector<float>& scratch) 
 // Pulls may ask for these codecs (deterministic and stateless).
 bool PullCodecAllowed(const std::string& codec) { return codec == "none" || codec == "fp16"; }
 
-DataReply ServePull(const ServingState& shared, const proto::Header& h, int64_t min_clock,
+DataReply ServePull(const ServingState& shared, Message& m, int64_t min_clock,
                     PartitionState& part) {
   using Snapshot = std::shared_ptr<const std::vector<float>>;
+  const proto::Header& h = m.header;
   const Partition& p = part.info();
   Snapshot snapshot = part.Snapshot();
   zmq::message_t values;
   DataReply r;
-  if (!h.codec().empty() && h.codec() != "none") {
+  const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
+  if (h.shm_length() != 0) {
+    // The co-located transport: the values go into the slot the worker named (the network
+    // thread checked it lies within the worker's segment and attached it as the payload).
+    if ((!h.codec().empty() && h.codec() != "none") || m.payload.size() != 1 ||
+        m.payload[0].size() != bytes) {
+      return {ErrorReply(h,
+                         Status::SizeMismatch(fmt::format(
+                             "partition {}: a shared memory pull needs a raw slot of {} bytes",
+                             p.id, bytes)),
+                         shared.self),
+              {}};
+    }
+    std::memcpy(m.payload[0].data(), snapshot->data(), bytes);
+    r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
+    r.header.set_dtype(proto::FLOAT32);
+    r.header.set_num_elements(p.length);
+    r.header.set_version(part.version());
+    r.header.set_min_clock(min_clock);
+    r.header.set_shm_length(static_cast<int64_t>(bytes));
+  } else if (!h.codec().empty() && h.codec() != "none") {
     auto codec = PullCodecAllowed(h.codec())
                      ? shared.codecs->Get(h.codec())
                      : StatusOr<std::shared_ptr<const compress::Codec>>(Status::InvalidArgument(
@@ -236,17 +257,19 @@ DataReply ServePull(const ServingState& shared, const proto::Header& h, int64_t 
   } else {
     auto* held = new Snapshot(std::move(snapshot));  // released when ZeroMQ has sent it
     values = zmq::message_t(
-        const_cast<float*>((*held)->data()), static_cast<size_t>(p.length) * sizeof(float),
+        const_cast<float*>((*held)->data()), bytes,
         [](void*, void* hint) { delete static_cast<Snapshot*>(hint); }, held);
   }
-  const std::string codec_name = r.header.codec();
-  r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
-  r.header.set_codec(codec_name);
-  r.header.set_dtype(proto::FLOAT32);
-  r.header.set_num_elements(p.length);
-  r.header.set_version(part.version());
-  r.header.set_min_clock(min_clock);
-  r.payload.push_back(std::move(values));
+  if (h.shm_length() == 0) {
+    const std::string codec_name = r.header.codec();
+    r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
+    r.header.set_codec(codec_name);
+    r.header.set_dtype(proto::FLOAT32);
+    r.header.set_num_elements(p.length);
+    r.header.set_version(part.version());
+    r.header.set_min_clock(min_clock);
+    r.payload.push_back(std::move(values));
+  }
   if (part.aggregator()->tracks_reads()) {  // the aggregator remembers what each worker read
     proto::LogRecord record;
     record.set_kind(proto::LogRecord::PULL);
@@ -302,6 +325,13 @@ void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& p
     FaultPoint("update.logged");
   }
   if (push) r.header.set_staleness(staleness);
+  if (h.shm_length() != 0) {
+    // The payload lies in the worker's shared memory, in a slot it reuses once answered: applied
+    // first, and a held update copied out of it (no frame to take over).
+    ApplyRecord(shared, part, record, data, nullptr);
+    MaybeCheckpointPartition(shared, part);
+    return reply(std::move(r));
+  }
   reply(std::move(r));
   FaultPoint("update.answered");
   ApplyRecord(shared, part, record, data, m.payload.empty() ? nullptr : &m.payload[0]);
@@ -324,7 +354,7 @@ void ServeData(const ServingState& shared, DataRequest& req, std::vector<float>&
                              shared.self),
                   {}});
   }
-  if (h.type() == proto::PULL) return reply(ServePull(shared, h, req.min_clock, *part));
+  if (h.type() == proto::PULL) return reply(ServePull(shared, m, req.min_clock, *part));
   if (Status s = CheckPayload(h, m, part->info()); !s.ok()) {
     spdlog::warn("rejected {} from node {}: {}", proto::MsgType_Name(h.type()), h.sender(),
                  s.ToString());

@@ -91,6 +91,14 @@ struct ClientOptions {
   // before they apply it). 64 MiB is many times the bandwidth-delay product of a datacenter
   // link; a request larger than the window goes alone. 0: unbounded.
   int64_t max_in_flight_bytes = int64_t{64} << 20;
+  // The co-located transport (worker/shm_channel.h): to a server on this machine (the same host
+  // name in the cluster view, and an address of this network namespace) payloads go through a
+  // shared memory segment of this many bytes instead of TCP, once the server mapped it (the
+  // same user and /dev/shm); headers, replies and their order stay on the socket. Memory is
+  // reserved behind the segment only as far as requests in flight reach, and a request that
+  // finds no room goes over TCP. Not used with auth "curve" (its guarantees are the socket's),
+  // over an emulated link, or to a server restarted during the run. 0: always TCP.
+  int64_t shared_memory_bytes = int64_t{64} << 20;
 };
 
 struct ClientStats {
@@ -98,6 +106,9 @@ struct ClientStats {
   int64_t raw_bytes_pushed = 0;  // the same as float32, before compression
   int64_t bytes_pulled = 0;      // payload bytes received by Pull
   int64_t requests = 0;          // partition requests sent
+  // Payload bytes (pushed and pulled) that went through the co-located transport's shared
+  // memory instead of the socket (ClientOptions::shared_memory_bytes).
+  int64_t shared_memory_bytes = 0;
   // Read staleness: for every partition read, this worker's clock minus the slowest live
   // worker's clock when the server answered (0 under bsp, <= s under ssp).
   int64_t reads = 0;

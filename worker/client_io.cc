@@ -135,6 +135,7 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
     if (Status s = Connect(server); !s.ok()) return s;
     server_rank_[server.id()] = server.rank();
   }
+  AttachSharedMemory();
   link_.SetReporter([this, &heartbeat_clock](proto::Header& h) {
     report_.Fill(heartbeat_clock.load(), *h.mutable_worker_report());
   });
@@ -161,6 +162,93 @@ Status ClientIo::Connect(const proto::NodeInfo& server) {
   }
   servers_[server.rank()] = std::move(sock);
   return Status();
+}
+
+void ClientIo::AttachSharedMemory() {
+  shm_.resize(servers_.size());
+  if (options_.shared_memory_bytes <= 0 || auth_.curve || options_.link.enabled()) return;
+  const proto::NodeInfo* self = link_.view().Node(link_.id());
+  if (self == nullptr) return;
+  for (const proto::NodeInfo& server : link_.view().servers()) {
+    if (server.host() != self->host() || !IsLocalEndpoint(server.address())) continue;
+    auto channel = ShmChannel::Create(incarnation_, server.rank(),
+                                      static_cast<size_t>(options_.shared_memory_bytes));
+    if (!channel.ok()) {
+      spdlog::info("no shared memory for co-located servers (TCP instead): {}",
+                   channel.status().ToString());
+      return;
+    }
+    if (Status s = Attach(server.rank(), **channel); !s.ok()) {
+      spdlog::info("server rank {} is on this host but did not map shared memory (TCP instead): {}",
+                   server.rank(), s.ToString());
+      continue;
+    }
+    (*channel)->Unlink();
+    spdlog::debug("server rank {}: payloads through shared memory {}", server.rank(),
+                  (*channel)->name());
+    shm_[server.rank()] = std::move(*channel);
+  }
+}
+
+// Asks server `rank` to map `channel`, on its socket before the I/O thread runs; a server that
+// does not know this worker yet (its view is on the way) is asked again for up to a second.
+Status ClientIo::Attach(int rank, const ShmChannel& channel) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (true) {
+    proto::Header h;
+    h.set_type(proto::SHM_ATTACH);
+    h.set_sender(link_.id());
+    h.set_shm_name(channel.name());
+    h.set_shm_length(static_cast<int64_t>(channel.size()));
+    hetps::Send(servers_[rank], h, {});
+    zmq::pollitem_t item{servers_[rank].handle(), 0, ZMQ_POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) {
+      return Status::DeadlineExceeded("no answer to SHM_ATTACH");
+    }
+    auto env = Receive(servers_[rank], zmq::recv_flags::dontwait, /*routed=*/false);
+    if (!env || !env->status.ok()) return Status::Malformed("a malformed answer to SHM_ATTACH");
+    const proto::Header& r = env->message.header;
+    if (r.type() == proto::SHM_ATTACH_REPLY) return Status();
+    Status s = StatusOf(r);
+    if (s.ok())
+      return Status::Malformed("SHM_ATTACH answered with " + proto::MsgType_Name(r.type()));
+    if (s.code() != proto::UNREGISTERED || std::chrono::steady_clock::now() > deadline) return s;
+    link_.MaybeHeartbeat();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void ClientIo::ToSharedMemory(Outgoing& o, Pending& p) {
+  ShmChannel& channel = *shm_[o.target];
+  const proto::MsgType type = o.header.type();
+  int64_t bytes = 0;
+  if ((type == proto::PUSH || type == proto::INIT) && o.payload.size() == 1) {
+    bytes = static_cast<int64_t>(o.payload[0].size());
+  } else if (type == proto::PULL && o.header.codec().empty()) {
+    bytes = o.dst_len * static_cast<int64_t>(sizeof(float));
+  } else {
+    return;
+  }
+  const std::optional<int64_t> slot = channel.Allocate(bytes);
+  if (!slot) return;  // full: this one goes over TCP
+  if (type != proto::PULL) {
+    std::memcpy(channel.At(*slot), o.payload[0].data(), static_cast<size_t>(bytes));
+    o.payload.clear();  // the caller's buffer is free now
+    report_.OnSharedMemory(bytes);
+  }
+  o.header.set_shm_offset(*slot);
+  o.header.set_shm_length(bytes);
+  p.shm_offset = *slot;
+  p.shm_length = bytes;
+}
+
+void ClientIo::FreeSlot(const Pending& p) {
+  if (p.shm_offset < 0 || p.target < 0) return;
+  ShmChannel& channel = *shm_[p.target];
+  // A server declared dead may yet write into its slots: those are never reused.
+  if (channel.attached) channel.Free(p.shm_offset);
 }
 
 void ClientIo::Submit(std::vector<Outgoing> batch) {
@@ -344,6 +432,7 @@ void ClientIo::Transmit(Outgoing& o, int64_t window_bytes) {
     p.src_bytes = o.src_bytes;
     p.encoded = o.encoded;
   }
+  if (o.target >= 0 && shm_[o.target] && shm_[o.target]->attached) ToSharedMemory(o, p);
   if (o.target == kToScheduler) {
     hetps::Send(link_.socket(), o.header, std::move(o.payload));
   } else {
@@ -394,6 +483,7 @@ void ClientIo::OnReply(Envelope& env, int from) {
   Status s = CheckReply(h, p, from);
   if (!s.ok()) {
     spdlog::warn("{}", s.ToString());
+    FreeSlot(p);
     p.op->Complete(s);
     ReleaseWaiting(from);
     return;
@@ -402,6 +492,7 @@ void ClientIo::OnReply(Envelope& env, int from) {
   if (h.dropped()) report_.OnDropped();
   if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) report_.OnPushAcked(h.staleness());
   if (s.ok() && h.type() == proto::PULL_REPLY) s = AcceptPull(h, env.message, p, from);
+  FreeSlot(p);
   p.op->Complete(s, &h);
   ReleaseWaiting(from);
 }
@@ -414,6 +505,19 @@ Status ClientIo::AcceptPull(const proto::Header& h, const Message& message, cons
     return Status::Malformed(
         fmt::format("server rank {} answered partition {} in codec '{}', not '{}'", from,
                     p.partition, h.codec(), pulls_.codec));
+  }
+  if (h.shm_length() != 0) {  // written into this request's slot of the shared segment
+    if (p.shm_offset < 0 || h.shm_length() != static_cast<int64_t>(want) ||
+        !message.payload.empty()) {
+      return Status::SizeMismatch(fmt::format(
+          "server rank {} answered partition {} in shared memory with a wrong size or slot", from,
+          p.partition));
+    }
+    std::memcpy(p.dst, shm_[from]->At(p.shm_offset), want);
+    report_.OnSharedMemory(static_cast<int64_t>(want));
+    pulls_.base_versions[p.partition].store(h.version(), std::memory_order_relaxed);
+    report_.OnRead(static_cast<int64_t>(want), std::max<int64_t>(0, p.clock - h.min_clock()));
+    return Status();
   }
   if (message.payload.size() != 1 || (pulls_.codec.empty() && message.payload[0].size() != want)) {
     return Status::SizeMismatch(
@@ -468,6 +572,7 @@ void ClientIo::OnControl(Envelope& env) {
 void ClientIo::FailPending(int target, const Status& s) {
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.target == target) {
+      FreeSlot(it->second);
       it->second.op->Complete(s);
       it = pending_.erase(it);
     } else {
@@ -485,6 +590,7 @@ void ClientIo::FailPending(int target, const Status& s) {
 
 void ClientIo::OnServerDead(int rank) {
   servers_[rank].close();  // drops queued frames, releasing the caller's buffers
+  if (shm_[rank]) shm_[rank]->attached = false;  // a restarted server has not mapped it
   if (options_.server_recovery_timeout_ms <= 0) {
     spdlog::error("server rank {} is dead; its requests fail", rank);
     dead_servers_.insert(rank);

@@ -28,6 +28,7 @@
 #include "common/scheduler_link.h"
 #include "worker/client.h"
 #include "worker/client_report.h"
+#include "worker/shm_channel.h"
 
 namespace hetps {
 
@@ -133,6 +134,9 @@ class ClientIo {
     size_t src_bytes = 0;
     std::shared_ptr<const std::vector<uint8_t>> encoded;
     int64_t window_bytes = 0;  // what it counts against its server's in-flight window
+    // On the co-located transport: its slot in the server's ShmChannel (-1: none).
+    int64_t shm_offset = -1;
+    int64_t shm_length = 0;
   };
 
   void IoLoop();
@@ -162,6 +166,15 @@ class ClientIo {
   void ExpireRecoveries();
   // Dials `server` (expecting its announced key with auth.curve).
   Status Connect(const proto::NodeInfo& server);
+  // The co-located transport: a shared memory segment for every server on this host that maps
+  // it (before the I/O thread starts); the others stay on TCP.
+  void AttachSharedMemory();
+  Status Attach(int rank, const ShmChannel& channel);
+  // Moves a request's payload (or its pull reply) into a slot of its server's segment, when one
+  // is free.
+  void ToSharedMemory(Outgoing& o, Pending& p);
+  // Gives back the slot of a request that completed.
+  void FreeSlot(const Pending& p);
 
   const ClientOptions options_;
   const Auth auth_;
@@ -199,7 +212,8 @@ class ClientIo {
   // Per server rank: bytes of pending requests, and what waits for room under the window.
   std::vector<int64_t> in_flight_;
   std::vector<std::deque<Outgoing>> waiting_;
-  std::optional<Status> closed_;  // set once the cluster shut down
+  std::vector<std::unique_ptr<ShmChannel>> shm_;  // per server rank; null: TCP only
+  std::optional<Status> closed_;                  // set once the cluster shut down
 };
 
 }  // namespace hetps

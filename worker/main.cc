@@ -94,6 +94,10 @@ DEFINE_int32(join_timeout_ms, 60000, "how long to wait for the cluster to form")
 DEFINE_int32(server_recovery_timeout_ms, 0,
              "when a server dies, how long its requests wait for it to be restarted on its "
              "--data_dir (then they are resent, each update applied once); 0: they fail at once");
+DEFINE_int64(shared_memory_mib, 64,
+             "co-located servers (this machine and network namespace, no --auth=curve): push "
+             "and pull payloads go through a shared memory segment of this many MiB per server "
+             "instead of TCP loopback; 0: always TCP");
 DEFINE_string(codec, "none",
               "push compression: SPEC for every layer (e.g. topk:density=0.01,ef=1) or per layer "
               "(default=topk:density=0.01,ef=1;layer0=none;layer3=qsgd:levels=16); codecs: none, "
@@ -298,6 +302,7 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
   o.rank = FLAGS_rank;
   o.join_timeout_ms = FLAGS_join_timeout_ms;
   o.server_recovery_timeout_ms = FLAGS_server_recovery_timeout_ms;
+  o.shared_memory_bytes = FLAGS_shared_memory_mib << 20;
   o.push_codec = FLAGS_codec;
   o.pull_codec = FLAGS_pull_codec;
   o.stop = &stop;
@@ -329,6 +334,9 @@ int main(int argc, char** argv) {
   }
   auto link = LinkFromFlags();
   if (valid.ok()) valid = link.ok() ? hetps::ValidateLinkOptions(*link) : link.status();
+  if (valid.ok() && (FLAGS_shared_memory_mib < 0 || FLAGS_shared_memory_mib > 4096)) {
+    valid = hetps::Status::InvalidArgument("--shared_memory_mib must be within [0, 4096]");
+  }
   if (valid.ok() && (FLAGS_device_spread < 0 || FLAGS_link_spread < 0)) {
     valid = hetps::Status::InvalidArgument("device_spread and link_spread must be >= 0");
   }

@@ -15,13 +15,27 @@ float Grad(int i, int r, int64_t j) { return static_cast<float>((i + 1) * ((j + 
 const std::vector<TensorSpec> kTensors = {
     {"a", {10}, 0}, {"b", {1000, 3}, 1}, {"big", {100000}, 2}};  // big: 7 partitions of 64 KiB
 
-TEST(ClusterTest, EveryWorkerPullsTheExactSumOfAllPushes) {
+// Run over TCP only, through the co-located transport's shared memory (the default on one
+// machine), and with a segment of one partition, where requests that find no free slot go over
+// TCP beside those in shared memory.
+class ClusterTransportTest : public ::testing::TestWithParam<int64_t> {};
+
+INSTANTIATE_TEST_SUITE_P(Transports, ClusterTransportTest,
+                         ::testing::Values(0, ClientOptions{}.shared_memory_bytes, 65536),
+                         [](const auto& info) {
+                           return info.param == 0       ? std::string("Tcp")
+                                  : info.param == 65536 ? std::string("SharedMemoryOfOneSlot")
+                                                        : std::string("SharedMemory");
+                         });
+
+TEST_P(ClusterTransportTest, EveryWorkerPullsTheExactSumOfAllPushes) {
   const int kWorkers = 3, kRounds = 3;
   LocalCluster cluster({.servers = 2,
                         .workers = kWorkers,
                         .scheduler_flags = {"--partition_bytes=65536"},
                         .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros"}});
-  auto clients = cluster.ConnectClients(kWorkers);
+  auto clients = cluster.ConnectClients(
+      kWorkers, [](ClientOptions& o) { o.shared_memory_bytes = GetParam(); });
   LocalCluster::RunEach(kWorkers,
                         [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(kTensors).ok()); });
   const ShardMap& map = clients[0]->shard_map();
@@ -61,6 +75,15 @@ TEST(ClusterTest, EveryWorkerPullsTheExactSumOfAllPushes) {
     const int64_t model_bytes = (10 + 3000 + 100000) * 4;
     EXPECT_EQ(c.stats().bytes_pushed, kRounds * model_bytes);
     EXPECT_EQ(c.stats().bytes_pulled, model_bytes);
+    const int64_t shared = c.stats().shared_memory_bytes;
+    if (GetParam() == 0) {
+      EXPECT_EQ(shared, 0);
+    } else if (GetParam() == ClientOptions{}.shared_memory_bytes) {
+      EXPECT_EQ(shared, (kRounds + 1) * model_bytes) << "every payload went through shared memory";
+    } else {
+      EXPECT_GT(shared, 0);
+      EXPECT_LT(shared, (kRounds + 1) * model_bytes) << "one slot cannot hold all in flight";
+    }
   });
   for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
   // Once every worker left, the scheduler shuts the servers down and everyone exits cleanly.

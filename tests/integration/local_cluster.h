@@ -156,10 +156,14 @@ class LocalCluster {
   }
 
   // Connects n in-process clients at once (Connect blocks until the cluster is complete).
-  std::vector<std::unique_ptr<Client>> ConnectClients(int n) {
+  // `adjust` changes the options of each (ClientOpts() otherwise).
+  std::vector<std::unique_ptr<Client>> ConnectClients(
+      int n, const std::function<void(ClientOptions&)>& adjust = {}) {
     std::vector<std::unique_ptr<Client>> clients(n);
     RunEach(n, [&](int i) {
-      auto c = Client::Connect(ClientOpts());
+      ClientOptions options = ClientOpts();
+      if (adjust) adjust(options);
+      auto c = Client::Connect(options);
       ASSERT_TRUE(c.ok()) << c.status().ToString();
       clients[i] = std::move(*c);
     });

@@ -7,9 +7,11 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "common/message.h"
+#include "common/shm_segment.h"
 #include "common/subprocess.h"
 #include "tests/integration/local_cluster.h"
 
@@ -38,8 +40,45 @@ class RawWorker {
     return env->message.header;
   }
 
+  // Registers, declares `tensor` and connects srv_ to server rank 0 as this worker.
+  void Join(const TensorSpec& tensor) {
+    proto::Header reg;
+    reg.set_type(proto::REGISTER);
+    reg.set_role(proto::WORKER);
+    proto::Header reply = Call(sched_, reg);
+    ASSERT_EQ(reply.type(), proto::REGISTER_REPLY);
+    me_ = reply.node();
+    ASSERT_EQ(Next(sched_).type(), proto::CLUSTER_VIEW);
+    proto::Header declare;
+    declare.set_type(proto::DECLARE_TENSORS);
+    declare.set_sender(me_);
+    *declare.add_tensors() = ToProto(tensor);
+    reply = Call(sched_, declare);
+    ASSERT_EQ(reply.type(), proto::SHARD_MAP) << reply.error_message();
+    auto map = ShardMap::FromProto(reply.shard_map());
+    ASSERT_TRUE(map.ok());
+    map_ = std::move(*map);
+    // Server rank 0's address is in the cluster view a retried REGISTER returns too.
+    proto::Header again = Call(sched_, reg);
+    ASSERT_EQ(again.type(), proto::REGISTER_REPLY);
+    proto::Header v = Next(sched_);
+    ASSERT_EQ(v.type(), proto::CLUSTER_VIEW);
+    for (const auto& n : v.view().nodes()) {
+      if (n.role() == proto::SERVER && n.rank() == 0) address0_ = n.address();
+    }
+    ASSERT_FALSE(address0_.empty());
+    srv_.set(zmq::sockopt::routing_id, NodeIdentity(me_));
+    srv_.set(zmq::sockopt::linger, 0);
+    srv_.set(zmq::sockopt::rcvtimeo, 20000);
+    srv_.connect(address0_);
+  }
+
   zmq::context_t ctx_{1};
   zmq::socket_t sched_{ctx_, zmq::socket_type::dealer};
+  zmq::socket_t srv_{ctx_, zmq::socket_type::dealer};
+  int32_t me_ = -1;
+  std::optional<ShardMap> map_;
+  std::string address0_;
   std::vector<zmq::message_t> last_payload_;
 };
 
@@ -60,44 +99,18 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
   });
 
   RawWorker raw(cluster.endpoint());
-  proto::Header reg;
-  reg.set_type(proto::REGISTER);
-  reg.set_role(proto::WORKER);
-  proto::Header reply = raw.Call(raw.sched_, reg);
-  ASSERT_EQ(reply.type(), proto::REGISTER_REPLY);
-  const int32_t me = reply.node();
-  ASSERT_EQ(raw.Next(raw.sched_).type(), proto::CLUSTER_VIEW);
-  proto::Header declare;
-  declare.set_type(proto::DECLARE_TENSORS);
-  declare.set_sender(me);
-  *declare.add_tensors() = ToProto(tensors[0]);
-  reply = raw.Call(raw.sched_, declare);
-  ASSERT_EQ(reply.type(), proto::SHARD_MAP) << reply.error_message();
-  auto map = ShardMap::FromProto(reply.shard_map());
-  ASSERT_TRUE(map.ok());
+  raw.Join(tensors[0]);
+  ASSERT_FALSE(HasFatalFailure());
+  const int32_t me = raw.me_;
+  const std::optional<ShardMap>& map = raw.map_;
+  const std::string& address0 = raw.address0_;
+  zmq::socket_t& srv = raw.srv_;
   std::unique_ptr<Client> client = real.get();
 
   int32_t on0 = -1, on1 = -1;  // a partition on server rank 0, and one on rank 1
   for (const Partition& p : map->partitions()) (p.server_rank == 0 ? on0 : on1) = p.id;
   ASSERT_GE(on0, 0);
   ASSERT_GE(on1, 0);
-  // Connect to server rank 0 as this worker; its address is in the cluster view.
-  std::string address0;
-  {
-    proto::Header again = raw.Call(raw.sched_, reg);  // a retried REGISTER returns the view too
-    ASSERT_EQ(again.type(), proto::REGISTER_REPLY);
-    proto::Header v = raw.Next(raw.sched_);
-    ASSERT_EQ(v.type(), proto::CLUSTER_VIEW);
-    for (const auto& n : v.view().nodes()) {
-      if (n.role() == proto::SERVER && n.rank() == 0) address0 = n.address();
-    }
-  }
-  ASSERT_FALSE(address0.empty());
-  zmq::socket_t srv(raw.ctx_, zmq::socket_type::dealer);
-  srv.set(zmq::sockopt::routing_id, NodeIdentity(me));
-  srv.set(zmq::sockopt::linger, 0);
-  srv.set(zmq::sockopt::rcvtimeo, 20000);
-  srv.connect(address0);
 
   auto push = [&](int32_t partition, int64_t n) {
     proto::Header h;
@@ -251,6 +264,115 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
   proto::Header leave;
   leave.set_type(proto::LEAVE);
   leave.set_sender(me);
+  EXPECT_EQ(raw.Call(raw.sched_, leave).type(), proto::LEAVE);
+  EXPECT_TRUE(client->Finish().ok());
+}
+
+// The co-located transport: what a worker names in SHM_ATTACH and in a request's shared memory
+// slot is checked before the server touches it; every bad one gets a typed error, the server
+// goes on serving, and good slots carry a push and a pull's reply.
+TEST(MalformedTest, SharedMemorySlotsAreCheckedAndServingGoesOn) {
+  LocalCluster cluster(
+      {.servers = 1,
+       .workers = 2,
+       .scheduler_flags = {"--partition_bytes=4000", "--heartbeat_timeout_ms=60000"},
+       .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1"}});
+  const std::vector<TensorSpec> tensors = {{"t", {1000}, 0}};  // 1 partition
+  auto real = std::async(std::launch::async, [&] {
+    auto c = Client::Connect(cluster.ClientOpts());
+    EXPECT_TRUE(c.ok());
+    EXPECT_TRUE((*c)->DeclareTensors(tensors).ok());
+    return std::move(*c);
+  });
+  RawWorker raw(cluster.endpoint());
+  raw.Join(tensors[0]);
+  ASSERT_FALSE(HasFatalFailure());
+  std::unique_ptr<Client> client = real.get();
+  const int64_t len = 1000, bytes = len * 4;
+  const std::string name = "/hetps-malformed-" + std::to_string(getpid());
+  auto segment = ShmSegment::Create(name, 1 << 20);
+  ASSERT_TRUE(segment.ok()) << segment.status().ToString();
+  ASSERT_TRUE((*segment)->Reserve(1 << 20).ok());
+
+  auto request = [&](proto::MsgType type, int64_t offset, int64_t length) {
+    proto::Header h;
+    h.set_type(type);
+    h.set_sender(raw.me_);
+    h.set_request_id(5);
+    h.set_partition(0);
+    h.set_dtype(proto::FLOAT32);
+    h.set_num_elements(len);
+    h.set_shm_offset(offset);
+    h.set_shm_length(length);
+    return h;
+  };
+  auto attach = [&](const std::string& shm_name, int64_t size) {
+    proto::Header h;
+    h.set_type(proto::SHM_ATTACH);
+    h.set_sender(raw.me_);
+    h.set_shm_name(shm_name);
+    h.set_shm_length(size);
+    return raw.Call(raw.srv_, h);
+  };
+  auto expect_error = [&](const proto::Header& r, proto::ErrorCode code, const char* what) {
+    EXPECT_EQ(r.type(), proto::ERROR) << what;
+    EXPECT_EQ(r.error(), code) << what << ": " << r.error_message();
+  };
+
+  // Slots before any segment was mapped; segments that are not ours, missing or mis-sized.
+  expect_error(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes)), proto::FAILED_PRECONDITION,
+               "slot without a segment");
+  expect_error(attach("/etc/passwd", 1 << 20), proto::INVALID_ARGUMENT, "a foreign name");
+  expect_error(attach(name + "-missing", 1 << 20), proto::UNAVAILABLE, "a missing segment");
+  expect_error(attach(name, 4096), proto::INVALID_ARGUMENT, "a wrong size");
+  expect_error(attach(name, -1), proto::INVALID_ARGUMENT, "a negative size");
+  ASSERT_EQ(attach(name, 1 << 20).type(), proto::SHM_ATTACH_REPLY);
+
+  // Slots outside the segment, overflowing it, negative, with a frame besides; a pull whose
+  // slot is not the partition's size.
+  expect_error(raw.Call(raw.srv_, request(proto::PUSH, (1 << 20) - 64, bytes)), proto::MALFORMED,
+               "slot past the end");
+  expect_error(raw.Call(raw.srv_, request(proto::PUSH, INT64_MAX - 8, bytes)), proto::MALFORMED,
+               "offset overflowing");
+  expect_error(raw.Call(raw.srv_, request(proto::PUSH, -64, bytes)), proto::MALFORMED,
+               "negative offset");
+  expect_error(raw.Call(raw.srv_, request(proto::PUSH, 0, -bytes)), proto::MALFORMED,
+               "negative length");
+  {
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(len));
+    expect_error(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes), std::move(p)), proto::MALFORMED,
+                 "slot and frame");
+  }
+  expect_error(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes - 4)), proto::SIZE_MISMATCH,
+               "short push slot");
+  expect_error(raw.Call(raw.srv_, request(proto::PULL, 0, bytes - 4)), proto::SIZE_MISMATCH,
+               "short pull slot");
+
+  // Good slots: a push of ones read from the segment, then a pull written into it.
+  float* slot = reinterpret_cast<float*>((*segment)->data() + 4096);
+  std::fill(slot, slot + len, 1.0f);
+  proto::Header r = raw.Call(raw.srv_, request(proto::PUSH, 4096, bytes));
+  ASSERT_EQ(r.type(), proto::PUSH_REPLY) << r.error_message();
+  float* into = reinterpret_cast<float*>((*segment)->data() + 65536);
+  std::fill(into, into + len, 7.0f);
+  r = raw.Call(raw.srv_, request(proto::PULL, 65536, bytes));
+  ASSERT_EQ(r.type(), proto::PULL_REPLY) << r.error_message();
+  EXPECT_EQ(r.shm_length(), bytes);
+  EXPECT_TRUE(raw.last_payload_.empty());
+  EXPECT_EQ(into[0], -1.0f);
+  EXPECT_EQ(into[len - 1], -1.0f);
+
+  // The real client, through its own segment, sees the same.
+  std::vector<float> values(len);
+  ASSERT_TRUE(client->Pull("t", values.data(), len).Wait().ok());
+  EXPECT_EQ(values[0], -1.0f);
+  EXPECT_EQ(values[len - 1], -1.0f);
+  EXPECT_EQ(client->stats().shared_memory_bytes, bytes);
+
+  proto::Header leave;
+  leave.set_type(proto::LEAVE);
+  leave.set_sender(raw.me_);
   EXPECT_EQ(raw.Call(raw.sched_, leave).type(), proto::LEAVE);
   EXPECT_TRUE(client->Finish().ok());
 }

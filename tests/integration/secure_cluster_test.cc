@@ -379,7 +379,11 @@ size_t PatternSeenInCapture(const Keys* keys) {
                         .server_own_flags = {{fmt::format("--bind=tcp://127.0.0.1:{}", port)}}});
   LoopbackCapture capture(port);
   EXPECT_TRUE(capture.ok());
-  auto client = Client::Connect(keys ? keys->Client(cluster.ClientOpts()) : cluster.ClientOpts());
+  // Without keys the tensors are sent over TCP too (not the co-located shared memory), so that
+  // the capture sees them; with keys the client must not use shared memory on its own.
+  ClientOptions options = keys ? keys->Client(cluster.ClientOpts()) : cluster.ClientOpts();
+  if (!keys) options.shared_memory_bytes = 0;
+  auto client = Client::Connect(options);
   EXPECT_TRUE(client.ok()) << client.status().ToString();
   if (!client.ok()) return 0;
   const int64_t n = 1 << 16;
@@ -390,6 +394,7 @@ size_t PatternSeenInCapture(const Keys* keys) {
   std::vector<float> values(n);
   EXPECT_TRUE((*client)->Pull("secret", values.data(), n).Wait().ok());
   EXPECT_EQ(values[0], -4 * pattern[0]);  // the pushes did arrive
+  EXPECT_EQ((*client)->stats().shared_memory_bytes, 0) << "the payloads left the socket";
   EXPECT_TRUE((*client)->Finish().ok());
   const std::string& bytes = capture.Stop();
   EXPECT_GT(bytes.size(), size_t{4} * n * sizeof(float)) << "the capture saw the pushes";
