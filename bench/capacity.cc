@@ -58,7 +58,12 @@ Status Run(const CapacityBenchOptions& o) {
     }
     overhead.push_back(now);
   }
-  if (Status s = c.ConnectAndDeclare(tensors); !s.ok()) return s;
+  // Over TCP, as a worker on another machine: through the co-located transport the worker's
+  // shared memory segments (up to ClientOptions::shared_memory_bytes per server, touched by
+  // both) would count in every server's resident memory beside what it holds.
+  if (Status s = c.ConnectAndDeclare(tensors, 0, {}, /*shared_memory_bytes=*/0); !s.ok()) {
+    return s;
+  }
   Client& client = *c.clients()[0];
   const std::vector<int64_t> held_params = client.shard_map().ServerBytes();
   std::vector<std::vector<float>> values(kTensors, std::vector<float>(per_tensor, 1e-3f));

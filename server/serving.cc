@@ -222,14 +222,18 @@ DataReply ServePull(const ServingState& shared, Message& m, int64_t min_clock,
   const proto::Header& h = m.header;
   const Partition& p = part.info();
   Snapshot snapshot = part.Snapshot();
-  zmq::message_t values;
-  DataReply r;
   const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
+  const bool coded = !h.codec().empty() && h.codec() != "none";
+  DataReply r;
+  r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
+  r.header.set_dtype(proto::FLOAT32);
+  r.header.set_num_elements(p.length);
+  r.header.set_version(part.version());
+  r.header.set_min_clock(min_clock);
   if (h.shm_length() != 0) {
     // The co-located transport: the values go into the slot the worker named (the network
     // thread checked it lies within the worker's segment and attached it as the payload).
-    if ((!h.codec().empty() && h.codec() != "none") || m.payload.size() != 1 ||
-        m.payload[0].size() != bytes) {
+    if (coded || m.payload.size() != 1 || m.payload[0].size() != bytes) {
       return {ErrorReply(h,
                          Status::SizeMismatch(fmt::format(
                              "partition {}: a shared memory pull needs a raw slot of {} bytes",
@@ -238,37 +242,22 @@ DataReply ServePull(const ServingState& shared, Message& m, int64_t min_clock,
               {}};
     }
     std::memcpy(m.payload[0].data(), snapshot->data(), bytes);
-    r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
-    r.header.set_dtype(proto::FLOAT32);
-    r.header.set_num_elements(p.length);
-    r.header.set_version(part.version());
-    r.header.set_min_clock(min_clock);
     r.header.set_shm_length(static_cast<int64_t>(bytes));
-  } else if (!h.codec().empty() && h.codec() != "none") {
+  } else if (coded) {
     auto codec = PullCodecAllowed(h.codec())
                      ? shared.codecs->Get(h.codec())
                      : StatusOr<std::shared_ptr<const compress::Codec>>(Status::InvalidArgument(
                            fmt::format("pulls may use codec none or fp16, not '{}'", h.codec())));
     if (!codec.ok()) return {ErrorReply(h, codec.status(), shared.self), {}};
-    std::vector<uint8_t> bytes;
-    (*codec)->Encode(snapshot->data(), p.length, {}, nullptr, bytes);
-    values = OwnedFrame(std::move(bytes));
+    std::vector<uint8_t> encoded;
+    (*codec)->Encode(snapshot->data(), p.length, {}, nullptr, encoded);
     r.header.set_codec(h.codec());
+    r.payload.push_back(OwnedFrame(std::move(encoded)));
   } else {
     auto* held = new Snapshot(std::move(snapshot));  // released when ZeroMQ has sent it
-    values = zmq::message_t(
+    r.payload.emplace_back(
         const_cast<float*>((*held)->data()), bytes,
         [](void*, void* hint) { delete static_cast<Snapshot*>(hint); }, held);
-  }
-  if (h.shm_length() == 0) {
-    const std::string codec_name = r.header.codec();
-    r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
-    r.header.set_codec(codec_name);
-    r.header.set_dtype(proto::FLOAT32);
-    r.header.set_num_elements(p.length);
-    r.header.set_version(part.version());
-    r.header.set_min_clock(min_clock);
-    r.payload.push_back(std::move(values));
   }
   if (part.aggregator()->tracks_reads()) {  // the aggregator remembers what each worker read
     proto::LogRecord record;
