@@ -1,10 +1,14 @@
 // hetps-bench: benchmarks that start their own cluster and print JSON, one object per line.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "bench/capacity.h"
 #include "bench/codec.h"
@@ -77,6 +81,24 @@ DEFINE_string(transport, "tcp",
 
 namespace {
 
+// --NAME=a,b as a list of `allowed` values into `out` (the first allowed when empty); false
+// (having said why) when one is not allowed.
+bool Choices(const char* name, const std::string& value, const std::vector<std::string>& allowed,
+             std::vector<std::string>& out) {
+  out.clear();
+  std::stringstream items(value);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+      std::fprintf(stderr, "--%s: '%s' is not one of %s\n", name, item.c_str(),
+                   fmt::format("{}", fmt::join(allowed, ", ")).c_str());
+      return false;
+    }
+    out.push_back(item);
+  }
+  if (out.empty()) out.push_back(allowed[0]);
+  return true;
+}
+
 // --durability as a list of levels; false (having said why) when one is unknown.
 bool DurabilityLevels(std::vector<std::string>& out) {
   out.clear();
@@ -132,26 +154,10 @@ int PushPull() {
   o.tensors = FLAGS_tensors;
   o.kb = FLAGS_kb;
   if (!DurabilityLevels(o.durability)) return 2;
-  o.auth.clear();
-  std::stringstream modes(FLAGS_auth);
-  for (std::string mode; std::getline(modes, mode, ',');) {
-    if (mode != "none" && mode != "curve") {
-      std::fprintf(stderr, "--auth: '%s' is not none or curve\n", mode.c_str());
-      return 2;
-    }
-    o.auth.push_back(mode);
+  if (!Choices("auth", FLAGS_auth, {"none", "curve"}, o.auth) ||
+      !Choices("transport", FLAGS_transport, {"tcp", "shm"}, o.transport)) {
+    return 2;
   }
-  if (o.auth.empty()) o.auth.push_back("none");
-  o.transport.clear();
-  std::stringstream transports(FLAGS_transport);
-  for (std::string t; std::getline(transports, t, ',');) {
-    if (t != "tcp" && t != "shm") {
-      std::fprintf(stderr, "--transport: '%s' is not tcp or shm\n", t.c_str());
-      return 2;
-    }
-    o.transport.push_back(t);
-  }
-  if (o.transport.empty()) o.transport.push_back("tcp");
   return hetps::bench::RunPushPull(o);
 }
 

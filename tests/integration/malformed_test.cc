@@ -82,21 +82,33 @@ class RawWorker {
   std::vector<zmq::message_t> last_payload_;
 };
 
-zmq::message_t Floats(int64_t n) { return zmq::message_t(static_cast<size_t>(n) * sizeof(float)); }
+// A cluster of `servers` servers and two workers, the raw one and a real client (partitions of
+// 1000 floats, plain SGD at lr 1 from zeros, no heartbeat timeout while the test talks).
+ClusterOptions RawClusterOptions(int servers) {
+  return {.servers = servers,
+          .workers = 2,
+          .scheduler_flags = {"--partition_bytes=4000", "--heartbeat_timeout_ms=60000"},
+          .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1"}};
+}
 
-TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
-  LocalCluster cluster(
-      {.servers = 2,
-       .workers = 2,
-       .scheduler_flags = {"--partition_bytes=4000", "--heartbeat_timeout_ms=60000"},
-       .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1"}});
-  const std::vector<TensorSpec> tensors = {{"t", {3000}, 0}};  // 3 partitions of 1000
-  auto real = std::async(std::launch::async, [&] {
+// The real client beside the raw worker: Connect and DeclareTensors wait for both, so it joins
+// on its own thread.
+std::future<std::unique_ptr<Client>> JoinRealClient(LocalCluster& cluster,
+                                                    const std::vector<TensorSpec>& tensors) {
+  return std::async(std::launch::async, [&cluster, tensors] {
     auto c = Client::Connect(cluster.ClientOpts());
     EXPECT_TRUE(c.ok());
     EXPECT_TRUE((*c)->DeclareTensors(tensors).ok());
     return std::move(*c);
   });
+}
+
+zmq::message_t Floats(int64_t n) { return zmq::message_t(static_cast<size_t>(n) * sizeof(float)); }
+
+TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
+  LocalCluster cluster(RawClusterOptions(2));
+  const std::vector<TensorSpec> tensors = {{"t", {3000}, 0}};  // 3 partitions of 1000
+  auto real = JoinRealClient(cluster, tensors);
 
   RawWorker raw(cluster.endpoint());
   raw.Join(tensors[0]);
@@ -272,18 +284,9 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
 // slot is checked before the server touches it; every bad one gets a typed error, the server
 // goes on serving, and good slots carry a push and a pull's reply.
 TEST(MalformedTest, SharedMemorySlotsAreCheckedAndServingGoesOn) {
-  LocalCluster cluster(
-      {.servers = 1,
-       .workers = 2,
-       .scheduler_flags = {"--partition_bytes=4000", "--heartbeat_timeout_ms=60000"},
-       .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1"}});
+  LocalCluster cluster(RawClusterOptions(1));
   const std::vector<TensorSpec> tensors = {{"t", {1000}, 0}};  // 1 partition
-  auto real = std::async(std::launch::async, [&] {
-    auto c = Client::Connect(cluster.ClientOpts());
-    EXPECT_TRUE(c.ok());
-    EXPECT_TRUE((*c)->DeclareTensors(tensors).ok());
-    return std::move(*c);
-  });
+  auto real = JoinRealClient(cluster, tensors);
   RawWorker raw(cluster.endpoint());
   raw.Join(tensors[0]);
   ASSERT_FALSE(HasFatalFailure());
