@@ -3,6 +3,8 @@
 # joined to this host by a bridge, its link limited to RATE in both directions (tc tbf), as if
 # each server had its own NIC. Runs `hetps-bench pushpull` for 1, 2 and 4 servers and prints
 # its JSON lines. Needs root (ip netns, tc). Usage: bench/netns_scaling.sh [RATE] [MB] [SECONDS]
+# [PUSHPULL FLAGS...] (the rest go to every pushpull run, e.g. --transport=tcp,shm: the servers are
+# not co-located with the workers, so shm must refuse to run there)
 # Addresses are the project's own: 10.201.0.0/24 inside namespaces this script creates and
 # removes (also on failure).
 set -euo pipefail
@@ -11,6 +13,7 @@ cd "$(dirname "$0")/.."
 rate="${1:-1gbit}"
 mb="${2:-16}"
 seconds="${3:-12}"
+shift $(($# < 3 ? $# : 3))
 max_servers=4
 bridge=hetps-br0
 bench=./build/bin/hetps-bench
@@ -48,5 +51,5 @@ for servers in 1 2 4; do
     --partition_bytes=1048576 \
     --scheduler_bind='tcp://10.201.0.1:*' \
     --server_exec='ip netns exec hetps-s{i}' \
-    --server_bind='tcp://10.201.0.1{i}:*'
+    --server_bind='tcp://10.201.0.1{i}:*' "$@"
 done

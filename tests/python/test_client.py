@@ -18,7 +18,9 @@ def test_pushes_of_two_workers_sum_exactly(cluster):
     results = {}
 
     def worker(rank):
-        with hetps.Client(c.endpoint, rank=rank) as w:
+        # Rank 0 reaches the servers through shared memory (the default on one machine), rank 1
+        # over TCP.
+        with hetps.Client(c.endpoint, rank=rank, shared_memory_bytes=(64 << 20) * (1 - rank)) as w:
             w.declare([("w", (n,), 0), ("b", (7,), 1)])
             grads = [np.full(n, rank + 1, np.float32), np.arange(n, dtype=np.float32)]
             hetps.wait_all([w.push("w", g) for g in grads])
@@ -29,7 +31,7 @@ def test_pushes_of_two_workers_sum_exactly(cluster):
             w.pull("w", out).wait()
             b = np.empty(7, np.float32)
             w.pull("b", b).wait()
-            results[rank] = (out, b, w.stats(), w.num_workers, w.num_servers)
+            results[rank] = (out, b, w.stats(), w.num_workers, w.num_servers, rank)
 
     threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
     for t in threads:
@@ -38,12 +40,14 @@ def test_pushes_of_two_workers_sum_exactly(cluster):
         t.join(timeout=60)
     assert sorted(results) == [0, 1]
     expected = -(1 + 2 + 2 * np.arange(n, dtype=np.float64))
-    for out, b, stats, workers, servers in results.values():
+    for out, b, stats, workers, servers, rank in results.values():
         np.testing.assert_array_equal(out, expected.astype(np.float32))
         np.testing.assert_array_equal(b, np.full(7, -2, np.float32))
         assert (workers, servers) == (2, 2)
         assert stats["bytes_pushed"] == 4 * (2 * n + 7)
         assert stats["bytes_pulled"] == 4 * (n + 7)
+        moved = stats["bytes_pushed"] + stats["bytes_pulled"]
+        assert stats["shared_memory_bytes"] == (moved if rank == 0 else 0)
 
 
 def test_numpy_and_torch_arrays_cross_without_copies(cluster):
