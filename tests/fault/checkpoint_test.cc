@@ -107,7 +107,9 @@ TEST_P(CheckpointTest, CutsHoldExactlyTheClocksBeforeThemAndAResumedRunEndsTheSa
     for (auto& c : clients) ASSERT_TRUE(c->Finish().ok());
   }
   const std::vector<std::string> cuts = CompleteCuts(checkpoints.str());
-  ASSERT_GE(cuts.size(), 3u) << "clocks 40 and 80, and the one asked for";
+  // Clocks 40 and 80, and the one asked for (its `hetps ctl` succeeded above), which is a third
+  // unless the workers had just reached 40 or 80 when it was asked for.
+  ASSERT_GE(cuts.size(), 2u) << "clocks 40 and 80, and the one asked for";
   for (const std::string& cut : cuts) ExpectCutExact(cut, 2);
 
   // Resume from the first cut: workers start at its clock with its model and finish the run.
