@@ -78,10 +78,10 @@ Status BenchCluster::WaitWorkers() {
 StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Launch(const BenchClusterOptions& options,
                                                              const std::vector<TensorSpec>& tensors,
                                                              const AuthFlags& auth,
-                                                             int64_t shared_memory_bytes) {
+                                                             const TransferOptions& transfer) {
   auto cluster = Start(options);
   if (!cluster.ok()) return cluster;
-  if (Status s = (*cluster)->ConnectAndDeclare(tensors, 0, auth, shared_memory_bytes); !s.ok()) {
+  if (Status s = (*cluster)->ConnectAndDeclare(tensors, 0, auth, transfer); !s.ok()) {
     return Status(s.code(), fmt::format("{} (cluster log: {})", s.message(), (*cluster)->log_));
   }
   return cluster;
@@ -89,7 +89,7 @@ StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Launch(const BenchClusterO
 
 Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
                                        int server_recovery_timeout_ms, const AuthFlags& auth,
-                                       int64_t shared_memory_bytes) {
+                                       const TransferOptions& transfer) {
   clients_.resize(workers_);
   std::vector<Status> results(workers_);
   std::vector<std::thread> threads;
@@ -102,7 +102,8 @@ Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
       o.auth = auth.mode;
       o.keys_dir = auth.keys_dir;
       o.key_name = auth.key_name;
-      o.shared_memory_bytes = shared_memory_bytes;
+      o.shared_memory_bytes = transfer.shared_memory_bytes;
+      o.batch_bytes = transfer.batch_bytes;
       auto client = Client::Connect(o);
       if (!client.ok()) {
         results[i] = client.status();

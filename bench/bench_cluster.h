@@ -18,22 +18,28 @@ namespace hetps::bench {
 // bin_dir and work_dir are filled in by BenchCluster.
 using BenchClusterOptions = LocalClusterOptions;
 
+// How the in-process clients move data (ClientOptions of the same names).
+struct TransferOptions {
+  int64_t shared_memory_bytes = ClientOptions{}.shared_memory_bytes;  // 0: TCP only
+  int64_t batch_bytes = ClientOptions{}.batch_bytes;                  // 0: a message per request
+};
+
 class BenchCluster {
  public:
   ~BenchCluster();  // finishes the clients, then stops every process it started
   static StatusOr<std::unique_ptr<BenchCluster>> Start(BenchClusterOptions options);
   // Start() then ConnectAndDeclare(); a failure's message names the cluster's log.
   // `auth`: what the in-process clients connect with (the processes take their own flags);
-  // `shared_memory_bytes`: their ClientOptions::shared_memory_bytes (0: TCP only).
-  static StatusOr<std::unique_ptr<BenchCluster>> Launch(
-      const BenchClusterOptions& options, const std::vector<TensorSpec>& tensors,
-      const AuthFlags& auth = {},
-      int64_t shared_memory_bytes = ClientOptions{}.shared_memory_bytes);
+  // `transfer`: their transport settings.
+  static StatusOr<std::unique_ptr<BenchCluster>> Launch(const BenchClusterOptions& options,
+                                                        const std::vector<TensorSpec>& tensors,
+                                                        const AuthFlags& auth = {},
+                                                        const TransferOptions& transfer = {});
   // Connects the W clients together (Connect and DeclareTensors are collective); their requests
   // to a dead server wait `server_recovery_timeout_ms` for its restart.
   Status ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
                            int server_recovery_timeout_ms = 0, const AuthFlags& auth = {},
-                           int64_t shared_memory_bytes = ClientOptions{}.shared_memory_bytes);
+                           const TransferOptions& transfer = {});
   // SIGKILLs server `i` and waits for it to exit.
   Status KillServer(int i);
   // Starts server `i` again with its flags (after it exited).

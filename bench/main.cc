@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "bench/recovery.h"
 #include "bench/train.h"
 #include "common/int_list.h"
+#include "worker/client.h"
 
 DEFINE_int32(servers, 0, "servers in the benchmark cluster (default: pushpull 1, consistency 2)");
 DEFINE_int32(workers, 0, "workers, in-process clients (default: pushpull 1, consistency 4)");
@@ -74,6 +76,9 @@ DEFINE_string(auth, "none",
               "pushpull: comma-separated transport security, each on a fresh cluster: none, "
               "curve (CURVE-encrypted, keys made for the run); with both, curve's throughput "
               "is also printed as a ratio to none's");
+DEFINE_string(batch_kib, "256",
+              "pushpull with --tensors: comma-separated ClientOptions::batch_bytes in KiB, each on "
+              "a fresh cluster (0: one message per request)");
 DEFINE_string(transport, "tcp",
               "pushpull: comma-separated worker-to-server transports, each on a fresh cluster: "
               "tcp, shm (the co-located transport: payloads through shared memory); with both, "
@@ -153,6 +158,19 @@ int PushPull() {
   }
   o.tensors = FLAGS_tensors;
   o.kb = FLAGS_kb;
+  o.batch_kib.clear();
+  std::stringstream batches(FLAGS_batch_kib);
+  for (std::string item; std::getline(batches, item, ',');) {
+    char* end = nullptr;
+    const long long kib = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || kib < 0 || kib > 65536) {
+      std::fprintf(stderr, "--batch_kib: '%s' is not a size in KiB within [0, 65536]\n",
+                   item.c_str());
+      return 2;
+    }
+    o.batch_kib.push_back(kib);
+  }
+  if (o.batch_kib.empty()) o.batch_kib.push_back(hetps::ClientOptions{}.batch_bytes >> 10);
   if (!DurabilityLevels(o.durability)) return 2;
   if (!Choices("auth", FLAGS_auth, {"none", "curve"}, o.auth) ||
       !Choices("transport", FLAGS_transport, {"tcp", "shm"}, o.transport)) {
@@ -249,7 +267,7 @@ int Consistency() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T] "
-      "[--tensors 100 --kb 4] [--transport tcp,shm]\n"
+      "[--tensors 100 --kb 4 --batch_kib 256,0] [--transport tcp,shm]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
       "--straggler_slowdown F --durability memory,process --repeats N]\n"

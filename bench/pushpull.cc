@@ -184,6 +184,7 @@ struct Throughput {
 // The setting a cluster is measured under.
 struct Setting {
   std::string transport, auth, level;
+  int64_t batch_kib = ClientOptions{}.batch_bytes >> 10;
   auto operator<=>(const Setting&) const = default;
 };
 
@@ -215,25 +216,20 @@ Status MeasureSmallTensors(const PushPullOptions& o, const Setting& at,
   const int64_t n = tensors[0].NumElements();
   std::vector<std::vector<std::vector<float>>> buffers(
       o.workers, std::vector<std::vector<float>>(tensors.size(), std::vector<float>(n, 1e-3f)));
+  // Every tensor in one call each way, as a trainer does (Client::Push/Pull of many tensors).
+  std::vector<std::vector<Client::ConstTensorView>> grads(o.workers);
+  std::vector<std::vector<Client::TensorView>> values(o.workers);
+  for (int w = 0; w < o.workers; ++w) {
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      grads[w].push_back({tensors[t].name, buffers[w][t].data(), n});
+      values[w].push_back({tensors[t].name, buffers[w][t].data(), n});
+    }
+  }
   auto step = [&](int w) {
-    std::vector<Ticket> tickets;
-    tickets.reserve(tensors.size());
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      tickets.push_back(clients[w]->Push(tensors[t].name, buffers[w][t].data(), n));
-    }
-    Status s;
-    for (const Ticket& ticket : tickets) {
-      if (Status e = ticket.Wait(); s.ok()) s = e;
-    }
-    tickets.clear();
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      tickets.push_back(clients[w]->Pull(tensors[t].name, buffers[w][t].data(), n));
-    }
-    for (const Ticket& ticket : tickets) {
-      if (Status e = ticket.Wait(); s.ok()) s = e;
-    }
-    return s;
+    if (Status s = clients[w]->Push(grads[w]).Wait(); !s.ok()) return s;
+    return clients[w]->Pull(values[w]).Wait();
   };
+  const ClientStats before = clients[0]->stats();
   const double slice = o.seconds / (2 * kRounds);
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   std::vector<double> raws, steps;
@@ -246,12 +242,19 @@ Status MeasureSmallTensors(const PushPullOptions& o, const Setting& at,
     return Status::Internal(fmt::format("a request failed (cluster log: {})", cluster.log_path()));
   }
   const double raw = Median(raws), hetps = Median(steps);
+  // What batching did: messages worker 0 sent per request (1: none shared a message).
+  const ClientStats after = clients[0]->stats();
+  const double per_request =
+      static_cast<double>(after.messages - before.messages) /
+      static_cast<double>(std::max<int64_t>(1, after.requests - before.requests));
   std::printf(
       "{\"bench\":\"pushpull_tensors\",\"tensors\":%zu,\"kb\":%d,\"servers\":%d,\"workers\":%d,"
-      "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"steps_per_s\":%.1f,"
-      "\"raw_zmq_steps_per_s\":%.1f,\"vs_raw\":%.2f,\"seconds\":%.1f}\n",
+      "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"batch_kib\":%lld,"
+      "\"steps_per_s\":%.1f,\"raw_zmq_steps_per_s\":%.1f,\"vs_raw\":%.2f,"
+      "\"messages_per_request\":%.3f,\"seconds\":%.1f}\n",
       tensors.size(), o.kb, o.servers, o.workers, at.transport.c_str(), at.auth.c_str(),
-      at.level.c_str(), hetps, raw, hetps / raw, o.seconds);
+      at.level.c_str(), static_cast<long long>(at.batch_kib), hetps, raw, hetps / raw, per_request,
+      o.seconds);
   std::fflush(stdout);
   return Status();
 }
@@ -297,8 +300,8 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
       tensors.push_back({fmt::format("small_{}", t), {int64_t{o.kb} << 8}, t});
     }
   }
-  auto cluster =
-      BenchCluster::Launch(cluster_options, tensors, client_auth, SharedMemoryBytes(at.transport));
+  auto cluster = BenchCluster::Launch(cluster_options, tensors, client_auth,
+                                      {SharedMemoryBytes(at.transport), at.batch_kib << 10});
   if (!cluster.ok()) return cluster.status();
   auto& clients = (*cluster)->clients();
   if (o.tensors > 1) return MeasureSmallTensors(o, at, tensors, **cluster);
@@ -368,13 +371,19 @@ int RunPushPull(const PushPullOptions& o) {
   for (const std::string& transport : o.transport) {
     for (const std::string& auth : o.auth) {
       for (const std::string& level : o.durability) {
-        const Setting at{transport, auth, level};
-        if (Status s = RunLevel(o, at, data_root, measured[at]); !s.ok()) {
-          std::fprintf(stderr, "hetps-bench: transport %s, auth %s, durability %s: %s\n",
-                       transport.c_str(), auth.c_str(), level.c_str(), s.ToString().c_str());
-          code = 1;
-          break;
+        // Batch sizes matter only to many small tensors; one tensor per size runs the default.
+        const std::vector<int64_t> batches =
+            o.tensors > 1 ? o.batch_kib : std::vector<int64_t>{ClientOptions{}.batch_bytes >> 10};
+        for (int64_t batch_kib : batches) {
+          const Setting at{transport, auth, level, batch_kib};
+          if (Status s = RunLevel(o, at, data_root, measured[at]); !s.ok()) {
+            std::fprintf(stderr, "hetps-bench: transport %s, auth %s, durability %s: %s\n",
+                         transport.c_str(), auth.c_str(), level.c_str(), s.ToString().c_str());
+            code = 1;
+            break;
+          }
         }
+        if (code != 0) break;
       }
       if (code != 0) break;
     }

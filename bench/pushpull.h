@@ -32,6 +32,9 @@ struct PushPullOptions {
   // pulls all of them, waits. Compared with a raw ZeroMQ loop of the same messages.
   int tensors = 1;
   int kb = 4;
+  // With tensors > 1: ClientOptions::batch_bytes in KiB to measure, each on a fresh cluster
+  // (0: one message per request).
+  std::vector<int64_t> batch_kib = {256};
 };
 
 // Prints one JSON object per size (or, with tensors > 1, per step shape), auth and level on

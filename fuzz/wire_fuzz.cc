@@ -1,12 +1,15 @@
 // The wire on hostile frames: the input is cut into frames (each a 2-byte length, then its
 // bytes) and sent to a ROUTER socket, which reads it as every node does (common/message.h):
 // frame 0 must parse as a hetps header, the rest are payload frames. A malformed message is
-// reported as such and every frame is drained, so the next message reads cleanly.
+// reported as such and every frame is drained, so the next message reads cleanly. A BATCH
+// (common/batch.h) is split as servers and workers do: either every frame lands in exactly one
+// part, or the batch is refused whole.
 #include <cstdint>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/batch.h"
 #include "common/message.h"
 
 namespace {
@@ -49,6 +52,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (hostile->status.ok()) {
     (void)StatusOf(hostile->message.header);
     (void)hostile->message.header.DebugString();
+  }
+  if (IsBatch(*hostile)) {
+    const size_t frames = hostile->message.payload.size();
+    std::vector<Envelope> parts;
+    if (Unbatch(*hostile, parts).ok()) {
+      size_t got = 0;
+      for (const Envelope& part : parts) {
+        if (part.identity != "node-1" || part.message.header.type() == proto::BATCH) {
+          __builtin_trap();
+        }
+        got += part.message.payload.size();
+      }
+      if (parts.empty() || got != frames) __builtin_trap();
+    } else if (!parts.empty()) {
+      __builtin_trap();
+    }
   }
   auto next = Receive(s->router, zmq::recv_flags::none, /*routed=*/true);
   if (!next || !next->status.ok() || next->message.header.request_id() != 42) __builtin_trap();

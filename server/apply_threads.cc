@@ -117,7 +117,7 @@ void ApplyThreads::Loop(zmq::context_t& context, int index, const ServingState& 
       return;
     }
     DataRequest& request = *work->request;
-    ServeData(state, request, scratch, [&](DataReply r) {
+    ServeData(state, request, scratch, [&](DataReply&& r) {
       (void)out.send(zmq::buffer(request.identity), zmq::send_flags::sndmore);
       hetps::Send(out, r.header, std::move(r.payload));
     });

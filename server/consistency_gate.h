@@ -29,7 +29,7 @@ class ConsistencyGate {
   // How the gate acts on the server.
   struct Actions {
     std::function<void(const std::string& identity, const proto::Header& reply)> reply;
-    std::function<void(DataRequest request)> serve;           // to the partition's owner
+    std::function<void(DataRequest&& request)> serve;         // to the partition's owner
     std::function<void(const RoundSpec& round)> apply_round;  // by every partition owner
     std::function<double()> now;  // seconds on a monotonic clock (tests pass their own)
   };

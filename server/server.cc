@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/batch.h"
 #include "common/cluster_view.h"
 #include "common/compress/codec.h"
 #include "common/cut.h"
@@ -33,6 +34,10 @@
 
 namespace hetps {
 namespace {
+
+// Answers of one batch go back together up to this many payload bytes per message (a pull of a
+// larger partition goes alone).
+constexpr int64_t kAnswerBatchBytes = int64_t{256} << 10;
 
 // The network thread: owns the sockets to the workers and the scheduler, validates every
 // request, and serves the small partitions itself; the consistency gate decides when, the
@@ -68,7 +73,7 @@ class ServerLoop {
   // as its payload frame (which keeps the mapping alive while anything holds it).
   void AttachShm(Envelope& env);
   Status BorrowShm(Envelope& env);
-  void Serve(DataRequest request);  // on the partition's owning thread
+  void Serve(DataRequest&& request);  // on the partition's owning thread
   void ApplyRound(const RoundSpec& round);
   int Owner(const Partition& p) const {
     return p.length * static_cast<int64_t>(sizeof(float)) <= options_.inline_apply_bytes
@@ -80,8 +85,14 @@ class ServerLoop {
   }
   void Reply(const std::string& identity, proto::Header header) {
     header.set_sender(link_->id());
-    SendRouted(*router_, identity, header);
+    Answer(identity, std::move(header), std::vector<zmq::message_t>{});
   }
+  // Batches (common/batch.h): the parts of a worker's batch go through HandleWorker one by one;
+  // what they are answered at once goes back to it as one batch (SendAnswers after the last).
+  void HandleBatch(Envelope& env);
+  void Answer(const std::string& identity, proto::Header&& header,
+              std::vector<zmq::message_t>&& payload);
+  void SendAnswers();
   void FillReport(proto::Header& h) const;
 
   const ServerOptions& options_;
@@ -120,6 +131,12 @@ class ServerLoop {
     std::chrono::steady_clock::time_point writing_since;
   };
   std::optional<PendingCut> cut_;
+  // While a batch is served: its worker and the answers collected for it.
+  struct Answers {
+    std::string identity;
+    Batch batch;
+  };
+  std::optional<Answers> answers_;
   int64_t max_clock_seen_ = -1;  // the furthest clock of any request served
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   int64_t pushes_ = 0, pulls_ = 0, errors_ = 0;
@@ -140,7 +157,7 @@ Status ServerLoop::Setup() {
       *Controllers().Parse(options_.consistency), *aggregator_,
       ConsistencyGate::Actions{
           [this](const std::string& identity, const proto::Header& h) { Reply(identity, h); },
-          [this](DataRequest request) { Serve(std::move(request)); },
+          [this](DataRequest&& request) { Serve(std::move(request)); },
           [this](const RoundSpec& round) { ApplyRound(round); }, [this] { return Now(); }});
 
   router_.emplace(ctx_, zmq::socket_type::router);
@@ -244,7 +261,11 @@ void ServerLoop::Poll() {
   for (int n = 0; n < 1024 && (items[0].revents & ZMQ_POLLIN); ++n) {
     auto env = Receive(*router_, zmq::recv_flags::dontwait, /*routed=*/true);
     if (!env) break;
-    HandleWorker(*env);
+    if (IsBatch(*env)) {
+      HandleBatch(*env);
+    } else {
+      HandleWorker(*env);
+    }
   }
   while (items[2].revents & ZMQ_POLLIN) {
     auto env = Receive(link_->socket(), zmq::recv_flags::dontwait, /*routed=*/false);
@@ -355,6 +376,37 @@ void ServerLoop::HandleWorker(Envelope& env) {
   gate_->Admit(env);
 }
 
+void ServerLoop::HandleBatch(Envelope& env) {
+  std::vector<Envelope> parts;
+  if (Status s = Unbatch(env, parts); !s.ok()) return Reject(env, s);
+  answers_.emplace(Answers{env.identity, Batch(kAnswerBatchBytes)});
+  for (Envelope& part : parts) HandleWorker(part);
+  SendAnswers();
+  answers_.reset();
+}
+
+void ServerLoop::Answer(const std::string& identity, proto::Header&& header,
+                        std::vector<zmq::message_t>&& payload) {
+  if (answers_ && identity == answers_->identity) {
+    int64_t bytes = 0;
+    for (const zmq::message_t& m : payload) bytes += static_cast<int64_t>(m.size());
+    if (bytes < kAnswerBatchBytes) {
+      if (!answers_->batch.Fits(bytes)) SendAnswers();
+      answers_->batch.Add(std::move(header), std::move(payload));
+      return;
+    }
+    SendAnswers();  // in order: what was collected goes first
+  }
+  SendRouted(*router_, identity, header, std::move(payload));
+}
+
+void ServerLoop::SendAnswers() {
+  if (!answers_) return;
+  answers_->batch.Flush(link_->id(), [&](const proto::Header& h, std::vector<zmq::message_t> p) {
+    SendRouted(*router_, answers_->identity, h, std::move(p));
+  });
+}
+
 void ServerLoop::AttachShm(Envelope& env) {
   const proto::Header& h = env.message.header;
   if (Status s = CheckSender(env); !s.ok()) return Reject(env, s);
@@ -397,12 +449,12 @@ Status ServerLoop::BorrowShm(Envelope& env) {
   return Status();
 }
 
-void ServerLoop::Serve(DataRequest request) {
+void ServerLoop::Serve(DataRequest&& request) {
   const int owner = Owner(map_->partitions()[request.message.header.partition()]);
   if (owner > 0) return apply_threads_->Hand(owner - 1, std::move(request));
   // Small partitions belong to this thread: a hand-over would cost more than the work.
-  ServeData(state_, request, scratch_, [&](DataReply r) {
-    SendRouted(*router_, request.identity, r.header, std::move(r.payload));
+  ServeData(state_, request, scratch_, [&](DataReply&& r) {
+    Answer(request.identity, std::move(r.header), std::move(r.payload));
   });
   FaultPoint("update.replied");
 }

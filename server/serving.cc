@@ -277,7 +277,7 @@ void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& p
   Message& m = req.message;
   const proto::Header& h = m.header;
   const bool push = h.type() == proto::PUSH;
-  auto reply = [&](DataReply r) {
+  auto reply = [&](DataReply&& r) {
     if (push) {
       CountPush(shared, part.info(), m.payload[0].size(), r.header.staleness());
     }
@@ -374,7 +374,7 @@ void ServeData(const ServingState& shared, DataRequest& req, std::vector<float>&
 
 DataReply ServeData(const ServingState& shared, DataRequest& req, std::vector<float>& scratch) {
   DataReply out;
-  ServeData(shared, req, scratch, [&out](DataReply r) { out = std::move(r); });
+  ServeData(shared, req, scratch, [&out](DataReply&& r) { out = std::move(r); });
   return out;
 }
 

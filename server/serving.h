@@ -66,7 +66,7 @@ struct DataReply {
 // can see the partition between the two: every later request of the partition is served by
 // this same thread, after the apply. REQUIRES: the calling thread owns the partition, and the
 // network thread checked that it is held here.
-using ReplyFn = std::function<void(DataReply)>;
+using ReplyFn = std::function<void(DataReply&&)>;
 void ServeData(const ServingState& state, DataRequest& request, std::vector<float>& scratch,
                const ReplyFn& reply);
 // The same, returning the answer (for callers that send it themselves after the apply).

@@ -183,51 +183,61 @@ StatusOr<int32_t> Resolve(const std::optional<ShardMap>& map, const std::string&
 
 }  // namespace
 
-Ticket Client::Send(Update kind, const std::string& tensor, const float* data, int64_t n,
-                    double weight) {
-  auto id = Resolve(impl_->map, tensor, n, data);
-  if (!id.ok()) return Ticket(FailedOp(id.status()));
-  const std::vector<int32_t>& parts = impl_->map->PartitionsOf(*id);
+Ticket Client::Send(Update kind, const std::vector<ConstTensorView>& tensors, double weight) {
+  // Every tensor is checked before anything is sent.
+  std::vector<const std::vector<int32_t>*> parts;
+  int count = 0;
+  for (const ConstTensorView& t : tensors) {
+    auto id = Resolve(impl_->map, t.tensor, t.n, t.data);
+    if (!id.ok()) return Ticket(FailedOp(id.status()));
+    parts.push_back(&impl_->map->PartitionsOf(*id));
+    count += static_cast<int>(parts.back()->size());
+  }
   // One reply plus one release of the caller's buffer per partition.
-  auto op = std::make_shared<Ticket::State>(2 * static_cast<int>(parts.size()));
+  auto op = std::make_shared<Ticket::State>(2 * count);
   std::vector<Outgoing> batch;
+  batch.reserve(count);
   const proto::MsgType type = kind == Update::kPush ? proto::PUSH : proto::INIT;
   const int64_t step = clock();
-  int64_t sent_bytes = 0;
-  for (int32_t pid : parts) {
-    const Partition& p = impl_->map->partitions()[pid];
-    Outgoing o = impl_->UpdateRequest(type, pid, op, step, weight);
-    Impl::Encoder* enc = type == proto::PUSH ? impl_->encoders[pid].get() : nullptr;
-    if (enc != nullptr) {
-      // Encoded on this thread into a frame ZeroMQ owns: the caller's buffer is free at once.
-      std::vector<uint8_t> bytes;
-      compress::CodecContext ctx;
-      ctx.key = {0, pid, step};
-      ctx.cols = enc->cols;
-      {
-        std::lock_guard<std::mutex> lock(enc->mu);
-        if (Status s = enc->encoder->Encode(data + p.offset, ctx, bytes); !s.ok()) {
-          return Ticket(FailedOp(s));
+  int64_t sent_bytes = 0, raw_bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const float* data = tensors[i].data;
+    raw_bytes += tensors[i].n * static_cast<int64_t>(sizeof(float));
+    for (int32_t pid : *parts[i]) {
+      const Partition& p = impl_->map->partitions()[pid];
+      Outgoing o = impl_->UpdateRequest(type, pid, op, step, weight);
+      Impl::Encoder* enc = type == proto::PUSH ? impl_->encoders[pid].get() : nullptr;
+      if (enc != nullptr) {
+        // Encoded on this thread into a frame ZeroMQ owns: the caller's buffer is free at once.
+        std::vector<uint8_t> bytes;
+        compress::CodecContext ctx;
+        ctx.key = {0, pid, step};
+        ctx.cols = enc->cols;
+        {
+          std::lock_guard<std::mutex> lock(enc->mu);
+          if (Status s = enc->encoder->Encode(data + p.offset, ctx, bytes); !s.ok()) {
+            return Ticket(FailedOp(s));
+          }
         }
+        o.header.set_codec(enc->wire_name);
+        sent_bytes += static_cast<int64_t>(bytes.size());
+        // Shared with the frame, so a restarted server can be sent the same bytes again.
+        auto encoded = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+        o.payload.push_back(SharedFrame(encoded));
+        o.encoded = std::move(encoded);
+        op->Complete(Status());
+      } else {
+        const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
+        o.payload.emplace_back(const_cast<float*>(data + p.offset), bytes, ReleaseCallerBuffer,
+                               new OpPtr(op));
+        o.src = data + p.offset;
+        o.src_bytes = bytes;
+        sent_bytes += static_cast<int64_t>(bytes);
       }
-      o.header.set_codec(enc->wire_name);
-      sent_bytes += static_cast<int64_t>(bytes.size());
-      // Shared with the frame, so a restarted server can be sent the same bytes again.
-      auto encoded = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
-      o.payload.push_back(SharedFrame(encoded));
-      o.encoded = std::move(encoded);
-      op->Complete(Status());
-    } else {
-      const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
-      o.payload.emplace_back(const_cast<float*>(data + p.offset), bytes, ReleaseCallerBuffer,
-                             new OpPtr(op));
-      o.src = data + p.offset;
-      o.src_bytes = bytes;
-      sent_bytes += static_cast<int64_t>(bytes);
+      batch.push_back(std::move(o));
     }
-    batch.push_back(std::move(o));
   }
-  impl_->report.OnPushed(sent_bytes, n * static_cast<int64_t>(sizeof(float)));
+  impl_->report.OnPushed(sent_bytes, raw_bytes);
   impl_->io.Submit(std::move(batch));
   return Ticket(op);
 }
@@ -276,32 +286,49 @@ Ticket Client::PushEncoded(const std::string& tensor, int64_t n, const Partition
 }
 
 Ticket Client::Push(const std::string& tensor, const float* grad, int64_t n, double weight) {
-  return Send(Update::kPush, tensor, grad, n, weight);
+  return Send(Update::kPush, {{tensor, grad, n}}, weight);
+}
+
+Ticket Client::Push(const std::vector<ConstTensorView>& grads, double weight) {
+  return Send(Update::kPush, grads, weight);
 }
 
 Ticket Client::Init(const std::string& tensor, const float* values, int64_t n) {
-  return Send(Update::kInit, tensor, values, n, 0.0);
+  return Send(Update::kInit, {{tensor, values, n}}, 0.0);
 }
 
 Ticket Client::Pull(const std::string& tensor, float* out, int64_t n) {
-  auto id = Resolve(impl_->map, tensor, n, out);
-  if (!id.ok()) return Ticket(FailedOp(id.status()));
-  const std::vector<int32_t>& parts = impl_->map->PartitionsOf(*id);
-  auto op = std::make_shared<Ticket::State>(static_cast<int>(parts.size()));
+  return Pull(std::vector<TensorView>{{tensor, out, n}});
+}
+
+Ticket Client::Pull(const std::vector<TensorView>& into) {
+  std::vector<const std::vector<int32_t>*> parts;
+  int count = 0;
+  for (const TensorView& t : into) {
+    auto id = Resolve(impl_->map, t.tensor, t.n, t.data);
+    if (!id.ok()) return Ticket(FailedOp(id.status()));
+    parts.push_back(&impl_->map->PartitionsOf(*id));
+    count += static_cast<int>(parts.back()->size());
+  }
+  auto op = std::make_shared<Ticket::State>(count);
   std::vector<Outgoing> batch;
-  for (int32_t pid : parts) {
-    const Partition& p = impl_->map->partitions()[pid];
-    Outgoing o;
-    o.target = p.server_rank;
-    o.op = op;
-    o.header.set_type(proto::PULL);
-    o.header.set_partition(pid);
-    o.header.set_codec(impl_->pulls.codec);
-    o.header.set_clock(clock());
-    o.header.set_dtype(proto::FLOAT32);
-    o.dst = out + p.offset;
-    o.dst_len = p.length;
-    batch.push_back(std::move(o));
+  batch.reserve(count);
+  const int64_t step = clock();
+  for (size_t i = 0; i < into.size(); ++i) {
+    for (int32_t pid : *parts[i]) {
+      const Partition& p = impl_->map->partitions()[pid];
+      Outgoing o;
+      o.target = p.server_rank;
+      o.op = op;
+      o.header.set_type(proto::PULL);
+      o.header.set_partition(pid);
+      o.header.set_codec(impl_->pulls.codec);
+      o.header.set_clock(step);
+      o.header.set_dtype(proto::FLOAT32);
+      o.dst = into[i].data + p.offset;
+      o.dst_len = p.length;
+      batch.push_back(std::move(o));
+    }
   }
   impl_->io.Submit(std::move(batch));
   return Ticket(op);

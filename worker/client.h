@@ -99,6 +99,12 @@ struct ClientOptions {
   // finds no room goes over TCP. Not used with auth "curve" (its guarantees are the socket's),
   // over an emulated link, or to a server restarted during the run. 0: always TCP.
   int64_t shared_memory_bytes = int64_t{64} << 20;
+  // Batching (common/batch.h): requests to one server whose payload is smaller than this, sent
+  // together (a step's pushes of many small tensors, its pulls, its clock), leave as one message
+  // of up to this many payload bytes, and the server answers what it answers at once as one
+  // message. Nothing waits to be batched: a batch holds what the I/O thread found queued, so a
+  // lone request goes at once. 0: one message per request.
+  int64_t batch_bytes = int64_t{256} << 10;
 };
 
 struct ClientStats {
@@ -106,6 +112,7 @@ struct ClientStats {
   int64_t raw_bytes_pushed = 0;  // the same as float32, before compression
   int64_t bytes_pulled = 0;      // payload bytes received by Pull
   int64_t requests = 0;          // partition requests sent
+  int64_t messages = 0;          // messages sent to servers: a batch of requests counts once
   // Payload bytes (pushed and pulled) that went through the co-located transport's shared
   // memory instead of the socket (ClientOptions::shared_memory_bytes).
   int64_t shared_memory_bytes = 0;
@@ -200,6 +207,23 @@ class Client {
                      double weight = 1.0);
   // Fetches the current values of a tensor into out[0..n).
   Ticket Pull(const std::string& tensor, float* out, int64_t n);
+  // Many tensors in one call (every gradient of a step, every layer's values): one Ticket for
+  // all, and their partitions go out together, so small ones share messages
+  // (ClientOptions::batch_bytes). Each entry is what the one-tensor call takes, under the same
+  // buffer contract. An unknown tensor or a wrong size in any entry fails the Ticket at once and
+  // sends nothing.
+  struct ConstTensorView {
+    std::string tensor;
+    const float* data = nullptr;
+    int64_t n = 0;
+  };
+  struct TensorView {
+    std::string tensor;
+    float* data = nullptr;
+    int64_t n = 0;
+  };
+  Ticket Push(const std::vector<ConstTensorView>& grads, double weight = 1.0);
+  Ticket Pull(const std::vector<TensorView>& into);
   // Offers initial values; the first Init of each partition wins (servers run with
   // --init=worker), later ones have no effect.
   Ticket Init(const std::string& tensor, const float* values, int64_t n);
@@ -263,7 +287,7 @@ class Client {
   // Push and Init: one request per partition, each sending its slice of `data` zero-copy, or
   // its encoding when the partition's layer has a codec (pushes only).
   enum class Update { kPush, kInit };
-  Ticket Send(Update kind, const std::string& tensor, const float* data, int64_t n, double weight);
+  Ticket Send(Update kind, const std::vector<ConstTensorView>& tensors, double weight);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -82,7 +82,42 @@ double ClientIo::Now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void ClientIo::SendToServer(int rank, proto::Header& header, std::vector<zmq::message_t> payload) {
+// Data requests smaller than options.batch_bytes wait in their server's batch until the I/O
+// thread has sent everything it has (FlushBatches, before it polls): a step's small requests
+// leave as a few messages instead of one each. Anything else first sends the batch, so requests
+// leave in the order they were given.
+void ClientIo::SendToServer(int rank, proto::Header&& header, std::vector<zmq::message_t> payload) {
+  int64_t bytes = 0;
+  for (const zmq::message_t& m : payload) bytes += static_cast<int64_t>(m.size());
+  const proto::MsgType type = header.type();
+  const bool data =
+      type == proto::PUSH || type == proto::PULL || type == proto::INIT || type == proto::CLOCK;
+  if (options_.batch_bytes > 0 && data && bytes < options_.batch_bytes) {
+    Batch& batch = batches_[rank];
+    if (!batch.Fits(bytes)) FlushBatch(rank);
+    batch.Add(std::move(header), std::move(payload));
+    return;
+  }
+  FlushBatch(rank);
+  Emit(rank, header, std::move(payload));
+}
+
+void ClientIo::FlushBatch(int rank) {
+  batches_[rank].Flush(link_.id(), [&](const proto::Header& h, std::vector<zmq::message_t> p) {
+    Emit(rank, h, std::move(p));
+  });
+}
+
+void ClientIo::FlushBatches() {
+  for (int rank = 0; rank < static_cast<int>(batches_.size()); ++rank) FlushBatch(rank);
+}
+
+// A server that died or a cluster that closed: what waits in its batch is dropped with its
+// socket (the requests are pending: they are resent to a restarted server, or fail).
+void ClientIo::DropBatch(int rank) { batches_[rank].Clear(); }
+
+void ClientIo::Emit(int rank, const proto::Header& header, std::vector<zmq::message_t> payload) {
+  report_.OnMessage();
   if (!shaper_) {
     hetps::Send(servers_[rank], header, std::move(payload));
     return;
@@ -126,6 +161,8 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
   if (Status s = link_.Join(stop, options_.join_timeout_ms); !s.ok()) return s;
   SetLogNode("worker", link_.id());
   servers_.resize(link_.view().servers().size());
+  batches_.clear();
+  for (size_t r = 0; r < servers_.size(); ++r) batches_.emplace_back(options_.batch_bytes);
   in_flight_.assign(servers_.size(), 0);
   waiting_.resize(servers_.size());
   for (const proto::NodeInfo& server : link_.view().servers()) {
@@ -316,6 +353,7 @@ void ClientIo::IoLoop() {
       items.push_back({servers_[r].handle(), 0, ZMQ_POLLIN, 0});
       ranks.push_back(r);
     }
+    FlushBatches();
     zmq::poll(items, std::chrono::milliseconds(PollTimeoutMs()));
     link_.MaybeHeartbeat();
     if (items[0].revents & ZMQ_POLLIN) {
@@ -437,7 +475,7 @@ void ClientIo::Transmit(Outgoing& o, int64_t window_bytes) {
     hetps::Send(link_.socket(), o.header, std::move(o.payload));
   } else {
     report_.OnRequest();
-    SendToServer(o.target, o.header, std::move(o.payload));
+    SendToServer(o.target, std::move(o.header), std::move(o.payload));
   }
 }
 
@@ -467,6 +505,15 @@ Status ClientIo::CheckReply(const proto::Header& h, const Pending& p, int from) 
 }
 
 void ClientIo::OnReply(Envelope& env, int from) {
+  if (IsBatch(env)) {  // the answers a server gave at once to parts of a batch
+    std::vector<Envelope> parts;
+    if (Status s = Unbatch(env, parts); !s.ok()) {
+      spdlog::warn("malformed batch of replies from server rank {}: {}", from, s.ToString());
+      return;
+    }
+    for (Envelope& part : parts) OnReply(part, from);
+    return;
+  }
   if (!env.status.ok()) {
     spdlog::warn("malformed reply from server rank {}: {}", from, env.status.ToString());
     return;
@@ -493,7 +540,8 @@ void ClientIo::OnReply(Envelope& env, int from) {
   if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) report_.OnPushAcked(h.staleness());
   if (s.ok() && h.type() == proto::PULL_REPLY) s = AcceptPull(h, env.message, p, from);
   FreeSlot(p);
-  p.op->Complete(s, &h);
+  // Only a clock's reply says something to its operation (where to continue).
+  p.op->Complete(s, p.type == proto::CLOCK ? &h : nullptr);
   ReleaseWaiting(from);
 }
 
@@ -543,7 +591,7 @@ void ClientIo::OnControl(Envelope& env) {
     // A restarted scheduler knows this node (its data dir) but not what it was asked (a
     // barrier, a declaration): ask again, under the same request ids.
     for (const auto& [id, p] : pending_) {
-      if (p.target == kToScheduler) hetps::Send(link_.socket(), p.header, {});
+      if (p.target == kToScheduler) hetps::Send(link_.socket(), *p.header, {});
     }
   }
   switch (h.type()) {
@@ -589,6 +637,7 @@ void ClientIo::FailPending(int target, const Status& s) {
 }
 
 void ClientIo::OnServerDead(int rank) {
+  DropBatch(rank);
   servers_[rank].close();  // drops queued frames, releasing the caller's buffers
   if (shm_[rank]) shm_[rank]->attached = false;  // a restarted server has not mapped it
   if (options_.server_recovery_timeout_ms <= 0) {
@@ -638,7 +687,7 @@ void ClientIo::OnServerBack(const proto::Header& h) {
       payload.emplace_back(const_cast<float*>(p.src), p.src_bytes, ReleaseCallerBuffer,
                            new OpPtr(p.op));
     }
-    SendToServer(rank, p.header, std::move(payload));
+    SendToServer(rank, proto::Header(*p.header), std::move(payload));  // kept for another restart
   }
   spdlog::info("server rank {} is back at {}; resent {} unanswered requests", rank, node->address(),
                ids.size());
@@ -677,6 +726,7 @@ void ClientIo::FailAll(const Status& s) {
   // Frames queued to a server are dropped and the caller's buffers released, so no ticket
   // waits for a send that will never happen.
   for (int rank = 0; rank < static_cast<int>(servers_.size()); ++rank) {
+    DropBatch(rank);
     if (dead_servers_.insert(rank).second) servers_[rank].close();
   }
   recovering_.clear();

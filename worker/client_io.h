@@ -22,6 +22,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/batch.h"
 #include "common/cluster_view.h"
 #include "common/compress/codec.h"
 #include "common/message.h"
@@ -129,7 +130,7 @@ class ClientIo {
     proto::MsgType type = proto::MSG_UNKNOWN;  // of the request
     int32_t partition = 0;                     // data requests: the partition asked about
     // To send it again to a restarted server (only kept with a recovery timeout) or scheduler.
-    proto::Header header;
+    std::optional<proto::Header> header;
     const float* src = nullptr;
     size_t src_bytes = 0;
     std::shared_ptr<const std::vector<uint8_t>> encoded;
@@ -142,7 +143,13 @@ class ClientIo {
   void IoLoop();
   // The emulated link (options.link): what waits for its time, and the poll timeout until the
   // first of it is due.
-  void SendToServer(int rank, proto::Header& header, std::vector<zmq::message_t> payload);
+  void SendToServer(int rank, proto::Header&& header, std::vector<zmq::message_t> payload);
+  // Batches (options.batch_bytes, common/batch.h): sends what waits in a server's batch.
+  void FlushBatch(int rank);
+  void FlushBatches();
+  void DropBatch(int rank);
+  // Sends one message now, or hands it to the emulated link.
+  void Emit(int rank, const proto::Header& header, std::vector<zmq::message_t> payload);
   void ReleaseDue();
   int PollTimeoutMs() const;
   void SendQueued();
@@ -183,6 +190,7 @@ class ClientIo {
   zmq::context_t ctx_{1};
   SchedulerLink link_;
   std::vector<zmq::socket_t> servers_;
+  std::vector<Batch> batches_;  // per server rank, I/O thread only
   zmq::socket_t wake_in_, wake_out_;
   std::mutex queue_mu_;
   std::deque<Outgoing> queue_;

@@ -103,6 +103,7 @@ ClientStats ClientReport::Stats() const {
   s.raw_bytes_pushed = raw_bytes_pushed_.load();
   s.bytes_pulled = bytes_pulled_.load();
   s.requests = requests_.load();
+  s.messages = messages_.load();
   s.shared_memory_bytes = shared_memory_bytes_.load();
   s.reads = reads_.load();
   s.max_staleness = max_staleness_.load();

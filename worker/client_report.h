@@ -31,6 +31,7 @@ class ClientReport {
   // Data path.
   void OnPushed(int64_t sent_bytes, int64_t raw_bytes);
   void OnRequest() { ++requests_; }
+  void OnMessage() { ++messages_; }
   void OnSharedMemory(int64_t bytes) { shared_memory_bytes_ += bytes; }
   void OnPushAcked(int64_t staleness);  // I/O thread
   void OnDropped() { ++dropped_pushes_; }
@@ -49,7 +50,8 @@ class ClientReport {
   ClientStats Stats() const;
 
  private:
-  std::atomic<int64_t> bytes_pushed_{0}, raw_bytes_pushed_{0}, bytes_pulled_{0}, requests_{0};
+  std::atomic<int64_t> bytes_pushed_{0}, raw_bytes_pushed_{0}, bytes_pulled_{0}, requests_{0},
+      messages_{0};
   std::atomic<int64_t> reads_{0}, staleness_sum_{0}, max_staleness_{0}, dropped_pushes_{0};
   std::atomic<int64_t> pushes_acked_{0}, push_staleness_sum_{0}, max_push_staleness_{0};
   std::atomic<int64_t> shared_memory_bytes_{0};

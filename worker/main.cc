@@ -98,6 +98,9 @@ DEFINE_int64(shared_memory_mib, 64,
              "co-located servers (this machine and network namespace, no --auth=curve): push "
              "and pull payloads go through a shared memory segment of this many MiB per server "
              "instead of TCP loopback; 0: always TCP");
+DEFINE_int64(batch_kib, 256,
+             "requests to one server smaller than this many KiB that are sent together (a step's "
+             "small tensors) leave as one message of up to this size; 0: one message each");
 DEFINE_string(codec, "none",
               "push compression: SPEC for every layer (e.g. topk:density=0.01,ef=1) or per layer "
               "(default=topk:density=0.01,ef=1;layer0=none;layer3=qsgd:levels=16); codecs: none, "
@@ -303,6 +306,7 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
   o.join_timeout_ms = FLAGS_join_timeout_ms;
   o.server_recovery_timeout_ms = FLAGS_server_recovery_timeout_ms;
   o.shared_memory_bytes = FLAGS_shared_memory_mib << 20;
+  o.batch_bytes = FLAGS_batch_kib << 10;
   o.push_codec = FLAGS_codec;
   o.pull_codec = FLAGS_pull_codec;
   o.stop = &stop;
@@ -336,6 +340,9 @@ int main(int argc, char** argv) {
   if (valid.ok()) valid = link.ok() ? hetps::ValidateLinkOptions(*link) : link.status();
   if (valid.ok() && (FLAGS_shared_memory_mib < 0 || FLAGS_shared_memory_mib > 4096)) {
     valid = hetps::Status::InvalidArgument("--shared_memory_mib must be within [0, 4096]");
+  }
+  if (valid.ok() && (FLAGS_batch_kib < 0 || FLAGS_batch_kib > 65536)) {
+    valid = hetps::Status::InvalidArgument("--batch_kib must be within [0, 65536]");
   }
   if (valid.ok() && (FLAGS_device_spread < 0 || FLAGS_link_spread < 0)) {
     valid = hetps::Status::InvalidArgument("device_spread and link_spread must be >= 0");

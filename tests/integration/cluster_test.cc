@@ -1,4 +1,5 @@
 // A real cluster on loopback (scheduler and server processes) driven by in-process clients.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
 
@@ -95,6 +96,92 @@ TEST_P(ClusterTransportTest, EveryWorkerPullsTheExactSumOfAllPushes) {
   auto st = cluster.scheduler().WaitExit(std::chrono::seconds(10));
   ASSERT_TRUE(st.has_value());
   EXPECT_EQ(WEXITSTATUS(*st), 0);
+}
+
+// Many small tensors pushed and pulled in one call each (Client::Push/Pull of many tensors),
+// batched (the default) or one message per request, under an asynchronous, a synchronous
+// (pushes held for their round, the clock's reply waiting for it) and a bounded-staleness
+// consistency: every sum is exact, and batching sends a fraction of the messages.
+class SmallTensorsTest : public ::testing::TestWithParam<std::tuple<std::string, int64_t>> {};
+
+INSTANTIATE_TEST_SUITE_P(Batching, SmallTensorsTest,
+                         ::testing::Combine(::testing::Values("asp", "bsp", "ssp:staleness=1"),
+                                            ::testing::Values(int64_t{0},
+                                                              ClientOptions{}.batch_bytes)),
+                         [](const auto& info) {
+                           return fmt::format(
+                               "{}_{}", std::get<0>(info.param).substr(0, 3),
+                               std::get<1>(info.param) == 0 ? "Unbatched" : "Batched");
+                         });
+
+TEST_P(SmallTensorsTest, ExactSumsAndFewerMessages) {
+  const auto& [consistency, batch_bytes] = GetParam();
+  const int kWorkers = 2, kRounds = 4, kTensorCount = 60;
+  std::vector<TensorSpec> tensors;
+  for (int t = 0; t < kTensorCount; ++t) {
+    tensors.push_back({fmt::format("t{}", t), {50 + t}, t % 4});
+  }
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = kWorkers,
+       .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros", "--consistency=" + consistency}});
+  auto clients = cluster.ConnectClients(kWorkers, [&](ClientOptions& o) {
+    o.batch_bytes = batch_bytes;
+    o.shared_memory_bytes = 0;  // the socket carries every payload
+  });
+  LocalCluster::RunEach(kWorkers,
+                        [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(tensors).ok()); });
+  LocalCluster::RunEach(kWorkers, [&](int i) {
+    Client& c = *clients[i];
+    std::vector<std::vector<float>> grads(kTensorCount), values(kTensorCount);
+    std::vector<Client::ConstTensorView> push;
+    std::vector<Client::TensorView> pull;
+    for (int t = 0; t < kTensorCount; ++t) {
+      grads[t].resize(tensors[t].NumElements());
+      values[t].assign(tensors[t].NumElements(), -1.0f);
+      push.push_back({tensors[t].name, grads[t].data(), tensors[t].NumElements()});
+      pull.push_back({tensors[t].name, values[t].data(), tensors[t].NumElements()});
+    }
+    for (int r = 0; r < kRounds; ++r) {
+      ASSERT_TRUE(c.Pull(pull).Wait().ok());
+      for (int t = 0; t < kTensorCount; ++t) {
+        for (size_t j = 0; j < grads[t].size(); ++j) grads[t][j] = Grad(c.rank(), r, t + j);
+      }
+      ASSERT_TRUE(c.Push(push).Wait().ok());
+      ASSERT_TRUE(c.Clock().ok());
+    }
+    ASSERT_TRUE(c.Barrier().ok());
+    ASSERT_TRUE(c.Pull(pull).Wait().ok());
+    for (int t = 0; t < kTensorCount; ++t) {
+      for (size_t j = 0; j < values[t].size(); ++j) {
+        float want = 0;
+        for (int w = 0; w < kWorkers; ++w) {
+          for (int r = 0; r < kRounds; ++r) want -= Grad(w, r, t + j);
+        }
+        ASSERT_EQ(values[t][j], want) << tensors[t].name << "[" << j << "] on worker " << i;
+      }
+    }
+    // Per round: a pull and a push of every tensor and a clock to each server.
+    const ClientStats stats = c.stats();
+    EXPECT_EQ(stats.requests, (2 * kRounds + 1) * kTensorCount + kRounds * 2);
+    if (batch_bytes == 0) {
+      EXPECT_EQ(stats.messages, stats.requests);
+    } else {
+      EXPECT_LE(stats.messages * 10, stats.requests) << "batches carry many requests each";
+    }
+  });
+  // An unknown tensor among many fails the call at once and sends none of them.
+  std::vector<float> buffer(50);
+  const int64_t before = clients[0]->stats().requests;
+  Status s = clients[0]
+                 ->Pull(std::vector<Client::TensorView>{{"t0", buffer.data(), 50},
+                                                        {"nope", buffer.data(), 50}})
+                 .Wait();
+  EXPECT_EQ(s.code(), proto::NOT_FOUND) << s.ToString();
+  s = clients[0]->Push(std::vector<Client::ConstTensorView>{{"t0", buffer.data(), 49}}).Wait();
+  EXPECT_EQ(s.code(), proto::SIZE_MISMATCH) << s.ToString();
+  EXPECT_EQ(clients[0]->stats().requests, before);
+  for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
 }
 
 // Whether a 16 MiB buffer, the size ZeroMQ allocates for a large message, is served by a

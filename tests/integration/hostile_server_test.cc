@@ -8,6 +8,7 @@
 #include <deque>
 #include <thread>
 
+#include "common/batch.h"
 #include "common/message.h"
 #include "common/scheduler_link.h"
 #include "tests/integration/local_cluster.h"
@@ -78,22 +79,33 @@ class FakeServer {
         held_.clear();
       }
       while (auto env = Receive(router_, zmq::recv_flags::dontwait, true)) {
-        if (env->message.header.type() == proto::SHM_ATTACH) {
-          // Answered at once with a reply of the wrong type (INIT_REPLY): the client must stay
-          // on TCP. Not recorded: the tests count data requests.
-          Respond(*env);
-          continue;
-        }
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          received_.push_back(env->message.header.type());
-        }
-        if (hold_) {
-          held_.push_back(std::move(*env));
+        // A batch (common/batch.h) is its parts, each answered on its own.
+        std::vector<Envelope> parts;
+        if (IsBatch(*env)) {
+          ASSERT_TRUE(Unbatch(*env, parts).ok()) << "the client sent a malformed batch";
         } else {
-          Respond(*env);
+          parts.push_back(std::move(*env));
         }
+        for (Envelope& part : parts) Take(part);
       }
+    }
+  }
+
+  void Take(Envelope& env) {
+    if (env.message.header.type() == proto::SHM_ATTACH) {
+      // Answered at once with a reply of the wrong type (INIT_REPLY): the client must stay on
+      // TCP. Not recorded: the tests count data requests.
+      Respond(env);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      received_.push_back(env.message.header.type());
+    }
+    if (hold_) {
+      held_.push_back(std::move(env));
+    } else {
+      Respond(env);
     }
   }
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/batch.h"
 #include "common/message.h"
 #include "common/shm_segment.h"
 #include "common/subprocess.h"
@@ -372,6 +373,102 @@ TEST(MalformedTest, SharedMemorySlotsAreCheckedAndServingGoesOn) {
   EXPECT_EQ(values[0], -1.0f);
   EXPECT_EQ(values[len - 1], -1.0f);
   EXPECT_EQ(client->stats().shared_memory_bytes, bytes);
+
+  proto::Header leave;
+  leave.set_type(proto::LEAVE);
+  leave.set_sender(raw.me_);
+  EXPECT_EQ(raw.Call(raw.sched_, leave).type(), proto::LEAVE);
+  EXPECT_TRUE(client->Finish().ok());
+}
+
+// Batches (common/batch.h) from a raw worker: a malformed one is refused whole with MALFORMED,
+// a part that is wrong on its own gets its own error inside the batch of answers, and the
+// server goes on serving, the real client too.
+TEST(MalformedTest, MalformedBatchesAreRefusedAndServingGoesOn) {
+  LocalCluster cluster(RawClusterOptions(1));
+  const std::vector<TensorSpec> tensors = {{"t", {1000}, 0}};  // 1 partition
+  auto real = JoinRealClient(cluster, tensors);
+  RawWorker raw(cluster.endpoint());
+  raw.Join(tensors[0]);
+  ASSERT_FALSE(HasFatalFailure());
+  std::unique_ptr<Client> client = real.get();
+  const int64_t len = 1000;
+
+  auto part = [&](proto::MsgType type, uint64_t id, int32_t partition) {
+    proto::Header h;
+    h.set_type(type);
+    h.set_sender(raw.me_);
+    h.set_request_id(id);
+    h.set_partition(partition);
+    h.set_dtype(proto::FLOAT32);
+    h.set_num_elements(len);
+    return h;
+  };
+  auto batch_of = [&](std::vector<proto::Header> parts, std::vector<uint32_t> frames) {
+    proto::Header b;
+    b.set_type(proto::BATCH);
+    b.set_sender(raw.me_);
+    b.set_request_id(99);
+    for (proto::Header& h : parts) *b.add_batch() = std::move(h);
+    for (uint32_t f : frames) b.add_batch_frames(f);
+    return b;
+  };
+  auto frames = [&](int n) {
+    std::vector<zmq::message_t> p;
+    for (int i = 0; i < n; ++i) p.push_back(Floats(len));
+    return p;
+  };
+  auto expect_malformed = [&](const proto::Header& r, const char* what) {
+    EXPECT_EQ(r.type(), proto::ERROR) << what;
+    EXPECT_EQ(r.error(), proto::MALFORMED) << what << ": " << r.error_message();
+    EXPECT_EQ(r.request_id(), 99u) << what;
+  };
+
+  expect_malformed(
+      raw.Call(raw.srv_, batch_of({part(proto::PUSH, 1, 0), part(proto::PUSH, 2, 0)}, {1, 1}),
+               frames(1)),
+      "fewer frames than named");
+  expect_malformed(raw.Call(raw.srv_, batch_of({part(proto::PUSH, 1, 0)}, {1, 0}), frames(1)),
+                   "a count without a part");
+  expect_malformed(
+      raw.Call(raw.srv_, batch_of({part(proto::PULL, 1, 0), batch_of({}, {})}, {0, 0})),
+      "a batch inside a batch");
+  expect_malformed(raw.Call(raw.srv_, batch_of({}, {})), "no parts");
+  {
+    std::vector<proto::Header> many;
+    std::vector<uint32_t> counts;
+    for (int i = 0; i <= kMaxBatchParts; ++i) {
+      many.push_back(part(proto::PULL, 1000 + i, 0));
+      counts.push_back(0);
+    }
+    expect_malformed(raw.Call(raw.srv_, batch_of(std::move(many), std::move(counts))),
+                     "too many parts");
+  }
+
+  // A good batch with one bad part: a push, a pull of a partition that does not exist, a pull.
+  // The answers come back as one batch, in order, the bad part with its own error.
+  ASSERT_TRUE(
+      Send(raw.srv_,
+           batch_of({part(proto::PUSH, 1, 0), part(proto::PULL, 2, 7), part(proto::PULL, 3, 0)},
+                    {1, 0, 0}),
+           frames(1)));
+  auto env = Receive(raw.srv_, zmq::recv_flags::none, /*routed=*/false);
+  ASSERT_TRUE(env.has_value());
+  ASSERT_TRUE(IsBatch(*env)) << env->message.header.DebugString();
+  std::vector<Envelope> answers;
+  ASSERT_TRUE(Unbatch(*env, answers).ok());
+  ASSERT_EQ(answers.size(), 3u);
+  EXPECT_EQ(answers[0].message.header.type(), proto::PUSH_REPLY);
+  EXPECT_EQ(answers[1].message.header.type(), proto::ERROR);
+  EXPECT_EQ(answers[1].message.header.error(), proto::NOT_FOUND);
+  EXPECT_EQ(answers[1].message.header.request_id(), 2u);
+  EXPECT_EQ(answers[2].message.header.type(), proto::PULL_REPLY);
+  ASSERT_EQ(answers[2].message.payload.size(), 1u);
+  EXPECT_EQ(answers[2].message.payload[0].size(), static_cast<size_t>(len) * sizeof(float));
+
+  // The real client is served as before.
+  std::vector<float> values(len);
+  ASSERT_TRUE(client->Pull(std::vector<Client::TensorView>{{"t", values.data(), len}}).Wait().ok());
 
   proto::Header leave;
   leave.set_type(proto::LEAVE);

@@ -19,10 +19,11 @@ template <typename Op>
 Status ForEachTensor(const std::vector<TensorSpec>& tensors, Op op) {
   std::vector<Ticket> tickets;
   for (size_t t = 0; t < tensors.size(); ++t) tickets.push_back(op(t));
-  for (const Ticket& ticket : tickets) {
-    if (Status s = ticket.Wait(); !s.ok()) return s;
+  Status first;
+  for (const Ticket& ticket : tickets) {  // all of them: each holds its tensor's buffer
+    if (Status s = ticket.Wait(); !s.ok() && first.ok()) first = s;
   }
-  return Status();
+  return first;
 }
 
 // Declares the model's tensors (collective) and offers its seeded initial values, which

@@ -23,10 +23,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Every tensor in one call: the small ones (biases) share messages with each other.
 Status PullModel(Client& client, const std::vector<TensorSpec>& tensors, Params& params) {
-  return ForEachTensor(tensors, [&](size_t t) {
-    return client.Pull(tensors[t].name, params[t].data(), tensors[t].NumElements());
-  });
+  std::vector<Client::TensorView> into;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    into.push_back({tensors[t].name, params[t].data(), tensors[t].NumElements()});
+  }
+  return client.Pull(into).Wait();
 }
 
 // Minibatches drawn in a per-epoch shuffled order of this worker's samples.
@@ -255,12 +258,17 @@ Status Trainer::Step(int it) {
     if (Status s = wait_pushes(); !s.ok()) return s;
   }
   // Pushes are encoded on this thread (by the client from host memory, or on the device).
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    const std::string& name = tensors_[t].name;
-    const int64_t n = tensors_[t].NumElements();
-    in_flight_.push_back(
-        device_ ? client_.PushEncoded(name, n, encoders_->For(device_->Gradient(t)), o_.batch)
-                : client_.Push(name, g[t].data(), n, o_.batch));
+  if (device_) {
+    for (size_t t = 0; t < tensors_.size(); ++t) {
+      in_flight_.push_back(client_.PushEncoded(tensors_[t].name, tensors_[t].NumElements(),
+                                               encoders_->For(device_->Gradient(t)), o_.batch));
+    }
+  } else {
+    std::vector<Client::ConstTensorView> grads;
+    for (size_t t = 0; t < tensors_.size(); ++t) {
+      grads.push_back({tensors_[t].name, g[t].data(), tensors_[t].NumElements()});
+    }
+    in_flight_.push_back(client_.Push(grads, o_.batch));
   }
   seconds_.encode += Since(mark);
   Status clocked = client_.Clock();
