@@ -18,9 +18,10 @@ def test_pushes_of_two_workers_sum_exactly(cluster):
     results = {}
 
     def worker(rank):
-        # Rank 0 reaches the servers through shared memory (the default on one machine), rank 1
-        # over TCP.
-        with hetps.Client(c.endpoint, rank=rank, shared_memory_bytes=(64 << 20) * (1 - rank)) as w:
+        # Rank 0 reaches the servers through shared memory (the default on one machine) and
+        # batches its small requests (the default), rank 1 sends one message per request over TCP.
+        with hetps.Client(c.endpoint, rank=rank, shared_memory_bytes=(64 << 20) * (1 - rank),
+                          batch_bytes=(256 << 10) * (1 - rank)) as w:
             w.declare([("w", (n,), 0), ("b", (7,), 1)])
             grads = [np.full(n, rank + 1, np.float32), np.arange(n, dtype=np.float32)]
             hetps.wait_all([w.push("w", g) for g in grads])
@@ -48,6 +49,10 @@ def test_pushes_of_two_workers_sum_exactly(cluster):
         assert stats["bytes_pulled"] == 4 * (n + 7)
         moved = stats["bytes_pushed"] + stats["bytes_pulled"]
         assert stats["shared_memory_bytes"] == (moved if rank == 0 else 0)
+        if rank == 0:
+            assert 0 < stats["messages"] <= stats["requests"]
+        else:
+            assert stats["messages"] == stats["requests"]
 
 
 def test_numpy_and_torch_arrays_cross_without_copies(cluster):
