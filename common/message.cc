@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <string_view>
+
 namespace hetps {
 namespace {
 
@@ -103,6 +106,17 @@ Status StatusOf(const proto::Header& header) {
 }
 
 std::string NodeIdentity(int32_t id) { return fmt::format("node-{}", id); }
+
+bool IsNodeIdentity(const std::string& identity, int32_t id) {
+  constexpr std::string_view kPrefix = "node-";
+  if (identity.size() <= kPrefix.size() || identity.compare(0, kPrefix.size(), kPrefix) != 0) {
+    return false;
+  }
+  char digits[16];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), id);
+  return ec == std::errc() && std::string_view(identity).substr(kPrefix.size()) ==
+                                  std::string_view(digits, end - digits);
+}
 
 std::string BoundEndpoint(zmq::socket_t& socket) { return socket.get(zmq::sockopt::last_endpoint); }
 

@@ -62,6 +62,8 @@ Status StatusOf(const proto::Header& header);
 // Routing identity of node `id`, set on every DEALER after registration so a ROUTER can check
 // that a header's sender matches the connection it came from.
 std::string NodeIdentity(int32_t id);
+// identity == NodeIdentity(id), without building the string (checked on every request).
+bool IsNodeIdentity(const std::string& identity, int32_t id);
 
 // The endpoint a socket actually bound (resolves "tcp://127.0.0.1:*" to a port).
 std::string BoundEndpoint(zmq::socket_t& socket);

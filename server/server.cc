@@ -299,7 +299,7 @@ void ServerLoop::FillReport(proto::Header& h) const {
 Status ServerLoop::CheckSender(const Envelope& env) const {
   const int32_t sender = env.message.header.sender();
   const proto::NodeInfo* node = link_->view().Node(sender);
-  if (node == nullptr || node->role() != proto::WORKER || env.identity != NodeIdentity(sender)) {
+  if (node == nullptr || node->role() != proto::WORKER || !IsNodeIdentity(env.identity, sender)) {
     return Status::Unregistered(
         fmt::format("node {} is not a registered worker of this cluster", sender));
   }
@@ -350,7 +350,7 @@ void ServerLoop::Reject(const Envelope& env, const Status& s) {
   }
   bool worker = false;
   for (const proto::NodeInfo& w : link_->view().workers()) {
-    worker = worker || (env.identity == NodeIdentity(w.id()) && !dead_.contains(w.id()));
+    worker = worker || (IsNodeIdentity(env.identity, w.id()) && !dead_.contains(w.id()));
   }
   if (!worker) {
     if (errors_to_strangers_.size() >= 4096) errors_to_strangers_.clear();  // bounded

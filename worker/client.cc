@@ -50,10 +50,10 @@ class Client::Impl {
   };
   std::vector<std::unique_ptr<Encoder>> encoders;
   // A push or init request for partition `pid`, its payload still to be added.
-  Outgoing UpdateRequest(proto::MsgType type, int32_t pid, const OpPtr& op, int64_t step,
-                         double weight) const {
+  // Fills `o` (built in place in the request batch: a protobuf header is costly to move).
+  void UpdateRequest(Outgoing& o, proto::MsgType type, int32_t pid, const OpPtr& op, int64_t step,
+                     double weight) const {
     const Partition& p = map->partitions()[pid];
-    Outgoing o;
     o.target = p.server_rank;
     o.op = op;
     o.header.set_type(type);
@@ -64,7 +64,6 @@ class Client::Impl {
     o.header.set_weight(weight);
     o.header.set_version(pulls.base_versions[pid].load(std::memory_order_relaxed));
     o.header.set_layer(map->tensors()[p.tensor_id].layer);
-    return o;
   }
   std::atomic<bool> finished{false};
   ClientReport report;  // what stats() and the heartbeats tell
@@ -205,7 +204,8 @@ Ticket Client::Send(Update kind, const std::vector<ConstTensorView>& tensors, do
     raw_bytes += tensors[i].n * static_cast<int64_t>(sizeof(float));
     for (int32_t pid : *parts[i]) {
       const Partition& p = impl_->map->partitions()[pid];
-      Outgoing o = impl_->UpdateRequest(type, pid, op, step, weight);
+      Outgoing& o = batch.emplace_back();
+      impl_->UpdateRequest(o, type, pid, op, step, weight);
       Impl::Encoder* enc = type == proto::PUSH ? impl_->encoders[pid].get() : nullptr;
       if (enc != nullptr) {
         // Encoded on this thread into a frame ZeroMQ owns: the caller's buffer is free at once.
@@ -234,7 +234,6 @@ Ticket Client::Send(Update kind, const std::vector<ConstTensorView>& tensors, do
         o.src_bytes = bytes;
         sent_bytes += static_cast<int64_t>(bytes);
       }
-      batch.push_back(std::move(o));
     }
   }
   impl_->report.OnPushed(sent_bytes, raw_bytes);
@@ -272,13 +271,13 @@ Ticket Client::PushEncoded(const std::string& tensor, int64_t n, const Partition
           fmt::format("PushEncoded '{}': partition {} is {} raw floats, the encoder gave {} bytes",
                       tensor, pid, p.length, bytes.size()))));
     }
-    Outgoing o = impl_->UpdateRequest(proto::PUSH, pid, op, step, weight);
+    Outgoing& o = batch.emplace_back();
+    impl_->UpdateRequest(o, proto::PUSH, pid, op, step, weight);
     if (!raw) o.header.set_codec(wire_name);
     sent_bytes += static_cast<int64_t>(bytes.size());
     auto encoded = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
     o.payload.push_back(SharedFrame(encoded));
     o.encoded = std::move(encoded);
-    batch.push_back(std::move(o));
   }
   impl_->report.OnPushed(sent_bytes, n * static_cast<int64_t>(sizeof(float)));
   impl_->io.Submit(std::move(batch));
@@ -317,7 +316,7 @@ Ticket Client::Pull(const std::vector<TensorView>& into) {
   for (size_t i = 0; i < into.size(); ++i) {
     for (int32_t pid : *parts[i]) {
       const Partition& p = impl_->map->partitions()[pid];
-      Outgoing o;
+      Outgoing& o = batch.emplace_back();
       o.target = p.server_rank;
       o.op = op;
       o.header.set_type(proto::PULL);
@@ -327,7 +326,6 @@ Ticket Client::Pull(const std::vector<TensorView>& into) {
       o.header.set_dtype(proto::FLOAT32);
       o.dst = into[i].data + p.offset;
       o.dst_len = p.length;
-      batch.push_back(std::move(o));
     }
   }
   impl_->io.Submit(std::move(batch));

@@ -291,7 +291,7 @@ void ClientIo::FreeSlot(const Pending& p) {
 void ClientIo::Submit(std::vector<Outgoing> batch) {
   std::lock_guard<std::mutex> lock(queue_mu_);
   const bool was_empty = queue_.empty();
-  for (Outgoing& o : batch) queue_.push_back(std::move(o));
+  queue_.push_back(std::move(batch));
   if (was_empty) (void)wake_out_.send(zmq::message_t(), zmq::send_flags::none);
 }
 
@@ -395,12 +395,14 @@ void ClientIo::IoLoop() {
 }
 
 void ClientIo::SendQueued() {
-  std::deque<Outgoing> batch;
+  std::vector<std::vector<Outgoing>> batches;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    batch.swap(queue_);
+    batches.swap(queue_);
   }
-  for (Outgoing& o : batch) Dispatch(o);
+  for (std::vector<Outgoing>& batch : batches) {
+    for (Outgoing& o : batch) Dispatch(o);
+  }
 }
 
 void ClientIo::Dispatch(Outgoing& o) {

@@ -193,7 +193,7 @@ class ClientIo {
   std::vector<Batch> batches_;  // per server rank, I/O thread only
   zmq::socket_t wake_in_, wake_out_;
   std::mutex queue_mu_;
-  std::deque<Outgoing> queue_;
+  std::vector<std::vector<Outgoing>> queue_;  // submitted batches, in order (moved whole)
   std::thread io_thread_;
   std::atomic<bool> stopping_{false};
   std::optional<LinkShaper> shaper_;  // options.link enabled

@@ -101,5 +101,18 @@ TEST(OwnedFrameTest, TakesTheBytesWithoutACopy) {
   EXPECT_EQ(static_cast<const uint8_t*>(frame.data())[4], 5);
 }
 
+TEST(NodeIdentityTest, IsNodeIdentityMatchesExactlyWhatNodeIdentityBuilds) {
+  for (int32_t id : {0, 5, 12, 2147483647, -3}) {
+    EXPECT_TRUE(IsNodeIdentity(NodeIdentity(id), id)) << id;
+  }
+  EXPECT_FALSE(IsNodeIdentity("node-5", 6));
+  EXPECT_FALSE(IsNodeIdentity("node-51", 5));
+  EXPECT_FALSE(IsNodeIdentity("node-", 5));
+  EXPECT_FALSE(IsNodeIdentity("nodx-5", 5));
+  EXPECT_FALSE(IsNodeIdentity("node-05", 5));
+  EXPECT_FALSE(IsNodeIdentity("", 0));
+  EXPECT_FALSE(IsNodeIdentity(std::string("node-5\0", 7), 5));
+}
+
 }  // namespace
 }  // namespace hetps
