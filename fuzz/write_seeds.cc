@@ -89,6 +89,15 @@ void WireSeeds(const fs::path& dir) {
   Write(dir, "pull", Frame(pull.SerializeAsString()));
   Write(dir, "error",
         Frame(hetps::ErrorReply(push, hetps::Status::Unavailable("gone"), 4).SerializeAsString()));
+  // A batch (common/batch.h) of the push and the pull: the push's frame follows the header.
+  hetps::proto::Header batch;
+  batch.set_type(hetps::proto::BATCH);
+  batch.set_sender(3);
+  *batch.add_batch() = push;
+  batch.add_batch_frames(1);
+  *batch.add_batch() = pull;
+  batch.add_batch_frames(0);
+  Write(dir, "batch", Frame(batch.SerializeAsString()) + Frame(std::string(64, '\x01')));
 }
 
 // IDX files as Debian's data set ships them (gzip) and plain: labels and 2 images of 3 x 3.
