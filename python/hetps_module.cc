@@ -96,7 +96,7 @@ class Borrowed {
 // One operation in flight: its ticket and the memory it uses.
 struct Pending {
   Ticket ticket;
-  std::unique_ptr<Borrowed> memory;
+  std::vector<std::unique_ptr<Borrowed>> memory;  // one array, or each of a many-tensor call
   std::string op, tensor;
   int64_t data_ptr = 0;
 };
@@ -226,9 +226,9 @@ class PyClient {
     auto p = std::make_shared<Pending>();
     p->op = op;
     p->tensor = tensor;
-    p->memory = std::make_unique<Borrowed>(std::move(array), op == "pull", op.c_str());
-    float* data = p->memory->data();
-    const int64_t n = p->memory->size();
+    p->memory.push_back(std::make_unique<Borrowed>(std::move(array), op == "pull", op.c_str()));
+    float* data = p->memory[0]->data();
+    const int64_t n = p->memory[0]->size();
     p->data_ptr = reinterpret_cast<int64_t>(data);
     {
       py::gil_scoped_release unlocked;  // a push with a codec encodes here
@@ -238,6 +238,47 @@ class PyClient {
         p->ticket = c.Pull(tensor, data, n);
       } else {
         p->ticket = c.Init(tensor, data, n);
+      }
+    }
+    pending_.push_back(p);
+    return PyTicket(p);
+  }
+
+  // push_all / pull_all: many (name, array) pairs, or a dict of them, in one call and one
+  // Ticket (their small partitions share messages). Every array is checked before anything is
+  // sent.
+  PyTicket StartMany(const std::string& op, py::object tensors, double weight) {
+    Client& c = client();
+    Sweep();
+    auto p = std::make_shared<Pending>();
+    p->op = op;
+    std::vector<std::string> names;
+    py::object pairs = py::isinstance<py::dict>(tensors) ? tensors.attr("items")() : tensors;
+    for (py::handle item : py::iter(pairs)) {
+      auto pair = py::cast<py::sequence>(item);
+      if (pair.size() != 2) {
+        Raise(Status::InvalidArgument(op + "_all: each entry is a (name, array) pair"));
+      }
+      names.push_back(py::cast<std::string>(pair[0]));
+      p->memory.push_back(std::make_unique<Borrowed>(py::reinterpret_borrow<py::object>(pair[1]),
+                                                     op == "pull", op.c_str()));
+    }
+    p->tensor = std::to_string(names.size()) + " tensors";
+    if (!p->memory.empty()) p->data_ptr = reinterpret_cast<int64_t>(p->memory[0]->data());
+    {
+      py::gil_scoped_release unlocked;  // pushes with a codec encode here
+      if (op == "push") {
+        std::vector<Client::ConstTensorView> views;
+        for (size_t i = 0; i < names.size(); ++i) {
+          views.push_back({names[i], p->memory[i]->data(), p->memory[i]->size()});
+        }
+        p->ticket = c.Push(views, weight);
+      } else {
+        std::vector<Client::TensorView> views;
+        for (size_t i = 0; i < names.size(); ++i) {
+          views.push_back({names[i], p->memory[i]->data(), p->memory[i]->size()});
+        }
+        p->ticket = c.Pull(views);
       }
     }
     pending_.push_back(p);
@@ -481,6 +522,24 @@ PYBIND11_MODULE(_hetps, m) {
           py::arg("name"), py::arg("out"),
           "Fetches the tensor's current values into out (a writable float32 array or CPU "
           "tensor of the tensor's size). Returns a Ticket.")
+      .def(
+          "push_all",
+          [](PyClient& c, py::object tensors, double weight) {
+            return c.StartMany("push", std::move(tensors), weight);
+          },
+          py::arg("tensors"), py::arg("weight") = 1.0,
+          "Pushes many gradients in one call: a dict {name: array} or an iterable of (name, "
+          "array) pairs, each as push() takes it. One Ticket for all; their small partitions "
+          "share messages (batch_bytes). An unknown name or a wrong size fails the ticket and "
+          "sends none of them.")
+      .def(
+          "pull_all",
+          [](PyClient& c, py::object tensors) {
+            return c.StartMany("pull", std::move(tensors), 1.0);
+          },
+          py::arg("tensors"),
+          "Pulls many tensors in one call: a dict {name: out} or an iterable of (name, out) "
+          "pairs, each as pull() takes it. One Ticket for all.")
       .def(
           "init",
           [](PyClient& c, const std::string& name, py::object values) {

@@ -79,7 +79,7 @@ class DistributedOptimizer:
 
     def pull(self):
         """Starts pulling every parameter into its own memory (step() does it)."""
-        self._pulls = [self.client.pull(n, p.detach()) for n, p in self.params]
+        self._pulls = [self.client.pull_all([(n, p.detach()) for n, p in self.params])]
 
     def synchronize(self):
         """Waits for the parameters step() started pulling (the forward pass does it)."""

@@ -108,6 +108,39 @@ def test_errors_raise_their_family_with_code_and_message(cluster):
         hetps.Client("tcp://127.0.0.1:1", join_timeout_ms=300)
 
 
+def test_many_tensors_in_one_call(cluster):
+    c = cluster(server_flags=SUM)
+    with hetps.Client(c.endpoint) as w:
+        shapes = {f"t{i}": (10 + i,) for i in range(30)}
+        w.declare([(name, shape, i % 3) for i, (name, shape) in enumerate(shapes.items())])
+        grads = {name: np.full(shape, i + 1, np.float32)
+                 for i, (name, shape) in enumerate(shapes.items())}
+        before = w.stats()
+        w.push_all(grads).wait()  # a dict
+        w.push_all(list(grads.items()), weight=2.0).wait()  # (name, array) pairs
+        outs = {name: np.zeros(shape, np.float32) for name, shape in shapes.items()}
+        t = w.pull_all(outs)
+        assert t.data_ptr == outs["t0"].ctypes.data
+        t.wait()
+        for i, name in enumerate(shapes):
+            np.testing.assert_array_equal(outs[name], np.full(shapes[name], -2 * (i + 1)))
+        after = w.stats()
+        assert after["requests"] - before["requests"] == 90
+        assert after["messages"] - before["messages"] < 90  # small requests share messages
+        # One bad entry fails the call and sends nothing.
+        with pytest.raises(hetps.NotFound):
+            w.pull_all({"t0": outs["t0"], "nope": outs["t1"]}).wait()
+        with pytest.raises(hetps.InvalidArgument) as e:
+            w.push_all([("t0", np.ones(3, np.float32))]).wait()
+        assert e.value.code == "SIZE_MISMATCH"
+        with pytest.raises(hetps.InvalidArgument):
+            w.push_all([("t0",)])
+        with pytest.raises(hetps.InvalidArgument):
+            w.push_all({"t0": np.ones(10, np.float64)})
+        assert w.stats()["requests"] == after["requests"]
+        w.pull_all([]).wait()  # nothing to do
+
+
 def test_a_ticket_keeps_its_array_alive_until_done(cluster):
     c = cluster(server_flags=SUM)
     with hetps.Client(c.endpoint) as w:
