@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 
 #include "durable.pb.h"
@@ -11,7 +12,9 @@ namespace {
 
 // Every gradient through the server optimizer, optionally scaled by 1/sigma (Zhang et al.,
 // IJCAI'16: alpha0/sigma, alpha0 at sigma = 0) and delay-compensated (DC-ASGD, Zheng et al.,
-// ICML'17: g + lambda * g*g*(w - w_bak[m]), w_bak[m] = the values worker m last read). Under
+// ICML'17: g + lambda * g*g*(w - w_bak[m]), w_bak[m] = the values worker m last read; its
+// adaptive form DC-ASGD-a takes lambda = lambda0 / sqrt(MS + eps) element-wise, MS = ms_decay *
+// MS + (1 - ms_decay) * g*g over every push of the partition, ALGORITHMS.md §6). Under
 // softsync (a push with a window c) gradients are always scaled by alpha0/sigma and applied c
 // at a time as their mean.
 class Sum final : public Aggregator {
@@ -19,8 +22,11 @@ class Sum final : public Aggregator {
   Sum(const AlgorithmSpec& spec, const Optimizer& optimizer)
       : optimizer_(optimizer),
         inverse_(spec.Is("staleness_lr", "inverse")),
-        dcasgd_(spec.Is("compensation", "dcasgd")),
-        lambda_(static_cast<float>(spec.Number("lambda"))) {}
+        dcasgd_(!spec.Is("compensation", "none")),
+        adaptive_(spec.Is("compensation", "dcasgd_a")),
+        lambda_(static_cast<float>(spec.Number("lambda"))),
+        lambda0_(static_cast<float>(spec.Number("lambda0"))),
+        ms_decay_(static_cast<float>(spec.Number("ms_decay"))) {}
 
   void OnPush(PartitionState& part, const PushInfo& info, const float* g) override {
     const int64_t sigma = part.version() - info.base_version;
@@ -55,10 +61,14 @@ class Sum final : public Aggregator {
       (*out.mutable_numbers())["in_window"] = static_cast<double>(in_window_);
     }
     SaveByWorker(backups_, (*out.mutable_per_worker())["backups"]);
+    if (!mean_square_.empty()) (*out.mutable_floats())["mean_square"] = FloatBytes(mean_square_);
   }
   Status Load(const proto::AggregatorState& in) override {
     if (auto it = in.floats().find("window"); it != in.floats().end()) {
       if (Status s = FloatsFrom(it->second, window_); !s.ok()) return s;
+    }
+    if (auto it = in.floats().find("mean_square"); it != in.floats().end()) {
+      if (Status s = FloatsFrom(it->second, mean_square_); !s.ok()) return s;
     }
     auto n = in.numbers().find("in_window");
     in_window_ = n == in.numbers().end() ? 0 : static_cast<int64_t>(n->second);
@@ -68,22 +78,33 @@ class Sum final : public Aggregator {
 
  private:
   // DC-ASGD: g + lambda * g*g*(w - w_bak) when the worker has read before, else g itself.
+  // DC-ASGD-a: the same with lambda0 / sqrt(MS + eps) per element, MS first updated by g.
   const float* Compensate(const PartitionState& part, int32_t worker, const float* g) {
+    const int64_t n = part.info().length;
+    if (adaptive_) {
+      if (mean_square_.empty()) mean_square_.assign(n, 0.0f);
+      for (int64_t i = 0; i < n; ++i) {
+        mean_square_[i] = ms_decay_ * mean_square_[i] + (1 - ms_decay_) * g[i] * g[i];
+      }
+    }
     auto bak = dcasgd_ ? backups_.find(worker) : backups_.end();
     if (bak == backups_.end()) return g;
-    const int64_t n = part.info().length;
     compensated_.resize(n);
     const float* w = part.values();
     const float* w_bak = bak->second->data();
     for (int64_t i = 0; i < n; ++i) {
-      compensated_[i] = g[i] + lambda_ * g[i] * g[i] * (w[i] - w_bak[i]);
+      const float lambda = adaptive_ ? lambda0_ / std::sqrt(mean_square_[i] + kEpsilon) : lambda_;
+      compensated_[i] = g[i] + lambda * g[i] * g[i] * (w[i] - w_bak[i]);
     }
     return compensated_.data();
   }
 
+  static constexpr float kEpsilon = 1e-7f;
+
   const Optimizer& optimizer_;
-  bool inverse_, dcasgd_;
-  float lambda_;
+  bool inverse_, dcasgd_, adaptive_;
+  float lambda_, lambda0_, ms_decay_;
+  std::vector<float> mean_square_;  // DC-ASGD-a: MS per element of the partition
   ReadSnapshots backups_;
   std::vector<float> compensated_;
   std::vector<float> window_;  // softsync: the scaled gradients of the open window
@@ -101,8 +122,8 @@ Status SumFits(const AlgorithmSpec& spec, ApplySchedule schedule) {
     return Status();
   }
   return Status::InvalidArgument(fmt::format(
-      "staleness_lr=inverse and compensation=dcasgd act per push; with {} a round combines its "
-      "gradients itself",
+      "staleness_lr=inverse and compensation=dcasgd(_a) act per push; with {} a round combines "
+      "its gradients itself",
       ScheduleName(schedule)));
 }
 
@@ -114,9 +135,13 @@ void RegisterSum(AggregatorRegistry& r) {
          "(Zhang et al., IJCAI'16) or delay-compensated (DC-ASGD, Zheng et al., ICML'17)",
          {ParamDef::Choice("staleness_lr", "none", {"none", "inverse"},
                            "inverse: a gradient of staleness s counts 1/s"),
-          ParamDef::Choice("compensation", "none", {"none", "dcasgd"},
-                           "dcasgd: g + lambda g*g*(w - w_read)"),
-          ParamDef::Real("lambda", "0.04", 0, 1e6, "DC-ASGD's lambda")}},
+          ParamDef::Choice("compensation", "none", {"none", "dcasgd", "dcasgd_a"},
+                           "dcasgd: g + lambda g*g*(w - w_read); dcasgd_a: lambda adapted per "
+                           "element, lambda0 / sqrt(mean square of g)"),
+          ParamDef::Real("lambda", "0.04", 0, 1e6, "DC-ASGD's lambda"),
+          ParamDef::Real("lambda0", "2", 0, 1e6, "DC-ASGD-a's lambda0"),
+          ParamDef::Real("ms_decay", "0.95", 0, 0.999999,
+                         "DC-ASGD-a: the mean square's decay per push")}},
         {[](const AlgorithmSpec& spec, const Optimizer& optimizer) {
            return std::make_unique<Sum>(spec, optimizer);
          },

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "durable.pb.h"
 #include "tests/unit/server/aggregation/fixture.h"
 
 namespace hetps::testing {
@@ -50,9 +53,61 @@ TEST(SumTest, DcasgdCompensatesElementWise) {
   EXPECT_EQ(p.values(), before);
 }
 
+// DC-ASGD-a (ALGORITHMS.md §6): lambda = lambda0 / sqrt(MS + eps) per element, MS = m * MS +
+// (1 - m) * g*g updated by every push before it is compensated.
+TEST(SumTest, DcasgdAdaptiveCompensatesWithTheMeanSquare) {
+  const char* spec = "sum:compensation=dcasgd_a,lambda0=2,ms_decay=0.5";
+  OnePartition p(spec, {1, 2}, /*lr=*/0.1);
+  p.Pull(7);                // worker 7 reads w0 = {1, 2}
+  p.Push(8, 0, {10, -10});  // MS = 0.5 * {100, 100}; w1 = {0, 3}
+  const std::vector<float> w1 = p.values();
+  const std::vector<float> g = {2, -1};
+  p.Push(7, 0, g);  // MS = 0.5 * MS + 0.5 * g*g = {25 + 2, 25 + 0.5}
+  const float ms0 = 0.5f * 50 + 0.5f * 4, ms1 = 0.5f * 50 + 0.5f * 1;
+  const float l0 = 2 / std::sqrt(ms0 + 1e-7f), l1 = 2 / std::sqrt(ms1 + 1e-7f);
+  const float g0 = 2 + l0 * 4 * (0 - 1), g1 = -1 + l1 * 1 * (3 - 2);
+  EXPECT_FLOAT_EQ(p.values()[0], w1[0] - 0.1f * g0);
+  EXPECT_FLOAT_EQ(p.values()[1], w1[1] - 0.1f * g1);
+  // A zero gradient changes nothing (it only decays the mean square).
+  const std::vector<float> before = p.values();
+  p.Push(7, 0, {0, 0});
+  EXPECT_EQ(p.values(), before);
+}
+
+TEST(SumTest, DcasgdAdaptiveIsPlainSgdWhenNothingChangedSinceTheRead) {
+  OnePartition dc("sum:compensation=dcasgd_a", {1, 2}), plain("sum", {1, 2});
+  dc.Pull(0);
+  dc.Push(0, 0, {0.3f, -0.7f});
+  plain.Push(0, 0, {0.3f, -0.7f});
+  EXPECT_EQ(dc.values(), plain.values());
+}
+
+// The mean square is part of the partition's state: a partition restored from a checkpoint
+// compensates as the one that kept running.
+TEST(SumTest, DcasgdAdaptiveKeepsItsMeanSquareAcrossSaveAndLoad) {
+  const char* spec = "sum:compensation=dcasgd_a,ms_decay=0.5";
+  OnePartition a(spec, {1, 2});
+  a.Pull(3);
+  a.Push(4, 0, {1, 3});
+  proto::AggregatorState saved;
+  a.state->aggregator()->Save(saved);
+  ASSERT_TRUE(saved.floats().contains("mean_square"));
+  proto::AggregatorState without_ms = saved;
+  without_ms.mutable_floats()->erase("mean_square");
+  // Restored partitions at a's values: one with everything a saved, one without the mean square.
+  OnePartition restored(spec, a.values()), forgetful(spec, a.values());
+  ASSERT_TRUE(restored.state->aggregator()->Load(saved).ok());
+  ASSERT_TRUE(forgetful.state->aggregator()->Load(without_ms).ok());
+  for (OnePartition* p : {&a, &restored, &forgetful}) p->Push(3, 0, {0.5f, -2});
+  EXPECT_EQ(restored.values(), a.values());
+  EXPECT_NE(forgetful.values(), a.values());
+}
+
 TEST(SumTest, BadOptionsAreRefused) {
   EXPECT_EQ(Aggregators().Parse("median").status().code(), proto::INVALID_ARGUMENT);
   EXPECT_FALSE(Aggregators().Parse("sum:staleness_lr=sqrt").ok());
+  EXPECT_FALSE(Aggregators().Parse("sum:compensation=dcasgd_b").ok());
+  EXPECT_FALSE(Aggregators().Parse("sum:compensation=dcasgd_a,ms_decay=1").ok());
   EXPECT_FALSE(Aggregators().Parse("fedasync:alpha=0").ok());
   EXPECT_FALSE(Aggregators().Parse("fedbuff:k=0").ok());
   EXPECT_TRUE(Aggregators().Parse("fedbuff").ok());
