@@ -24,6 +24,9 @@
 
 DEFINE_int32(servers, 0, "servers in the benchmark cluster (default: pushpull 1, consistency 2)");
 DEFINE_int32(workers, 0, "workers, in-process clients (default: pushpull 1, consistency 4)");
+DEFINE_string(straggler, "none",
+              "train: every worker's straggler process (hetps-worker --straggler): none, "
+              "persistent:factor=F, transient:every=A,length=L,factor=F, heterogeneous:spread=S");
 DEFINE_double(straggler_slowdown, 3,
               "consistency: the last worker computes this many times longer");
 DEFINE_double(compute_ms, 10, "consistency: simulated compute per iteration of a normal worker");
@@ -220,6 +223,7 @@ int Train() {
   o.model = FLAGS_model;
   o.consistency = FLAGS_consistency;
   o.straggler_slowdown = FLAGS_straggler_slowdown;
+  o.straggler = FLAGS_straggler;
   o.iterations = FLAGS_iterations;
   o.target = FLAGS_target;
   o.device = FLAGS_device == "gpu" ? "cuda" : FLAGS_device;
@@ -270,7 +274,7 @@ int main(int argc, char** argv) {
       "[--tensors 100 --kb 4 --batch_kib 256,0] [--transport tcp,shm]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
-      "--straggler_slowdown F --durability memory,process --repeats N]\n"
+      "--straggler_slowdown F --straggler SPEC --durability memory,process --repeats N]\n"
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]\n"
       "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
       "       hetps-bench recovery [--model_mib 256,1024]\n"

@@ -67,6 +67,7 @@ StatusOr<double> RunOnce(const TrainBenchOptions& o, const std::string& level,
                                       "--run_dir=" + run_dir,
                                       "--device=" + o.device};
     if (!o.codec.empty()) flags.push_back("--codec=" + o.codec);
+    flags.push_back("--straggler=" + o.straggler);
     if (i == o.workers - 1 && o.straggler_slowdown > 1) {
       flags.push_back(fmt::format("--slowdown={}", o.straggler_slowdown));
     }
@@ -102,11 +103,12 @@ StatusOr<double> RunOnce(const TrainBenchOptions& o, const std::string& level,
   const double to_target = TimeToTarget(Slurp(run_dir + "/metrics.csv"), o.target);
   std::printf(
       "{\"bench\":\"train\",\"model\":\"%s\",\"consistency\":\"%s\",\"workers\":%d,\"servers\":%d,"
-      "\"straggler_slowdown\":%.1f,\"samples_per_s\":%s,\"final_test_accuracy\":%s,\"wall_s\":%s,"
+      "\"straggler_slowdown\":%.1f,\"straggler\":\"%s\",\"samples_per_s\":%s,\"final_test_"
+      "accuracy\":%s,\"wall_s\":%s,"
       "\"target\":%.2f,\"time_to_target_s\":%s,\"device\":\"%s\",\"codec\":\"%s\","
       "\"durability\":\"%s\"%s}\n",
       o.model.c_str(), o.consistency.c_str(), o.workers, o.servers, o.straggler_slowdown,
-      m[3].str().c_str(), m[1].str().c_str(), m[2].str().c_str(), o.target,
+      o.straggler.c_str(), m[3].str().c_str(), m[1].str().c_str(), m[2].str().c_str(), o.target,
       to_target < 0 ? "null" : fmt::format("{:.2f}", to_target).c_str(), o.device.c_str(),
       o.codec.c_str(), level.c_str(), step_json.c_str());
   std::fflush(stdout);

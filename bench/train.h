@@ -14,7 +14,9 @@ struct TrainBenchOptions {
   std::string model = "mlp";
   std::string consistency = "ssp:staleness=2";  // a consistency spec
   double straggler_slowdown = 1;  // > 1: the last worker computes this many times longer
-  int iterations = 1500;          // per worker
+  // Every worker's straggler process (worker/train/straggler.h; hetps-worker --straggler).
+  std::string straggler = "none";
+  int iterations = 1500;  // per worker
   int eval_every = 50;
   double target = 0.85;
   std::string device = "cpu";  // the workers' --device: cpu or cuda

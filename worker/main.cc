@@ -79,6 +79,10 @@ DEFINE_double(compute_ms, 0, "synthetic: simulated compute time per iteration, i
 DEFINE_double(slowdown, 1.0,
               "multiplies this worker's compute time (>= 1): a reproducible straggler or a "
               "slower edge device");
+DEFINE_string(straggler, "none",
+              "train: this worker's straggler process, seeded by --data_seed and the rank: none, "
+              "persistent:factor=F, transient:every=A,length=L,factor=F (slow periods), "
+              "heterogeneous:spread=S (a speed drawn per worker); multiplies --slowdown");
 DEFINE_double(device_spread, 0,
               "edge: heterogeneous devices: this client's --slowdown is multiplied by "
               "exp(S |z|), z standard normal drawn from --data_seed and the rank (needs --rank)");
@@ -194,6 +198,7 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   o.progress_every = std::max(1, FLAGS_progress_every);
   o.seed = FLAGS_data_seed;
   o.slowdown = FLAGS_slowdown;
+  o.straggler = FLAGS_straggler;
   o.run_dir = FLAGS_run_dir;
   o.model = FLAGS_model;
   o.device = FLAGS_device;

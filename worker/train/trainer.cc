@@ -16,6 +16,7 @@
 #include "worker/train/partitioner.h"
 #include "worker/train/run_log.h"
 #include "worker/train/shared_images.h"
+#include "worker/train/straggler.h"
 #include "worker/train/tensor_requests.h"
 
 namespace hetps {
@@ -82,6 +83,7 @@ Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.batch < 1 || o.iterations < 1 || o.eval_every < 1 || !(o.slowdown >= 1.0)) {
     return Status::InvalidArgument("batch, iterations, eval_every must be >= 1 and slowdown >= 1");
   }
+  if (auto s = Stragglers().Parse(o.straggler); !s.ok()) return s.status();
   if (o.partition != "iid" && o.partition != "dirichlet") {
     return Status::InvalidArgument(
         fmt::format("unknown partition '{}' (iid, dirichlet)", o.partition));
@@ -138,6 +140,7 @@ class Trainer {
   std::vector<Ticket> in_flight_;
   std::optional<RunLog> log_;
   std::optional<Batches> batches_;
+  std::unique_ptr<Straggler> straggler_;  // o_.straggler, seeded by (seed, rank)
   std::vector<float> x_;
   std::vector<int32_t> y_;
   Clock::time_point start_;
@@ -177,6 +180,9 @@ Status Trainer::LoadData() {
 }
 
 Status Trainer::Prepare() {
+  auto straggler = MakeStraggler(o_.straggler, o_.seed, client_.rank());
+  if (!straggler.ok()) return straggler.status();
+  straggler_ = std::move(*straggler);
   if (Status s = LoadData(); !s.ok()) return s;
   auto arch =
       BuildArchitecture(o_.model, {1, train_->rows, train_->cols}, train_->classes, o_.hidden);
@@ -250,8 +256,10 @@ Status Trainer::Step(int it) {
                           : model_->LossAndGradients(params_, x_.data(), y_.data(), o_.batch, g);
   if (!computed.ok()) return computed.status();
   loss_ewma_ = loss_ewma_ < 0 ? *computed : 0.95 * loss_ewma_ + 0.05 * *computed;
-  if (o_.slowdown > 1.0) {
-    std::this_thread::sleep_for((Clock::now() - compute_start) * (o_.slowdown - 1.0));
+  // A straggler sleeps, leaving the CPU to the others (worker/train/straggler.h).
+  const double slowdown = o_.slowdown * straggler_->FactorAt(client_.clock());
+  if (slowdown > 1.0) {
+    std::this_thread::sleep_for((Clock::now() - compute_start) * (slowdown - 1.0));
   }
   seconds_.compute += Since(mark);
   if (device_) {

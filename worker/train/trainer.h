@@ -32,8 +32,11 @@ struct TrainOptions {
   int progress_every = 100;
   uint64_t seed = 1;
   double slowdown = 1.0;  // multiplies compute time (a reproducible straggler)
-  std::string run_dir;    // when set: metrics, summary.json and plot.png go there
-  int log_every = 10;     // clocks between rows of the run's metrics
+  // A straggler process (worker/train/straggler.h), seeded by (seed, rank); its factor
+  // multiplies `slowdown` per iteration.
+  std::string straggler = "none";
+  std::string run_dir;  // when set: metrics, summary.json and plot.png go there
+  int log_every = 10;   // clocks between rows of the run's metrics
 };
 
 // Trains until the worker's clock reaches `iterations`; rank 0 prints the final test accuracy.
