@@ -5,8 +5,9 @@
 //
 // Points: update.logged (an update is in the log, not yet applied or answered),
 // update.answered (its reply is on its way, the update not yet applied), update.replied (its
-// reply is on its way and the update applied), checkpoint.saved (a partition's state is serialized,
-// not yet written), checkpoint.written (written, the log before it dropped).
+// reply is on its way, or in the batch of answers it goes back in, and the update applied),
+// checkpoint.saved (a partition's state is serialized, not yet written), checkpoint.written
+// (written, the log before it dropped).
 #pragma once
 
 #include <atomic>
