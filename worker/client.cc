@@ -180,18 +180,29 @@ StatusOr<int32_t> Resolve(const std::optional<ShardMap>& map, const std::string&
   return id;
 }
 
+// The partitions of every tensor of a many-tensor call, each checked before anything is sent.
+struct Resolved {
+  std::vector<const std::vector<int32_t>*> parts;  // per tensor
+  int count = 0;                                   // partitions in all
+};
+template <typename View>
+StatusOr<Resolved> ResolveAll(const std::optional<ShardMap>& map, const std::vector<View>& views) {
+  Resolved r;
+  for (const View& v : views) {
+    auto id = Resolve(map, v.tensor, v.n, v.data);
+    if (!id.ok()) return id.status();
+    r.parts.push_back(&map->PartitionsOf(*id));
+    r.count += static_cast<int>(r.parts.back()->size());
+  }
+  return r;
+}
+
 }  // namespace
 
 Ticket Client::Send(Update kind, const std::vector<ConstTensorView>& tensors, double weight) {
-  // Every tensor is checked before anything is sent.
-  std::vector<const std::vector<int32_t>*> parts;
-  int count = 0;
-  for (const ConstTensorView& t : tensors) {
-    auto id = Resolve(impl_->map, t.tensor, t.n, t.data);
-    if (!id.ok()) return Ticket(FailedOp(id.status()));
-    parts.push_back(&impl_->map->PartitionsOf(*id));
-    count += static_cast<int>(parts.back()->size());
-  }
+  auto resolved = ResolveAll(impl_->map, tensors);
+  if (!resolved.ok()) return Ticket(FailedOp(resolved.status()));
+  const auto& [parts, count] = *resolved;
   // One reply plus one release of the caller's buffer per partition.
   auto op = std::make_shared<Ticket::State>(2 * count);
   std::vector<Outgoing> batch;
@@ -301,14 +312,9 @@ Ticket Client::Pull(const std::string& tensor, float* out, int64_t n) {
 }
 
 Ticket Client::Pull(const std::vector<TensorView>& into) {
-  std::vector<const std::vector<int32_t>*> parts;
-  int count = 0;
-  for (const TensorView& t : into) {
-    auto id = Resolve(impl_->map, t.tensor, t.n, t.data);
-    if (!id.ok()) return Ticket(FailedOp(id.status()));
-    parts.push_back(&impl_->map->PartitionsOf(*id));
-    count += static_cast<int>(parts.back()->size());
-  }
+  auto resolved = ResolveAll(impl_->map, into);
+  if (!resolved.ok()) return Ticket(FailedOp(resolved.status()));
+  const auto& [parts, count] = *resolved;
   auto op = std::make_shared<Ticket::State>(count);
   std::vector<Outgoing> batch;
   batch.reserve(count);
