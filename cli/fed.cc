@@ -2,24 +2,15 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "cli/fed_report.h"
 #include "cli/launch_args.h"
-#include "common/signals.h"
-#include "common/subprocess.h"
-#include "common/supervisor.h"
+#include "cli/run_series.h"
 
 namespace hetps {
 namespace {
@@ -142,34 +133,6 @@ StatusOr<bool> SetOwn(FedArgs& a, const std::string& name, const std::string& va
   return false;
 }
 
-// The folder name of an algorithm item: letters, digits, '-', '.' and '_'.
-std::string DirName(const std::string& item) {
-  std::string name = item;
-  for (char& c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
-  }
-  return name;
-}
-
-std::string Timestamp() {
-  const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
-  return stamp;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void Say(const std::string& line) {
-  std::printf("[fed] %s\n", line.c_str());
-  std::fflush(stdout);
-}
-
 // The flags of one algorithm item: "name" (a preset) or "file.flags", then its "+--flag=value"
 // parts (`own`), which go after everything else.
 struct ItemFlagSets {
@@ -214,15 +177,15 @@ struct Progress {
 };
 
 // Prints the evaluator's measurements that appeared in the rounds log since the last call.
-void ShowProgress(const std::string& name, const std::string& rounds_csv, int64_t aggregations,
-                  double target, Progress& p) {
+void ShowProgress(const RunSeries& series, const std::string& name, const std::string& rounds_csv,
+                  int64_t aggregations, double target, Progress& p) {
   auto outcome = ParseFedOutcome(Slurp(rounds_csv), target);
   if (!outcome.ok()) return;  // not written yet, or a row half written
   for (; p.measured < outcome->curve.size(); ++p.measured) {
     const FedOutcome::Point& m = outcome->curve[p.measured];
-    Say(fmt::format("{}: aggregation {}/{}  {:.1f} s  uplink {:.1f} MB  test accuracy {:.4f}", name,
-                    m.aggregation, aggregations, m.wall_s, static_cast<double>(m.bytes_up) / 1e6,
-                    m.accuracy));
+    series.Say(fmt::format(
+        "{}: aggregation {}/{}  {:.1f} s  uplink {:.1f} MB  test accuracy {:.4f}", name,
+        m.aggregation, aggregations, m.wall_s, static_cast<double>(m.bytes_up) / 1e6, m.accuracy));
   }
 }
 
@@ -364,11 +327,7 @@ int RunFed(const FedArgs& args, const std::string& self) {
     extra.push_back("--evaluators=1");
   }
   const int workers = args.clients + evaluators;
-  SignalWatcher signals;
-  sigset_t shutdown;
-  sigemptyset(&shutdown);
-  sigaddset(&shutdown, SIGINT);
-  sigaddset(&shutdown, SIGTERM);
+  RunSeries series("fed", "fed.item");
   std::vector<FedOutcome> outcomes;
   bool failed = false;
   const size_t runs = args.algorithms.size() * static_cast<size_t>(args.repeats);
@@ -397,70 +356,35 @@ int RunFed(const FedArgs& args, const std::string& self) {
                                       (seed.empty() ? 1 : std::atoll(seed.c_str())) + repeat));
     }
     const int64_t aggregations = std::atoll(LastFlagValue(algorithm, "rounds").c_str());
-    if (fs::exists(dir + "/done")) {
-      Say(fmt::format("{} ({}/{}): done before in {}; kept", item, i + 1, runs, dir));
-    } else {
-      if (fs::exists(dir + "/fed.item")) {
-        fs::remove_all(dir, ec);  // what an interrupted run of hetps fed left
-      } else if (fs::exists(dir) && !fs::is_empty(dir, ec)) {
-        std::fprintf(stderr,
-                     "hetps fed: %s is not empty and holds no run of hetps fed; give another "
-                     "--run_dir\n",
-                     dir.c_str());
-        return 2;
-      }
-      fs::create_directories(dir, ec);
-      std::ofstream(dir + "/fed.item") << item << "\n";  // marks the folder as this command's
-      // Scenario, then the algorithm, then the command line; the item's own parts win.
-      std::vector<std::string> argv = {self,
-                                       "launch",
-                                       fmt::format("--servers={}", args.servers),
-                                       fmt::format("--workers={}", workers),
-                                       "--run_dir=" + dir,
-                                       fmt::format("--grace_ms={}", args.grace_ms)};
-      if (!args.bin_dir.empty()) argv.push_back("--bin_dir=" + args.bin_dir);
-      argv.insert(argv.end(), args.scenario_flags.begin(), args.scenario_flags.end());
-      argv.insert(argv.end(), extra.begin(), extra.end());
-      argv.insert(argv.end(), algorithm.begin(), algorithm.end());
-      Say(fmt::format("{} ({}/{}): {} clients, {} aggregations; folder {} (output: launch.log)",
-                      item, i + 1, runs, args.clients, aggregations, dir));
-      SpawnOptions spawn;
-      spawn.output_file = dir + "/launch.log";
-      spawn.truncate = true;
-      spawn.unblock = &shutdown;
-      spawn.die_with_parent = true;
-      auto pid = Spawn(argv, spawn);
-      if (!pid.ok()) {
-        std::fprintf(stderr, "hetps fed: %s\n", pid.status().ToString().c_str());
-        return 1;
-      }
-      Progress progress;
-      int status = 0;
-      bool stopping = false;
-      while (true) {
-        const pid_t done = waitpid(*pid, &status, WNOHANG);
-        if (done == *pid) break;
-        if (signals.stop().load() && !stopping) {
-          stopping = true;
-          Say("interrupted: stopping the run's cluster");
-          kill(*pid, SIGTERM);
-        }
-        ShowProgress(item, dir + "/rounds.csv", aggregations, args.target, progress);
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      }
-      ShowProgress(item, dir + "/rounds.csv", aggregations, args.target, progress);
-      if (stopping) return 128 + signals.signal();
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        Say(fmt::format("{}: the run failed ({}); see {}/launch.log", item, DescribeExit(status),
-                        dir));
-        failed = true;
-        continue;
-      }
-      std::ofstream(dir + "/done") << "finished\n";
+    // Scenario, then the algorithm, then the command line; the item's own parts win.
+    SeriesRun run;
+    run.label = item;
+    run.dir = dir;
+    run.argv = {self,
+                "launch",
+                fmt::format("--servers={}", args.servers),
+                fmt::format("--workers={}", workers),
+                "--run_dir=" + dir,
+                fmt::format("--grace_ms={}", args.grace_ms)};
+    if (!args.bin_dir.empty()) run.argv.push_back("--bin_dir=" + args.bin_dir);
+    run.argv.insert(run.argv.end(), args.scenario_flags.begin(), args.scenario_flags.end());
+    run.argv.insert(run.argv.end(), extra.begin(), extra.end());
+    run.argv.insert(run.argv.end(), algorithm.begin(), algorithm.end());
+    run.headline = fmt::format("{} clients, {} aggregations", args.clients, aggregations);
+    Progress progress;
+    run.progress = [&] {
+      ShowProgress(series, item, dir + "/rounds.csv", aggregations, args.target, progress);
+    };
+    const RunSeries::End end = series.Run(run, i + 1, runs);
+    if (end == RunSeries::End::kInterrupted) return series.InterruptedCode();
+    if (end == RunSeries::End::kRefused) return 2;
+    if (end == RunSeries::End::kFailed) {
+      failed = true;
+      continue;
     }
     auto outcome = ParseFedOutcome(Slurp(dir + "/rounds.csv"), args.target);
     if (!outcome.ok()) {
-      Say(fmt::format("{}: {}", item, outcome.status().message()));
+      series.Say(fmt::format("{}: {}", item, outcome.status().message()));
       failed = true;
       continue;
     }
@@ -468,7 +392,8 @@ int RunFed(const FedArgs& args, const std::string& self) {
     outcome->repeat = repeat;
     outcome->dir = dir;
     const auto& t = outcome->at_target;
-    Say(fmt::format("{}: {}; final accuracy {:.4f} after {} aggregations in {:.1f} s", item,
+    series.Say(
+        fmt::format("{}: {}; final accuracy {:.4f} after {} aggregations in {:.1f} s", item,
                     t ? fmt::format("{} reached after {:.1f} s and {:.1f} MB uplink", args.target,
                                     t->wall_s, static_cast<double>(t->bytes_up) / 1e6)
                       : fmt::format("{} not reached", args.target),
@@ -490,7 +415,7 @@ int RunFed(const FedArgs& args, const std::string& self) {
     std::fprintf(stderr, "hetps fed: %s\n", s.message().c_str());
     return 1;
   }
-  Say(fmt::format("report: {0}/report.md, {0}/summary.json, {0}/plot.png", root));
+  series.Say(fmt::format("report: {0}/report.md, {0}/summary.json, {0}/plot.png", root));
   std::fputs(Slurp(root + "/report.md").c_str(), stdout);
   return failed ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 #include "cli/fed_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,16 +14,6 @@
 
 namespace hetps {
 namespace {
-
-std::vector<std::string> SplitCsv(const std::string& line) {
-  std::vector<std::string> cells;
-  std::stringstream in(line);
-  for (std::string cell; std::getline(in, cell, ',');) cells.push_back(cell);
-  if (!line.empty() && line.back() == ',') cells.push_back("");
-  return cells;
-}
-
-std::string Mb(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / 1e6); }
 
 nlohmann::json OrNull(bool has, double v) { return has ? nlohmann::json(v) : nlohmann::json(); }
 
@@ -72,13 +63,6 @@ AlgorithmStats Stats(const std::vector<const FedOutcome*>& runs) {
   return s;
 }
 
-std::string Show(const MeanCi& m, const char* format) {
-  if (m.n == 0) return "-";
-  std::string text = fmt::format(fmt::runtime(format), m.mean);
-  if (m.n > 1) text += " ± " + fmt::format(fmt::runtime(format), m.ci95);
-  return text;
-}
-
 nlohmann::json Json(const MeanCi& m) {
   if (m.n == 0) return nullptr;
   return {{"mean", m.mean}, {"ci95", m.ci95}, {"n", m.n}};
@@ -86,56 +70,23 @@ nlohmann::json Json(const MeanCi& m) {
 
 }  // namespace
 
-MeanCi MeanAndCi(const std::vector<double>& values) {
-  // Student's t, two-sided 95%, for 1..30 degrees of freedom; 1.96 beyond.
-  static constexpr double kT[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
-                                  2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
-                                  2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-                                  2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
-  MeanCi m;
-  m.n = values.size();
-  if (m.n == 0) return m;
-  for (double v : values) m.mean += v / static_cast<double>(m.n);
-  if (m.n < 2) return m;
-  double var = 0;
-  for (double v : values) var += (v - m.mean) * (v - m.mean) / static_cast<double>(m.n - 1);
-  const size_t df = m.n - 1;
-  m.ci95 = (df <= 30 ? kT[df - 1] : 1.96) * std::sqrt(var / static_cast<double>(m.n));
-  return m;
-}
-
 StatusOr<FedOutcome> ParseFedOutcome(const std::string& text, double target) {
-  std::istringstream in(text);
-  std::string line;
-  if (!std::getline(in, line)) return Status::NotFound("the rounds log is empty");
-  std::map<std::string, size_t> column;
-  const std::vector<std::string> header = SplitCsv(line);
-  for (size_t i = 0; i < header.size(); ++i) column[header[i]] = i;
-  for (const char* name : {"aggregation", "wall_s", "kept", "dropped", "staleness_mean", "bytes_up",
-                           "bytes_down", "test_accuracy"}) {
-    if (!column.contains(name)) {
-      return Status::Malformed(fmt::format("the rounds log has no column '{}'", name));
-    }
-  }
+  auto table = ReadCsvTable(text,
+                            {"aggregation", "wall_s", "kept", "dropped", "staleness_mean",
+                             "bytes_up", "bytes_down", "test_accuracy"},
+                            "the rounds log");
+  if (!table.ok()) return table.status();
   FedOutcome o;
   double staleness_sum = 0;
-  int number = 1;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.empty()) continue;
-    const std::vector<std::string> cells = SplitCsv(line);
-    if (cells.size() != header.size()) {
-      return Status::Malformed(fmt::format("rounds log line {}: {} cells, the header has {}",
-                                           number, cells.size(), header.size()));
-    }
-    auto cell = [&](const char* name) { return cells[column.at(name)]; };
+  for (const CsvTable::Row& row : table->rows) {
+    auto cell = [&](const char* name) { return table->Cell(row, name); };
     try {
       const int64_t kept = std::stoll(cell("kept"));
       o.aggregations = std::stoll(cell("aggregation"));
       o.wall_s = std::stod(cell("wall_s"));
       o.kept += kept;
       o.dropped += std::stoll(cell("dropped"));
-      if (column.contains("late")) o.late += std::stoll(cell("late"));  // older logs have none
+      if (table->column.contains("late")) o.late += std::stoll(cell("late"));  // older logs: none
       o.bytes_up = std::stoll(cell("bytes_up"));
       o.bytes_down = std::stoll(cell("bytes_down"));
       staleness_sum += std::stod(cell("staleness_mean")) * static_cast<double>(kept);
@@ -146,8 +97,8 @@ StatusOr<FedOutcome> ParseFedOutcome(const std::string& text, double target) {
         if (!o.at_target && p.accuracy >= target) o.at_target = p;
       }
     } catch (const std::exception&) {
-      return Status::Malformed(
-          fmt::format("rounds log line {}: not a number in '{}'", number, line));
+      return Status::Malformed(fmt::format("rounds log line {}: not a number in '{}'", row.line,
+                                           fmt::join(row.cells, ",")));
     }
   }
   if (o.kept > 0) o.mean_staleness = staleness_sum / static_cast<double>(o.kept);
@@ -170,10 +121,11 @@ std::string FedReportMarkdown(const std::vector<FedOutcome>& runs, double target
     for (const auto& [name, group] : groups) {
       const AlgorithmStats st = Stats(group);
       md += fmt::format("| {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name,
-                        st.reached, st.runs, Show(st.time, "{:.1f}"), Show(st.uplink, "{:.1f}"),
-                        Show(st.aggregations, "{:.1f}"), Show(st.final_accuracy, "{:.4f}"),
-                        Show(st.wall, "{:.1f}"), Show(st.uplink_all, "{:.1f}"),
-                        Show(st.ratio, "{:.2f}"), Show(st.staleness, "{:.2f}"));
+                        st.reached, st.runs, ShowMeanCi(st.time, "{:.1f}"),
+                        ShowMeanCi(st.uplink, "{:.1f}"), ShowMeanCi(st.aggregations, "{:.1f}"),
+                        ShowMeanCi(st.final_accuracy, "{:.4f}"), ShowMeanCi(st.wall, "{:.1f}"),
+                        ShowMeanCi(st.uplink_all, "{:.1f}"), ShowMeanCi(st.ratio, "{:.2f}"),
+                        ShowMeanCi(st.staleness, "{:.2f}"));
     }
     md += "\nEvery run:\n\n";
   }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/report_stats.h"
 #include "common/status.h"
 
 namespace hetps {
@@ -45,14 +46,6 @@ struct FedOutcome {
 
 // Reads a rounds log (`text`: the CSV's contents) against `target` accuracy.
 StatusOr<FedOutcome> ParseFedOutcome(const std::string& text, double target);
-
-// The mean of `values` and the half-width of its 95% confidence interval (Student's t; 0 for
-// fewer than two values).
-struct MeanCi {
-  double mean = 0, ci95 = 0;
-  size_t n = 0;
-};
-MeanCi MeanAndCi(const std::vector<double>& values);
 
 // report.md: the scenario and the table (time, uplink MB and aggregations to the target, final
 // accuracy, totals, kept/asked, staleness) per run; with repeats (several runs of one name)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/ctl.h"
+#include "cli/experiment.h"
 #include "cli/fed.h"
 #include "cli/health.h"
 #include "cli/keygen.h"
@@ -78,6 +79,19 @@ constexpr char kUsage[] =
     "           (runs/fed-<timestamp>; an interrupted compare resumes there). Other flags\n"
     "           go to each launch: role flags, and --links=netns (root: the clients' links\n"
     "           through network namespaces and the kernel's TCP).\n"
+    "\n"
+    "usage: hetps experiment run FILE [--repeats=N] [--run_dir=D] [--role_flag=value ...]\n"
+    "       hetps experiment report DIR\n"
+    "\n"
+    "  experiment  a grid of training runs (README, \"Reproducible experiments\"): every\n"
+    "           --algorithm of the file (deploy/experiments/*.flags) under every --setting,\n"
+    "           with --repeats seeds each (default 3), one `hetps launch` after another, each\n"
+    "           in <run_dir>/<setting>/<algorithm>/seed<S> (default run_dir:\n"
+    "           runs/experiment-<name>). Writes results.csv, report.md (means with 95%\n"
+    "           confidence intervals) and plots/<setting>.png. Run again, it keeps the\n"
+    "           finished runs and does the rest. Options (the file may set them): --servers\n"
+    "           (1), --workers (4), --target (0.88), --name. Other flags go to every run.\n"
+    "           report DIR writes the report of the runs DIR holds.\n"
     "\n"
     "usage: hetps health [--scheduler=tcp://host:port] [--role=server|worker --rank=R]\n"
     "                    [--timeout_ms=T]\n"
@@ -163,6 +177,16 @@ int main(int argc, char** argv) {
     std::error_code ec;
     const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     return hetps::RunFed(*args, ec ? std::string(argv[0]) : self);
+  }
+  if (command == "experiment") {
+    auto args = hetps::ParseExperimentArgs(std::vector<std::string>(argv + 2, argv + argc));
+    if (!args.ok()) {
+      std::fprintf(stderr, "hetps experiment: %s\n\n%s", args.status().message().c_str(), kUsage);
+      return 2;
+    }
+    std::error_code ec;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    return hetps::RunExperiment(*args, ec ? std::string(argv[0]) : self);
   }
   if (command != "launch") {
     std::fprintf(stderr, "hetps: unknown command '%s'\n\n%s", command.c_str(), kUsage);

@@ -34,6 +34,10 @@ DEFINE_int32(compute_threads, 1,
 DEFINE_int32(batch, 64, "train, edge: minibatch size");
 DEFINE_int32(eval_every, 200,
              "train, edge: rank 0 evaluates on the test set every N clocks (edge: rounds)");
+DEFINE_string(eval_mode, "live",
+              "train: live (rank 0 evaluates at once and prints it) or deferred (rank 0 keeps a "
+              "copy of the model at each evaluation clock and evaluates the copies after training, "
+              "each row at the time the copy was taken: measuring does not slow training)");
 DEFINE_string(partition, "iid",
               "train, edge: how the training set is split: iid, dirichlet, or (edge) shards");
 DEFINE_int32(shards_per_client, 2,
@@ -195,6 +199,7 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   o.batch = FLAGS_batch;
   o.iterations = FLAGS_iterations;
   o.eval_every = FLAGS_eval_every;
+  o.eval_deferred = FLAGS_eval_mode == "deferred";
   o.progress_every = std::max(1, FLAGS_progress_every);
   o.seed = FLAGS_data_seed;
   o.slowdown = FLAGS_slowdown;

@@ -183,7 +183,9 @@ TEST(TrainTest, LaunchWritesTheRunFolder) {
       R"(\{"test_accuracy":0\.[0-9]+,"wall_s":[0-9.]+,"iterations":40,"workers":2,)"
       R"("samples_per_s":[0-9.]+,"consistency":"bsp","device":"[^"]+",)"
       R"("device_encoded_partitions":[0-9]+,"step_s":\{"pull":[0-9.]+,"push_wait":[0-9.]+,)"
-      R"("compute":[0-9.]+,"encode":[0-9.]+,"clock":[0-9.]+\}\})");
+      R"("compute":[0-9.]+,"encode":[0-9.]+,"clock":[0-9.]+\},"traffic_workers":2,)"
+      R"("partition_pushes":[1-9][0-9]*,"bytes_pushed":[1-9][0-9]*,"bytes_pulled":[1-9][0-9]*,)"
+      R"("dropped_pushes":0,"mean_push_staleness":[0-9.]+,"max_push_staleness":[0-9]+\})");
   EXPECT_TRUE(std::regex_search(Slurp(dir + "/summary.json"), summary))
       << Slurp(dir + "/summary.json");
   const std::string png = Slurp(dir + "/plot.png");

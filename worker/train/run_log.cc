@@ -13,10 +13,6 @@
 namespace hetps {
 namespace {
 
-double UnixSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 constexpr char kHeader[] = "wall_s,clock,worker,loss,test_accuracy,staleness";
 
 // The rows of `path` before `from_clock` (the clock is a row's second field).
@@ -49,11 +45,15 @@ StatusOr<RunLog> RunLog::Open(const std::string& dir, int rank, int64_t from_clo
   return log;
 }
 
-void RunLog::Record(int64_t clock, int rank, double loss, std::optional<double> accuracy,
-                    int64_t staleness) {
+double RunLog::Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void RunLog::RecordAt(double unix_seconds, int64_t clock, int rank, double loss,
+                      std::optional<double> accuracy, int64_t staleness) {
   if (file_ == nullptr) return;
   // Unix time here; FinishRun makes it relative to the run's first row.
-  std::fprintf(file_, "%.3f,%lld,%d,%.5f,%s,%lld\n", UnixSeconds(), static_cast<long long>(clock),
+  std::fprintf(file_, "%.3f,%lld,%d,%.5f,%s,%lld\n", unix_seconds, static_cast<long long>(clock),
                rank, loss, accuracy ? fmt::format("{:.4f}", *accuracy).c_str() : "",
                static_cast<long long>(staleness));
 }
@@ -63,11 +63,41 @@ void RunLog::Close() {
   file_ = nullptr;
 }
 
+Status WriteWorkerTraffic(const std::string& dir, int rank, const WorkerTraffic& t) {
+  if (dir.empty()) return Status();
+  const std::string path = fmt::format("{}/worker-{}.traffic", dir, rank);
+  std::ofstream out(path);
+  out << fmt::format("{} {} {} {} {} {}\n", t.partition_pushes, t.bytes_pushed, t.bytes_pulled,
+                     t.dropped_pushes, t.push_staleness_sum, t.max_push_staleness);
+  if (!out) return Status::InvalidArgument(fmt::format("cannot write {}", path));
+  return Status();
+}
+
 Status FinishRun(const std::string& dir, const RunSummary& s) {
   namespace fs = std::filesystem;
   std::vector<std::pair<double, std::string>> rows;  // (unix time, rest of the row)
+  WorkerTraffic traffic;
+  int traffic_workers = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
+    if (name.rfind("worker-", 0) == 0 && entry.path().extension() == ".traffic") {
+      std::ifstream in(entry.path());
+      WorkerTraffic t;
+      if (in >> t.partition_pushes >> t.bytes_pushed >> t.bytes_pulled >> t.dropped_pushes >>
+          t.push_staleness_sum >> t.max_push_staleness) {
+        traffic.partition_pushes += t.partition_pushes;
+        traffic.bytes_pushed += t.bytes_pushed;
+        traffic.bytes_pulled += t.bytes_pulled;
+        traffic.dropped_pushes += t.dropped_pushes;
+        traffic.push_staleness_sum += t.push_staleness_sum;
+        traffic.max_push_staleness = std::max(traffic.max_push_staleness, t.max_push_staleness);
+        ++traffic_workers;
+      } else {
+        spdlog::warn("skipping malformed traffic file {}", name);
+      }
+      fs::remove(entry.path());
+      continue;
+    }
     if (name.rfind("worker-", 0) != 0 || entry.path().extension() != ".csv") continue;
     std::ifstream in(entry.path());
     for (std::string line; std::getline(in, line);) {
@@ -97,11 +127,18 @@ Status FinishRun(const std::string& dir, const RunSummary& s) {
         "{{\"test_accuracy\":{:.4f},\"wall_s\":{:.2f},\"iterations\":{},\"workers\":{},"
         "\"samples_per_s\":{:.1f},\"consistency\":\"{}\",\"device\":\"{}\","
         "\"device_encoded_partitions\":{},\"step_s\":{{\"pull\":{:.6f},\"push_wait\":{:.6f},"
-        "\"compute\":{:.6f},\"encode\":{:.6f},\"clock\":{:.6f}}}}}\n",
+        "\"compute\":{:.6f},\"encode\":{:.6f},\"clock\":{:.6f}}},\"traffic_workers\":{},"
+        "\"partition_pushes\":{},\"bytes_pushed\":{},\"bytes_pulled\":{},\"dropped_pushes\":{},"
+        "\"mean_push_staleness\":{:.4f},\"max_push_staleness\":{}}}\n",
         s.test_accuracy, s.wall_s, s.iterations, s.workers,
         s.wall_s > 0 ? static_cast<double>(s.samples) / s.wall_s : 0.0, s.consistency, s.device,
         s.device_encoded_partitions, s.step.pull, s.step.push_wait, s.step.compute, s.step.encode,
-        s.step.clock);
+        s.step.clock, traffic_workers, traffic.partition_pushes, traffic.bytes_pushed,
+        traffic.bytes_pulled, traffic.dropped_pushes,
+        traffic.partition_pushes > 0 ? static_cast<double>(traffic.push_staleness_sum) /
+                                           static_cast<double>(traffic.partition_pushes)
+                                     : 0.0,
+        traffic.max_push_staleness);
   }
   const std::string script = fmt::format(
       "set terminal pngcairo size 900,500; set output '{0}/plot.png';"

@@ -24,9 +24,15 @@ class RunLog {
   // Opens <dir>/worker-<rank>.csv; an empty dir gives a log that records nothing. From
   // `from_clock` > 0 (a resumed run) it keeps the file's rows of earlier clocks and appends.
   static StatusOr<RunLog> Open(const std::string& dir, int rank, int64_t from_clock = 0);
-  // One row; `accuracy` only on evaluations.
+  // One row, stamped now; `accuracy` only on evaluations.
   void Record(int64_t clock, int rank, double loss, std::optional<double> accuracy,
-              int64_t staleness);
+              int64_t staleness) {
+    RecordAt(Now(), clock, rank, loss, accuracy, staleness);
+  }
+  // One row stamped `unix_seconds` (a value from Now()), e.g. a deferred evaluation's.
+  void RecordAt(double unix_seconds, int64_t clock, int rank, double loss,
+                std::optional<double> accuracy, int64_t staleness);
+  static double Now();
   void Close();
 
  private:
@@ -52,7 +58,19 @@ struct RunSummary {
   StepSeconds step;                       // rank 0's mean step
 };
 
-// Merges the workers' files into metrics.csv, writes summary.json and plot.png.
+// What one worker's client counted over the run (ClientStats); FinishRun sums every worker's
+// into summary.json.
+struct WorkerTraffic {
+  int64_t partition_pushes = 0;  // applied or held by a server
+  int64_t bytes_pushed = 0, bytes_pulled = 0;
+  int64_t dropped_pushes = 0;  // dropped by a closed round (backup workers)
+  int64_t push_staleness_sum = 0, max_push_staleness = 0;
+};
+// Writes <dir>/worker-<rank>.traffic; an empty dir writes nothing.
+Status WriteWorkerTraffic(const std::string& dir, int rank, const WorkerTraffic& traffic);
+
+// Merges the workers' files into metrics.csv, sums their traffic, writes summary.json (with
+// "traffic_workers": how many workers' traffic it sums) and plot.png.
 // REQUIRES: every worker closed its RunLog (the caller passed a barrier after that).
 Status FinishRun(const std::string& dir, const RunSummary& summary);
 

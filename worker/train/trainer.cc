@@ -145,6 +145,17 @@ class Trainer {
   std::vector<int32_t> y_;
   Clock::time_point start_;
   double loss_ewma_ = -1;
+  // Deferred evaluation (TrainOptions::eval_deferred): the model as pulled at an evaluation
+  // clock, with what its row records.
+  struct Snapshot {
+    double unix_seconds;
+    int64_t clock;
+    double loss;
+    int64_t staleness;
+    Params params;
+  };
+  std::vector<Snapshot> snapshots_;
+  int64_t snapshot_bytes_ = 0;
   StepSeconds seconds_;  // summed over this worker's steps
   int64_t steps_ = 0;
 };
@@ -288,8 +299,24 @@ Status Trainer::Step(int it) {
 Status Trainer::Observe(int it) {
   const int64_t clock = client_.clock();
   const bool eval = test_ && (clock % o_.eval_every == 0 || clock >= o_.iterations);
+  // Deferred: the copy's row is written when it is evaluated (Finish).
+  bool deferred = false;
+  if (eval && o_.eval_deferred) {
+    int64_t bytes = 0;
+    for (const auto& p : params_) bytes += static_cast<int64_t>(p.size() * sizeof(float));
+    if (snapshot_bytes_ + bytes <= kDeferredEvalBytes) {
+      snapshot_bytes_ += bytes;
+      snapshots_.push_back(
+          {RunLog::Now(), clock, loss_ewma_, client_.stats().max_staleness, params_});
+      deferred = true;
+    } else if (snapshot_bytes_ <= kDeferredEvalBytes) {
+      snapshot_bytes_ = kDeferredEvalBytes + 1;  // warn once
+      spdlog::warn("deferred evaluation holds {} MiB of model copies; evaluating the rest live",
+                   kDeferredEvalBytes >> 20);
+    }
+  }
   std::optional<double> accuracy;
-  if (eval) {
+  if (eval && !deferred) {
     auto a = model_->Accuracy(params_, test_->x.data(), test_->y.data(), test_->size);
     if (!a.ok()) return a.status();
     accuracy = *a;
@@ -300,9 +327,11 @@ Status Trainer::Observe(int it) {
     } else {
       client_.ReportMetrics({{"loss", loss_ewma_}});
     }
-    log_->Record(clock, client_.rank(), loss_ewma_, accuracy, client_.stats().max_staleness);
+    if (!deferred) {
+      log_->Record(clock, client_.rank(), loss_ewma_, accuracy, client_.stats().max_staleness);
+    }
   }
-  if (clock % o_.progress_every == 0 || eval) {
+  if (clock % o_.progress_every == 0 || (eval && !deferred)) {
     const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     const std::string acc = accuracy ? fmt::format("  test accuracy {:.4f}", *accuracy) : "";
     std::printf("epoch %.2f  iter %lld/%d  %.1f it/s  loss %.4f%s  staleness max %lld\n",
@@ -328,6 +357,32 @@ Status Trainer::Finish() {
                 model_->device().c_str(), static_cast<long long>(encoders_->device_partitions()));
   }
   std::fflush(stdout);
+  // The deferred evaluations (rank 0), each row at the time its copy was taken.
+  double last_accuracy = 0;
+  for (const Snapshot& s : snapshots_) {
+    auto a = model_->Accuracy(s.params, test_->x.data(), test_->y.data(), test_->size);
+    if (!a.ok()) return a.status();
+    last_accuracy = *a;
+    log_->RecordAt(s.unix_seconds, s.clock, client_.rank(), s.loss, *a, s.staleness);
+  }
+  if (!snapshots_.empty()) {
+    std::printf(
+        "rank %d evaluated %zu deferred model copies; the last (clock %lld): test "
+        "accuracy %.4f\n",
+        client_.rank(), snapshots_.size(), static_cast<long long>(snapshots_.back().clock),
+        last_accuracy);
+  }
+  snapshots_.clear();
+  if (Status s = WriteWorkerTraffic(o_.run_dir, client_.rank(),
+                                    {.partition_pushes = stats.pushes,
+                                     .bytes_pushed = stats.bytes_pushed,
+                                     .bytes_pulled = stats.bytes_pulled,
+                                     .dropped_pushes = stats.dropped_pushes,
+                                     .push_staleness_sum = stats.push_staleness_sum,
+                                     .max_push_staleness = stats.max_push_staleness});
+      !s.ok()) {
+    return s;
+  }
   log_->Close();  // before the barrier: rank 0 merges every worker's file after it
   if (Status s = client_.Barrier(); !s.ok()) return s;
   if (!test_) return Status();

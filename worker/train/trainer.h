@@ -29,6 +29,12 @@ struct TrainOptions {
   int batch = 64;
   int iterations = 1000;  // clocks
   int eval_every = 200;
+  // Deferred evaluation: rank 0 keeps a copy of the model it pulled at each evaluation clock
+  // and evaluates the copies after its last iteration, each row stamped with the time it was
+  // taken; training never waits for an evaluation, so time to an accuracy is not inflated by
+  // measuring it (hetps experiment uses it). Copies beyond kDeferredEvalBytes are evaluated on
+  // the spot. Live (false): evaluated at once, the accuracy printed as training goes.
+  bool eval_deferred = false;
   int progress_every = 100;
   uint64_t seed = 1;
   double slowdown = 1.0;  // multiplies compute time (a reproducible straggler)
@@ -45,5 +51,8 @@ Status RunTraining(Client& client, const TrainOptions& options, const std::atomi
 // What RunTraining refuses before it starts, checked without a cluster (hetps-worker
 // --check_flags, so `hetps launch` can refuse bad flags before starting anything).
 Status ValidateTrainOptions(const TrainOptions& options);
+
+// The most memory deferred evaluation keeps in model copies (TrainOptions::eval_deferred).
+inline constexpr int64_t kDeferredEvalBytes = int64_t{1} << 30;
 
 }  // namespace hetps

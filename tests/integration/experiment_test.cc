@@ -1,0 +1,194 @@
+// `hetps experiment run` end to end: a small grid of real training runs on Fashion-MNIST
+// (two algorithms, two settings, two seeds, a few dozen clocks each), its report, its resume.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/subprocess.h"
+#include "tests/integration/local_cluster.h"
+#include "tests/scratch_dir.h"
+
+namespace hetps::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr char kGrid[] =
+    "# A small grid: two consistency models, with and without a straggler.\n"
+    "--workload=train\n"
+    "--hidden=32\n"
+    "--optimizer=adam:lr=0.003\n"
+    "--init=worker\n"
+    "--iterations=30\n"
+    "--eval_every=10\n"
+    "--progress_every=10\n"
+    "--workers=2\n"
+    "--repeats=2\n"
+    "--target=0.5\n"
+    "--algorithm=bsp: --consistency=bsp\n"
+    "--algorithm=asp: --consistency=asp\n"
+    "--setting=even:\n"
+    "--setting=straggler: --slow_worker=1:2\n";
+
+struct Experiment {
+  ScratchDir dir{"experiment_run_test"};
+  std::string file, run_dir, log;
+  Experiment() {
+    std::filesystem::create_directories(dir.path());
+    file = Path("grid.flags");
+    run_dir = Path("runs");
+    log = Path("experiment.log");
+    std::ofstream(file) << kGrid;
+  }
+  std::string Path(const std::string& name) const { return (dir.path() / name).string(); }
+
+  // Runs `hetps experiment <args>` to its end (at most `timeout`); its exit code, -1 if it
+  // ran out of time (then it is killed).
+  int Run(const std::vector<std::string>& args, std::chrono::seconds timeout) const {
+    std::vector<std::string> argv = {Bin("hetps"), "experiment"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    SpawnOptions options;
+    options.output_file = log;
+    options.truncate = true;
+    auto pid = Spawn(argv, options);
+    EXPECT_TRUE(pid.ok()) << pid.status().ToString();
+    if (!pid.ok()) return -1;
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    int st = 0;
+    while (waitpid(*pid, &st, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > end) {
+        kill(*pid, SIGKILL);
+        waitpid(*pid, &st, 0);
+        return -1;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+};
+
+int Lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(ExperimentRunTest, AGridOfRealRunsWritesItsResultsReportAndPlotsAndResumes) {
+  Experiment e;
+  ASSERT_EQ(e.Run({"run", e.file, "--run_dir=" + e.run_dir}, 240s), 0) << Slurp(e.log);
+  const std::string output = Slurp(e.log);
+  EXPECT_NE(output.find("8 runs (2 algorithms x 2 settings x 2 seeds)"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("straggler/asp seed 2 (8/8)"), std::string::npos) << output;
+
+  // Every run: its folder, deferred evaluations at every 10th clock in time order, its traffic.
+  const std::string results = Slurp(e.run_dir + "/results.csv");
+  EXPECT_EQ(Lines(results), 1 + 8) << results;
+  for (const char* run : {"even/bsp/seed1", "straggler/asp/seed2"}) {
+    const std::string dir = e.run_dir + "/" + run;
+    EXPECT_NE(results.find(dir), std::string::npos) << results;
+    EXPECT_NE(Slurp(dir + "/launch.log").find("evaluated 3 deferred model copies"),
+              std::string::npos)
+        << Slurp(dir + "/launch.log");
+    const std::string flags = Slurp(dir + "/flags.txt");
+    EXPECT_NE(flags.find("--eval_mode=deferred"), std::string::npos) << flags;
+    EXPECT_NE(flags.find(std::string("--data_seed=") + run[std::strlen(run) - 1]),
+              std::string::npos)
+        << flags;
+    std::istringstream metrics(Slurp(dir + "/metrics.csv"));
+    std::string line;
+    std::getline(metrics, line);
+    std::vector<std::string> evaluated;
+    double last = -1;
+    while (std::getline(metrics, line)) {
+      const double t = std::stod(line.substr(0, line.find(',')));
+      EXPECT_GE(t, last) << "rows in time order";
+      last = t;
+      if (line.find(",,") == std::string::npos) evaluated.push_back(line);
+    }
+    ASSERT_EQ(evaluated.size(), 3u) << Slurp(dir + "/metrics.csv");
+    EXPECT_NE(evaluated[0].find(",10,0,"), std::string::npos) << evaluated[0];
+    EXPECT_NE(evaluated[2].find(",30,0,"), std::string::npos) << evaluated[2];
+  }
+  EXPECT_NE(
+      Slurp(e.run_dir + "/straggler/bsp/seed1/launch.log").find("worker 1 computes 2x slower"),
+      std::string::npos);
+  EXPECT_EQ(Slurp(e.run_dir + "/even/bsp/seed1/launch.log").find("slower"), std::string::npos);
+
+  // The report: a table per setting with a row per algorithm over both seeds, and its plots.
+  const std::string report = Slurp(e.run_dir + "/report.md");
+  EXPECT_NE(report.find("A small grid: two consistency models"), std::string::npos) << report;
+  EXPECT_NE(report.find("## even"), std::string::npos);
+  EXPECT_NE(report.find("## straggler"), std::string::npos);
+  EXPECT_NE(report.find("| bsp | 2/2 |"), std::string::npos) << report;
+  EXPECT_NE(report.find("| asp | 2/2 |"), std::string::npos) << report;
+  for (const char* setting : {"even", "straggler"}) {
+    const std::string png = Slurp(e.run_dir + "/plots/" + setting + ".png");
+    ASSERT_GT(png.size(), 1000u) << setting;
+    EXPECT_EQ(png.substr(1, 3), "PNG");
+  }
+
+  // Run again: every run is kept, the report written again.
+  ASSERT_EQ(e.Run({"run", e.file, "--run_dir=" + e.run_dir}, 60s), 0) << Slurp(e.log);
+  EXPECT_NE(Slurp(e.log).find("even/bsp seed 1 (1/8): done before"), std::string::npos)
+      << Slurp(e.log);
+
+  // A run that did not finish (no "done") is the only one run again.
+  std::filesystem::remove(e.run_dir + "/straggler/bsp/seed2/done");
+  ASSERT_EQ(e.Run({"run", e.file, "--run_dir=" + e.run_dir}, 120s), 0) << Slurp(e.log);
+  const std::string resumed = Slurp(e.log);
+  EXPECT_NE(resumed.find("straggler/bsp seed 2 (7/8): 1 server, 2 workers"), std::string::npos)
+      << resumed;
+  EXPECT_EQ(resumed.find("(6/8): 1 server"), std::string::npos) << resumed;
+  EXPECT_EQ(Lines(Slurp(e.run_dir + "/results.csv")), 1 + 8);
+
+  // `report` writes the report from the folder alone.
+  std::filesystem::remove(e.run_dir + "/report.md");
+  ASSERT_EQ(e.Run({"report", e.run_dir}, 30s), 0) << Slurp(e.log);
+  EXPECT_NE(Slurp(e.run_dir + "/report.md").find("| asp | 2/2 |"), std::string::npos);
+
+  // The same folder with other settings is refused, and nothing in it is touched.
+  ASSERT_EQ(e.Run({"run", e.file, "--run_dir=" + e.run_dir, "--iterations=20"}, 30s), 2)
+      << Slurp(e.log);
+  EXPECT_NE(Slurp(e.log).find("holds an experiment with other settings"), std::string::npos)
+      << Slurp(e.log);
+  EXPECT_TRUE(std::filesystem::exists(e.run_dir + "/straggler/bsp/seed2/done"));
+}
+
+// SIGINT stops the experiment and the cluster of its run; nothing of it outlives it.
+TEST(ExperimentRunTest, SigintStopsTheRunningCluster) {
+  Experiment e;
+  std::vector<std::string> argv = {Bin("hetps"), "experiment",          "run",
+                                   e.file,       "--iterations=100000", "--run_dir=" + e.run_dir};
+  SpawnOptions options;
+  options.output_file = e.log;
+  auto pid = Spawn(argv, options);
+  ASSERT_TRUE(pid.ok());
+  for (int i = 0; i < 600 && Slurp(e.log).find("iter ") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_NE(Slurp(e.log).find("iter "), std::string::npos) << Slurp(e.log);
+  kill(*pid, SIGINT);
+  int st = 0;
+  for (int i = 0; i < 300 && waitpid(*pid, &st, WNOHANG) == 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(WIFEXITED(st) || WIFSIGNALED(st));
+  EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 128 + SIGINT) << Slurp(e.log);
+  int left = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string cmdline = Slurp((entry.path() / "cmdline").string());
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(e.run_dir) != std::string::npos) ++left;
+  }
+  EXPECT_EQ(left, 0) << "a process of the run outlived the experiment";
+}
+
+}  // namespace
+}  // namespace hetps::testing
