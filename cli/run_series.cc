@@ -51,6 +51,7 @@ void RunSeries::Say(const std::string& line) const {
 }
 
 RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) {
+  if (signals_.stop().load()) return End::kInterrupted;  // a signal between two runs
   const std::string& dir = run.dir;
   // The marker names the run and its command (less the program's path), so that a finished
   // run is kept only for the same command.

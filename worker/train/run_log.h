@@ -48,7 +48,7 @@ struct StepSeconds {
 
 struct RunSummary {
   double test_accuracy = 0;
-  double wall_s = 0;
+  double wall_s = 0;       // from rank 0's first iteration until every worker finished its last
   int64_t iterations = 0;  // per worker
   int workers = 0;
   int64_t samples = 0;  // trained on, all workers

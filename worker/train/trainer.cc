@@ -346,7 +346,6 @@ Status Trainer::Finish() {
   for (const Ticket& t : in_flight_) {
     if (Status s = t.Wait(); !s.ok()) return s;
   }
-  const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
   const ClientStats stats = client_.stats();
   std::printf(
       "rank %d pushed %lld bytes (%lld as float32: %.1fx less)\n", client_.rank(),
@@ -357,9 +356,25 @@ Status Trainer::Finish() {
                 model_->device().c_str(), static_cast<long long>(encoders_->device_partitions()));
   }
   std::fflush(stdout);
-  // The deferred evaluations (rank 0), each row at the time its copy was taken.
+  if (Status s = WriteWorkerTraffic(o_.run_dir, client_.rank(),
+                                    {.partition_pushes = stats.pushes,
+                                     .bytes_pushed = stats.bytes_pushed,
+                                     .bytes_pulled = stats.bytes_pulled,
+                                     .dropped_pushes = stats.dropped_pushes,
+                                     .push_staleness_sum = stats.push_staleness_sum,
+                                     .max_push_staleness = stats.max_push_staleness});
+      !s.ok()) {
+    return s;
+  }
+  // Every worker's file is closed before the barrier: rank 0 merges them after it. Rank 0's own
+  // stays open for its deferred evaluations, done after the barrier so that they never hold up
+  // the run's end.
+  if (snapshots_.empty()) log_->Close();
+  if (Status s = client_.Barrier(); !s.ok()) return s;
+  // Until every worker finished: under asp a straggler ends long after rank 0.
+  const double wall = std::chrono::duration<double>(Clock::now() - start_).count();
   double last_accuracy = 0;
-  for (const Snapshot& s : snapshots_) {
+  for (const Snapshot& s : snapshots_) {  // each row at the time its copy was taken
     auto a = model_->Accuracy(s.params, test_->x.data(), test_->y.data(), test_->size);
     if (!a.ok()) return a.status();
     last_accuracy = *a;
@@ -371,30 +386,19 @@ Status Trainer::Finish() {
         "accuracy %.4f\n",
         client_.rank(), snapshots_.size(), static_cast<long long>(snapshots_.back().clock),
         last_accuracy);
+    snapshots_.clear();
   }
-  snapshots_.clear();
-  if (Status s = WriteWorkerTraffic(o_.run_dir, client_.rank(),
-                                    {.partition_pushes = stats.pushes,
-                                     .bytes_pushed = stats.bytes_pushed,
-                                     .bytes_pulled = stats.bytes_pulled,
-                                     .dropped_pushes = stats.dropped_pushes,
-                                     .push_staleness_sum = stats.push_staleness_sum,
-                                     .max_push_staleness = stats.max_push_staleness});
-      !s.ok()) {
-    return s;
-  }
-  log_->Close();  // before the barrier: rank 0 merges every worker's file after it
-  if (Status s = client_.Barrier(); !s.ok()) return s;
+  log_->Close();
   if (!test_) return Status();
   if (Status s = PullModel(client_, tensors_, params_); !s.ok()) return s;
   auto evaluated = model_->Accuracy(params_, test_->x.data(), test_->y.data(), test_->size);
   if (!evaluated.ok()) return evaluated.status();
   std::printf("final test accuracy %.4f after %d iterations per worker in %.1f s\n", *evaluated,
-              o_.iterations, secs);
+              o_.iterations, wall);
   if (!o_.run_dir.empty()) {
     RunSummary summary;
     summary.test_accuracy = *evaluated;
-    summary.wall_s = secs;
+    summary.wall_s = wall;
     summary.iterations = o_.iterations;
     summary.workers = client_.num_workers();
     summary.samples = static_cast<int64_t>(o_.iterations) * o_.batch * client_.num_workers();
