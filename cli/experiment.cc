@@ -43,6 +43,13 @@ StatusOr<ExperimentArm> ParseArm(const std::string& option, const std::string& v
       return Status::InvalidArgument(
           fmt::format("--{}={}: '{}' is not a flag (--name=value)", option, arm.name, word));
     }
+    if (FlagName(word) == "servers" || FlagName(word) == "workers") {
+      auto n = IntArg(FlagName(word), SplitArg(word).value, 1);
+      if (!n.ok()) {
+        return Status::InvalidArgument(
+            fmt::format("--{}={}: {}", option, arm.name, n.status().message()));
+      }
+    }
     arm.flags.push_back(word);
   }
   return arm;
@@ -167,11 +174,13 @@ ExperimentReportInfo ReportInfo(const ExperimentArgs& a) {
   }
   const std::vector<ExperimentRun> grid = ExpandExperiment(a, "");
   info.how = fmt::format(
-      "{} servers and {} workers on this machine (`hetps launch`), one run at a time; seeds "
+      "{} server{} and {} worker{} (unless an arm says otherwise) on this machine (`hetps "
+      "launch`), one run at a time; seeds "
       "(`--data_seed`: the split, the minibatches, the initial model and the straggler draws) "
       "{} to {}; target test accuracy {}. Flags of every run: {}. Arms:{}",
-      a.servers, a.workers, grid.empty() ? 0 : grid.front().seed,
-      grid.empty() ? 0 : grid.back().seed, a.target, JoinFlags(a.flags), arms);
+      a.servers, a.servers == 1 ? "" : "s", a.workers, a.workers == 1 ? "" : "s",
+      grid.empty() ? 0 : grid.front().seed, grid.empty() ? 0 : grid.back().seed, a.target,
+      JoinFlags(a.flags), arms);
   return info;
 }
 
@@ -198,7 +207,6 @@ StatusOr<ExperimentArgs> ParseExperimentArgs(const std::vector<std::string>& arg
   ExperimentArgs a;
   a.report_only = args[0] == "report";
   if (a.report_only) {
-    if (args.size() != 2) return Status::InvalidArgument("`report DIR` takes nothing else");
     a.run_dir = args[1];
     a.file = args[1] + "/experiment.flags";
   } else {
@@ -220,6 +228,10 @@ StatusOr<ExperimentArgs> ParseExperimentArgs(const std::vector<std::string>& arg
     }
     auto own = SetOwn(a, args[i]);
     if (!own.ok()) return own.status();
+    if (!*own && a.report_only) {
+      return Status::InvalidArgument(fmt::format(
+          "`report DIR` takes the experiment's options (e.g. --target), not '{}'", args[i]));
+    }
     if (!*own) a.flags.push_back(args[i]);
   }
   if (a.report_only) a.run_dir = args[1];
@@ -259,8 +271,19 @@ std::vector<ExperimentRun> ExpandExperiment(const ExperimentArgs& a, const std::
         run.dir = fmt::format("{}/{}/{}/seed{}", root, setting.name, algorithm.name, run.seed);
         if (!eval_mode_given) run.flags.push_back("--eval_mode=deferred");
         run.flags.insert(run.flags.end(), a.flags.begin(), a.flags.end());
-        run.flags.insert(run.flags.end(), setting.flags.begin(), setting.flags.end());
-        run.flags.insert(run.flags.end(), algorithm.flags.begin(), algorithm.flags.end());
+        run.servers = a.servers;
+        run.workers = a.workers;
+        for (const auto* arm : {&setting, &algorithm}) {
+          for (const std::string& f : arm->flags) {
+            const ArgParts parts = SplitArg(f);
+            const std::string name = FlagName(f);
+            if (name == "servers" || name == "workers") {  // checked by ParseArm
+              (name == "servers" ? run.servers : run.workers) = std::atoi(parts.value.c_str());
+            } else {
+              run.flags.push_back(f);
+            }
+          }
+        }
         run.flags.push_back(fmt::format("--data_seed={}", run.seed));
         grid.push_back(std::move(run));
       }
@@ -339,14 +362,14 @@ int RunExperiment(const ExperimentArgs& a, const std::string& self) {
     run.dir = r.dir;
     run.argv = {self,
                 "launch",
-                fmt::format("--servers={}", a.servers),
-                fmt::format("--workers={}", a.workers),
+                fmt::format("--servers={}", r.servers),
+                fmt::format("--workers={}", r.workers),
                 "--run_dir=" + r.dir,
                 fmt::format("--grace_ms={}", a.grace_ms)};
     if (!a.bin_dir.empty()) run.argv.push_back("--bin_dir=" + a.bin_dir);
     run.argv.insert(run.argv.end(), r.flags.begin(), r.flags.end());
-    run.headline = fmt::format("{} server{}, {} worker{}", a.servers, a.servers == 1 ? "" : "s",
-                               a.workers, a.workers == 1 ? "" : "s");
+    run.headline = fmt::format("{} server{}, {} worker{}", r.servers, r.servers == 1 ? "" : "s",
+                               r.workers, r.workers == 1 ? "" : "s");
     std::string shown;
     auto next_show = std::chrono::steady_clock::now();
     run.progress = [&] {

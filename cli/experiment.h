@@ -8,6 +8,7 @@
 // other line is a role flag every run gets. An arm is "NAME: --flag=value ...":
 //   --algorithm=ssp3: --consistency=ssp:staleness=3 --optimizer=sgd:lr=0.05
 //   --setting=straggler: --straggler=persistent:factor=3
+// An arm may set --servers and --workers of its runs (e.g. settings that grow the cluster).
 // A run gets the file's role flags and the command line's, then its setting's, then its
 // algorithm's (the last value of a flag wins: the arms are what the experiment varies), then
 // --data_seed = the first seed (the flags' --data_seed, default 1) plus
@@ -50,12 +51,14 @@ struct ExperimentRun {
   std::string setting, algorithm;
   int repeat = 0;
   int64_t seed = 0;
+  int servers = 1, workers = 4;  // the experiment's, or its arms' --servers, --workers
   std::string dir;                 // <root>/<setting>/<algorithm>/seed<seed>
   std::vector<std::string> flags;  // its role flags, in order
 };
 
 // Parses what follows `hetps experiment`: `run FILE [--option=value ...] [--role_flag=value
-// ...]` or `report DIR`. Every arm and option is checked before anything runs.
+// ...]` or `report DIR [--option=value ...]` (e.g. --target=0.86: the same runs timed to
+// another accuracy). Every arm and option is checked before anything runs.
 StatusOr<ExperimentArgs> ParseExperimentArgs(const std::vector<std::string>& args);
 
 // The grid in the order it runs: repeat by repeat (so that a slow phase of the machine, or an

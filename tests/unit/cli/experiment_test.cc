@@ -82,6 +82,11 @@ TEST(ExperimentArgsTest, BadFilesAndArmsAreRefusedBeforeAnythingRuns) {
   EXPECT_FALSE(ParseExperimentArgs({"run", files.Write("x.flags", "") + ".missing"}).ok());
   EXPECT_FALSE(ParseExperimentArgs({"walk", "x"}).ok());
   EXPECT_FALSE(ParseExperimentArgs({"report"}).ok());
+  const std::string dir = files.dir.str();
+  files.Write("experiment.flags", "--algorithm=a:\n");
+  EXPECT_TRUE(ParseExperimentArgs({"report", dir, "--target=0.7"}).ok());
+  EXPECT_FALSE(ParseExperimentArgs({"report", dir, "--iterations=5"}).ok())
+      << "a report runs nothing: role flags mean nothing to it";
 }
 
 // Repeat by repeat, setting by setting, algorithm by algorithm; each run's flags in the order
@@ -106,6 +111,24 @@ TEST(ExperimentArgsTest, TheGridRunsRepeatByRepeatAndEachRunGetsItsSeed) {
   auto live = ParseExperimentArgs({"run", files.Write("l.flags", kFile), "--eval_mode=live"});
   ASSERT_TRUE(live.ok());
   EXPECT_EQ(ExpandExperiment(*live, "/r")[0].flags.front(), "--workload=train");
+}
+
+// An arm may size the cluster of its runs; the flag goes to the launch, not to the roles.
+TEST(ExperimentArgsTest, AnArmMaySetTheWorkersOfItsRuns) {
+  Files files;
+  auto a = ParseExperimentArgs(
+      {"run", files.Write("w.flags", "--workers=4\n--algorithm=asp: --consistency=asp\n"
+                                     "--setting=w8: --workers=8 --servers=2\n--setting=w4:\n")});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const auto grid = ExpandExperiment(*a, "/r");
+  ASSERT_EQ(grid.size(), 6u);
+  EXPECT_EQ(grid[0].workers, 8);
+  EXPECT_EQ(grid[0].servers, 2);
+  EXPECT_EQ(grid[1].workers, 4);
+  EXPECT_EQ(grid[1].servers, 1);
+  for (const std::string& f : grid[0].flags) EXPECT_EQ(f.find("--workers"), std::string::npos);
+  EXPECT_FALSE(
+      ParseExperimentArgs({"run", files.Write("z.flags", "--algorithm=a: --workers=0\n")}).ok());
 }
 
 // The resolved file says the same experiment again: parsed, it resolves to itself.
