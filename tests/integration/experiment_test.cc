@@ -170,16 +170,27 @@ TEST(ExperimentRunTest, SigintStopsTheRunningCluster) {
   options.output_file = e.log;
   auto pid = Spawn(argv, options);
   ASSERT_TRUE(pid.ok());
+  struct Reaper {  // a failed assertion must not leave the experiment training on
+    pid_t pid;
+    ~Reaper() {
+      if (pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0) {
+        kill(pid, SIGKILL);  // its launch dies with it, and the cluster with the launch
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } reaper{*pid};
   for (int i = 0; i < 600 && Slurp(e.log).find("iter ") == std::string::npos; ++i) {
     std::this_thread::sleep_for(100ms);
   }
   ASSERT_NE(Slurp(e.log).find("iter "), std::string::npos) << Slurp(e.log);
   kill(*pid, SIGINT);
   int st = 0;
-  for (int i = 0; i < 300 && waitpid(*pid, &st, WNOHANG) == 0; ++i) {
+  pid_t ended = 0;
+  for (int i = 0; i < 300 && (ended = waitpid(*pid, &st, WNOHANG)) == 0; ++i) {
     std::this_thread::sleep_for(100ms);
   }
-  ASSERT_TRUE(WIFEXITED(st) || WIFSIGNALED(st));
+  ASSERT_EQ(ended, *pid) << "the experiment did not stop on SIGINT\n" << Slurp(e.log);
+  reaper.pid = -1;
   EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 128 + SIGINT) << Slurp(e.log);
   int left = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
