@@ -339,7 +339,17 @@ int RunExperiment(const ExperimentArgs& a, const std::string& self) {
   }
   RunSeries series("experiment", "experiment.run");
   const std::string resolved = ExperimentFlagFile(a);
-  if (fs::exists(root + "/experiment.flags") && Slurp(root + "/experiment.flags") != resolved) {
+  // More (or fewer) seeds of the same experiment keep the runs it has: only --repeats differs.
+  auto without_repeats = [](const std::string& text) {
+    std::string kept;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("--repeats=", 0) != 0) kept += line + "\n";
+    }
+    return kept;
+  };
+  if (fs::exists(root + "/experiment.flags") &&
+      without_repeats(Slurp(root + "/experiment.flags")) != without_repeats(resolved)) {
     series.Say(fmt::format(
         "{} holds an experiment with other settings (its experiment.flags); give another "
         "--run_dir, or `hetps experiment run {}/experiment.flags --run_dir={}` to resume it",

@@ -153,6 +153,13 @@ TEST(ExperimentRunTest, AGridOfRealRunsWritesItsResultsReportAndPlotsAndResumes)
   ASSERT_EQ(e.Run({"report", e.run_dir}, 30s), 0) << Slurp(e.log);
   EXPECT_NE(Slurp(e.run_dir + "/report.md").find("| asp | 2/2 |"), std::string::npos);
 
+  // Fewer seeds of the same experiment: the runs it has are kept, the report covers one seed.
+  ASSERT_EQ(e.Run({"run", e.file, "--run_dir=" + e.run_dir, "--repeats=1"}, 60s), 0)
+      << Slurp(e.log);
+  EXPECT_NE(Slurp(e.log).find("straggler/asp seed 1 (4/4): done before"), std::string::npos)
+      << Slurp(e.log);
+  EXPECT_EQ(Lines(Slurp(e.run_dir + "/results.csv")), 1 + 4);
+
   // The same folder with other settings is refused, and nothing in it is touched.
   ASSERT_EQ(e.Run({"run", e.file, "--run_dir=" + e.run_dir, "--iterations=20"}, 30s), 2)
       << Slurp(e.log);
