@@ -316,11 +316,7 @@ int RunExperiment(const ExperimentArgs& a, const std::string& self) {
                                .lexically_normal()
                                .string();
   const std::vector<ExperimentRun> grid = ExpandExperiment(a, root);
-  if (a.report_only) {
-    if (!fs::exists(root + "/experiment.flags")) {
-      std::fprintf(stderr, "hetps experiment: %s holds no experiment\n", root.c_str());
-      return 2;
-    }
+  if (a.report_only) {  // ParseExperimentArgs read <root>/experiment.flags
     const auto outcomes = Outcomes(grid, a.target, nullptr);
     if (Status s = WriteExperimentReport(root, outcomes, ReportInfo(a)); !s.ok()) {
       std::fprintf(stderr, "hetps experiment: %s\n", s.message().c_str());

@@ -51,7 +51,7 @@ struct ExperimentRun {
   std::string setting, algorithm;
   int repeat = 0;
   int64_t seed = 0;
-  int servers = 1, workers = 4;  // the experiment's, or its arms' --servers, --workers
+  int servers = 1, workers = 4;    // the experiment's, or its arms' --servers, --workers
   std::string dir;                 // <root>/<setting>/<algorithm>/seed<seed>
   std::vector<std::string> flags;  // its role flags, in order
 };

@@ -26,11 +26,14 @@ std::vector<const TrainOutcome*> Cell(const std::vector<TrainOutcome>& runs,
   return cell;
 }
 
+// A figure over the runs of `cell`: `value` gives it per run (a double, or an optional that is
+// empty for a run without it, e.g. the time to a target it did not reach).
 template <typename F>
-MeanCi Over(const std::vector<const TrainOutcome*>& runs, F value) {
+MeanCi Over(const std::vector<const TrainOutcome*>& cell, F value) {
   std::vector<double> v;
-  for (const TrainOutcome* r : runs) {
-    if (auto x = value(*r)) v.push_back(*x);
+  for (const TrainOutcome* r : cell) {
+    const std::optional<double> x = value(*r);
+    if (x) v.push_back(*x);
   }
   return MeanAndCi(v);
 }
@@ -74,41 +77,23 @@ std::string ReportMarkdown(const std::vector<TrainOutcome>& runs,
       const auto cell = Cell(runs, setting, algorithm);
       size_t reached = 0;
       for (const TrainOutcome* r : cell) reached += r->at_target.has_value();
-      auto time = Over(cell, [](const TrainOutcome& r) -> std::optional<double> {
-        if (!r.at_target) return std::nullopt;
-        return r.at_target->wall_s;
+      using R = const TrainOutcome&;
+      const MeanCi time = Over(cell, [](R r) -> std::optional<double> {
+        return r.at_target ? std::optional(r.at_target->wall_s) : std::nullopt;
       });
-      auto clocks = Over(cell, [](const TrainOutcome& r) -> std::optional<double> {
-        if (!r.at_target) return std::nullopt;
-        return static_cast<double>(r.at_target->clock);
+      const MeanCi clocks = Over(cell, [](R r) -> std::optional<double> {
+        return r.at_target ? std::optional<double>(r.at_target->clock) : std::nullopt;
       });
       md += fmt::format(
           "| {} | {}/{} | {}/{} | {} | {} | {} | {} | {} | {} | {} |\n", algorithm, cell.size(),
           info.repeats, reached, cell.size(), ShowMeanCi(time, "{:.1f}"),
           ShowMeanCi(clocks, "{:.0f}"),
-          ShowMeanCi(
-              Over(cell,
-                   [](const TrainOutcome& r) -> std::optional<double> { return r.final_accuracy; }),
-              "{:.4f}"),
-          ShowMeanCi(Over(cell,
-                          [](const TrainOutcome& r) -> std::optional<double> {
-                            return r.best_accuracy();
-                          }),
-                     "{:.4f}"),
-          ShowMeanCi(
-              Over(cell,
-                   [](const TrainOutcome& r) -> std::optional<double> { return r.samples_per_s; }),
-              "{:.0f}"),
-          ShowMeanCi(Over(cell,
-                          [](const TrainOutcome& r) -> std::optional<double> {
-                            return static_cast<double>(r.bytes_pushed) / 1e6;
-                          }),
+          ShowMeanCi(Over(cell, [](R r) { return r.final_accuracy; }), "{:.4f}"),
+          ShowMeanCi(Over(cell, [](R r) { return r.best_accuracy(); }), "{:.4f}"),
+          ShowMeanCi(Over(cell, [](R r) { return r.samples_per_s; }), "{:.0f}"),
+          ShowMeanCi(Over(cell, [](R r) { return static_cast<double>(r.bytes_pushed) / 1e6; }),
                      "{:.1f}"),
-          ShowMeanCi(Over(cell,
-                          [](const TrainOutcome& r) -> std::optional<double> {
-                            return r.mean_push_staleness;
-                          }),
-                     "{:.2f}"));
+          ShowMeanCi(Over(cell, [](R r) { return r.mean_push_staleness; }), "{:.2f}"));
     }
     md += fmt::format("\n![{0}](plots/{1}.png)\n\n", setting, DirName(setting));
   }

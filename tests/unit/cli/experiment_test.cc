@@ -117,8 +117,9 @@ TEST(ExperimentArgsTest, TheGridRunsRepeatByRepeatAndEachRunGetsItsSeed) {
 TEST(ExperimentArgsTest, AnArmMaySetTheWorkersOfItsRuns) {
   Files files;
   auto a = ParseExperimentArgs(
-      {"run", files.Write("w.flags", "--workers=4\n--algorithm=asp: --consistency=asp\n"
-                                     "--setting=w8: --workers=8 --servers=2\n--setting=w4:\n")});
+      {"run", files.Write("w.flags",
+                          "--workers=4\n--algorithm=asp: --consistency=asp\n"
+                          "--setting=w8: --workers=8 --servers=2\n--setting=w4:\n")});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   const auto grid = ExpandExperiment(*a, "/r");
   ASSERT_EQ(grid.size(), 6u);
