@@ -1,10 +1,13 @@
 // dgc (Deep Gradient Compression; density, momentum, sample, warmup, epoch): momentum
 // correction u <- m u + g, local accumulation v <- v + u; the threshold comes from the top
 // density of a strided sample of |v| (a `sample` fraction), re-adjusted (x1.3 / x0.8, then
-// bisection once bracketed; at most 10 times) until between 0.8k and 1.3k elements pass; those of v
-// are sent and both v and u are cleared there (momentum-factor masking). Warm-up: for the first
-// `warmup` epochs of `epoch` steps the density is density^((e+1)/(warmup+1)). Wire: uint32 count,
-// then count ascending indices and their values.
+// bisection once bracketed; at most 10 times) until between 0.8k and 1.3k elements pass; those
+// of v are sent and both v and u are cleared there (momentum-factor masking). Warm-up: for the
+// first `warmup` epochs of `epoch` steps the density is density^((e+1)/(warmup+1)). The rules
+// are in dgc.h, shared with the CUDA twin. Wire: uint32 count, then count ascending indices and
+// their values.
+#include "common/compress/dgc.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -37,13 +40,6 @@ class Dgc : public Codec {
   }
   int64_t EncodedBytes(int64_t, const CodecContext&) const override { return -1; }
 
-  // The density at a step, after warm-up.
-  double Density(int64_t step) const {
-    const int64_t e = step / epoch_;
-    if (e >= warmup_) return density_;
-    return std::pow(density_, static_cast<double>(e + 1) / static_cast<double>(warmup_ + 1));
-  }
-
   void Encode(const float* g, int64_t n, const CodecContext& ctx, CodecState* state,
               std::vector<uint8_t>& out) const override {
     DgcState fresh(state ? 0 : n);
@@ -52,44 +48,22 @@ class Dgc : public Codec {
       s.u[i] = momentum_ * s.u[i] + g[i];
       s.v[i] += s.u[i];
     }
-    const int64_t k = KeepCount(n, Density(ctx.key.step));
-    const int64_t m = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(sample_ * n)),
-                                          std::min<int64_t>(n, 256), n);
-    const int64_t stride = std::max<int64_t>(1, n / std::max<int64_t>(m, 1));
-    std::vector<float> sample;
-    for (int64_t j = 0; j < m && j * stride < n; ++j) sample.push_back(std::fabs(s.v[j * stride]));
-    float threshold = 0;
-    if (!sample.empty()) {
-      const int64_t rank = std::clamp<int64_t>(
-          static_cast<int64_t>(std::ceil(static_cast<double>(k) / n * sample.size())), 1,
-          static_cast<int64_t>(sample.size()));
-      std::nth_element(sample.begin(), sample.begin() + (rank - 1), sample.end(),
-                       std::greater<float>());
-      threshold = sample[rank - 1];
-    }
-    auto passes = [&](int64_t i) { return s.v[i] != 0.0f && std::fabs(s.v[i]) >= threshold; };
-    // Re-adjust x1.3 / x0.8 (at most 10 times); once the count has been on both sides of the
-    // band, bisect between the last thresholds that gave too many and too few.
-    float too_low = -1, too_high = -1;  // thresholds that passed too many / too few
-    for (int adjust = 0; adjust < 10; ++adjust) {
-      int64_t count = 0;
-      for (int64_t i = 0; i < n; ++i) count += passes(i);
-      if (count > 1.3 * k) {
-        too_low = threshold;
-      } else if (count < 0.8 * k) {
-        too_high = threshold;
-      } else {
-        break;
-      }
-      if (too_low >= 0 && too_high >= 0) {
-        threshold = 0.5f * (too_low + too_high);
-      } else {
-        threshold *= count > 1.3 * k ? 1.3f : 0.8f;
-      }
-    }
+    const int64_t k = KeepCount(n, DgcDensity(density_, warmup_, epoch_, ctx.key.step));
+    const DgcSample sampling = DgcSampling(n, sample_);
+    std::vector<float> sample(sampling.count);
+    for (int64_t j = 0; j < sampling.count; ++j) sample[j] = std::fabs(s.v[j * sampling.stride]);
+    auto passes = [&](int64_t i, float threshold) {
+      return s.v[i] != 0.0f && std::fabs(s.v[i]) >= threshold;
+    };
+    const float threshold =
+        DgcAdjustThreshold(DgcFirstThreshold(sample, k, n), k, [&](float threshold) {
+          int64_t count = 0;
+          for (int64_t i = 0; i < n; ++i) count += passes(i, threshold);
+          return count;
+        });
     std::vector<uint32_t> sent;
     for (int64_t i = 0; i < n; ++i) {
-      if (passes(i)) sent.push_back(static_cast<uint32_t>(i));
+      if (passes(i, threshold)) sent.push_back(static_cast<uint32_t>(i));
     }
     const auto count = static_cast<uint32_t>(sent.size());
     out.resize(4 + 8 * static_cast<size_t>(count));

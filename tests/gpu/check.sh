@@ -114,7 +114,8 @@ stage_codec() {
   : >"$json"
   local ok=1
   for n in 16777216 268435456; do
-    for codec in none fp16 topk:density=0.01 randomk:density=0.01 qsgd:levels=16 onebit efsign; do
+    for codec in none fp16 topk:density=0.01 randomk:density=0.01 qsgd:levels=16 onebit efsign \
+      terngrad dgc:density=0.01; do
       if ! "$bin/hetps-bench" codec --device gpu --codec "$codec" --elements "$n" \
         --seconds 0.5 >>"$json" 2>>"$log"; then
         ok=0
@@ -138,9 +139,11 @@ stage_train() {
         >>"$json" 2>>"$log" || ok=0
     done
   done
-  for device in cpu cuda; do
-    "$bin/hetps-bench" train --model mlp --device "$device" "${common[@]}" \
-      --codec topk:density=0.01,ef=1 >>"$json" 2>>"$log" || ok=0
+  for codec in topk:density=0.01,ef=1 dgc:density=0.01; do
+    for device in cpu cuda; do
+      "$bin/hetps-bench" train --model mlp --device "$device" "${common[@]}" \
+        --codec "$codec" >>"$json" 2>>"$log" || ok=0
+    done
   done
   if [ $ok = 1 ]; then note train ok "$(wc -l <"$json") runs"; else note train FAIL "see train.log"; fi
 }

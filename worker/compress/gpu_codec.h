@@ -1,9 +1,10 @@
 // Gradient compression on the GPU: CUDA twins of the CPU codecs in common/compress (fp16, topk,
-// randomk, qsgd, onebit, efsign; none is a copy) with the error-feedback residual kept on the
-// device. Gradients are device pointers; only the encoded bytes cross to the host, through a
-// pinned buffer. Encodings are byte-identical to the CPU codec's for the same input and
-// context (deterministic codecs by construction; stochastic ones draw the same Philox numbers),
-// so servers decode them with the CPU codecs. Builds without CUDA: then nothing is usable.
+// randomk, qsgd, onebit, efsign, terngrad, dgc; none is a copy; powersgd has none) with the
+// error-feedback residual, and dgc's own state, kept on the device. Gradients are device pointers;
+// only the encoded bytes cross to the host, through a pinned buffer. Encodings are byte-identical
+// to the CPU codec's for the same input and context (deterministic codecs by construction;
+// stochastic ones draw the same Philox numbers), so servers decode them with the CPU codecs. Builds
+// without CUDA: then nothing is usable.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,8 @@ class Encoder {
   virtual Status Decode(const std::vector<uint8_t>& in, const CodecContext& ctx, float* out) = 0;
   // The residual, copied to the host (empty without ef).
   virtual StatusOr<std::vector<float>> Residual() = 0;
+  // The codec's own unsent accumulation (dgc's v), copied to the host; empty for the others.
+  virtual StatusOr<std::vector<float>> Unsent() = 0;
 };
 
 struct BenchResult {

@@ -3,8 +3,8 @@
 // residual kept there too; only the encoded bytes reach the client.
 //
 // Device memory: the CUDA twin of the codec (worker/compress/gpu_codec.h), byte-identical to
-// the CPU codec, residual on the device; codecs without a twin (dgc, terngrad, powersgd) and
-// raw partitions are copied to the host first (the residual of those stays on the host). Host
+// the CPU codec, residual (and dgc's accumulation) on the device; powersgd, which has no twin,
+// and raw partitions are copied to the host first (powersgd's residual stays on the host). Host
 // memory: the CPU codecs, which is what Client::Push does itself; it is the reference the
 // device encoders are tested against and lets the plumbing be tested without a GPU.
 //

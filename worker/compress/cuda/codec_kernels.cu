@@ -152,6 +152,116 @@ __global__ void SignDecodeKernel(const uint8_t* in, int64_t n, int header_floats
   HETPS_FOR_EACH(i, n) { out[i] = bits[i >> 3] >> (i & 7) & 1 ? negative : positive; }
 }
 
+// Max of the bits of non-negative, non-NaN floats (which order as unsigned integers) of a
+// warp, then one atomic per warp. Every lane of the warp must call it.
+__device__ __forceinline__ void WarpMaxInto(float v, unsigned* out) {
+  unsigned bits = __float_as_uint(v);
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    bits = max(bits, __shfl_down_sync(0xffffffffu, bits, offset));
+  }
+  if ((threadIdx.x & 31) == 0) atomicMax(out, bits);
+}
+
+__device__ __forceinline__ void WarpSumInto(unsigned long long v, unsigned long long* out) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+  if ((threadIdx.x & 31) == 0 && v) atomicAdd(out, v);
+}
+
+// std::min(|v|, clip) as the CPU computes it: NaN magnitudes stay NaN, a NaN clip clips nothing.
+__device__ __forceinline__ float Clipped(float v, float clip) {
+  const float a = fabsf(v);
+  return clip < a ? clip : a;
+}
+
+// scratch[0] = the clip, 2.5 sqrt(max(0, E[x^2] - E[x]^2)); scratch[1] = +0 (s, before the max).
+__global__ void TernGradClip(const double* sums, int64_t n, float* scratch) {
+  const double mean = __ddiv_rn(sums[1], static_cast<double>(n));
+  const double square = __ddiv_rn(sums[0], static_cast<double>(n));
+  const double variance = __dsub_rn(square, __dmul_rn(mean, mean));
+  scratch[0] = __double2float_rn(__dmul_rn(2.5, sqrt(0.0 < variance ? variance : 0.0)));
+  scratch[1] = 0.0f;
+}
+
+// scratch[1] = max of min(|x|, clip), NaNs left out (std::max(s, NaN) keeps s).
+__global__ void TernGradScaleKernel(const float* x, int64_t n, float* scratch) {
+  const float clip = scratch[0];
+  float s = 0.0f;
+  HETPS_FOR_EACH(i, n) {
+    const float m = Clipped(x[i], clip);
+    s = s < m ? m : s;
+  }
+  WarpMaxInto(s, reinterpret_cast<unsigned*>(scratch + 1));
+}
+
+// One thread per output byte (4 elements): code 1 (+s) or 2 (-s) with probability
+// min(|x|, clip) / s, drawn from the same Philox numbers as the CPU.
+__global__ void TernGradEncodeKernel(const float* x, int64_t n, const float* scratch, RngKey key,
+                                     uint8_t* out) {
+  const float clip = scratch[0], s = scratch[1];
+  if (blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<float*>(out) = s;
+  HETPS_FOR_EACH(b, (n + 3) / 4) {
+    uint32_t byte = 0;
+    if (s > 0) {
+      for (int j = 0; j < 4 && 4 * b + j < n; ++j) {
+        const int64_t i = 4 * b + j;
+        if (Uniform(key, static_cast<uint64_t>(i)) < __fdiv_rn(Clipped(x[i], clip), s)) {
+          byte |= (x[i] < 0 ? 2u : 1u) << (2 * j);
+        }
+      }
+    }
+    out[4 + b] = static_cast<uint8_t>(byte);
+  }
+}
+
+__global__ void TernGradDecodeKernel(const uint8_t* in, int64_t n, float* out) {
+  const float s = *reinterpret_cast<const float*>(in);
+  HETPS_FOR_EACH(i, n) {
+    const uint32_t code = in[4 + (i >> 2)] >> (2 * (i & 3)) & 3u;
+    out[i] = code == 1 ? s : (code == 2 ? -s : 0.0f);  // 3 is malformed: the CPU refuses it
+  }
+}
+
+__global__ void DgcAccumulateKernel(const float* g, int64_t n, float momentum, float* u, float* v) {
+  HETPS_FOR_EACH(i, n) {
+    const float ui = __fadd_rn(__fmul_rn(momentum, u[i]), g[i]);
+    u[i] = ui;
+    v[i] = __fadd_rn(v[i], ui);
+  }
+}
+
+__global__ void StridedAbs(const float* v, int64_t count, int64_t stride, float* out) {
+  HETPS_FOR_EACH(j, count) { out[j] = fabsf(v[j * stride]); }
+}
+
+__device__ __forceinline__ bool DgcPasses(float v, float threshold) {
+  return v != 0.0f && fabsf(v) >= threshold;
+}
+
+__global__ void DgcCountKernel(const float* v, int64_t n, float threshold,
+                               unsigned long long* passed) {
+  unsigned long long count = 0;
+  HETPS_FOR_EACH(i, n) { count += DgcPasses(v[i], threshold); }
+  WarpSumInto(count, passed);
+}
+
+__global__ void DgcFlags(const float* v, int64_t n, float threshold, uint8_t* flags) {
+  HETPS_FOR_EACH(i, n) { flags[i] = DgcPasses(v[i], threshold); }
+}
+
+// out: count, then the indices (already there), then the values; v and u cleared there.
+__global__ void DgcWrite(const int* count, float* v, float* u, uint8_t* out) {
+  const int64_t k = *count;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<uint32_t*>(out) = k;
+  const auto* idx = reinterpret_cast<const uint32_t*>(out + 4);
+  auto* val = reinterpret_cast<float*>(out + 4 + 4 * k);
+  HETPS_FOR_EACH(j, k) {
+    const uint32_t i = idx[j];
+    val[j] = v[i];
+    v[i] = 0.0f;
+    u[i] = 0.0f;
+  }
+}
+
 // Top-k helpers.
 __global__ void Iota(uint32_t* out, int64_t n) {
   HETPS_FOR_EACH(i, n) { out[i] = static_cast<uint32_t>(i); }
@@ -316,6 +426,77 @@ void EfSignEncode(cudaStream_t s, const float* x, int64_t n, const double* sums,
 
 void SignDecode(cudaStream_t s, const uint8_t* in, int64_t n, int header_floats, float* out) {
   SignDecodeKernel<<<Blocks(n), kThreads, 0, s>>>(in, n, header_floats, out);
+}
+
+void TernGradEncode(cudaStream_t s, const float* x, int64_t n, const double* sums, RngKey key,
+                    float* scratch, uint8_t* out) {
+  TernGradClip<<<1, 1, 0, s>>>(sums, n, scratch);
+  TernGradScaleKernel<<<Blocks(n), kThreads, 0, s>>>(x, n, scratch);
+  TernGradEncodeKernel<<<Blocks((n + 3) / 4), kThreads, 0, s>>>(x, n, scratch, key, out);
+}
+
+void TernGradDecode(cudaStream_t s, const uint8_t* in, int64_t n, float* out) {
+  TernGradDecodeKernel<<<Blocks(n), kThreads, 0, s>>>(in, n, out);
+}
+
+void DgcAccumulate(cudaStream_t s, const float* g, int64_t n, float momentum, float* u, float* v) {
+  DgcAccumulateKernel<<<Blocks(n), kThreads, 0, s>>>(g, n, momentum, u, v);
+}
+
+void DgcSampleMagnitudes(cudaStream_t s, const float* v, int64_t count, int64_t stride,
+                         float* out) {
+  StridedAbs<<<Blocks(count), kThreads, 0, s>>>(v, count, stride, out);
+}
+
+void DgcCount(cudaStream_t s, const float* v, int64_t n, float threshold,
+              unsigned long long* passed) {
+  cudaMemsetAsync(passed, 0, sizeof(*passed), s);
+  DgcCountKernel<<<Blocks(n), kThreads, 0, s>>>(v, n, threshold, passed);
+}
+
+namespace {
+
+struct DgcBuffers {
+  uint32_t* iota;
+  uint8_t* flags;
+  void* temp;
+  size_t temp_bytes;
+};
+
+DgcBuffers CarveDgc(void* scratch, int64_t n, size_t* total) {
+  Carver c(scratch);
+  DgcBuffers b;
+  b.iota = c.Take<uint32_t>(n);
+  b.flags = c.Take<uint8_t>(n);
+  b.temp_bytes = 0;
+  cub::DeviceSelect::Flagged(nullptr, b.temp_bytes, b.iota, b.flags, b.iota,
+                             static_cast<int*>(nullptr), static_cast<int>(n));
+  b.temp = c.Take<char>(static_cast<int64_t>(b.temp_bytes));
+  *total = c.used();
+  return b;
+}
+
+}  // namespace
+
+size_t DgcScratchBytes(int64_t n) {
+  size_t total = 0;
+  CarveDgc(nullptr, n, &total);
+  return total;
+}
+
+cudaError_t DgcSelect(cudaStream_t s, float* v, float* u, int64_t n, float threshold, void* scratch,
+                      uint8_t* out, int* count) {
+  size_t total = 0;
+  DgcBuffers b = CarveDgc(scratch, n, &total);
+  Iota<<<Blocks(n), kThreads, 0, s>>>(b.iota, n);
+  DgcFlags<<<Blocks(n), kThreads, 0, s>>>(v, n, threshold, b.flags);
+  size_t bytes = b.temp_bytes;
+  cudaError_t e = cub::DeviceSelect::Flagged(b.temp, bytes, b.iota, b.flags,
+                                             reinterpret_cast<uint32_t*>(out + 4), count,
+                                             static_cast<int>(n), s);
+  if (e != cudaSuccess) return e;
+  DgcWrite<<<Blocks(n), kThreads, 0, s>>>(count, v, u, out);
+  return cudaGetLastError();
 }
 
 size_t TopKScratchBytes(int64_t n) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "common/compress/dgc.h"
 #include "common/compress/qsgd.h"
 #include "common/compress/util.h"
 #include "worker/compress/cuda/codec_kernels.h"
@@ -80,6 +81,18 @@ class CudaEncoder : public Encoder {
     HETPS_CUDA(
         sums_.Reserve(sizeof(double) * (cuda::kSums * ((n_ + kSumChunk - 1) / kSumChunk + 1))));
     if (spec_.name == "topk") HETPS_CUDA(scratch_.Reserve(cuda::TopKScratchBytes(n_)));
+    if (spec_.name == "terngrad") {
+      HETPS_CUDA(scratch_.Reserve(sizeof(float) * cuda::kTernGradScratch));
+    }
+    if (spec_.name == "dgc") {  // the codec's own state, u and v, starts at zero
+      HETPS_CUDA(scratch_.Reserve(cuda::DgcScratchBytes(n_)));
+      HETPS_CUDA(u_.Reserve(floats));
+      HETPS_CUDA(v_.Reserve(floats));
+      HETPS_CUDA(cudaMemsetAsync(u_.get(), 0, floats, stream_));
+      HETPS_CUDA(cudaMemsetAsync(v_.get(), 0, floats, stream_));
+      HETPS_CUDA(sample_.Reserve(sizeof(float) * DgcSampling(n_, Param("sample")).count));
+      HETPS_CUDA(counts_.Reserve(sizeof(unsigned long long) + sizeof(int)));
+    }
     if (spec_.ef) {
       HETPS_CUDA(residual_.Reserve(floats));
       HETPS_CUDA(cudaMemsetAsync(residual_.get(), 0, floats, stream_));
@@ -93,12 +106,15 @@ class CudaEncoder : public Encoder {
       cuda::Add(stream_, g, residual_.get<float>(), n_, p_.get<float>());
       p = p_.get<float>();
     }
-    const int64_t bytes = cpu_->EncodedBytes(n_, ctx);
-    HETPS_CUDA(encoded_.Reserve(bytes));
-    HETPS_CUDA(pinned_.Reserve(bytes));
-    if (Status s = EncodeOn(p, ctx, encoded_.get<uint8_t>()); !s.ok()) return s;
+    const int64_t most = MaxEncodedBytes(ctx);
+    HETPS_CUDA(encoded_.Reserve(most));
+    HETPS_CUDA(pinned_.Reserve(most));
+    auto encoded = EncodeOn(p, ctx, encoded_.get<uint8_t>());
+    if (!encoded.ok()) return encoded.status();
+    const int64_t bytes = *encoded;
     if (spec_.ef) {  // e = p - D(m), on the device
-      if (Status s = DecodeOn(encoded_.get<uint8_t>(), ctx, decoded_.get<float>()); !s.ok()) {
+      if (Status s = DecodeOn(encoded_.get<uint8_t>(), bytes, ctx, decoded_.get<float>());
+          !s.ok()) {
         return s;
       }
       cuda::Subtract(stream_, p, decoded_.get<float>(), n_, residual_.get<float>());
@@ -122,7 +138,11 @@ class CudaEncoder : public Encoder {
     HETPS_CUDA(encoded_.Reserve(in.size()));
     HETPS_CUDA(
         cudaMemcpyAsync(encoded_.get(), in.data(), in.size(), cudaMemcpyHostToDevice, stream_));
-    if (Status s = DecodeOn(encoded_.get<uint8_t>(), ctx, decoded_.get<float>()); !s.ok()) return s;
+    if (Status s = DecodeOn(encoded_.get<uint8_t>(), static_cast<int64_t>(in.size()), ctx,
+                            decoded_.get<float>());
+        !s.ok()) {
+      return s;
+    }
     HETPS_CUDA(
         cudaMemcpyAsync(out, decoded_.get(), n_ * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     HETPS_CUDA(cudaStreamSynchronize(stream_));
@@ -139,8 +159,24 @@ class CudaEncoder : public Encoder {
     return r;
   }
 
-  // Device-to-device: encode x into out (EncodedBytes long), without error feedback.
-  Status EncodeOn(const float* x, const CodecContext& ctx, uint8_t* out) {
+  StatusOr<std::vector<float>> Unsent() override {
+    std::vector<float> v;
+    if (spec_.name != "dgc") return v;
+    v.resize(n_);
+    HETPS_CUDA(
+        cudaMemcpyAsync(v.data(), v_.get(), n_ * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    HETPS_CUDA(cudaStreamSynchronize(stream_));
+    return v;
+  }
+
+  // The most bytes an encoding can take (dgc's depend on the data: at most every element).
+  int64_t MaxEncodedBytes(const CodecContext& ctx) const {
+    return spec_.name == "dgc" ? 4 + 8 * n_ : cpu_->EncodedBytes(n_, ctx);
+  }
+
+  // Device-to-device: encode x into out (MaxEncodedBytes long), without error feedback;
+  // returns the encoding's size.
+  StatusOr<int64_t> EncodeOn(const float* x, const CodecContext& ctx, uint8_t* out) {
     const std::string& name = spec_.name;
     RngKey key = ctx.key;
     key.seed = static_cast<uint64_t>(Param("seed"));
@@ -165,13 +201,56 @@ class CudaEncoder : public Encoder {
     } else if (name == "topk") {
       const int64_t k = KeepCount(n_, Param("density"));
       HETPS_CUDA(cuda::TopKEncode(stream_, x, n_, k, scratch_.get(), out));
+    } else if (name == "terngrad") {
+      cuda::FixedOrderSums(stream_, x, n_, chunks, sums);
+      cuda::TernGradEncode(stream_, x, n_, sums, key, scratch_.get<float>(), out);
+    } else if (name == "dgc") {
+      return DgcEncodeOn(x, ctx, out);
     } else {
       return Status::InvalidArgument(fmt::format("codec '{}' has no CUDA kernels", name));
     }
-    return CudaStatus(cudaGetLastError(), "encode");
+    HETPS_CUDA(cudaGetLastError());
+    return cpu_->EncodedBytes(n_, ctx);
   }
 
-  Status DecodeOn(const uint8_t* in, const CodecContext& ctx, float* out) {
+  // dgc: accumulate on the device; the density, the sample's threshold and its re-adjustment
+  // on the host by the CPU codec's own rules (dgc.h), counting on the device; then select.
+  StatusOr<int64_t> DgcEncodeOn(const float* g, const CodecContext& ctx, uint8_t* out) {
+    auto* u = u_.get<float>();
+    auto* v = v_.get<float>();
+    cuda::DgcAccumulate(stream_, g, n_, static_cast<float>(Param("momentum")), u, v);
+    const int64_t k =
+        KeepCount(n_, DgcDensity(Param("density"), static_cast<int64_t>(Param("warmup")),
+                                 static_cast<int64_t>(Param("epoch")), ctx.key.step));
+    const DgcSample sampling = DgcSampling(n_, Param("sample"));
+    std::vector<float> sample(sampling.count);
+    cuda::DgcSampleMagnitudes(stream_, v, sampling.count, sampling.stride, sample_.get<float>());
+    HETPS_CUDA(cudaMemcpyAsync(sample.data(), sample_.get(), sample.size() * sizeof(float),
+                               cudaMemcpyDeviceToHost, stream_));
+    HETPS_CUDA(cudaStreamSynchronize(stream_));
+    auto* passed = counts_.get<unsigned long long>();
+    cudaError_t failed = cudaSuccess;
+    const float threshold =
+        DgcAdjustThreshold(DgcFirstThreshold(sample, k, n_), k, [&](float t) -> int64_t {
+          if (failed != cudaSuccess) return k;  // inside the band: stops the re-adjustment
+          unsigned long long count = 0;
+          cuda::DgcCount(stream_, v, n_, t, passed);
+          failed = cudaMemcpyAsync(&count, passed, sizeof(count), cudaMemcpyDeviceToHost, stream_);
+          if (failed == cudaSuccess) failed = cudaStreamSynchronize(stream_);
+          return failed == cudaSuccess ? static_cast<int64_t>(count) : k;
+        });
+    HETPS_CUDA(failed);
+    auto* count_on_device = reinterpret_cast<int*>(passed + 1);
+    HETPS_CUDA(cuda::DgcSelect(stream_, v, u, n_, threshold, scratch_.get(), out, count_on_device));
+    int count = 0;
+    HETPS_CUDA(
+        cudaMemcpyAsync(&count, count_on_device, sizeof(count), cudaMemcpyDeviceToHost, stream_));
+    HETPS_CUDA(cudaStreamSynchronize(stream_));
+    return 4 + 8 * static_cast<int64_t>(count);
+  }
+
+  // Decodes `bytes` bytes at device pointer `in` (an encoding of this codec) into out.
+  Status DecodeOn(const uint8_t* in, int64_t bytes, const CodecContext& ctx, float* out) {
     const std::string& name = spec_.name;
     RngKey key = ctx.key;
     key.seed = static_cast<uint64_t>(Param("seed"));
@@ -188,6 +267,14 @@ class CudaEncoder : public Encoder {
       cuda::SignDecode(stream_, in, n_, name == "onebit" ? 2 : 1, out);
     } else if (name == "topk") {
       cuda::SparseDecode(stream_, in, n_, KeepCount(n_, Param("density")), out);
+    } else if (name == "terngrad") {
+      cuda::TernGradDecode(stream_, in, n_, out);
+    } else if (name == "dgc") {
+      if (bytes < 4 || (bytes - 4) % 8 != 0 || (bytes - 4) / 8 > n_) {
+        return Status::SizeMismatch(
+            fmt::format("dgc: {} bytes are no encoding of {} elements", bytes, n_));
+      }
+      cuda::SparseDecode(stream_, in + 4, n_, (bytes - 4) / 8, out);
     } else {
       return Status::InvalidArgument(fmt::format("codec '{}' has no CUDA kernels", name));
     }
@@ -207,6 +294,7 @@ class CudaEncoder : public Encoder {
   int64_t n_;
   cudaStream_t stream_ = nullptr;
   Buffer<false> input_, p_, decoded_, residual_, encoded_, sums_, scratch_;
+  Buffer<false> u_, v_, sample_, counts_;  // dgc's momentum and accumulation, its sample
   Buffer<true> pinned_;
 };
 
@@ -226,7 +314,8 @@ bool Usable(std::string* why) {
 
 bool Supported(const std::string& codec) {
   return codec == "none" || codec == "fp16" || codec == "topk" || codec == "randomk" ||
-         codec == "qsgd" || codec == "onebit" || codec == "efsign";
+         codec == "qsgd" || codec == "onebit" || codec == "efsign" || codec == "dgc" ||
+         codec == "terngrad";
 }
 
 Status CopyToHost(const float* device, int64_t n, float* host) {
@@ -302,8 +391,11 @@ StatusOr<BenchResult> Benchmark(const CodecSpec& spec, const std::vector<float>&
   auto enc = median([&] { return e.EncodeDevice(e.input(), ctx, bytes); });
   if (!enc.ok()) return enc.status();
   r.encode_s = *enc;
+  int64_t encoded_bytes = static_cast<int64_t>(bytes.size());
   auto on_device = median([&]() -> Status {
-    if (Status s = e.EncodeOn(e.input(), ctx, e.encoded()); !s.ok()) return s;
+    auto encoded = e.EncodeOn(e.input(), ctx, e.encoded());
+    if (!encoded.ok()) return encoded.status();
+    encoded_bytes = *encoded;
     return CudaStatus(cudaStreamSynchronize(e.stream()), "encode");
   });
   if (!on_device.ok()) return on_device.status();
@@ -316,7 +408,7 @@ StatusOr<BenchResult> Benchmark(const CodecSpec& spec, const std::vector<float>&
   if (!copy.ok()) return copy.status();
   r.copy_s = *copy;
   auto dec = median([&]() -> Status {
-    if (Status s = e.DecodeOn(e.encoded(), ctx, e.decoded()); !s.ok()) return s;
+    if (Status s = e.DecodeOn(e.encoded(), encoded_bytes, ctx, e.decoded()); !s.ok()) return s;
     return CudaStatus(cudaStreamSynchronize(e.stream()), "decode");
   });
   if (!dec.ok()) return dec.status();
