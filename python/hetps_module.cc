@@ -554,6 +554,11 @@ PYBIND11_MODULE(_hetps, m) {
           "begin_iteration", [](PyClient& c) { c.client().BeginIteration(); },
           "Optional: marks the start of an iteration, so that evaluation or logging between "
           "clock() and this call is not counted as iteration time (straggler detection).")
+      .def(
+          "set_loss", [](PyClient& c, double loss) { c.client().SetLoss(loss); }, py::arg("loss"),
+          "The training loss of the minibatch behind the gradients pushed next, carried on every "
+          "push until set again (nan: none); servers with --aggregator=sum:compensation=lcasgd "
+          "predict each worker's loss from it.")
       .def("barrier", &PyClient::Barrier, "Blocks until every live worker has called barrier().")
       .def("finish", &PyClient::Finish,
            "Waits for every pending ticket and leaves the cluster; idempotent.")

@@ -4,6 +4,7 @@
 
 #include "common/compress/codec.h"
 #include "server/aggregation/aggregator.h"
+#include "server/aggregation/compensator.h"
 #include "server/consistency/controller.h"
 #include "server/optimizer/optimizer.h"
 
@@ -41,20 +42,21 @@ std::string Combinations(bool markdown) {
 }  // namespace
 
 std::string AlgorithmCatalogue(bool markdown) {
-  const SpecRegistry* kinds[] = {&Controllers(), &Aggregators(), &Optimizers(),
+  const SpecRegistry* kinds[] = {&Controllers(), &Aggregators(), &Compensators(), &Optimizers(),
                                  &compress::Codecs()};
-  const char* flags[] = {"--consistency", "--aggregator", "--optimizer", "--codec"};
+  const char* flags[] = {"--consistency=NAME:key=value,...", "--aggregator=NAME:key=value,...",
+                         "--aggregator=sum:compensation=NAME,key=value,...",
+                         "--optimizer=NAME:key=value,...", "--codec=NAME:key=value,..."};
   std::string s;
   for (size_t i = 0; i < std::size(kinds); ++i) {
     if (markdown) {
       s += fmt::format("{}\n", kinds[i]->Markdown());
     } else {
-      s += fmt::format("{} ({}=NAME:key=value,...)\n{}\n", kinds[i]->kind(), flags[i],
-                       kinds[i]->Help());
+      s += fmt::format("{} ({})\n{}\n", kinds[i]->kind(), flags[i], kinds[i]->Help());
     }
   }
   s += markdown ? "Aggregators under each controller (with their defaults; sum's "
-                  "staleness_lr=inverse and compensation=dcasgd only where pushes apply one by "
+                  "staleness_lr=inverse and any compensation only where pushes apply one by "
                   "one):\n\n"
                 : "aggregator x consistency (defined combinations)\n";
   s += Combinations(markdown);

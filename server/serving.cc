@@ -85,6 +85,7 @@ void ApplyRecord(const ServingState& shared, PartitionState& part, const proto::
         info.weight = r.weight();
         info.layer = r.layer();
         info.window = r.window();
+        if (r.has_loss()) info.loss = r.loss();
         part.aggregator()->OnPush(part, info, data);
       }
       break;
@@ -302,6 +303,7 @@ void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& p
   record.set_weight(h.weight());
   record.set_layer(h.layer());
   record.set_window(req.window);
+  if (h.has_loss()) record.set_loss(h.loss());
   record.set_hold(req.hold);  // synchronous consistency: applied with its round (CompleteRound)
   record.set_incarnation(h.incarnation());
   record.set_seq(h.seq());

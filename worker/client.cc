@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+#include <limits>
 #include <mutex>
 #include <optional>
 
@@ -40,6 +42,7 @@ class Client::Impl {
 
   std::optional<ShardMap> map;
   std::atomic<int64_t> clock{0};
+  std::atomic<double> loss{std::numeric_limits<double>::quiet_NaN()};  // SetLoss
   // Compression: the push codec of each layer, and per partition its encoder (null: raw).
   compress::LayerCodecs push_codecs;
   struct Encoder {
@@ -64,6 +67,10 @@ class Client::Impl {
     o.header.set_weight(weight);
     o.header.set_version(pulls.base_versions[pid].load(std::memory_order_relaxed));
     o.header.set_layer(map->tensors()[p.tensor_id].layer);
+    if (const double l = loss.load(std::memory_order_relaxed);
+        type == proto::PUSH && !std::isnan(l)) {
+      o.header.set_loss(l);
+    }
   }
   std::atomic<bool> finished{false};
   ClientReport report;  // what stats() and the heartbeats tell
@@ -339,6 +346,8 @@ Ticket Client::Pull(const std::vector<TensorView>& into) {
 }
 
 void Client::BeginIteration() { impl_->report.BeginIteration(); }
+
+void Client::SetLoss(double loss) { impl_->loss.store(loss, std::memory_order_relaxed); }
 
 void Client::ReportMetrics(const std::map<std::string, double>& metrics) {
   impl_->report.AddMetrics(clock(), metrics);

@@ -237,6 +237,11 @@ class Client {
   // logging) out of its iteration time, so it is not mistaken for a straggler. Without it an
   // iteration runs from one Clock() to the next.
   void BeginIteration();
+  // The training loss of the minibatch behind the gradients pushed next: carried on every push
+  // from now until set again (NaN: none, the default), for servers whose aggregator predicts
+  // each worker's loss (--aggregator=sum:compensation=lcasgd). Pushes held for a round
+  // (synchronous consistency) do not keep it.
+  void SetLoss(double loss);
   // Figures the trainer wants on the scheduler's status and dashboard ("loss", "accuracy"),
   // tagged with the current clock; sent with the next heartbeat (at most 64 points per
   // heartbeat; beyond that the oldest but the first are dropped).

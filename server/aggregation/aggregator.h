@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,6 +35,8 @@ struct PushInfo {
   double weight = 1;
   int32_t layer = 0;
   int64_t window = 0;  // softsync: gradients per step (0: apply each push on its own)
+  // The training loss the worker reported with the push (Client::SetLoss); NaN: none.
+  double loss = std::numeric_limits<double>::quiet_NaN();
 };
 
 class Aggregator {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <limits>
 #include <numeric>
 
 #include "tests/integration/local_cluster.h"
@@ -267,6 +268,31 @@ TEST(ClusterTest, PushesCarryTheVersionTheyWereComputedFrom) {
   EXPECT_EQ(stats.pushes, 4);
   EXPECT_EQ(stats.max_push_staleness, 2);
   EXPECT_EQ(stats.push_staleness_sum, 3);
+}
+
+// The loss a worker sets travels with its pushes to the server's compensator (LC-ASGD here,
+// its scale floored at 0.25 so that the figures are exact).
+TEST(ClusterTest, PushesCarryTheLossTheWorkerSet) {
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .server_flags = {"--aggregator=sum:compensation=lcasgd,rho_min=0.25",
+                                         "--optimizer=sgd:lr=1", "--init=zeros"}});
+  auto clients = cluster.ConnectClients(1);
+  Client& c = *clients[0];
+  ASSERT_TRUE(c.DeclareTensors({{"w", {2}, 0}}).ok());
+  std::vector<float> w(2), g(2, 1.0f);
+  ASSERT_TRUE(c.Pull("w", w.data(), 2).Wait().ok());  // base version 0
+  c.SetLoss(2.0);
+  ASSERT_TRUE(c.Push("w", g.data(), 2).Wait().ok());  // one report: plain (w = -1)
+  ASSERT_TRUE(c.Pull("w", w.data(), 2).Wait().ok());  // base version 1
+  c.SetLoss(1.0);
+  ASSERT_TRUE(c.Push("w", g.data(), 2).Wait().ok());  // fresh: plain (w = -2)
+  // One version stale; reports (0, 2), (1, 1), (1, 1): slope -1, predicted loss 0: scale 0.25.
+  ASSERT_TRUE(c.Push("w", g.data(), 2).Wait().ok());
+  c.SetLoss(std::numeric_limits<double>::quiet_NaN());
+  ASSERT_TRUE(c.Push("w", g.data(), 2).Wait().ok());  // no loss: plain
+  ASSERT_TRUE(c.Pull("w", w.data(), 2).Wait().ok());
+  EXPECT_EQ(w, std::vector<float>(2, -3.25f));
 }
 
 TEST(ClusterTest, ClientReportsBadRequestsAsStatus) {

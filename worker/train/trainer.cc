@@ -267,6 +267,7 @@ Status Trainer::Step(int it) {
                           : model_->LossAndGradients(params_, x_.data(), y_.data(), o_.batch, g);
   if (!computed.ok()) return computed.status();
   loss_ewma_ = loss_ewma_ < 0 ? *computed : 0.95 * loss_ewma_ + 0.05 * *computed;
+  client_.SetLoss(*computed);  // travels with this step's pushes
   // A straggler sleeps, leaving the CPU to the others (worker/train/straggler.h).
   const double slowdown = o_.slowdown * straggler_->FactorAt(client_.clock());
   if (slowdown > 1.0) {

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,10 +25,13 @@ struct OnePartition {
     EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
     state->set_aggregator(Aggregators().EntryFor(parsed->name()).make(*parsed, *optimizer));
   }
-  void Push(int32_t worker, int64_t base, const std::vector<float>& g) {
+  // `loss`: the training loss the worker reported with the push (NaN: none).
+  void Push(int32_t worker, int64_t base, const std::vector<float>& g,
+            double loss = std::numeric_limits<double>::quiet_NaN()) {
     PushInfo info;
     info.worker = worker;
     info.base_version = base;
+    info.loss = loss;
     state->aggregator()->OnPush(*state, info, g.data());
   }
   void Pull(int32_t worker) { state->aggregator()->OnPull(*state, worker); }
