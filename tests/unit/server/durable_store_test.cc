@@ -83,6 +83,13 @@ class Node {
     DataRequest r = PushRequest(pid, g, incarnation, seq, hold, clock, worker);
     return ServeData(state_, r, scratch_).header;
   }
+  // A PUSH from worker 1 computed at version `base`, reporting `loss` (Client::SetLoss).
+  proto::Header PushWithLoss(int32_t pid, const std::vector<float>& g, int64_t base, double loss) {
+    DataRequest r = PushRequest(pid, g, 0, 0, false, 0, 1);
+    r.message.header.set_version(base);
+    r.message.header.set_loss(loss);
+    return ServeData(state_, r, scratch_).header;
+  }
   // A PUSH of `g` whose reply `answered` sees the moment the server sends it.
   void PushSeeingTheReply(int32_t pid, const std::vector<float>& g,
                           const std::function<void(const DataReply&)>& answered) {
@@ -179,6 +186,35 @@ TEST_F(DurableStoreTest, RestartRestoresValuesOptimizerStateAndVersions) {
     EXPECT_EQ(node.Values(pid), reference.Values(pid)) << "the step after, partition " << pid;
   }
   fs::remove_all(Dir() + "-ref");
+}
+
+// The loss a push reported is logged with it: a server restarted from a checkpoint and the log
+// after it has the same loss reports as one that never stopped, so LC-ASGD compensates alike.
+TEST_F(DurableStoreTest, ReportedLossesAreRestoredForLossPredictingCompensation) {
+  const std::string lcasgd = "sum:compensation=lcasgd,rho_min=0.05";
+  Node reference(map_, Dir() + "-ref", Durability::kNone, "sgd:lr=1", lcasgd);
+  Node plain(map_, Dir() + "-plain", Durability::kNone, "sgd:lr=1", "sum");
+  ASSERT_TRUE(reference.Open().ok() && plain.Open().ok());
+  auto push = [](Node& n, int i) {  // worker 1's loss falls 0.1 per version; one version stale
+    n.PushWithLoss(2, Filled(40, 1.0f), std::max<int64_t>(0, n.Version(2) - 1), 2.0 - 0.1 * i);
+  };
+  {
+    Node node(map_, Dir(), Durability::kProcess, "sgd:lr=1", lcasgd);
+    ASSERT_TRUE(node.Open().ok());
+    for (int i = 0; i < 6; ++i) {
+      for (Node* n : {&node, &reference, &plain}) push(*n, i);
+      if (i == 2) node.Checkpoint();  // three reports in the checkpoint, three in the log
+    }
+  }
+  Node node(map_, Dir(), Durability::kProcess, "sgd:lr=1", lcasgd);
+  ASSERT_TRUE(node.Open().ok());
+  EXPECT_EQ(node.replayed(), 3);
+  EXPECT_EQ(node.Values(2), reference.Values(2));
+  EXPECT_NE(node.Values(2), plain.Values(2));  // the compensation did act
+  for (Node* n : {&node, &reference}) push(*n, 6);
+  EXPECT_EQ(node.Values(2), reference.Values(2)) << "the step after";
+  fs::remove_all(Dir() + "-ref");
+  fs::remove_all(Dir() + "-plain");
 }
 
 TEST_F(DurableStoreTest, NumberedUpdatesApplyOnceAcrossRestarts) {
