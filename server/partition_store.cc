@@ -54,6 +54,16 @@ void PartitionState::Hold(int64_t clock, int32_t w, zmq::message_t update, doubl
   held_[clock][w].push_back(Held{std::move(update), weight, base_version});
 }
 
+int64_t PartitionState::HeldBy(int32_t w) const {
+  int64_t n = 0;
+  for (const auto& [clock, by_worker] : held_) {
+    if (auto it = by_worker.find(w); it != by_worker.end()) {
+      n += static_cast<int64_t>(it->second.size());
+    }
+  }
+  return n;
+}
+
 namespace {
 
 // Worker w's upload of `clock` when `round` takes it late, else null.

@@ -64,6 +64,12 @@ class PartitionState {
   // sequential mini-batch SGD over all workers' batches. A held update is used at most once.
   int ApplyRound(const Optimizer& optimizer, const RoundSpec& round);
   size_t held_clocks() const { return held_.size(); }
+  // How many updates of worker `w` wait for a round, over every clock.
+  int64_t HeldBy(int32_t w) const;
+  // The most updates one worker may have waiting for rounds in one partition: a worker sends a
+  // partition one update per clock, and rounds close within a few clocks, so only a broken or
+  // hostile client reaches it (each costs a partition's size in memory until its round).
+  static constexpr int64_t kMaxHeldPerWorker = 64;
 
   // Exactly-once: whether the update numbered `seq` by client incarnation `incarnation` was
   // applied already (seq 0: unnumbered, never), and recording that it was. A client numbers

@@ -292,6 +292,15 @@ void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& p
     r.header.set_duplicate(true);
     return reply(std::move(r));
   }
+  if (push && req.hold && part.HeldBy(h.sender()) >= PartitionState::kMaxHeldPerWorker) {
+    return reply({ErrorReply(h,
+                             Status::Unavailable(fmt::format(
+                                 "worker {} has {} updates of partition {} waiting for rounds, "
+                                 "the most one worker may; this one is refused",
+                                 h.sender(), PartitionState::kMaxHeldPerWorker, part.info().id)),
+                             shared.self),
+                  {}});
+  }
   // Staleness of a push: versions applied since the one it was computed from (ALGORITHMS.md
   // §3), recorded in its reply. A base from the future (a confused client) counts as fresh.
   const int64_t staleness = std::max<int64_t>(0, part.version() - h.version());

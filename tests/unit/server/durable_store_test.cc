@@ -122,6 +122,7 @@ class Node {
     return {p.values(), p.values() + p.info().length};
   }
   int64_t Version(int32_t pid) { return state_.store->Find(pid)->version(); }
+  int64_t held_by(int32_t pid, int32_t worker) { return state_.store->Find(pid)->HeldBy(worker); }
   int64_t replayed() const { return replayed_; }
   int64_t log_bytes(int32_t pid) const { return durable_->log_bytes(pid); }
 
@@ -215,6 +216,31 @@ TEST_F(DurableStoreTest, ReportedLossesAreRestoredForLossPredictingCompensation)
   EXPECT_EQ(node.Values(2), reference.Values(2)) << "the step after";
   fs::remove_all(Dir() + "-ref");
   fs::remove_all(Dir() + "-plain");
+}
+
+// Updates held for rounds are bounded per worker and partition: one more is refused, not kept,
+// while other workers are still served; once a round takes them, the worker may push again.
+TEST_F(DurableStoreTest, UpdatesHeldForRoundsAreBoundedPerWorker) {
+  Node node(map_, Dir(), Durability::kProcess);
+  ASSERT_TRUE(node.Open().ok());
+  const int64_t most = PartitionState::kMaxHeldPerWorker;
+  for (int64_t c = 0; c < most; ++c) {  // a client claiming ever later clocks
+    ASSERT_EQ(node.Push(2, Filled(40, 1), 0, 0, /*hold=*/true, c, /*worker=*/1).type(),
+              proto::PUSH_REPLY)
+        << c;
+  }
+  const proto::Header refused = node.Push(2, Filled(40, 1), 0, 0, true, most, 1);
+  EXPECT_EQ(refused.type(), proto::ERROR);
+  EXPECT_EQ(refused.error(), proto::UNAVAILABLE);
+  EXPECT_NE(refused.error_message().find("the most one worker may"), std::string::npos);
+  EXPECT_EQ(node.Push(2, Filled(40, 1), 0, 0, true, 0, /*worker=*/2).type(), proto::PUSH_REPLY);
+  EXPECT_EQ(node.held_by(2, 1), most);
+  RoundSpec round;  // closes clock 0 for workers 1 and 2
+  round.clock = 0;
+  round.workers = {1, 2};
+  node.Round(round);
+  EXPECT_EQ(node.held_by(2, 1), most - 1);
+  EXPECT_EQ(node.Push(2, Filled(40, 1), 0, 0, true, most, 1).type(), proto::PUSH_REPLY);
 }
 
 TEST_F(DurableStoreTest, NumberedUpdatesApplyOnceAcrossRestarts) {
