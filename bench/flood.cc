@@ -156,6 +156,7 @@ int RunFlood(const FloodOptions& o) {
   const double before = Legitimate(client, pushes, never, 3);
   const double rss_before = RssMib(server);
   double rss_peak = rss_before;
+  double rss_half = rss_before;  // the peak over the flood's first half
   const double shmem_before = StatusMib(server, "RssShmem:");
   double shmem_peak = shmem_before;
   std::atomic<int64_t> junk_sent{0}, connections{0};
@@ -164,9 +165,14 @@ int RunFlood(const FloodOptions& o) {
     attackers.emplace_back(Junk, endpoint, 17u + i, std::cref(stop), std::ref(junk_sent));
   }
   attackers.emplace_back(HalfOpen, port, o.half_open, std::cref(stop), std::ref(connections));
+  const auto flood_start = std::chrono::steady_clock::now();
   std::thread sampler([&] {
     while (!stop.load()) {
       rss_peak = std::max(rss_peak, RssMib(server));
+      if (std::chrono::steady_clock::now() - flood_start <
+          std::chrono::duration<double>(o.seconds / 2)) {
+        rss_half = rss_peak;
+      }
       shmem_peak = std::max(shmem_peak, StatusMib(server, "RssShmem:"));
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -185,12 +191,12 @@ int RunFlood(const FloodOptions& o) {
       "\"junk_messages\":%lld,\"connections_opened\":%lld,\"legit_gbps_before\":%.3f,"
       "\"legit_gbps_during\":%.3f,\"legit_gbps_after\":%.3f,\"during_vs_before\":%.2f,"
       "\"values_right\":%s,\"server_rss_mib_before\":%.1f,\"server_rss_mib_peak\":%.1f,"
-      "\"server_rss_mib_after\":%.1f,\"server_shmem_mib_before\":%.1f,"
-      "\"server_shmem_mib_peak\":%.1f}\n",
+      "\"server_rss_mib_after\":%.1f,\"server_rss_mib_half\":%.1f,"
+      "\"server_shmem_mib_before\":%.1f,\"server_shmem_mib_peak\":%.1f}\n",
       o.seconds, o.junk_peers, o.half_open, static_cast<long long>(junk_sent.load()),
       static_cast<long long>(connections.load()), before, during, after,
       before > 0 ? during / before : 0.0, served ? "true" : "false", rss_before, rss_peak,
-      rss_after, shmem_before, shmem_peak);
+      rss_after, rss_half, shmem_before, shmem_peak);
   std::fflush(stdout);
   if (!served) {
     std::fprintf(stderr, "hetps-bench flood: the worker was not served right (log: %s)\n",
