@@ -19,9 +19,9 @@ const CompensatorRegistry& Compensators() {
 std::vector<ParamDef> CompensationParams() {
   std::vector<std::string> names = {"none"};
   for (const std::string& name : Compensators().Names()) names.push_back(name);
-  std::vector<ParamDef> params = {
-      ParamDef::Choice("compensation", "none", names,
-                       "delay compensation of each gradient (compensators: `hetps-server --list`)")};
+  std::vector<ParamDef> params = {ParamDef::Choice(
+      "compensation", "none", names,
+      "delay compensation of each gradient (compensators: `hetps-server --list`)")};
   std::set<std::string> seen;
   for (const std::string& name : Compensators().Names()) {
     for (const ParamDef& p : Compensators().Find(name)->params) {
