@@ -26,8 +26,7 @@ inline DgcSample DgcSampling(int64_t n, double sample) {
                                         std::min<int64_t>(n, 256), n);
   DgcSample s;
   s.stride = std::max<int64_t>(1, n / std::max<int64_t>(m, 1));
-  for (; s.count < m && s.count * s.stride < n; ++s.count) {
-  }
+  s.count = std::min(m, (n + s.stride - 1) / s.stride);  // j < m and j * stride < n
   return s;
 }
 
