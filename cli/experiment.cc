@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "cli/experiment_report.h"
 #include "cli/launch_args.h"
+#include "cli/report_stats.h"
 #include "cli/run_series.h"
 
 namespace hetps {
@@ -65,8 +67,10 @@ StatusOr<bool> SetOwn(ExperimentArgs& a, const std::string& arg) {
     int* field;
     int min;
   };
-  for (const Int& o : {Int{"servers", &a.servers, 1}, Int{"workers", &a.workers, 1},
-                       Int{"repeats", &a.repeats, 1}, Int{"grace_ms", &a.grace_ms, 0}}) {
+  for (const Int& o :
+       {Int{"servers", &a.servers, 1}, Int{"workers", &a.workers, 1}, Int{"repeats", &a.repeats, 1},
+        Int{"grace_ms", &a.grace_ms, 0}, Int{"sweep_iterations", &a.sweep_iterations, 1},
+        Int{"sweep_repeats", &a.sweep_repeats, 1}, Int{"validation", &a.validation, 1}}) {
     if (name != o.name) continue;
     auto v = IntArg(name, value, o.min);
     if (!v.ok()) return v.status();
@@ -81,6 +85,28 @@ StatusOr<bool> SetOwn(ExperimentArgs& a, const std::string& arg) {
           fmt::format("--target is a test accuracy in [0, 1], got '{}'", value));
     }
     a.target = v;
+    return true;
+  }
+  if (name == "sweep_lr") {
+    a.sweep_lr.clear();
+    std::istringstream in(value);
+    for (std::string rate; std::getline(in, rate, ',');) {
+      rate = Trim(rate);
+      char* end = nullptr;
+      const double v = std::strtod(rate.c_str(), &end);
+      if (rate.empty() || *end != '\0' || !(v > 0 && std::isfinite(v))) {
+        return Status::InvalidArgument(fmt::format(
+            "--sweep_lr: '{}' is not a learning rate > 0 (give e.g. --sweep_lr=0.02,0.05,0.1)",
+            rate));
+      }
+      if (std::find(a.sweep_lr.begin(), a.sweep_lr.end(), rate) != a.sweep_lr.end()) {
+        return Status::InvalidArgument(fmt::format("--sweep_lr: {} is given twice", rate));
+      }
+      a.sweep_lr.push_back(rate);
+    }
+    if (a.sweep_lr.size() < 2 && !value.empty()) {
+      return Status::InvalidArgument("--sweep_lr: a sweep needs at least two rates");
+    }
     return true;
   }
   if (name == "algorithm" || name == "setting") {
@@ -243,7 +269,7 @@ StatusOr<ExperimentArgs> ParseExperimentArgs(const std::vector<std::string>& arg
   for (const auto* group : {&a.settings, &a.algorithms}) {
     for (const ExperimentArm& arm : *group) {
       for (const std::string& f : arm.flags) {
-        if (FlagName(f) == "data_seed" || FlagName(f) == "run_dir") {
+        if (FlagName(f) == "data_seed" || FlagName(f) == "run_dir" || FlagName(f) == "validation") {
           return Status::InvalidArgument(
               fmt::format("{}: {} sets --{}, which the experiment sets per run", a.file, arm.name,
                           FlagName(f)));
@@ -251,40 +277,154 @@ StatusOr<ExperimentArgs> ParseExperimentArgs(const std::vector<std::string>& arg
       }
     }
   }
+  if (!a.sweep_lr.empty()) {
+    for (const ExperimentRun& run : ExpandExperiment(a, "")) {
+      if (LastFlagValue(run.flags, "optimizer").empty()) {
+        return Status::InvalidArgument(fmt::format(
+            "{}: --sweep_lr sets the lr of each run's --optimizer, and {}/{} has none (give "
+            "e.g. --optimizer=sgd:lr=0.05)",
+            a.file, run.setting, run.algorithm));
+      }
+    }
+  }
   return a;
 }
 
-std::vector<ExperimentRun> ExpandExperiment(const ExperimentArgs& a, const std::string& root) {
-  const std::vector<std::string>& all = a.flags;
-  const std::string first = LastFlagValue(all, "data_seed");
-  const int64_t first_seed = first.empty() ? 1 : std::atoll(first.c_str());
-  const bool eval_mode_given = !LastFlagValue(all, "eval_mode").empty();
-  std::vector<ExperimentRun> grid;
-  for (int r = 0; r < a.repeats; ++r) {
+std::string SpecWithRate(const std::string& spec, const std::string& lr) {
+  const size_t colon = spec.find(':');
+  std::string params = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  std::string kept;
+  std::istringstream in(params);
+  for (std::string p; std::getline(in, p, ',');) {
+    if (p.empty() || Trim(p.substr(0, p.find('='))) == "lr") continue;
+    kept += "," + p;
+  }
+  return fmt::format("{}:lr={}{}", spec.substr(0, colon), lr, kept);
+}
+
+namespace {
+
+// A run of `setting` and `algorithm` with the given seed, in `dir`: the experiment's flags, then
+// the setting's, then the algorithm's, then its seed.
+ExperimentRun MakeRun(const ExperimentArgs& a, const ExperimentArm& setting,
+                      const ExperimentArm& algorithm, int repeat, int64_t seed, std::string dir) {
+  ExperimentRun run;
+  run.setting = setting.name;
+  run.algorithm = algorithm.name;
+  run.repeat = repeat;
+  run.seed = seed;
+  run.dir = std::move(dir);
+  if (LastFlagValue(a.flags, "eval_mode").empty()) run.flags.push_back("--eval_mode=deferred");
+  run.flags.insert(run.flags.end(), a.flags.begin(), a.flags.end());
+  run.servers = a.servers;
+  run.workers = a.workers;
+  for (const auto* arm : {&setting, &algorithm}) {
+    for (const std::string& f : arm->flags) {
+      const ArgParts parts = SplitArg(f);
+      const std::string name = FlagName(f);
+      if (name == "servers" || name == "workers") {  // checked by ParseArm
+        (name == "servers" ? run.servers : run.workers) = std::atoi(parts.value.c_str());
+      } else {
+        run.flags.push_back(f);
+      }
+    }
+  }
+  run.flags.push_back(fmt::format("--data_seed={}", run.seed));
+  return run;
+}
+
+void GiveRate(ExperimentRun& run, const std::string& lr) {
+  run.lr = lr;
+  run.flags.push_back("--optimizer=" + SpecWithRate(LastFlagValue(run.flags, "optimizer"), lr));
+}
+
+int64_t FirstSeed(const ExperimentArgs& a) {
+  const std::string first = LastFlagValue(a.flags, "data_seed");
+  return first.empty() ? 1 : std::atoll(first.c_str());
+}
+
+}  // namespace
+
+std::vector<ExperimentRun> ExpandSweep(const ExperimentArgs& a, const std::string& root) {
+  std::vector<ExperimentRun> sweep;
+  if (a.sweep_lr.empty()) return sweep;
+  for (int r = 0; r < a.sweep_repeats; ++r) {
+    const int64_t seed = FirstSeed(a) + a.repeats + r;
     for (const ExperimentArm& setting : a.settings) {
       for (const ExperimentArm& algorithm : a.algorithms) {
-        ExperimentRun run;
-        run.setting = setting.name;
-        run.algorithm = algorithm.name;
-        run.repeat = r;
-        run.seed = first_seed + r;
-        run.dir = fmt::format("{}/{}/{}/seed{}", root, setting.name, algorithm.name, run.seed);
-        if (!eval_mode_given) run.flags.push_back("--eval_mode=deferred");
-        run.flags.insert(run.flags.end(), a.flags.begin(), a.flags.end());
-        run.servers = a.servers;
-        run.workers = a.workers;
-        for (const auto* arm : {&setting, &algorithm}) {
-          for (const std::string& f : arm->flags) {
-            const ArgParts parts = SplitArg(f);
-            const std::string name = FlagName(f);
-            if (name == "servers" || name == "workers") {  // checked by ParseArm
-              (name == "servers" ? run.servers : run.workers) = std::atoi(parts.value.c_str());
-            } else {
-              run.flags.push_back(f);
-            }
+        for (const std::string& lr : a.sweep_lr) {
+          ExperimentRun run = MakeRun(a, setting, algorithm, r, seed,
+                                      fmt::format("{}/sweep/{}/{}/lr{}/seed{}", root, setting.name,
+                                                  algorithm.name, lr, seed));
+          GiveRate(run, lr);
+          run.flags.push_back(fmt::format("--validation={}", a.validation));
+          if (a.sweep_iterations > 0) {
+            run.flags.push_back(fmt::format("--iterations={}", a.sweep_iterations));
+          }
+          sweep.push_back(std::move(run));
+        }
+      }
+    }
+  }
+  return sweep;
+}
+
+double SweepScore(const TrainOutcome& o) {
+  if (o.curve.empty()) return o.final_accuracy;
+  int64_t last = 0;
+  for (const auto& p : o.curve) last = std::max(last, p.clock);
+  double sum = 0;
+  int n = 0;
+  for (const auto& p : o.curve) {
+    if (4 * p.clock < 3 * last) continue;
+    sum += p.accuracy;
+    ++n;
+  }
+  return sum / n;
+}
+
+ChosenRates ChooseRates(const ExperimentArgs& a, const std::vector<RateTrial>& trials) {
+  ChosenRates chosen;
+  for (const ExperimentArm& setting : a.settings) {
+    for (const ExperimentArm& algorithm : a.algorithms) {
+      std::optional<double> best;
+      std::string best_lr;
+      bool complete = true;
+      for (const std::string& lr : a.sweep_lr) {
+        std::vector<double> scores;
+        for (const RateTrial& t : trials) {
+          if (t.setting == setting.name && t.algorithm == algorithm.name && t.lr == lr) {
+            scores.push_back(t.score);
           }
         }
-        run.flags.push_back(fmt::format("--data_seed={}", run.seed));
+        if (scores.empty()) {
+          complete = false;
+          break;
+        }
+        const double mean = MeanAndCi(scores).mean;
+        if (!best || mean > *best) {
+          best = mean;
+          best_lr = lr;
+        }
+      }
+      if (complete && best) chosen[setting.name + "/" + algorithm.name] = best_lr;
+    }
+  }
+  return chosen;
+}
+
+std::vector<ExperimentRun> ExpandExperiment(const ExperimentArgs& a, const std::string& root,
+                                            const ChosenRates& rates) {
+  std::vector<ExperimentRun> grid;
+  for (int r = 0; r < a.repeats; ++r) {
+    const int64_t seed = FirstSeed(a) + r;
+    for (const ExperimentArm& setting : a.settings) {
+      for (const ExperimentArm& algorithm : a.algorithms) {
+        ExperimentRun run =
+            MakeRun(a, setting, algorithm, r, seed,
+                    fmt::format("{}/{}/{}/seed{}", root, setting.name, algorithm.name, seed));
+        const auto rate = rates.find(setting.name + "/" + algorithm.name);
+        if (rate != rates.end()) GiveRate(run, rate->second);
         grid.push_back(std::move(run));
       }
     }
@@ -300,6 +440,11 @@ std::string ExperimentFlagFile(const ExperimentArgs& a) {
   }
   text += fmt::format("{}\n--name={}\n--servers={}\n--workers={}\n--repeats={}\n--target={}\n",
                       kResolvedLine, a.name, a.servers, a.workers, a.repeats, a.target);
+  if (!a.sweep_lr.empty()) {
+    text += fmt::format("--sweep_lr={}\n--sweep_repeats={}\n--validation={}\n",
+                        fmt::join(a.sweep_lr, ","), a.sweep_repeats, a.validation);
+    if (a.sweep_iterations > 0) text += fmt::format("--sweep_iterations={}\n", a.sweep_iterations);
+  }
   for (const auto* group : {&a.settings, &a.algorithms}) {
     for (const ExperimentArm& arm : *group) {
       if (group == &a.settings && arm.name == kDefaultSetting && arm.flags.empty()) continue;
@@ -311,14 +456,106 @@ std::string ExperimentFlagFile(const ExperimentArgs& a) {
   return text;
 }
 
+namespace {
+
+// The sweep's finished runs, scored (a run whose files do not parse is said and left out).
+std::vector<RateTrial> Trials(const std::vector<ExperimentRun>& sweep, const RunSeries* series) {
+  std::vector<RateTrial> trials;
+  for (const ExperimentRun& run : sweep) {
+    if (!fs::exists(run.dir + "/done")) continue;
+    auto o =
+        ParseTrainOutcome(Slurp(run.dir + "/metrics.csv"), Slurp(run.dir + "/summary.json"), 1.0);
+    if (!o.ok()) {
+      const std::string line = fmt::format("{}: {}", run.dir, o.status().message());
+      if (series != nullptr) {
+        series->Say(line);
+      } else {
+        std::fprintf(stderr, "hetps experiment: %s\n", line.c_str());
+      }
+      continue;
+    }
+    trials.push_back({run.setting, run.algorithm, run.lr, SweepScore(*o)});
+  }
+  return trials;
+}
+
+// sweep.csv (one row per setting, algorithm and rate) and the report's section on the rates.
+struct SweepTables {
+  std::string csv, markdown;
+};
+SweepTables DescribeSweep(const ExperimentArgs& a, const std::vector<RateTrial>& trials,
+                          const ChosenRates& chosen) {
+  SweepTables t;
+  t.csv = "setting,algorithm,lr,runs,mean_score,ci95,chosen\n";
+  t.markdown = fmt::format(
+      "## Learning rates\n\n"
+      "Each algorithm's rate in each setting was chosen by a sweep before the grid: it trained "
+      "at each rate for {} clocks on {} seed{} (seeds after the grid's), holding {} samples out "
+      "of the training set as a validation split; a run's score is its mean validation accuracy "
+      "over the last quarter of its clocks, and the grid's runs (trained on the whole training "
+      "set, measured on the test set) got the rate of the best mean score, in bold (mean ± 95% "
+      "interval when there are several seeds). The test set was not used to choose.\n\n"
+      "| setting | algorithm | {} |\n|---|---|{}\n",
+      a.sweep_iterations > 0 ? fmt::format("{}", a.sweep_iterations) : "the runs'", a.sweep_repeats,
+      a.sweep_repeats == 1 ? "" : "s", a.validation, fmt::join(a.sweep_lr, " | "), [&] {
+        std::string cols;
+        for (size_t i = 0; i < a.sweep_lr.size(); ++i) cols += "---|";
+        return cols;
+      }());
+  for (const ExperimentArm& setting : a.settings) {
+    for (const ExperimentArm& algorithm : a.algorithms) {
+      const std::string key = setting.name + "/" + algorithm.name;
+      const auto pick = chosen.find(key);
+      std::string row = fmt::format("| {} | {} |", setting.name, algorithm.name);
+      for (const std::string& lr : a.sweep_lr) {
+        std::vector<double> scores;
+        for (const RateTrial& trial : trials) {
+          if (trial.setting == setting.name && trial.algorithm == algorithm.name &&
+              trial.lr == lr) {
+            scores.push_back(trial.score);
+          }
+        }
+        const bool is_chosen = pick != chosen.end() && pick->second == lr;
+        const MeanCi m = MeanAndCi(scores);
+        t.csv +=
+            fmt::format("{},{},{},{},{},{},{}\n", setting.name, algorithm.name, lr, scores.size(),
+                        scores.empty() ? "" : fmt::format("{:.4f}", m.mean),
+                        scores.size() < 2 ? "" : fmt::format("{:.4f}", m.ci95), is_chosen ? 1 : 0);
+        const std::string cell = ShowMeanCi(m, "{:.4f}");
+        row += is_chosen ? fmt::format(" **{}** |", cell) : fmt::format(" {} |", cell);
+      }
+      t.markdown += row + "\n";
+    }
+  }
+  return t;
+}
+
+std::string Count(size_t n, const char* what) {
+  return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
+}
+
+}  // namespace
+
 int RunExperiment(const ExperimentArgs& a, const std::string& self) {
   const std::string root = fs::absolute(a.run_dir.empty() ? "runs/experiment-" + a.name : a.run_dir)
                                .lexically_normal()
                                .string();
-  const std::vector<ExperimentRun> grid = ExpandExperiment(a, root);
+  const std::vector<ExperimentRun> sweep = ExpandSweep(a, root);
+  ExperimentReportInfo info = ReportInfo(a);
+  // The sweep's result: its tables, and the rates the grid's runs get.
+  auto conclude_sweep = [&](const RunSeries* series) {
+    const std::vector<RateTrial> trials = Trials(sweep, series);
+    const ChosenRates chosen = ChooseRates(a, trials);
+    const SweepTables tables = DescribeSweep(a, trials, chosen);
+    std::ofstream(root + "/sweep.csv") << tables.csv;
+    info.rates = tables.markdown;
+    return chosen;
+  };
   if (a.report_only) {  // ParseExperimentArgs read <root>/experiment.flags
+    const ChosenRates rates = sweep.empty() ? ChosenRates{} : conclude_sweep(nullptr);
+    const std::vector<ExperimentRun> grid = ExpandExperiment(a, root, rates);
     const auto outcomes = Outcomes(grid, a.target, nullptr);
-    if (Status s = WriteExperimentReport(root, outcomes, ReportInfo(a)); !s.ok()) {
+    if (Status s = WriteExperimentReport(root, outcomes, info); !s.ok()) {
       std::fprintf(stderr, "hetps experiment: %s\n", s.message().c_str());
       return 1;
     }
@@ -353,66 +590,103 @@ int RunExperiment(const ExperimentArgs& a, const std::string& self) {
     return 2;
   }
   std::ofstream(root + "/experiment.flags") << resolved;
-  auto count = [](size_t n, const char* what) {
-    return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
-  };
-  series.Say(fmt::format("{}: {} ({} x {} x {}) in {}", a.name, count(grid.size(), "run"),
-                         count(a.algorithms.size(), "algorithm"),
-                         count(a.settings.size(), "setting"),
-                         count(static_cast<size_t>(a.repeats), "seed"), root));
+  const size_t grid_size = static_cast<size_t>(a.repeats) * a.settings.size() * a.algorithms.size();
+  const size_t total = sweep.size() + grid_size;
+  series.Say(fmt::format("{}: {} ({} x {} x {}{}) in {}", a.name, Count(total, "run"),
+                         Count(a.algorithms.size(), "algorithm"),
+                         Count(a.settings.size(), "setting"),
+                         Count(static_cast<size_t>(a.repeats), "seed"),
+                         sweep.empty() ? ""
+                                       : fmt::format(", after a sweep of {} rates: {}",
+                                                     a.sweep_lr.size(), Count(sweep.size(), "run")),
+                         root));
   bool failed = false;
-  for (size_t i = 0; i < grid.size(); ++i) {
-    const ExperimentRun& r = grid[i];
-    SeriesRun run;
-    run.label = fmt::format("{}/{} seed {}", r.setting, r.algorithm, r.seed);
-    run.dir = r.dir;
-    run.argv = {self,
-                "launch",
-                fmt::format("--servers={}", r.servers),
-                fmt::format("--workers={}", r.workers),
-                "--run_dir=" + r.dir,
-                fmt::format("--grace_ms={}", a.grace_ms)};
-    if (!a.bin_dir.empty()) run.argv.push_back("--bin_dir=" + a.bin_dir);
-    run.argv.insert(run.argv.end(), r.flags.begin(), r.flags.end());
-    run.headline = fmt::format("{} server{}, {} worker{}", r.servers, r.servers == 1 ? "" : "s",
-                               r.workers, r.workers == 1 ? "" : "s");
-    std::string shown;
-    auto next_show = std::chrono::steady_clock::now();
-    run.progress = [&] {
-      if (std::chrono::steady_clock::now() < next_show) return;
-      next_show = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      const std::string p = LastProgress(r.dir + "/launch.log");
-      if (!p.empty() && p != shown) series.Say(fmt::format("{}: {}", run.label, p));
-      shown = p;
-    };
-    const RunSeries::End end = series.Run(run, i + 1, grid.size());
-    if (end == RunSeries::End::kInterrupted) return series.InterruptedCode();
-    if (end == RunSeries::End::kRefused) return 2;
-    if (end == RunSeries::End::kFailed) {
-      failed = true;
-      continue;
+  size_t done = 0;
+  // Runs `runs` one after another; false when the series must stop (interrupted, refused).
+  int stop_code = 0;
+  auto run_all = [&](const std::vector<ExperimentRun>& runs, double target) {
+    for (const ExperimentRun& r : runs) {
+      SeriesRun run;
+      run.label = &runs == &sweep ? fmt::format("sweep {}/{} lr {} seed {}", r.setting, r.algorithm,
+                                                r.lr, r.seed)
+                                  : fmt::format("{}/{} seed {}", r.setting, r.algorithm, r.seed);
+      run.dir = r.dir;
+      run.argv = {self,
+                  "launch",
+                  fmt::format("--servers={}", r.servers),
+                  fmt::format("--workers={}", r.workers),
+                  "--run_dir=" + r.dir,
+                  fmt::format("--grace_ms={}", a.grace_ms)};
+      if (!a.bin_dir.empty()) run.argv.push_back("--bin_dir=" + a.bin_dir);
+      run.argv.insert(run.argv.end(), r.flags.begin(), r.flags.end());
+      run.headline =
+          fmt::format("{} server{}, {} worker{}{}", r.servers, r.servers == 1 ? "" : "s", r.workers,
+                      r.workers == 1 ? "" : "s", r.lr.empty() ? "" : ", lr " + r.lr);
+      std::string shown;
+      auto next_show = std::chrono::steady_clock::now();
+      run.progress = [&] {
+        if (std::chrono::steady_clock::now() < next_show) return;
+        next_show = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        const std::string p = LastProgress(r.dir + "/launch.log");
+        if (!p.empty() && p != shown) series.Say(fmt::format("{}: {}", run.label, p));
+        shown = p;
+      };
+      const RunSeries::End end = series.Run(run, ++done, total);
+      if (end == RunSeries::End::kInterrupted) {
+        stop_code = series.InterruptedCode();
+        return false;
+      }
+      if (end == RunSeries::End::kRefused) {
+        stop_code = 2;
+        return false;
+      }
+      if (end == RunSeries::End::kFailed) {
+        failed = true;
+        continue;
+      }
+      auto o =
+          ParseTrainOutcome(Slurp(r.dir + "/metrics.csv"), Slurp(r.dir + "/summary.json"), target);
+      if (!o.ok()) {
+        series.Say(fmt::format("{}: {}", run.label, o.status().message()));
+        failed = true;
+        continue;
+      }
+      const std::string reached =
+          &runs == &sweep ? fmt::format("score {:.4f} (validation accuracy over the last quarter)",
+                                        SweepScore(*o))
+          : o->at_target  ? fmt::format("{} reached after {:.1f} s (clock {})", target,
+                                        o->at_target->wall_s, o->at_target->clock)
+                          : fmt::format("{} not reached", target);
+      series.Say(fmt::format("{}: {}; final {} accuracy {:.4f}; {:.0f} samples/s over {:.1f} s",
+                             run.label, reached, o->eval_set, o->final_accuracy, o->samples_per_s,
+                             o->wall_s));
     }
-    auto o =
-        ParseTrainOutcome(Slurp(r.dir + "/metrics.csv"), Slurp(r.dir + "/summary.json"), a.target);
-    if (!o.ok()) {
-      series.Say(fmt::format("{}: {}", run.label, o.status().message()));
-      failed = true;
-      continue;
+    return true;
+  };
+  ChosenRates rates;
+  if (!sweep.empty()) {
+    if (!run_all(sweep, 1.0)) return stop_code;
+    rates = conclude_sweep(&series);
+    if (rates.size() != a.settings.size() * a.algorithms.size()) {
+      series.Say(fmt::format(
+          "the sweep did not finish a run at every rate of every algorithm and setting, so no "
+          "rate is chosen for {} of them; see {}/sweep.csv, and run again to retry the failed "
+          "runs",
+          a.settings.size() * a.algorithms.size() - rates.size(), root));
+      return 1;
     }
-    series.Say(
-        fmt::format("{}: {}; final accuracy {:.4f}; {:.0f} samples/s over {:.1f} s", run.label,
-                    o->at_target ? fmt::format("{} reached after {:.1f} s (clock {})", a.target,
-                                               o->at_target->wall_s, o->at_target->clock)
-                                 : fmt::format("{} not reached", a.target),
-                    o->final_accuracy, o->samples_per_s, o->wall_s));
+    for (const auto& [key, lr] : rates)
+      series.Say(fmt::format("sweep chose lr {} for {}", lr, key));
   }
+  const std::vector<ExperimentRun> grid = ExpandExperiment(a, root, rates);
+  if (!run_all(grid, a.target)) return stop_code;
   const auto outcomes = Outcomes(grid, a.target, &series);
-  if (Status s = WriteExperimentReport(root, outcomes, ReportInfo(a)); !s.ok()) {
+  if (Status s = WriteExperimentReport(root, outcomes, info); !s.ok()) {
     series.Say(s.message());
     return 1;
   }
-  series.Say(fmt::format("{} of {} runs finished; report: {}/report.md, results.csv, plots/",
-                         outcomes.size(), grid.size(), root));
+  series.Say(fmt::format("{} of {} runs finished; report: {}/report.md, results.csv, plots/{}",
+                         outcomes.size(), grid.size(), root, sweep.empty() ? "" : ", sweep.csv"));
   std::fputs(Slurp(root + "/report.md").c_str(), stdout);
   return failed || outcomes.size() != grid.size() ? 1 : 0;
 }

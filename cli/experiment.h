@@ -14,9 +14,16 @@
 // --data_seed = the first seed (the flags' --data_seed, default 1) plus
 // its repeat (the seed of the split, the minibatches, the initial model and the straggler
 // draws), and, unless given, --eval_mode=deferred (measuring never slows training).
+//
+// A learning-rate sweep (--sweep_lr=0.02,0.05,0.1) runs first: every algorithm in every setting
+// trains at each rate on a validation split held out of the training set (--validation
+// samples; the test set is never seen), and the grid's runs of that algorithm and setting get
+// the rate whose sweep runs scored best (SweepScore), put into their --optimizer spec as lr.
+// The sweep's runs live in <root>/sweep/ and resume like the grid's.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +51,10 @@ struct ExperimentArgs {
   std::string run_dir;                  // default runs/experiment-<name>
   std::string bin_dir;                  // where hetps-* are; default beside hetps
   int grace_ms = 10000;
+  std::vector<std::string> sweep_lr;  // --sweep_lr: the rates tried; empty: no sweep
+  int sweep_iterations = 0;           // clocks of a sweep run; 0: the runs' own --iterations
+  int sweep_repeats = 1;              // seeds per rate (they follow the grid's seeds)
+  int validation = 5000;              // samples the sweep holds out of the training set
 };
 
 // One run of the grid.
@@ -54,6 +65,15 @@ struct ExperimentRun {
   int servers = 1, workers = 4;    // the experiment's, or its arms' --servers, --workers
   std::string dir;                 // <root>/<setting>/<algorithm>/seed<seed>
   std::vector<std::string> flags;  // its role flags, in order
+  std::string lr;                  // a sweep run's rate, or the rate a grid run was given
+};
+
+// The learning rates chosen by a sweep, by "<setting>/<algorithm>".
+using ChosenRates = std::map<std::string, std::string>;
+// One sweep run's result: its rate and SweepScore.
+struct RateTrial {
+  std::string setting, algorithm, lr;
+  double score = 0;
 };
 
 // Parses what follows `hetps experiment`: `run FILE [--option=value ...] [--role_flag=value
@@ -64,7 +84,29 @@ StatusOr<ExperimentArgs> ParseExperimentArgs(const std::vector<std::string>& arg
 // The grid in the order it runs: repeat by repeat (so that a slow phase of the machine, or an
 // interruption, touches every algorithm alike), within a repeat setting by setting, algorithm
 // by algorithm.
-std::vector<ExperimentRun> ExpandExperiment(const ExperimentArgs& args, const std::string& root);
+// With `rates`, a run whose setting and algorithm have a chosen rate gets it as the lr of its
+// last --optimizer spec (appended as one more --optimizer flag).
+std::vector<ExperimentRun> ExpandExperiment(const ExperimentArgs& args, const std::string& root,
+                                            const ChosenRates& rates = {});
+
+// The sweep's runs in the order they run: seed by seed, setting by setting, algorithm by
+// algorithm, rate by rate; each in <root>/sweep/<setting>/<algorithm>/lr<rate>/seed<seed>, with
+// the grid run's flags then --optimizer (the rate put in), --validation and, when set,
+// --iterations=sweep_iterations. Seeds follow the grid's (its last seed + 1, ...). Empty
+// without --sweep_lr.
+std::vector<ExperimentRun> ExpandSweep(const ExperimentArgs& args, const std::string& root);
+
+// `spec` (an optimizer spec, "sgd:lr=0.05" or "adam") with its lr parameter set to `lr`.
+std::string SpecWithRate(const std::string& spec, const std::string& lr);
+
+// A sweep run's score: the mean accuracy of its evaluations in the last quarter of its clocks
+// (steadier than the final one alone); a run without evaluations scores its final accuracy.
+struct TrainOutcome;
+double SweepScore(const TrainOutcome& outcome);
+
+// Per setting and algorithm, the rate of the highest mean score over its seeds (ties: the rate
+// listed first in --sweep_lr). A setting and algorithm missing a trial at some rate gets none.
+ChosenRates ChooseRates(const ExperimentArgs& args, const std::vector<RateTrial>& trials);
 
 // The experiment as one flag file (written to <root>/experiment.flags; `report` reads it).
 std::string ExperimentFlagFile(const ExperimentArgs& args);

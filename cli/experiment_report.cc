@@ -60,6 +60,7 @@ std::string ReportMarkdown(const std::vector<TrainOutcome>& runs,
   std::string md = fmt::format("# Experiment {}\n\n", info.name);
   if (!info.about.empty()) md += info.about + "\n\n";
   md += info.how + "\n\n";
+  if (!info.rates.empty()) md += info.rates + "\n";
   md += fmt::format(
       "Each cell is the mean ± the half-width of its 95% confidence interval (Student's t) over "
       "the runs of that algorithm and setting, one per seed ({} asked for). Time and clocks to "
@@ -161,11 +162,17 @@ double TrainOutcome::best_accuracy() const {
 
 StatusOr<TrainOutcome> ParseTrainOutcome(const std::string& metrics_csv,
                                          const std::string& summary_json, double target) {
-  auto table = ReadCsvTable(metrics_csv, {"wall_s", "clock", "test_accuracy"}, "metrics.csv");
+  // The evaluation set names the accuracy's column: test_accuracy, or validation_accuracy.
+  const std::string header = metrics_csv.substr(0, metrics_csv.find('\n'));
+  const std::string eval_set =
+      header.find(",validation_accuracy") != std::string::npos ? "validation" : "test";
+  const std::string column = eval_set + "_accuracy";
+  auto table = ReadCsvTable(metrics_csv, {"wall_s", "clock", column}, "metrics.csv");
   if (!table.ok()) return table.status();
   TrainOutcome o;
+  o.eval_set = eval_set;
   for (const CsvTable::Row& row : table->rows) {
-    const std::string& accuracy = table->Cell(row, "test_accuracy");
+    const std::string& accuracy = table->Cell(row, column);
     if (accuracy.empty()) continue;
     try {
       o.curve.push_back({std::stod(table->Cell(row, "wall_s")),
@@ -185,7 +192,11 @@ StatusOr<TrainOutcome> ParseTrainOutcome(const std::string& metrics_csv,
   const auto summary = nlohmann::json::parse(summary_json, nullptr, /*allow_exceptions=*/false);
   if (!summary.is_object()) return Status::Malformed("summary.json is not a JSON object");
   try {
-    o.final_accuracy = summary.at("test_accuracy").get<double>();
+    if (summary.value("eval_set", std::string("test")) != eval_set) {
+      return Status::Malformed(
+          fmt::format("summary.json is not of the {} set metrics.csv holds", eval_set));
+    }
+    o.final_accuracy = summary.at(column).get<double>();
     o.wall_s = summary.at("wall_s").get<double>();
     o.samples_per_s = summary.at("samples_per_s").get<double>();
     // The traffic is absent from runs whose workers wrote none (older runs).

@@ -26,6 +26,7 @@ struct TrainOutcome {
   int repeat = 0;                  // 0, 1, ...
   int64_t seed = 0;                // its --data_seed
   std::string dir;                 // its run folder
+  std::string eval_set = "test";   // or validation (a learning-rate sweep's runs)
   std::vector<Point> curve;        // in time order
   std::optional<Point> at_target;  // the first evaluation at or above the target
   double final_accuracy = 0;       // the model after the last clock of every worker
@@ -54,6 +55,7 @@ struct ExperimentReportInfo {
   std::string name;   // the experiment
   std::string about;  // its description (the flag file's leading comment)
   std::string how;    // the settings every run shares, said in a sentence or two
+  std::string rates;  // markdown: how each algorithm's learning rate was chosen (a sweep's table)
   double target = 0;
   std::vector<std::string> settings, algorithms;  // in the file's order
   int repeats = 0;

@@ -592,7 +592,7 @@ PYBIND11_MODULE(_hetps, m) {
       [](const std::string& dir, double test_accuracy, double wall_s, int64_t iterations,
          int workers, int64_t samples, const std::string& consistency, const std::string& device) {
         RunSummary s;
-        s.test_accuracy = test_accuracy;
+        s.accuracy = test_accuracy;
         s.wall_s = wall_s;
         s.iterations = iterations;
         s.workers = workers;

@@ -34,6 +34,9 @@ DEFINE_int32(compute_threads, 1,
 DEFINE_int32(batch, 64, "train, edge: minibatch size");
 DEFINE_int32(eval_every, 200,
              "train, edge: rank 0 evaluates on the test set every N clocks (edge: rounds)");
+DEFINE_int64(validation, 0,
+             "train: hold out N training samples (a draw seeded by --data_seed), train on the "
+             "rest and evaluate on them instead of the test set (tuning never sees the test set)");
 DEFINE_string(eval_mode, "live",
               "train: live (rank 0 evaluates at once and prints it) or deferred (rank 0 keeps a "
               "copy of the model at each evaluation clock and evaluates the copies after training, "
@@ -200,6 +203,7 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   o.iterations = FLAGS_iterations;
   o.eval_every = FLAGS_eval_every;
   o.eval_deferred = FLAGS_eval_mode == "deferred";
+  o.validation = FLAGS_validation;
   o.progress_every = std::max(1, FLAGS_progress_every);
   o.seed = FLAGS_data_seed;
   o.slowdown = FLAGS_slowdown;

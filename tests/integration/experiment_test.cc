@@ -168,6 +168,54 @@ TEST(ExperimentRunTest, AGridOfRealRunsWritesItsResultsReportAndPlotsAndResumes)
   EXPECT_TRUE(std::filesystem::exists(e.run_dir + "/straggler/bsp/seed2/done"));
 }
 
+// --sweep_lr: every rate is tried on a validation split (never the test set), the best goes to
+// the grid's runs, and the report says which and why.
+TEST(ExperimentRunTest, ALearningRateSweepOnAValidationSplitChoosesTheGridsRate) {
+  Experiment e;
+  std::ofstream(e.file) << "--workload=train\n--hidden=32\n--optimizer=sgd:lr=0.05\n"
+                           "--init=worker\n--iterations=30\n--eval_every=10\n--workers=2\n"
+                           "--repeats=1\n--target=0.5\n--sweep_lr=0.0001,0.1\n"
+                           "--sweep_iterations=20\n--validation=2000\n"
+                           "--algorithm=asp: --consistency=asp\n";
+  ASSERT_EQ(e.Run({"run", e.file, "--run_dir=" + e.run_dir}, 180s), 0) << Slurp(e.log);
+  const std::string output = Slurp(e.log);
+  EXPECT_NE(output.find("after a sweep of 2 rates: 2 runs"), std::string::npos) << output;
+  EXPECT_NE(output.find("sweep chose lr 0.1 for default/asp"), std::string::npos)
+      << "a rate 1000x smaller barely moves the model in 20 clocks\n"
+      << output;
+  for (const char* lr : {"0.0001", "0.1"}) {
+    const std::string dir = e.run_dir + "/sweep/default/asp/lr" + lr + "/seed2";
+    const std::string metrics = Slurp(dir + "/metrics.csv");
+    EXPECT_EQ(metrics.rfind("wall_s,clock,worker,loss,validation_accuracy,staleness\n", 0), 0u)
+        << metrics;
+    EXPECT_NE(Slurp(dir + "/summary.json").find("\"eval_set\":\"validation\""), std::string::npos);
+    const std::string launch = Slurp(dir + "/launch.log");
+    EXPECT_NE(launch.find("final validation accuracy"), std::string::npos) << launch;
+    EXPECT_NE(launch.find("trains on 29000 samples"), std::string::npos)
+        << "each of 2 workers: half of 60000 less the 2000 held out\n"
+        << launch;
+    EXPECT_EQ(launch.find("test accuracy"), std::string::npos) << launch;
+  }
+  const std::string grid_flags = Slurp(e.run_dir + "/default/asp/seed1/flags.txt");
+  EXPECT_NE(grid_flags.find("--optimizer=sgd:lr=0.1"), std::string::npos) << grid_flags;
+  EXPECT_EQ(grid_flags.find("--validation"), std::string::npos) << grid_flags;
+  EXPECT_NE(Slurp(e.run_dir + "/default/asp/seed1/launch.log").find("final test accuracy"),
+            std::string::npos);
+  const std::string sweep = Slurp(e.run_dir + "/sweep.csv");
+  EXPECT_EQ(Lines(sweep), 3) << sweep;
+  EXPECT_NE(sweep.find("default,asp,0.1,1,"), std::string::npos) << sweep;
+  const std::string report = Slurp(e.run_dir + "/report.md");
+  EXPECT_NE(report.find("## Learning rates"), std::string::npos) << report;
+  EXPECT_NE(report.find("| default | asp | 0."), std::string::npos) << report;
+  EXPECT_NE(report.find("**"), std::string::npos) << report;
+
+  // Run again: the sweep's runs are kept too.
+  ASSERT_EQ(e.Run({"run", e.file, "--run_dir=" + e.run_dir}, 60s), 0) << Slurp(e.log);
+  EXPECT_NE(Slurp(e.log).find("sweep default/asp lr 0.0001 seed 2 (1/3): done before"),
+            std::string::npos)
+      << Slurp(e.log);
+}
+
 // SIGINT stops the experiment and the cluster of its run; nothing of it outlives it.
 TEST(ExperimentRunTest, SigintStopsTheRunningCluster) {
   Experiment e;

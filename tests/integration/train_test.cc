@@ -180,7 +180,7 @@ TEST(TrainTest, LaunchWritesTheRunFolder) {
   EXPECT_EQ(metrics.rfind("wall_s,clock,worker,loss,test_accuracy,staleness\n", 0), 0u);
   EXPECT_GE(std::count(metrics.begin(), metrics.end(), '\n'), 1 + 2 * 4);  // every 10 clocks
   static const std::regex summary(
-      R"(\{"test_accuracy":0\.[0-9]+,"wall_s":[0-9.]+,"iterations":40,"workers":2,)"
+      R"(\{"test_accuracy":0\.[0-9]+,"eval_set":"test","wall_s":[0-9.]+,"iterations":40,"workers":2,)"
       R"("samples_per_s":[0-9.]+,"consistency":"bsp","device":"[^"]+",)"
       R"("device_encoded_partitions":[0-9]+,"step_s":\{"pull":[0-9.]+,"push_wait":[0-9.]+,)"
       R"("compute":[0-9.]+,"encode":[0-9.]+,"clock":[0-9.]+\},"traffic_workers":2,)"

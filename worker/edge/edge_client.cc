@@ -328,7 +328,7 @@ Status EdgeClient::Finish() {
               o_.rounds, Clients(), secs);
   if (!o_.run_dir.empty()) {
     RunSummary summary;
-    summary.test_accuracy = *evaluated;
+    summary.accuracy = *evaluated;
     summary.wall_s = secs;
     summary.iterations = o_.rounds;
     summary.workers = client_.num_workers();

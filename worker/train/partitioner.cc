@@ -85,4 +85,20 @@ std::vector<std::vector<int64_t>> LabelHistogram(const std::vector<std::vector<i
   return h;
 }
 
+HeldOut HoldOut(int64_t n, int64_t held, uint64_t seed) {
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  std::iota(all.begin(), all.end(), 0);
+  held = std::clamp<int64_t>(held, 0, n);
+  std::mt19937_64 rng(seed * 7919 + 104729);  // apart from the split's draws
+  for (int64_t i = 0; i < held; ++i) {        // the first `held` of a seeded shuffle
+    std::swap(all[i], all[i + static_cast<int64_t>(rng() % static_cast<uint64_t>(n - i))]);
+  }
+  HeldOut out;
+  out.held.assign(all.begin(), all.begin() + held);
+  out.rest.assign(all.begin() + held, all.end());
+  std::sort(out.held.begin(), out.held.end());
+  std::sort(out.rest.begin(), out.rest.end());
+  return out;
+}
+
 }  // namespace hetps

@@ -20,6 +20,12 @@ std::vector<std::vector<int64_t>> PartitionDirichlet(const std::vector<int32_t>&
                                                      uint64_t seed);
 std::vector<std::vector<int64_t>> PartitionShards(const std::vector<int32_t>& labels, int workers,
                                                   int per_worker, uint64_t seed);
+// A validation split of n samples: `held` (a seeded draw of `held` of them) and `rest` (the
+// others, which the workers' split then divides), both in increasing order.
+struct HeldOut {
+  std::vector<int64_t> held, rest;
+};
+HeldOut HoldOut(int64_t n, int64_t held, uint64_t seed);
 // Per-worker label counts of a partition (for reports).
 std::vector<std::vector<int64_t>> LabelHistogram(const std::vector<std::vector<int64_t>>& parts,
                                                  const std::vector<int32_t>& labels,

@@ -13,7 +13,8 @@
 namespace hetps {
 namespace {
 
-constexpr char kHeader[] = "wall_s,clock,worker,loss,test_accuracy,staleness";
+// metrics.csv's columns; {} is the evaluation set (test, validation).
+constexpr char kHeader[] = "wall_s,clock,worker,loss,{}_accuracy,staleness";
 
 // The rows of `path` before `from_clock` (the clock is a row's second field).
 std::string RowsBefore(const std::string& path, int64_t from_clock) {
@@ -116,7 +117,7 @@ Status FinishRun(const std::string& dir, const RunSummary& s) {
   const std::string metrics = dir + "/metrics.csv";
   {
     std::ofstream out(metrics);
-    out << kHeader << "\n";
+    out << fmt::format(kHeader, s.eval_set) << "\n";
     for (const auto& [t, rest] : rows)
       out << fmt::format("{:.3f},{}\n", t - rows.front().first, rest);
     if (!out) return Status::InvalidArgument(fmt::format("cannot write {}", metrics));
@@ -124,13 +125,14 @@ Status FinishRun(const std::string& dir, const RunSummary& s) {
   {
     std::ofstream out(dir + "/summary.json");
     out << fmt::format(
-        "{{\"test_accuracy\":{:.4f},\"wall_s\":{:.2f},\"iterations\":{},\"workers\":{},"
+        "{{\"{}_accuracy\":{:.4f},\"eval_set\":\"{}\",\"wall_s\":{:.2f},\"iterations\":{},"
+        "\"workers\":{},"
         "\"samples_per_s\":{:.1f},\"consistency\":\"{}\",\"device\":\"{}\","
         "\"device_encoded_partitions\":{},\"step_s\":{{\"pull\":{:.6f},\"push_wait\":{:.6f},"
         "\"compute\":{:.6f},\"encode\":{:.6f},\"clock\":{:.6f}}},\"traffic_workers\":{},"
         "\"partition_pushes\":{},\"bytes_pushed\":{},\"bytes_pulled\":{},\"dropped_pushes\":{},"
         "\"mean_push_staleness\":{:.4f},\"max_push_staleness\":{}}}\n",
-        s.test_accuracy, s.wall_s, s.iterations, s.workers,
+        s.eval_set, s.accuracy, s.eval_set, s.wall_s, s.iterations, s.workers,
         s.wall_s > 0 ? static_cast<double>(s.samples) / s.wall_s : 0.0, s.consistency, s.device,
         s.device_encoded_partitions, s.step.pull, s.step.push_wait, s.step.compute, s.step.encode,
         s.step.clock, traffic_workers, traffic.partition_pushes, traffic.bytes_pushed,
@@ -143,10 +145,10 @@ Status FinishRun(const std::string& dir, const RunSummary& s) {
   const std::string script = fmt::format(
       "set terminal pngcairo size 900,500; set output '{0}/plot.png';"
       "set datafile separator ','; set key top center; set xlabel 'wall time (s)';"
-      "set ylabel 'training loss'; set y2label 'test accuracy'; set ytics nomirror; set y2tics;"
+      "set ylabel 'training loss'; set y2label '{2} accuracy'; set ytics nomirror; set y2tics;"
       "plot '{1}' every ::1 using 1:4 with points pt 7 ps 0.3 title 'loss (every worker)',"
-      " '' every ::1 using 1:5 axes x1y2 with linespoints lw 2 title 'test accuracy'",
-      dir, metrics);
+      " '' every ::1 using 1:5 axes x1y2 with linespoints lw 2 title '{2} accuracy'",
+      dir, metrics, s.eval_set);
   const std::string cmd = fmt::format("gnuplot -e \"{}\" 2>&1", script);
   if (std::system(cmd.c_str()) != 0) {
     spdlog::warn("no plot: gnuplot failed or is not installed (apt-get install gnuplot-nox)");

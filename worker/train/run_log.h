@@ -47,7 +47,8 @@ struct StepSeconds {
 };
 
 struct RunSummary {
-  double test_accuracy = 0;
+  double accuracy = 0;            // the final model's, on the evaluation set
+  std::string eval_set = "test";  // test, or validation (TrainOptions::validation)
   double wall_s = 0;       // from rank 0's first iteration until every worker finished its last
   int64_t iterations = 0;  // per worker
   int workers = 0;
@@ -70,7 +71,9 @@ struct WorkerTraffic {
 Status WriteWorkerTraffic(const std::string& dir, int rank, const WorkerTraffic& traffic);
 
 // Merges the workers' files into metrics.csv, sums their traffic, writes summary.json (with
-// "traffic_workers": how many workers' traffic it sums) and plot.png.
+// "traffic_workers": how many workers' traffic it sums) and plot.png. The accuracy's column and
+// key are named after the evaluation set: test_accuracy, or validation_accuracy (and summary.json
+// says "eval_set").
 // REQUIRES: every worker closed its RunLog (the caller passed a barrier after that).
 Status FinishRun(const std::string& dir, const RunSummary& summary);
 

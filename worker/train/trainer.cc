@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <numeric>
@@ -84,6 +85,7 @@ Status ValidateTrainOptions(const TrainOptions& o) {
     return Status::InvalidArgument("batch, iterations, eval_every must be >= 1 and slowdown >= 1");
   }
   if (auto s = Stragglers().Parse(o.straggler); !s.ok()) return s.status();
+  if (o.validation < 0) return Status::InvalidArgument("validation must be >= 0 samples");
   if (o.partition != "iid" && o.partition != "dirichlet") {
     return Status::InvalidArgument(
         fmt::format("unknown partition '{}' (iid, dirichlet)", o.partition));
@@ -129,7 +131,8 @@ class Trainer {
 
   Client& client_;
   const TrainOptions& o_;
-  std::optional<Dataset> train_, test_;  // test: rank 0 only
+  std::optional<Dataset> train_, eval_;  // eval: rank 0 only, the test set or the validation
+  std::string eval_set_ = "test";        // which of the two eval_ holds
   std::unique_ptr<Model> model_;
   // The model's device, when it trains there; its gradients are encoded there by encoders_.
   DeviceTraining* device_ = nullptr;
@@ -169,19 +172,41 @@ Status Trainer::LoadData() {
       PathOr(o_.train_images, FashionMnistImages(o_.dataset_dir, "train")),
       PathOr(o_.train_labels, FashionMnistLabels(o_.dataset_dir, "train")), cache);
   if (!train.ok()) return train.status();
-  if (client_.rank() == 0) {
+  // The training pool: every sample, less a held-out validation split (a seeded draw of its
+  // own, so the workers' split of the rest is still seeded by o_.seed alone).
+  std::vector<int64_t> pool(train->size());
+  std::iota(pool.begin(), pool.end(), 0);
+  if (o_.validation > 0) {
+    if (o_.validation > train->size() - client_.num_workers()) {
+      return Status::InvalidArgument(
+          fmt::format("--validation={} leaves fewer training samples than workers (the set has {})",
+                      o_.validation, train->size()));
+    }
+    HeldOut split = HoldOut(train->size(), o_.validation, o_.seed);
+    pool = std::move(split.rest);
+    if (client_.rank() == 0) {
+      eval_ = train->Gather(split.held);
+      eval_set_ = "validation";
+    }
+  } else if (client_.rank() == 0) {
     auto t = SharedImages::Open(PathOr(o_.test_images, FashionMnistImages(o_.dataset_dir, "t10k")),
                                 PathOr(o_.test_labels, FashionMnistLabels(o_.dataset_dir, "t10k")),
                                 cache);
     if (!t.ok()) return t.status();
     std::vector<int64_t> all(t->size());
     std::iota(all.begin(), all.end(), 0);
-    test_ = t->Gather(all);
+    eval_ = t->Gather(all);
   }
-  const auto parts = o_.partition == "dirichlet"
-                         ? PartitionDirichlet(train->labels(), train->classes(),
-                                              client_.num_workers(), o_.dirichlet_alpha, o_.seed)
-                         : PartitionIid(train->size(), client_.num_workers(), o_.seed);
+  std::vector<int32_t> pool_labels;
+  for (int64_t i : pool) pool_labels.push_back(train->labels()[i]);
+  auto parts =
+      o_.partition == "dirichlet"
+          ? PartitionDirichlet(pool_labels, train->classes(), client_.num_workers(),
+                               o_.dirichlet_alpha, o_.seed)
+          : PartitionIid(static_cast<int64_t>(pool.size()), client_.num_workers(), o_.seed);
+  for (auto& part : parts) {
+    for (int64_t& i : part) i = pool[i];
+  }
   const auto histogram = LabelHistogram({parts[Shard()]}, train->labels(), train->classes());
   train_ = train->Gather(parts[Shard()]);
   spdlog::info("rank {} trains on {} samples, labels [{}]{}", client_.rank(), train_->size,
@@ -299,7 +324,7 @@ Status Trainer::Step(int it) {
 
 Status Trainer::Observe(int it) {
   const int64_t clock = client_.clock();
-  const bool eval = test_ && (clock % o_.eval_every == 0 || clock >= o_.iterations);
+  const bool eval = eval_ && (clock % o_.eval_every == 0 || clock >= o_.iterations);
   // Deferred: the copy's row is written when it is evaluated (Finish).
   bool deferred = false;
   if (eval && o_.eval_deferred) {
@@ -318,7 +343,7 @@ Status Trainer::Observe(int it) {
   }
   std::optional<double> accuracy;
   if (eval && !deferred) {
-    auto a = model_->Accuracy(params_, test_->x.data(), test_->y.data(), test_->size);
+    auto a = model_->Accuracy(params_, eval_->x.data(), eval_->y.data(), eval_->size);
     if (!a.ok()) return a.status();
     accuracy = *a;
   }
@@ -334,7 +359,8 @@ Status Trainer::Observe(int it) {
   }
   if (clock % o_.progress_every == 0 || (eval && !deferred)) {
     const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
-    const std::string acc = accuracy ? fmt::format("  test accuracy {:.4f}", *accuracy) : "";
+    const std::string acc =
+        accuracy ? fmt::format("  {} accuracy {:.4f}", eval_set_, *accuracy) : "";
     std::printf("epoch %.2f  iter %lld/%d  %.1f it/s  loss %.4f%s  staleness max %lld\n",
                 batches_->epoch(), static_cast<long long>(clock), o_.iterations, (it + 1) / secs,
                 loss_ewma_, acc.c_str(), static_cast<long long>(client_.stats().max_staleness));
@@ -376,29 +402,30 @@ Status Trainer::Finish() {
   const double wall = std::chrono::duration<double>(Clock::now() - start_).count();
   double last_accuracy = 0;
   for (const Snapshot& s : snapshots_) {  // each row at the time its copy was taken
-    auto a = model_->Accuracy(s.params, test_->x.data(), test_->y.data(), test_->size);
+    auto a = model_->Accuracy(s.params, eval_->x.data(), eval_->y.data(), eval_->size);
     if (!a.ok()) return a.status();
     last_accuracy = *a;
     log_->RecordAt(s.unix_seconds, s.clock, client_.rank(), s.loss, *a, s.staleness);
   }
   if (!snapshots_.empty()) {
     std::printf(
-        "rank %d evaluated %zu deferred model copies; the last (clock %lld): test "
+        "rank %d evaluated %zu deferred model copies; the last (clock %lld): %s "
         "accuracy %.4f\n",
         client_.rank(), snapshots_.size(), static_cast<long long>(snapshots_.back().clock),
-        last_accuracy);
+        eval_set_.c_str(), last_accuracy);
     snapshots_.clear();
   }
   log_->Close();
-  if (!test_) return Status();
+  if (!eval_) return Status();
   if (Status s = PullModel(client_, tensors_, params_); !s.ok()) return s;
-  auto evaluated = model_->Accuracy(params_, test_->x.data(), test_->y.data(), test_->size);
+  auto evaluated = model_->Accuracy(params_, eval_->x.data(), eval_->y.data(), eval_->size);
   if (!evaluated.ok()) return evaluated.status();
-  std::printf("final test accuracy %.4f after %d iterations per worker in %.1f s\n", *evaluated,
-              o_.iterations, wall);
+  std::printf("final %s accuracy %.4f after %d iterations per worker in %.1f s\n",
+              eval_set_.c_str(), *evaluated, o_.iterations, wall);
   if (!o_.run_dir.empty()) {
     RunSummary summary;
-    summary.test_accuracy = *evaluated;
+    summary.accuracy = *evaluated;
+    summary.eval_set = eval_set_;
     summary.wall_s = wall;
     summary.iterations = o_.iterations;
     summary.workers = client_.num_workers();

@@ -3,7 +3,7 @@
 // gradient of one minibatch from this worker's partition, pushes it and ends the clock; the push
 // stays in flight while the next pull is issued (the connection is FIFO, so the server applies it
 // first). Rank 0 also evaluates on the test set every eval_every clocks, without stopping the
-// others.
+// others (or, with a validation split, on samples held out of the training set).
 #pragma once
 
 #include <atomic>
@@ -29,6 +29,10 @@ struct TrainOptions {
   int batch = 64;
   int iterations = 1000;  // clocks
   int eval_every = 200;
+  // Samples held out of the training set (a seeded draw, apart from the split): when > 0 the
+  // workers train on the rest and rank 0 evaluates on these instead of the test set, so that
+  // tuning (hetps experiment's learning-rate sweep) never sees the test set.
+  int64_t validation = 0;
   // Deferred evaluation: rank 0 keeps a copy of the model it pulled at each evaluation clock
   // and evaluates the copies after its last iteration, each row stamped with the time it was
   // taken; training never waits for an evaluation, so time to an accuracy is not inflated by

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,8 @@ constexpr char kFile[] =
     "--algorithm=ssp3: --consistency=ssp:staleness=3\n"
     "--setting=even:\n"
     "--setting=slow: --straggler=persistent:factor=3\n";
+
+constexpr char kSummaryOfTest[] = R"({"test_accuracy":0.8,"wall_s":2,"samples_per_s":5})";
 
 struct Files {
   ScratchDir dir{"experiment_test"};
@@ -150,6 +153,116 @@ TEST(ExperimentArgsTest, TheResolvedFileIsTheSameExperiment) {
     EXPECT_EQ(g1[i].flags, g2[i].flags);
     EXPECT_EQ(g1[i].dir, g2[i].dir);
   }
+}
+
+// --sweep_lr: a rate spec without its own lr gets one; other parameters are kept.
+TEST(ExperimentSweepTest, TheRateGoesIntoTheOptimizerSpec) {
+  EXPECT_EQ(SpecWithRate("sgd:lr=0.05", "0.1"), "sgd:lr=0.1");
+  EXPECT_EQ(SpecWithRate("adam", "0.002"), "adam:lr=0.002");
+  EXPECT_EQ(SpecWithRate("momentum:beta=0.9,lr=0.05,nesterov=1", "0.2"),
+            "momentum:lr=0.2,beta=0.9,nesterov=1");
+}
+
+constexpr char kSweepFile[] =
+    "--workload=train\n"
+    "--iterations=100\n"
+    "--repeats=2\n"
+    "--data_seed=7\n"
+    "--optimizer=sgd:lr=0.05\n"
+    "--sweep_lr=0.02,0.1\n"
+    "--sweep_iterations=40\n"
+    "--validation=3000\n"
+    "--algorithm=bsp: --consistency=bsp\n"
+    "--algorithm=adam: --consistency=asp --optimizer=adam:lr=0.001\n"
+    "--setting=even:\n";
+
+// Every algorithm and setting is tried at every rate, on seeds after the grid's, with a
+// validation split and the sweep's clocks; the grid's runs then get the chosen rate.
+TEST(ExperimentSweepTest, TheSweepTriesEveryRateThenTheGridGetsTheChosenOne) {
+  Files files;
+  auto a = ParseExperimentArgs({"run", files.Write("s.flags", kSweepFile)});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->sweep_lr, (std::vector<std::string>{"0.02", "0.1"}));
+  const auto sweep = ExpandSweep(*a, "/r");
+  ASSERT_EQ(sweep.size(), 4u);  // 1 seed x 1 setting x 2 algorithms x 2 rates
+  EXPECT_EQ(sweep[0].dir, "/r/sweep/even/bsp/lr0.02/seed9");
+  EXPECT_EQ(sweep[3].dir, "/r/sweep/even/adam/lr0.1/seed9");
+  EXPECT_EQ(sweep[3].lr, "0.1");
+  const auto& f = sweep[3].flags;
+  EXPECT_EQ(f.end() - std::find(f.begin(), f.end(), "--optimizer=adam:lr=0.1"), 3)
+      << "after the arms: the rate, then the split and the sweep's clocks";
+  EXPECT_EQ(f[f.size() - 2], "--validation=3000");
+  EXPECT_EQ(f.back(), "--iterations=40");
+  EXPECT_NE(std::find(f.begin(), f.end(), "--data_seed=9"), f.end());
+
+  // bsp: 0.1 scores higher; adam: a tie goes to the rate listed first.
+  const std::vector<RateTrial> trials = {{"even", "bsp", "0.02", 0.80},
+                                         {"even", "bsp", "0.1", 0.84},
+                                         {"even", "adam", "0.02", 0.82},
+                                         {"even", "adam", "0.1", 0.82}};
+  const ChosenRates rates = ChooseRates(*a, trials);
+  EXPECT_EQ(rates, (ChosenRates{{"even/bsp", "0.1"}, {"even/adam", "0.02"}}));
+  EXPECT_TRUE(ChooseRates(*a, {trials[0], trials[2], trials[3]}).count("even/bsp") == 0)
+      << "no choice without a run at every rate";
+  const auto grid = ExpandExperiment(*a, "/r", rates);
+  ASSERT_EQ(grid.size(), 4u);
+  EXPECT_EQ(grid[0].lr, "0.1");
+  EXPECT_EQ(grid[0].flags.back(), "--optimizer=sgd:lr=0.1");
+  EXPECT_EQ(grid[1].flags.back(), "--optimizer=adam:lr=0.02");
+  for (const auto& run : grid) {
+    for (const std::string& flag : run.flags)
+      EXPECT_EQ(flag.find("--validation"), std::string::npos);
+  }
+  // The resolved file keeps the sweep, so a resumed experiment sweeps the same way.
+  auto again =
+      ParseExperimentArgs({"run", files.Write("experiment.flags", ExperimentFlagFile(*a))});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ExperimentFlagFile(*again), ExperimentFlagFile(*a));
+  EXPECT_EQ(ExpandSweep(*again, "/r")[3].flags, sweep[3].flags);
+}
+
+TEST(ExperimentSweepTest, BadSweepsAreRefused) {
+  Files files;
+  for (const char* bad : {"--sweep_lr=0.1", "--sweep_lr=0.1,x", "--sweep_lr=0.1,-1",
+                          "--sweep_lr=0.1,0.1", "--sweep_repeats=0", "--validation=0"}) {
+    EXPECT_FALSE(ParseExperimentArgs({"run", files.Write("b.flags", kSweepFile), bad}).ok()) << bad;
+  }
+  // A sweep needs an optimizer spec to put its rate into.
+  auto none = ParseExperimentArgs(
+      {"run", files.Write("n.flags", "--sweep_lr=0.1,0.2\n--algorithm=a: --consistency=asp\n")});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("--optimizer"), std::string::npos);
+  EXPECT_FALSE(
+      ParseExperimentArgs({"run", files.Write("v.flags", std::string(kSweepFile) +
+                                                             "--setting=v: --validation=9\n")})
+          .ok())
+      << "the sweep sets --validation";
+}
+
+// A sweep run's score: the mean of its evaluations in the last quarter of its clocks.
+TEST(ExperimentSweepTest, AScoreIsTheMeanOfTheLastQuarter) {
+  TrainOutcome o;
+  o.curve = {{1, 0, 0.1}, {2, 40, 0.5}, {3, 75, 0.8}, {4, 90, 0.84}, {5, 100, 0.86}};
+  EXPECT_DOUBLE_EQ(SweepScore(o), (0.8 + 0.84 + 0.86) / 3);
+  TrainOutcome empty;
+  empty.final_accuracy = 0.7;
+  EXPECT_DOUBLE_EQ(SweepScore(empty), 0.7);
+}
+
+// A validation run's files: the accuracy's column and key name the set.
+TEST(ExperimentReportTest, AValidationRunIsReadAsOne) {
+  auto o = ParseTrainOutcome(
+      "wall_s,clock,worker,loss,validation_accuracy,staleness\n1.0,10,0,1.0,0.7,0\n",
+      R"({"validation_accuracy":0.75,"eval_set":"validation","wall_s":2,"samples_per_s":5})", 0.6);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->eval_set, "validation");
+  EXPECT_DOUBLE_EQ(o->final_accuracy, 0.75);
+  ASSERT_EQ(o->curve.size(), 1u);
+  EXPECT_FALSE(ParseTrainOutcome(
+                   "wall_s,clock,worker,loss,validation_accuracy,staleness\n1.0,10,0,1.0,0.7,0\n",
+                   kSummaryOfTest, 0.6)
+                   .ok())
+      << "the two files disagree on the set";
 }
 
 constexpr char kMetrics[] =

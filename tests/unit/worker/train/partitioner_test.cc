@@ -72,5 +72,21 @@ TEST(PartitionerTest, ShardsCoverEverySampleAndGiveEachWorkerAtMostPerWorkerClas
   EXPECT_NE(PartitionShards(labels, 100, 2, 4), parts);
 }
 
+// A validation split: held and rest cover the set once, sorted, the draw seeded and spread
+// over the set (not its first samples).
+TEST(HoldOutTest, TheSplitIsSeededDisjointAndCoversTheSet) {
+  const HeldOut a = HoldOut(1000, 100, 7);
+  ASSERT_EQ(a.held.size(), 100u);
+  ASSERT_EQ(a.rest.size(), 900u);
+  ExpectCoverage({a.held, a.rest}, 1000);
+  EXPECT_TRUE(std::is_sorted(a.held.begin(), a.held.end()));
+  EXPECT_TRUE(std::is_sorted(a.rest.begin(), a.rest.end()));
+  EXPECT_GT(a.held.back(), 500) << "drawn from the whole set";
+  EXPECT_EQ(HoldOut(1000, 100, 7).held, a.held);
+  EXPECT_NE(HoldOut(1000, 100, 8).held, a.held);
+  EXPECT_TRUE(HoldOut(10, 0, 1).held.empty());
+  EXPECT_EQ(HoldOut(10, 0, 1).rest.size(), 10u);
+}
+
 }  // namespace
 }  // namespace hetps

@@ -48,7 +48,7 @@ TEST(RunLogTest, MergesWorkersByTimeAndSkipsATornLine) {
                   .ok());
   std::ofstream(dir + "/worker-2.traffic") << "7 x";  // malformed: skipped
   RunSummary s;
-  s.test_accuracy = 0.83;
+  s.accuracy = 0.83;
   s.wall_s = 2;
   s.iterations = 20;
   s.workers = 2;
@@ -73,7 +73,8 @@ TEST(RunLogTest, MergesWorkersByTimeAndSkipsATornLine) {
   EXPECT_FALSE(std::getline(lines, extra));  // the torn line was dropped
   EXPECT_FALSE(std::filesystem::exists(dir + "/worker-0.csv"));
   EXPECT_EQ(Slurp(dir + "/summary.json"),
-            "{\"test_accuracy\":0.8300,\"wall_s\":2.00,\"iterations\":20,\"workers\":2,"
+            "{\"test_accuracy\":0.8300,\"eval_set\":\"test\",\"wall_s\":2.00,\"iterations\":20,"
+            "\"workers\":2,"
             "\"samples_per_s\":1280.0,\"consistency\":\"ssp\",\"device\":\"cuda:0 (a GPU)\","
             "\"device_encoded_partitions\":6,\"step_s\":{\"pull\":0.001000,\"push_wait\":0.000000,"
             "\"compute\":0.002500,\"encode\":0.000500,\"clock\":0.001250},\"traffic_workers\":2,"
