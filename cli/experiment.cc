@@ -460,21 +460,11 @@ namespace {
 
 // The sweep's finished runs, scored (a run whose files do not parse is said and left out).
 std::vector<RateTrial> Trials(const std::vector<ExperimentRun>& sweep, const RunSeries* series) {
+  std::map<std::string, std::string> lr_of;  // by folder
+  for (const ExperimentRun& run : sweep) lr_of[run.dir] = run.lr;
   std::vector<RateTrial> trials;
-  for (const ExperimentRun& run : sweep) {
-    if (!fs::exists(run.dir + "/done")) continue;
-    auto o =
-        ParseTrainOutcome(Slurp(run.dir + "/metrics.csv"), Slurp(run.dir + "/summary.json"), 1.0);
-    if (!o.ok()) {
-      const std::string line = fmt::format("{}: {}", run.dir, o.status().message());
-      if (series != nullptr) {
-        series->Say(line);
-      } else {
-        std::fprintf(stderr, "hetps experiment: %s\n", line.c_str());
-      }
-      continue;
-    }
-    trials.push_back({run.setting, run.algorithm, run.lr, SweepScore(*o)});
+  for (const TrainOutcome& o : Outcomes(sweep, 1.0, series)) {
+    trials.push_back({o.setting, o.algorithm, lr_of[o.dir], SweepScore(o)});
   }
   return trials;
 }

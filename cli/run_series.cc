@@ -53,10 +53,13 @@ void RunSeries::Say(const std::string& line) const {
 RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) {
   if (signals_.stop().load()) return End::kInterrupted;  // a signal between two runs
   const std::string& dir = run.dir;
-  // The marker names the run and its command (less the program's path), so that a finished
-  // run is kept only for the same command.
+  // The marker names the run and its command (less the program's path and --bin_dir: where
+  // the programs are, not what they run), so that a finished run is kept only for the same
+  // command.
   std::string marker = run.label + "\n";
-  for (size_t i = 1; i < run.argv.size(); ++i) marker += run.argv[i] + "\n";
+  for (size_t i = 1; i < run.argv.size(); ++i) {
+    if (run.argv[i].rfind("--bin_dir=", 0) != 0) marker += run.argv[i] + "\n";
+  }
   if (fs::exists(dir + "/done")) {
     if (Slurp(dir + "/" + marker_) != marker) {
       Say(
