@@ -160,10 +160,10 @@ StatusOr<CurveKey> ReadCurveKey(const std::string& path, bool with_secret) {
   return key;
 }
 
-StatusOr<AllowList> AllowList::Read(const std::string& path) {
+StatusOr<AllowList::Keys> AllowList::Parse(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Status::NotFound(fmt::format("cannot read the allow-list {}", path));
-  AllowList list;
+  Keys keys;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     line = Trimmed(line);  // '#' is a Z85 digit: only whole lines are comments
@@ -180,23 +180,63 @@ StatusOr<AllowList> AllowList::Read(const std::string& path) {
     if (!extra.empty()) {
       return Status::Malformed(fmt::format("{}:{}: expected 'ROLE PUBLIC-KEY [NAME]'", path, n));
     }
-    if (list.Find(pub) != nullptr) {
+    if (keys.contains(pub)) {
       return Status::Malformed(fmt::format("{}:{}: key {} is listed twice", path, n, pub));
     }
-    list.Add(CurveKey{name, *r, pub, ""});
+    keys[pub] = CurveKey{name, *r, pub, ""};
   }
+  return keys;
+}
+
+StatusOr<AllowList> AllowList::Read(const std::string& path) {
+  auto keys = Parse(path);
+  if (!keys.ok()) return keys.status();
+  AllowList list;
+  list.shared_->keys = std::move(*keys);
+  list.shared_->path = path;
   return list;
 }
 
-const CurveKey* AllowList::Find(const std::string& public_key) const {
-  auto it = keys_.find(public_key);
-  return it == keys_.end() ? nullptr : &it->second;
+StatusOr<std::string> AllowList::Reload() {
+  std::string path;
+  {
+    std::shared_lock lock(shared_->mu);
+    path = shared_->path;
+  }
+  if (path.empty()) return Status::FailedPrecondition("this allow-list was not read from a file");
+  auto keys = Parse(path);
+  if (!keys.ok()) return keys.status();
+  std::unique_lock lock(shared_->mu);
+  size_t added = 0, removed = 0;
+  for (const auto& [pub, key] : *keys) {
+    auto old = shared_->keys.find(pub);
+    if (old == shared_->keys.end() || old->second.role != key.role) ++added;
+  }
+  for (const auto& [pub, key] : shared_->keys) {
+    auto now = keys->find(pub);
+    if (now == keys->end() || now->second.role != key.role) ++removed;
+  }
+  shared_->keys = std::move(*keys);
+  return fmt::format("{} keys ({} added, {} removed)", shared_->keys.size(), added, removed);
+}
+
+std::optional<CurveKey> AllowList::Find(const std::string& public_key) const {
+  std::shared_lock lock(shared_->mu);
+  auto it = shared_->keys.find(public_key);
+  if (it == shared_->keys.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t AllowList::size() const {
+  std::shared_lock lock(shared_->mu);
+  return shared_->keys.size();
 }
 
 void AllowList::Add(CurveKey key) {
   key.secret_key.clear();
+  std::unique_lock lock(shared_->mu);
   std::string pub = key.public_key;
-  keys_[pub] = std::move(key);
+  shared_->keys[pub] = std::move(key);
 }
 
 Status Auth::SecureClient(zmq::socket_t& socket, const std::string& peer_public) const {
@@ -220,8 +260,8 @@ void Auth::SecureServer(zmq::socket_t& socket, const std::string& domain) const 
 
 std::optional<KeyRole> Auth::RoleOf(const std::string& peer) const {
   if (!curve) return std::nullopt;
-  const CurveKey* k = allow.Find(peer);
-  if (k == nullptr) return std::nullopt;
+  const std::optional<CurveKey> k = allow.Find(peer);
+  if (!k) return std::nullopt;
   return k->role;
 }
 
@@ -408,9 +448,9 @@ std::pair<std::string, std::string> ZapHandler::Decide(const std::string& domain
     std::array<char, kZ85KeyChars + 1> z85{};
     zmq_z85_encode(z85.data(), reinterpret_cast<const uint8_t*>(credential.data()), 32);
     key = z85.data();
-    const CurveKey* k = allow_.Find(key);
+    const std::optional<CurveKey> k = allow_.Find(key);
     auto d = domains_.find(domain);
-    if (k == nullptr) {
+    if (!k) {
       why = fmt::format("key {} is not in the allow-list", key);
     } else if (d == domains_.end() || !d->second.contains(k->role)) {
       why = fmt::format("key {} ('{}', role {}) may not connect to the {}", key, k->name,

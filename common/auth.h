@@ -13,14 +13,21 @@
 // the servers also read `allow`. Workers learn each server's public key from the cluster view
 // (the scheduler announces the key each server authenticated with).
 //
-// Thread-safety: Auth and AllowList are immutable once loaded and may be shared; ZapHandler
-// owns its thread.
+// The scheduler and the servers read `allow` again on SIGHUP (AllowList::Reload): a key added
+// is admitted from its next handshake on, a key removed is refused from then on (its open
+// connection too, message by message, where a role is checked per message: the scheduler).
+//
+// Thread-safety: Auth is immutable once loaded and may be shared. An AllowList's copies share
+// one set of entries, which Reload replaces while other threads read it. ZapHandler owns its
+// thread.
 #pragma once
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -51,17 +58,28 @@ StatusOr<CurveKey> NewCurveKey(std::string name, KeyRole role);
 // public key.
 StatusOr<CurveKey> ReadCurveKey(const std::string& path, bool with_secret);
 
-// The admitted public keys, each with its role and name.
+// The admitted public keys, each with its role and name. Copies share the entries.
 class AllowList {
  public:
   static StatusOr<AllowList> Read(const std::string& path);
-  // The entry of `public_key` (Z85), or null.
-  const CurveKey* Find(const std::string& public_key) const;
-  size_t size() const { return keys_.size(); }
+  // The entry of `public_key` (Z85), if listed.
+  std::optional<CurveKey> Find(const std::string& public_key) const;
+  size_t size() const;
   void Add(CurveKey key);
+  // Reads the file Read read again and, only when all of it is good, makes it the list every
+  // copy sees; a bad file changes nothing (the error says why). Returns what changed, e.g.
+  // "4 keys (1 added, 0 removed)".
+  StatusOr<std::string> Reload();
 
  private:
-  std::map<std::string, CurveKey> keys_;  // by public key
+  using Keys = std::map<std::string, CurveKey>;  // by public key
+  static StatusOr<Keys> Parse(const std::string& path);
+  struct Shared {
+    mutable std::shared_mutex mu;
+    Keys keys;
+    std::string path;
+  };
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
 };
 
 // What one process needs to secure its sockets. With `curve` false every call is a no-op and

@@ -54,4 +54,20 @@ StatusOr<Auth> LoadDaemonAuth(KeyRole role) { return LoadAuth(DaemonAuthFlags(),
 
 bool InsecureListening() { return FLAGS_insecure; }
 
+void ReloadAllowListOnHangup(SignalWatcher& signals, const Auth& auth) {
+  if (!auth.curve) {
+    signals.OnHangup([] { spdlog::info("received SIGHUP: nothing to reload (no --auth=curve)"); });
+    return;
+  }
+  signals.OnHangup([allow = auth.allow]() mutable {  // a copy shares the entries
+    auto changed = allow.Reload();
+    if (changed.ok()) {
+      spdlog::info("received SIGHUP: reloaded the allow-list: {}", *changed);
+    } else {
+      spdlog::error("received SIGHUP: the allow-list stays as it was: {}",
+                    changed.status().message());
+    }
+  });
+}
+
 }  // namespace hetps

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "common/auth.h"
+#include "common/signals.h"
 #include "common/status.h"
 
 namespace hetps {
@@ -19,5 +20,9 @@ AuthFlags DaemonAuthFlags();
 StatusOr<Auth> LoadDaemonAuth(KeyRole role);
 // --insecure: listening off loopback without authentication is accepted.
 bool InsecureListening();
+// A listening daemon's SIGHUP: with --auth=curve, `auth`'s allow-list is read again from its
+// file (AllowList::Reload; every copy of it, the ZAP handler's included, sees the new one) and
+// what changed is logged, or, for a bad file, why the old list stays.
+void ReloadAllowListOnHangup(SignalWatcher& signals, const Auth& auth);
 
 }  // namespace hetps

@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
                           "hetps scheduler: membership, shard map, barriers, failure detection",
                           &argc, &argv))
     return 2;
-  hetps::SignalWatcher signals;
+  hetps::SignalWatcher signals(/*hangup=*/true);  // SIGHUP: reload the allow-list
   hetps::SchedulerOptions o;
   if (hetps::Status s = hetps::ValidateAuthFlags(hetps::DaemonAuthFlags()); !s.ok()) {
     spdlog::error("{}", s.message());
@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.auth = std::move(*auth);
+  hetps::ReloadAllowListOnHangup(signals, o.auth);
   o.insecure = hetps::InsecureListening();
   hetps::Status s = hetps::SchedulerNode(o, signals.stop()).Run();
   if (!s.ok()) {

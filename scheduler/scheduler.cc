@@ -406,10 +406,10 @@ void Loop::Handle(Envelope& env) {
     return;
   }
   if (Status s = Authorize(env); !s.ok()) {
-    const CurveKey* key = options_.auth.allow.Find(env.peer);
+    const std::optional<CurveKey> key = options_.auth.allow.Find(env.peer);
     if (++refused_ <= 20 || refused_ % 1000 == 0) {  // a keyed peer cannot flood the log
       spdlog::warn("refused {} from key '{}' ({} refused so far): {}",
-                   proto::MsgType_Name(h.type()), key != nullptr ? key->name : env.peer, refused_,
+                   proto::MsgType_Name(h.type()), key ? key->name : env.peer, refused_,
                    s.message());
     }
     Reply(env.identity, ErrorReply(h, s, kSchedulerId));

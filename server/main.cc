@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   hetps::TuneAllocatorForTransfers();
-  hetps::SignalWatcher signals;
+  hetps::SignalWatcher signals(/*hangup=*/true);  // SIGHUP: reload the allow-list
   if (const char* crash = std::getenv("HETPS_CRASH_AT"); crash != nullptr && *crash != '\0') {
     if (!hetps::CrashAt(crash)) {
       std::fprintf(stderr, "hetps-server: HETPS_CRASH_AT='%s' is not point:n\n", crash);
@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.auth = std::move(*auth);
+  hetps::ReloadAllowListOnHangup(signals, o.auth);
   o.insecure = hetps::InsecureListening();
   hetps::Status s = hetps::ServerNode(o, signals.stop()).Run();
   if (!s.ok()) {

@@ -14,9 +14,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "common/auth.h"
@@ -178,6 +180,84 @@ TEST(SecureClusterTest, PeersWithoutAListedKeyOrInTheWrongRoleAreRefused) {
   EXPECT_NE(text.find("refused a connection from 127.0.0.1: key"), std::string::npos) << text;
   EXPECT_NE(text.find("is not in the allow-list"), std::string::npos) << text;
   EXPECT_NE(text.find("a worker key cannot register a server"), std::string::npos) << text;
+  std::filesystem::remove(log);
+}
+
+// SIGHUP makes the scheduler and the servers read the allow-list again: a key added is admitted
+// from then on, a key removed is refused, and a bad file leaves the list as it was.
+TEST(SecureClusterTest, ASighupReloadsTheAllowList) {
+  Keys keys;
+  const std::string log = keys.dir.str() + "-cluster.log";
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .scheduler_flags = keys.Flags(),
+                        .server_flags = keys.Flags(),
+                        .log_file = log});
+  ScratchDir newcomer("hetps-auth-newcomer");  // a key pair the cluster does not list yet
+  ASSERT_TRUE(WriteKeys(newcomer.str(), {}).ok());
+  std::filesystem::copy_file(keys.dir.path() / "scheduler.pub", newcomer.path() / "scheduler.pub",
+                             std::filesystem::copy_options::overwrite_existing);
+  ClientOptions o = cluster.ClientOpts();
+  o.join_timeout_ms = 1500;
+  o.auth = "curve";
+  o.keys_dir = newcomer.str();
+  EXPECT_FALSE(Client::Connect(o).ok()) << "not listed yet";
+  o.join_timeout_ms = 15000;  // admitted from here on
+
+  auto reloads = [&] {
+    const std::string text = Slurp(log);
+    size_t n = 0;
+    for (size_t at = text.find("reloaded the allow-list"); at != std::string::npos;
+         at = text.find("reloaded the allow-list", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  auto hangup = [&](size_t expected_reloads) {
+    cluster.scheduler().Signal(SIGHUP);
+    cluster.server(0).Signal(SIGHUP);
+    for (int i = 0; i < 100 && reloads() < expected_reloads; ++i) std::this_thread::sleep_for(50ms);
+    ASSERT_EQ(reloads(), expected_reloads) << Slurp(log);
+  };
+  const std::string allow = (keys.dir.path() / "allow").string();
+  const std::string listed = Slurp(allow);
+  auto pub = ReadCurveKey((newcomer.path() / "worker.pub").string(), false);
+  ASSERT_TRUE(pub.ok());
+  std::ofstream(allow, std::ios::app) << "worker " << pub->public_key << " newcomer\n";
+  hangup(2);
+  EXPECT_NE(Slurp(log).find("reloaded the allow-list: 5 keys (1 added, 0 removed)"),
+            std::string::npos)
+      << Slurp(log);
+  // It stays connected to the end (the cluster ends when its last worker finishes).
+  auto added = Client::Connect(o);
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  ASSERT_TRUE((*added)->DeclareTensors(kTensors).ok());
+  std::vector<float> g(3000, 1.0f);
+  EXPECT_TRUE((*added)->Push("w", g.data(), 3000).Wait().ok()) << "the server admits it too";
+
+  // The cluster's own worker key taken off the list: refused from now on.
+  std::string without_worker;
+  std::istringstream lines(listed);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("worker ", 0) != 0) without_worker += line + "\n";
+  }
+  std::ofstream(allow) << without_worker << "worker " << pub->public_key << " newcomer\n";
+  hangup(4);
+  ClientOptions old = keys.Client(cluster.ClientOpts());
+  old.join_timeout_ms = 1500;
+  EXPECT_FALSE(Client::Connect(old).ok()) << "a removed key";
+
+  // A bad file: the list stays as it was (the newcomer still admitted).
+  std::ofstream(allow, std::ios::app) << "root nonsense\n";
+  cluster.scheduler().Signal(SIGHUP);
+  for (int i = 0; i < 100 && Slurp(log).find("stays as it was") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_NE(Slurp(log).find("the allow-list stays as it was"), std::string::npos) << Slurp(log);
+  auto still = Client::Connect(o);
+  ASSERT_TRUE(still.ok()) << still.status().ToString();
+  EXPECT_TRUE((*still)->Finish().ok());
+  EXPECT_TRUE((*added)->Finish().ok());
   std::filesystem::remove(log);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -46,10 +47,10 @@ TEST(KeygenTest, WritesAPairPerRoleAndAnAllowListOfTheRolesThatConnect) {
   ASSERT_TRUE(allow.ok()) << allow.status().ToString();
   EXPECT_EQ(allow->size(), 4u);
   auto worker = ReadCurveKey((dir.path() / "worker.key").string(), true);
-  ASSERT_NE(allow->Find(worker->public_key), nullptr);
+  ASSERT_TRUE(allow->Find(worker->public_key).has_value());
   EXPECT_EQ(allow->Find(worker->public_key)->role, KeyRole::kWorker);
   auto scheduler = ReadCurveKey((dir.path() / "scheduler.key").string(), true);
-  ASSERT_NE(allow->Find(scheduler->public_key), nullptr);
+  ASSERT_TRUE(allow->Find(scheduler->public_key).has_value());
   EXPECT_EQ(allow->Find(scheduler->public_key)->role, KeyRole::kScheduler);
 }
 
@@ -65,7 +66,7 @@ TEST(KeygenTest, AddsPerNodePairsAndNeverOverwritesOne) {
   EXPECT_EQ(allow->size(), 5u);
   auto edge = ReadCurveKey((dir.path() / "edge-7.key").string(), true);
   ASSERT_TRUE(edge.ok());
-  ASSERT_NE(allow->Find(edge->public_key), nullptr);
+  ASSERT_TRUE(allow->Find(edge->public_key).has_value());
   EXPECT_EQ(allow->Find(edge->public_key)->name, "edge-7");
 
   auto again = WriteKeys(dir.str(), {CurveKey{"edge-7", KeyRole::kWorker, "", ""}});
@@ -107,6 +108,42 @@ TEST(KeyFileTest, RefusesATamperedOrMalformedFile) {
   EXPECT_FALSE(AllowList::Read(allow.string()).ok());
 }
 
+// Reload: the file read again becomes the list every copy sees, while other threads look keys
+// up; a bad file changes nothing.
+TEST(KeyFileTest, AReloadedAllowListIsSeenByEveryCopyAndABadFileChangesNothing) {
+  ScratchDir dir("hetps-keys");
+  std::filesystem::create_directories(dir.path());
+  auto a = NewCurveKey("a", KeyRole::kWorker);
+  auto b = NewCurveKey("b", KeyRole::kOperator);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto path = dir.path() / "allow";
+  Write(path, "worker " + a->public_key + " a\n");
+  auto list = AllowList::Read(path.string());
+  ASSERT_TRUE(list.ok());
+  const AllowList copy = *list;  // e.g. the ZAP handler's, the scheduler's
+  std::atomic<bool> done{false};
+  std::thread reader([&] {  // lookups during the reloads (TSan sees any race)
+    while (!done.load()) (void)copy.Find(a->public_key);
+  });
+  EXPECT_FALSE(copy.Find(b->public_key).has_value());
+  Write(path, "operator " + b->public_key + " b\n");
+  auto changed = list->Reload();
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  EXPECT_EQ(*changed, "1 keys (1 added, 1 removed)");
+  EXPECT_EQ(copy.Find(b->public_key)->role, KeyRole::kOperator);
+  EXPECT_FALSE(copy.Find(a->public_key).has_value()) << "a removed key is refused";
+  Write(path, "worker " + a->public_key + " a\nroot " + a->public_key + " x\n");
+  EXPECT_FALSE(list->Reload().ok());
+  EXPECT_TRUE(copy.Find(b->public_key).has_value()) << "a bad file changes nothing";
+  EXPECT_EQ(copy.size(), 1u);
+  std::filesystem::remove(path);
+  EXPECT_EQ(list->Reload().status().code(), proto::NOT_FOUND);
+  EXPECT_EQ(copy.size(), 1u);
+  done = true;
+  reader.join();
+  EXPECT_FALSE(AllowList().Reload().ok()) << "a list not read from a file";
+}
+
 // '#' is a Z85 digit: a key that holds one must survive both files.
 TEST(KeyFileTest, AKeyWithAHashInItReadsBack) {
   ScratchDir dir("hetps-keys");
@@ -129,7 +166,7 @@ TEST(KeyFileTest, AKeyWithAHashInItReadsBack) {
   Write(dir.path() / "allow", "# comment\nworker " + key->public_key + " h\n");
   auto allow = AllowList::Read((dir.path() / "allow").string());
   ASSERT_TRUE(allow.ok()) << allow.status().ToString();
-  EXPECT_NE(allow->Find(key->public_key), nullptr);
+  EXPECT_TRUE(allow->Find(key->public_key).has_value());
 }
 
 TEST(LoadAuthTest, LoadsWhatEachRoleNeedsAndRefusesMismatches) {
