@@ -348,7 +348,7 @@ Status Trainer::Observe(int it) {
     accuracy = *a;
   }
   if (clock % o_.log_every == 0 || eval) {
-    if (accuracy) {
+    if (accuracy && eval_set_ == "test") {  // the cluster's "accuracy" is a test accuracy
       client_.ReportMetrics({{"loss", loss_ewma_}, {"accuracy", *accuracy}});
     } else {
       client_.ReportMetrics({{"loss", loss_ewma_}});
