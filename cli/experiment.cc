@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "cli/experiment_report.h"
@@ -242,10 +243,12 @@ StatusOr<ExperimentArgs> ParseExperimentArgs(const std::vector<std::string>& arg
   if (Status s = ReadFlagfile(a.file, lines); !s.ok()) return s;
   a.name = DirName(fs::path(a.file).stem().string());
   a.about = LeadingComment(a.file);
+  std::set<std::string> own_given;  // the experiment's own options, by name
   for (const std::string& line : lines) {
     auto own = SetOwn(a, line);
     if (!own.ok()) return Status::InvalidArgument(a.file + ": " + own.status().message());
     if (!*own) a.flags.push_back(line);
+    if (*own) own_given.insert(FlagName(line));
   }
   // The command line's options replace the file's (its arms add to them).
   for (size_t i = 2; i < args.size(); ++i) {
@@ -254,6 +257,7 @@ StatusOr<ExperimentArgs> ParseExperimentArgs(const std::vector<std::string>& arg
     }
     auto own = SetOwn(a, args[i]);
     if (!own.ok()) return own.status();
+    if (*own) own_given.insert(FlagName(args[i]));
     if (!*own && a.report_only) {
       return Status::InvalidArgument(fmt::format(
           "`report DIR` takes the experiment's options (e.g. --target), not '{}'", args[i]));
@@ -277,7 +281,16 @@ StatusOr<ExperimentArgs> ParseExperimentArgs(const std::vector<std::string>& arg
       }
     }
   }
-  if (!a.sweep_lr.empty()) {
+  if (a.sweep_lr.empty()) {
+    for (const char* option : {"validation", "sweep_iterations", "sweep_repeats"}) {
+      if (own_given.contains(option)) {
+        return Status::InvalidArgument(fmt::format(
+            "--{} belongs to a learning-rate sweep: give --sweep_lr too (the grid's runs are "
+            "measured on the test set)",
+            option));
+      }
+    }
+  } else {
     for (const ExperimentRun& run : ExpandExperiment(a, "")) {
       if (LastFlagValue(run.flags, "optimizer").empty()) {
         return Status::InvalidArgument(fmt::format(

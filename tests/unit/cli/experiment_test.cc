@@ -237,6 +237,11 @@ TEST(ExperimentSweepTest, BadSweepsAreRefused) {
                                                              "--setting=v: --validation=9\n")})
           .ok())
       << "the sweep sets --validation";
+  for (const char* alone : {"--validation=100", "--sweep_iterations=10", "--sweep_repeats=2"}) {
+    auto without = ParseExperimentArgs({"run", files.Write("w.flags", kFile), alone});
+    ASSERT_FALSE(without.ok()) << alone;
+    EXPECT_NE(without.status().message().find("--sweep_lr"), std::string::npos);
+  }
 }
 
 // A sweep run's score: the mean of its evaluations in the last quarter of its clocks.
