@@ -122,7 +122,7 @@ TEST(KeyFileTest, AReloadedAllowListIsSeenByEveryCopyAndABadFileChangesNothing) 
   ASSERT_TRUE(list.ok());
   const AllowList copy = *list;  // e.g. the ZAP handler's, the scheduler's
   std::atomic<bool> done{false};
-  std::thread reader([&] {  // lookups during the reloads (TSan sees any race)
+  std::thread reader([&] {  // lookups while the list is reloaded
     while (!done.load()) (void)copy.Find(a->public_key);
   });
   EXPECT_FALSE(copy.Find(b->public_key).has_value());
