@@ -85,8 +85,15 @@ RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) 
     return End::kRefused;
   }
   std::ofstream(dir + "/" + marker_) << marker;
-  Say(fmt::format("{} ({}/{}): {}; folder {} (output: launch.log)", run.label, index, count,
-                  run.headline, dir));
+  std::string left;
+  if (ran_ > 0) {  // this run and the rest, at the pace so far
+    const double s = ran_seconds_ / ran_ * static_cast<double>(count - index + 1);
+    left = s < 120 ? fmt::format("; about {:.0f} s left", s)
+                   : fmt::format("; about {:.0f} min left", s / 60);
+  }
+  Say(fmt::format("{} ({}/{}): {}; folder {} (output: launch.log){}", run.label, index, count,
+                  run.headline, dir, left));
+  const auto started = std::chrono::steady_clock::now();
   sigset_t shutdown;
   sigemptyset(&shutdown);
   sigaddset(&shutdown, SIGINT);
@@ -116,6 +123,8 @@ RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) 
   }
   if (run.progress) run.progress();
   if (stopping) return End::kInterrupted;
+  ++ran_;
+  ran_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     Say(fmt::format("{}: the run failed ({}); see {}/launch.log", run.label, DescribeExit(status),
                     dir));

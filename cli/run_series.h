@@ -40,9 +40,10 @@ class RunSeries {
   // holds the SignalWatcher).
   RunSeries(std::string prefix, std::string marker);
 
-  // Runs `run` (`index` of `count`, for the progress line) unless its folder holds a finished
-  // run. kFailed: the launch exited non-zero (said, with the log to read); kRefused: the folder
-  // holds something else, or cannot be made (said); kInterrupted: a signal stopped it.
+  // Runs `run` (`index` of `count`, for the progress line, which also estimates the time left
+  // at the pace of the runs done so far) unless its folder holds a finished run. kFailed: the
+  // launch exited non-zero (said, with the log to read); kRefused: the folder holds something else,
+  // or cannot be made (said); kInterrupted: a signal stopped it.
   End Run(const SeriesRun& run, size_t index, size_t count);
 
   // Prints "[prefix] line".
@@ -54,6 +55,10 @@ class RunSeries {
   std::string prefix_;
   std::string marker_;
   SignalWatcher signals_;
+  // The runs this series ran (finished or failed, not kept) and their wall time: the pace the
+  // start line's estimate of the time left goes by.
+  int ran_ = 0;
+  double ran_seconds_ = 0;
 };
 
 }  // namespace hetps

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -86,6 +87,9 @@ TEST(ExperimentRunTest, AGridOfRealRunsWritesItsResultsReportAndPlotsAndResumes)
   EXPECT_NE(output.find("8 runs (2 algorithms x 2 settings x 2 seeds)"), std::string::npos)
       << output;
   EXPECT_NE(output.find("straggler/asp seed 2 (8/8)"), std::string::npos) << output;
+  // From the second run on, the start line estimates the time left at the pace so far.
+  EXPECT_TRUE(std::regex_search(output, std::regex(R"(\(2/8\): .*; about [0-9]+ s left)")))
+      << output;
 
   // Every run: its folder, deferred evaluations at every 10th clock in time order, its traffic.
   const std::string results = Slurp(e.run_dir + "/results.csv");
