@@ -67,6 +67,26 @@ std::vector<std::string> With(std::vector<std::string> a, const std::vector<std:
 
 const std::vector<TensorSpec> kTensors = {{"w", {3000}, 0}, {"b", {10}, 1}};
 
+// One server and one worker expected, with keys, every process's output in `log`.
+struct LoggedKeyedCluster {
+  Keys keys;
+  std::string log = keys.dir.str() + "-cluster.log";
+  LocalCluster cluster{{.servers = 1,
+                        .workers = 1,
+                        .scheduler_flags = keys.Flags(),
+                        .server_flags = keys.Flags(),
+                        .log_file = log}};
+  ~LoggedKeyedCluster() { std::filesystem::remove(log); }
+};
+
+// Key material of its own in `dir`, with `keys`' scheduler.pub: keys the cluster does not list,
+// held by a peer that knows whom it dials.
+void WriteUnlistedKeys(const Keys& keys, const ScratchDir& dir) {
+  ASSERT_TRUE(WriteKeys(dir.str(), {}).ok());
+  std::filesystem::copy_file(keys.dir.path() / "scheduler.pub", dir.path() / "scheduler.pub",
+                             std::filesystem::copy_options::overwrite_existing);
+}
+
 TEST(SecureClusterTest, KeyedClientsPushAndPullExactlyAndOnlyOperatorsControlTheCluster) {
   Keys keys;
   LocalCluster cluster(
@@ -121,13 +141,10 @@ TEST(SecureClusterTest, KeyedClientsPushAndPullExactlyAndOnlyOperatorsControlThe
 }
 
 TEST(SecureClusterTest, PeersWithoutAListedKeyOrInTheWrongRoleAreRefused) {
-  Keys keys;
-  const std::string log = keys.dir.str() + "-cluster.log";
-  LocalCluster cluster({.servers = 1,
-                        .workers = 1,
-                        .scheduler_flags = keys.Flags(),
-                        .server_flags = keys.Flags(),
-                        .log_file = log});
+  LoggedKeyedCluster c;
+  const Keys& keys = c.keys;
+  const std::string& log = c.log;
+  LocalCluster& cluster = c.cluster;
   const std::string status =
       Bin("hetps") + " status --timeout_ms=1500 --scheduler=" + cluster.endpoint();
   // No key at all: the handshake never completes.
@@ -136,9 +153,7 @@ TEST(SecureClusterTest, PeersWithoutAListedKeyOrInTheWrongRoleAreRefused) {
   EXPECT_NE(plain.output.find("DEADLINE_EXCEEDED"), std::string::npos) << plain.output;
   // Another cluster's keys, knowing this scheduler's public key: refused by the allow-list.
   ScratchDir stranger("hetps-auth-stranger");
-  ASSERT_TRUE(WriteKeys(stranger.str(), {}).ok());
-  std::filesystem::copy_file(keys.dir.path() / "scheduler.pub", stranger.path() / "scheduler.pub",
-                             std::filesystem::copy_options::overwrite_existing);
+  WriteUnlistedKeys(keys, stranger);
   Ran wrong = Shell(status + " --auth=curve --keys=" + stranger.str());
   EXPECT_NE(wrong.code, 0) << wrong.output;
   ClientOptions o = cluster.ClientOpts();
@@ -180,23 +195,17 @@ TEST(SecureClusterTest, PeersWithoutAListedKeyOrInTheWrongRoleAreRefused) {
   EXPECT_NE(text.find("refused a connection from 127.0.0.1: key"), std::string::npos) << text;
   EXPECT_NE(text.find("is not in the allow-list"), std::string::npos) << text;
   EXPECT_NE(text.find("a worker key cannot register a server"), std::string::npos) << text;
-  std::filesystem::remove(log);
 }
 
 // SIGHUP makes the scheduler and the servers read the allow-list again: a key added is admitted
 // from then on, a key removed is refused, and a bad file leaves the list as it was.
 TEST(SecureClusterTest, ASighupReloadsTheAllowList) {
-  Keys keys;
-  const std::string log = keys.dir.str() + "-cluster.log";
-  LocalCluster cluster({.servers = 1,
-                        .workers = 1,
-                        .scheduler_flags = keys.Flags(),
-                        .server_flags = keys.Flags(),
-                        .log_file = log});
+  LoggedKeyedCluster c;
+  const Keys& keys = c.keys;
+  const std::string& log = c.log;
+  LocalCluster& cluster = c.cluster;
   ScratchDir newcomer("hetps-auth-newcomer");  // a key pair the cluster does not list yet
-  ASSERT_TRUE(WriteKeys(newcomer.str(), {}).ok());
-  std::filesystem::copy_file(keys.dir.path() / "scheduler.pub", newcomer.path() / "scheduler.pub",
-                             std::filesystem::copy_options::overwrite_existing);
+  WriteUnlistedKeys(keys, newcomer);
   ClientOptions o = cluster.ClientOpts();
   o.join_timeout_ms = 1500;
   o.auth = "curve";
@@ -258,7 +267,6 @@ TEST(SecureClusterTest, ASighupReloadsTheAllowList) {
   ASSERT_TRUE(still.ok()) << still.status().ToString();
   EXPECT_TRUE((*still)->Finish().ok());
   EXPECT_TRUE((*added)->Finish().ok());
-  std::filesystem::remove(log);
 }
 
 // A node is pinned to the key it registered with: another listed worker key (a per-node pair)
