@@ -197,13 +197,17 @@ Status Trainer::LoadData() {
     std::iota(all.begin(), all.end(), 0);
     eval_ = t->Gather(all);
   }
-  std::vector<int32_t> pool_labels;
-  for (int64_t i : pool) pool_labels.push_back(train->labels()[i]);
-  auto parts =
-      o_.partition == "dirichlet"
-          ? PartitionDirichlet(pool_labels, train->classes(), client_.num_workers(),
-                               o_.dirichlet_alpha, o_.seed)
-          : PartitionIid(static_cast<int64_t>(pool.size()), client_.num_workers(), o_.seed);
+  // The split is of positions in the pool; they become sample indices below.
+  std::vector<std::vector<int64_t>> parts;
+  if (o_.partition == "dirichlet") {
+    std::vector<int32_t> pool_labels;
+    pool_labels.reserve(pool.size());
+    for (int64_t i : pool) pool_labels.push_back(train->labels()[i]);
+    parts = PartitionDirichlet(pool_labels, train->classes(), client_.num_workers(),
+                               o_.dirichlet_alpha, o_.seed);
+  } else {
+    parts = PartitionIid(static_cast<int64_t>(pool.size()), client_.num_workers(), o_.seed);
+  }
   for (auto& part : parts) {
     for (int64_t& i : part) i = pool[i];
   }
