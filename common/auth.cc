@@ -227,6 +227,13 @@ std::optional<CurveKey> AllowList::Find(const std::string& public_key) const {
   return it->second;
 }
 
+std::optional<KeyRole> AllowList::RoleOf(const std::string& public_key) const {
+  std::shared_lock lock(shared_->mu);
+  auto it = shared_->keys.find(public_key);
+  if (it == shared_->keys.end()) return std::nullopt;
+  return it->second.role;
+}
+
 size_t AllowList::size() const {
   std::shared_lock lock(shared_->mu);
   return shared_->keys.size();
@@ -260,9 +267,7 @@ void Auth::SecureServer(zmq::socket_t& socket, const std::string& domain) const 
 
 std::optional<KeyRole> Auth::RoleOf(const std::string& peer) const {
   if (!curve) return std::nullopt;
-  const std::optional<CurveKey> k = allow.Find(peer);
-  if (!k) return std::nullopt;
-  return k->role;
+  return allow.RoleOf(peer);
 }
 
 Status ValidateAuthFlags(const AuthFlags& flags) {

@@ -64,6 +64,8 @@ class AllowList {
   static StatusOr<AllowList> Read(const std::string& path);
   // The entry of `public_key` (Z85), if listed.
   std::optional<CurveKey> Find(const std::string& public_key) const;
+  // Its role alone, copying nothing: what is asked of every message.
+  std::optional<KeyRole> RoleOf(const std::string& public_key) const;
   size_t size() const;
   void Add(CurveKey key);
   // Reads the file Read read again and, only when all of it is good, makes it the list every

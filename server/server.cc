@@ -297,6 +297,12 @@ void ServerLoop::FillReport(proto::Header& h) const {
 }
 
 Status ServerLoop::CheckSender(const Envelope& env) const {
+  // With keys, the connection's key is held to the allow-list as it is now: ZeroMQ checks it
+  // only at the handshake, and a key removed since (SIGHUP) is refused from its next message.
+  if (options_.auth.curve && options_.auth.RoleOf(env.peer) != KeyRole::kWorker) {
+    return Status::PermissionDenied(
+        "this connection's key is no longer a worker key of the allow-list");
+  }
   const int32_t sender = env.message.header.sender();
   const proto::NodeInfo* node = link_->view().Node(sender);
   if (node == nullptr || node->role() != proto::WORKER || !IsNodeIdentity(env.identity, sender)) {

@@ -243,8 +243,16 @@ TEST(SecureClusterTest, ASighupReloadsTheAllowList) {
   ASSERT_TRUE((*added)->DeclareTensors(kTensors).ok());
   std::vector<float> g(3000, 1.0f);
   EXPECT_TRUE((*added)->Push("w", g.data(), 3000).Wait().ok()) << "the server admits it too";
+  // A worker connected with the cluster's own key before it is taken off the list.
+  ClientOptions veteran_options = keys.Client(cluster.ClientOpts());
+  veteran_options.join_timeout_ms = 15000;
+  auto veteran = Client::Connect(veteran_options);
+  ASSERT_TRUE(veteran.ok()) << veteran.status().ToString();
+  ASSERT_TRUE((*veteran)->DeclareTensors(kTensors).ok());
+  EXPECT_TRUE((*veteran)->Push("w", g.data(), 3000).Wait().ok());
 
-  // The cluster's own worker key taken off the list: refused from now on.
+  // The cluster's own worker key taken off the list: refused from now on, new connections and
+  // the one already open (its next message, at the server as at the scheduler).
   std::string without_worker;
   std::istringstream lines(listed);
   for (std::string line; std::getline(lines, line);) {
@@ -255,6 +263,12 @@ TEST(SecureClusterTest, ASighupReloadsTheAllowList) {
   ClientOptions old = keys.Client(cluster.ClientOpts());
   old.join_timeout_ms = 1500;
   EXPECT_FALSE(Client::Connect(old).ok()) << "a removed key";
+  const Status cut = (*veteran)->Push("w", g.data(), 3000).Wait();
+  EXPECT_EQ(cut.code(), proto::PERMISSION_DENIED) << cut.ToString();
+  EXPECT_NE(cut.message().find("no longer a worker key of the allow-list"), std::string::npos)
+      << cut.ToString();
+  EXPECT_TRUE((*added)->Push("w", g.data(), 3000).Wait().ok()) << "a key still listed";
+  veteran->reset();  // its Finish would be refused too
 
   // A bad file: the list stays as it was (the newcomer still admitted).
   std::ofstream(allow, std::ios::app) << "root nonsense\n";
