@@ -128,6 +128,36 @@ void HalfOpen(int port, int count, const std::atomic<bool>& stop, std::atomic<in
   for (int fd : fds) close(fd);
 }
 
+// A peer that registers as a new worker again and again, each time on a new connection (a
+// registration is per connection) that it drops at once: every admission it gets is a member
+// the scheduler must keep (a dead worker may come back under its rank).
+void Joins(const std::string& endpoint, uint32_t seed, const std::atomic<bool>& stop,
+           std::atomic<int64_t>& admitted, std::atomic<int64_t>& refused) {
+  zmq::context_t ctx(1);
+  std::mt19937 rng(seed);
+  while (!stop.load()) {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 200);
+    s.set(zmq::sockopt::routing_id, fmt::format("churn-{}-{}", seed, rng()));
+    s.connect(endpoint);
+    proto::Header h;
+    h.set_type(proto::REGISTER);
+    h.set_role(proto::WORKER);
+    h.set_request_id(1);
+    h.set_host("churn");
+    h.set_pid(static_cast<int32_t>(rng() % 100000));
+    if (!Send(s, h)) continue;
+    for (int i = 0; i < 4; ++i) {  // the reply (a view or a join may come first)
+      auto reply = Receive(s, zmq::recv_flags::none, /*routed=*/false);
+      if (!reply) break;
+      if (reply->message.header.request_id() != 1) continue;
+      (reply->message.header.type() == proto::REGISTER_REPLY ? admitted : refused).fetch_add(1);
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 int RunFlood(const FloodOptions& o) {
@@ -148,6 +178,7 @@ int RunFlood(const FloodOptions& o) {
     return 1;
   }
   Client& client = *(*cluster)->clients()[0];
+  const pid_t scheduler = (*cluster)->Pids()[0];
   const pid_t server = (*cluster)->Pids()[1];
   const std::string endpoint = fmt::format("tcp://127.0.0.1:{}", port);
 
@@ -159,12 +190,20 @@ int RunFlood(const FloodOptions& o) {
   double rss_half = rss_before;  // the peak over the flood's first half
   const double shmem_before = StatusMib(server, "RssShmem:");
   double shmem_peak = shmem_before;
-  std::atomic<int64_t> junk_sent{0}, connections{0};
+  const double scheduler_before = RssMib(scheduler);
+  double scheduler_peak = scheduler_before;
+  std::atomic<int64_t> junk_sent{0}, connections{0}, joins_admitted{0}, joins_refused{0};
   std::vector<std::thread> attackers;
   for (int i = 0; i < o.junk_peers; ++i) {
     attackers.emplace_back(Junk, endpoint, 17u + i, std::cref(stop), std::ref(junk_sent));
   }
-  attackers.emplace_back(HalfOpen, port, o.half_open, std::cref(stop), std::ref(connections));
+  if (o.half_open > 0) {
+    attackers.emplace_back(HalfOpen, port, o.half_open, std::cref(stop), std::ref(connections));
+  }
+  for (int i = 0; i < o.join_peers; ++i) {
+    attackers.emplace_back(Joins, (*cluster)->endpoint(), 91u + i, std::cref(stop),
+                           std::ref(joins_admitted), std::ref(joins_refused));
+  }
   const auto flood_start = std::chrono::steady_clock::now();
   std::thread sampler([&] {
     while (!stop.load()) {
@@ -174,6 +213,7 @@ int RunFlood(const FloodOptions& o) {
         rss_half = rss_peak;
       }
       shmem_peak = std::max(shmem_peak, StatusMib(server, "RssShmem:"));
+      scheduler_peak = std::max(scheduler_peak, RssMib(scheduler));
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   });
@@ -183,6 +223,7 @@ int RunFlood(const FloodOptions& o) {
   sampler.join();
   std::this_thread::sleep_for(std::chrono::seconds(3));
   const double rss_after = RssMib(server);
+  const double scheduler_after = RssMib(scheduler);
   const double after = Legitimate(client, pushes, never, 3);
   const bool served = before > 0 && during > 0 && after > 0;
   const double growth = rss_peak - rss_before;
@@ -192,11 +233,15 @@ int RunFlood(const FloodOptions& o) {
       "\"legit_gbps_during\":%.3f,\"legit_gbps_after\":%.3f,\"during_vs_before\":%.2f,"
       "\"values_right\":%s,\"server_rss_mib_before\":%.1f,\"server_rss_mib_peak\":%.1f,"
       "\"server_rss_mib_after\":%.1f,\"server_rss_mib_half\":%.1f,"
-      "\"server_shmem_mib_before\":%.1f,\"server_shmem_mib_peak\":%.1f}\n",
+      "\"server_shmem_mib_before\":%.1f,\"server_shmem_mib_peak\":%.1f,\"join_peers\":%d,"
+      "\"joins_admitted\":%lld,\"joins_refused\":%lld,\"scheduler_rss_mib_before\":%.1f,"
+      "\"scheduler_rss_mib_peak\":%.1f,\"scheduler_rss_mib_after\":%.1f}\n",
       o.seconds, o.junk_peers, o.half_open, static_cast<long long>(junk_sent.load()),
       static_cast<long long>(connections.load()), before, during, after,
       before > 0 ? during / before : 0.0, served ? "true" : "false", rss_before, rss_peak,
-      rss_after, rss_half, shmem_before, shmem_peak);
+      rss_after, rss_half, shmem_before, shmem_peak, o.join_peers,
+      static_cast<long long>(joins_admitted.load()), static_cast<long long>(joins_refused.load()),
+      scheduler_before, scheduler_peak, scheduler_after);
   std::fflush(stdout);
   if (!served) {
     std::fprintf(stderr, "hetps-bench flood: the worker was not served right (log: %s)\n",

@@ -73,6 +73,9 @@ DEFINE_string(durability, "memory",
 DEFINE_int32(repeats, 1, "train: rounds of runs over the durability levels, interleaved");
 DEFINE_int32(junk_peers, 4, "flood: peers sending junk frames and headers, never reading");
 DEFINE_int32(half_open, 256, "flood: raw TCP connections held open mid-handshake at once");
+DEFINE_int32(join_peers, 0,
+             "flood: peers registering a new worker at the scheduler on a new connection each "
+             "time, over and over");
 DEFINE_double(max_rss_growth_mb, 0,
               "flood: exit 1 when the server's resident memory grew more than this (0: report)");
 DEFINE_string(auth, "none",
@@ -131,9 +134,11 @@ int Flood() {
   o.seconds = FLAGS_seconds;
   o.junk_peers = FLAGS_junk_peers;
   o.half_open = FLAGS_half_open;
+  o.join_peers = FLAGS_join_peers;
   o.max_rss_growth_mb = FLAGS_max_rss_growth_mb;
-  if (o.junk_peers < 0 || o.half_open < 0 || o.max_rss_growth_mb < 0) {
-    std::fprintf(stderr, "--junk_peers, --half_open and --max_rss_growth_mb must be >= 0\n");
+  if (o.junk_peers < 0 || o.half_open < 0 || o.join_peers < 0 || o.max_rss_growth_mb < 0) {
+    std::fprintf(stderr,
+                 "--junk_peers, --half_open, --join_peers and --max_rss_growth_mb must be >= 0\n");
     return 2;
   }
   return hetps::bench::RunFlood(o);
@@ -279,7 +284,7 @@ int main(int argc, char** argv) {
       "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
       "       hetps-bench recovery [--model_mib 256,1024]\n"
       "       hetps-bench capacity [--capacity_mib 4096 --servers 4 --rounds 3]\n"
-      "       hetps-bench flood [--seconds 60 --junk_peers 4 --half_open 256 "
+      "       hetps-bench flood [--seconds 60 --junk_peers 4 --half_open 256 --join_peers 0 "
       "--max_rss_growth_mb M]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   // Nothing here tunes the process for transfers: the clients' Connect does (worker/client.h),

@@ -19,6 +19,9 @@ void ReadBody(zmq::socket_t& socket, zmq::message_t& first, Envelope& env) {
     more = frame.more();
     env.message.payload.push_back(std::move(frame));
   }
+  if (parsed && env.message.header.type() == proto::REGISTER) {
+    if (const char* a = zmq_msg_gets(first.handle(), "Peer-Address"); a != nullptr) env.address = a;
+  }
   if (!parsed || env.message.header.type() == proto::MSG_UNKNOWN) {
     env.status =
         Status::Malformed(fmt::format("frame 0 ({} bytes) is not a hetps header", first.size()));

@@ -31,6 +31,9 @@ struct Envelope {
   // The public key (Z85) the peer authenticated with on a CURVE socket (common/auth.h: the ZAP
   // handler's user id); empty on a plain socket.
   std::string peer;
+  // The peer's IP address (ZeroMQ's Peer-Address), read for REGISTER messages only: the
+  // scheduler limits registrations per address. Empty otherwise, and on ipc or inproc.
+  std::string address;
   Message message;
   Status status;
 };

@@ -14,6 +14,10 @@ DEFINE_int32(num_workers, 1,
              "workers expected before the cluster starts; more may join while it runs (and a "
              "restarted worker rejoins under its rank)");
 DEFINE_int32(max_workers, 0, "live workers the cluster takes at most (0: no bound)");
+DEFINE_double(join_rate, 16,
+              "registrations admitted per second from one peer address once --join_burst is "
+              "spent (0: no limit); beyond, a node is told to ask again");
+DEFINE_int32(join_burst, 256, "registrations admitted at once from one peer address");
 DEFINE_int64(partition_bytes, 4 << 20, "largest partition of a tensor, in bytes");
 DEFINE_int32(heartbeat_timeout_ms, 5000, "a node silent this long is declared dead");
 DEFINE_string(data_dir, "",
@@ -91,6 +95,8 @@ int main(int argc, char** argv) {
   o.num_servers = FLAGS_num_servers;
   o.num_workers = FLAGS_num_workers;
   o.max_workers = FLAGS_max_workers;
+  o.join_rate = FLAGS_join_rate;
+  o.join_burst = FLAGS_join_burst;
   o.data_dir = FLAGS_data_dir;
   o.checkpoint_dir = FLAGS_checkpoint_dir;
   o.checkpoint_every_clocks = FLAGS_checkpoint_every_clocks;

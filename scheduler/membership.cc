@@ -67,6 +67,7 @@ Member& Membership::Add(const std::string& identity, const proto::Header& reques
   m.info.set_pid(request.pid());
   m.identity = identity;
   m.last_seen = now;
+  by_identity_.emplace(identity, members_.size());
   members_.push_back(std::move(m));
   return members_.back();
 }
@@ -125,6 +126,7 @@ std::vector<proto::SchedulerMember> Membership::Save() const {
 
 Status Membership::Restore(const std::vector<proto::SchedulerMember>& records, SteadyTime now) {
   members_.clear();
+  by_identity_.clear();
   servers_ = workers_ = 0;
   server_ranks_.clear();
   worker_ranks_.clear();
@@ -147,6 +149,7 @@ Status Membership::Restore(const std::vector<proto::SchedulerMember>& records, S
       (server ? servers_ : workers_)++;
       (server ? server_ranks_ : worker_ranks_).insert(m.info.rank());
     }
+    by_identity_.emplace(m.identity, members_.size());
     members_.push_back(std::move(m));
   }
   return Status();
@@ -184,10 +187,8 @@ proto::ClusterView Membership::View(bool alive_only) const {
 }
 
 Member* Membership::ByIdentity(const std::string& identity) {
-  for (Member& m : members_) {
-    if (m.identity == identity) return &m;
-  }
-  return nullptr;
+  auto it = by_identity_.find(identity);
+  return it == by_identity_.end() ? nullptr : &members_[it->second];
 }
 
 Member* Membership::ById(int32_t id) {

@@ -10,6 +10,7 @@
 #include <deque>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -94,6 +95,8 @@ class Membership {
   int servers_ = 0, workers_ = 0;
   std::set<int32_t> server_ranks_, worker_ranks_;
   std::deque<Member> members_;  // index = id - 1; deque: pointers stay valid as nodes join
+  // Routing identity -> index of the first member with it (every message is looked up).
+  std::unordered_map<std::string, size_t> by_identity_;
 };
 
 }  // namespace hetps

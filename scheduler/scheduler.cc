@@ -21,6 +21,7 @@
 #include "scheduler/cluster_stats.h"
 #include "scheduler/fed_rounds.h"
 #include "scheduler/http_status.h"
+#include "scheduler/join_limiter.h"
 #include "scheduler/membership.h"
 #include "scheduler/scheduler_store.h"
 
@@ -55,6 +56,7 @@ class Loop {
                       .keep = options.keep_checkpoints},
                      CheckpointActions()),
         fed_(options.fed, FedActions()),
+        joins_(options.join_rate, options.join_burst),
         router_(ctx_, zmq::socket_type::router) {}
 
   Status Run();
@@ -137,6 +139,8 @@ class Loop {
   std::unique_ptr<SchedulerStore> store_;
   Checkpoints checkpoints_;
   FedRounds fed_;
+  JoinLimiter joins_;
+  int64_t joins_refused_ = 0;
   struct Outgoing {
     std::string identity;
     proto::Header header;
@@ -582,12 +586,29 @@ Status Loop::Authorize(const Envelope& env) {
 
 void Loop::HandleRegister(const Envelope& env) {
   const proto::Header& h = env.message.header;
+  const bool retried = members_.ByIdentity(env.identity) != nullptr;
+  if (const double wait = retried ? 0 : joins_.Wait(env.address, Now()); wait > 0) {
+    const std::string from = env.address.empty() ? "a local peer" : env.address;
+    if (++joins_refused_ <= 20 || joins_refused_ % 1000 == 0) {
+      spdlog::warn("refused a registration from {} ({} so far): more than {} at once, then {}/s",
+                   from, joins_refused_, options_.join_burst, options_.join_rate);
+    }
+    Reply(env.identity,
+          ErrorReply(h,
+                     Status::Unavailable(fmt::format(
+                         "too many registrations from {}: at most {} at once, then {} per second "
+                         "(--join_burst, --join_rate); retry in {:.0f} ms",
+                         from, options_.join_burst, options_.join_rate, 1000 * wait)),
+                     kSchedulerId));
+    return;
+  }
   auto m = members_.Register(env.identity, h, Clock::now());
   if (!m.ok()) {
     spdlog::warn("refused registration of {}: {}", env.identity, m.status().ToString());
     Reply(env.identity, ErrorReply(h, m.status(), kSchedulerId));
     return;
   }
+  if (!retried) joins_.Take(env.address, Now());
   // The key it authenticated with: workers dial a server expecting it, and the node's later
   // messages must come with it.
   if (options_.auth.curve) members_.ByIdentity(env.identity)->info.set_public_key(env.peer);
@@ -1019,6 +1040,11 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
     return Status::InvalidArgument(fmt::format(
         "max_workers must be 0 (no bound) or in [num_workers, {}], got {} (num_workers {})",
         kMaxWorkerRanks, o.max_workers, o.num_workers));
+  }
+  if (!(o.join_rate >= 0) || o.join_burst < 1) {
+    return Status::InvalidArgument(
+        fmt::format("need join_rate >= 0 (0: no limit) and join_burst >= 1, got {} and {}",
+                    o.join_rate, o.join_burst));
   }
   if (o.checkpoint_every_clocks < 0 || o.keep_checkpoints < 0) {
     return Status::InvalidArgument("checkpoint_every_clocks and keep_checkpoints must be >= 0");

@@ -32,6 +32,10 @@ struct SchedulerOptions {
   int num_servers = 1;
   int num_workers = 1;  // workers the cluster forms with; more may join while it runs
   int max_workers = 0;  // live workers at most (0: no bound but the rank range, kMaxWorkerRanks)
+  // Registrations admitted from one peer address (scheduler/join_limiter.h): `join_burst` at
+  // once, then `join_rate` per second (0: no limit). Beyond, UNAVAILABLE: the node asks again.
+  double join_rate = 16;
+  int join_burst = 256;
   int64_t partition_bytes = kDefaultPartitionBytes;
   int heartbeat_timeout_ms = 5000;
   // HTTP status (scheduler/http_status.h): -1 off, 0 any free port.

@@ -534,6 +534,69 @@ TEST(MalformedTest, OversizedFramesCloseTheirConnectionUnread) {
   EXPECT_TRUE((*client)->Finish().ok());
 }
 
+// Registrations on new connection after new connection from one address: beyond the burst the
+// scheduler answers UNAVAILABLE with when to ask again, admits one more once a token is back,
+// and the cluster goes on (a real worker joining later gets in by asking again).
+TEST(MalformedTest, RegistrationsFromOneAddressAreRateLimited) {
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .scheduler_flags = {"--join_burst=4", "--join_rate=0.5"},
+                        .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1"}});
+  auto client = Client::Connect(cluster.ClientOpts());
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE((*client)->DeclareTensors({{"t", {1000}, 0}}).ok());
+  zmq::context_t ctx(1);
+  auto register_once = [&](int i) {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 10000);
+    s.set(zmq::sockopt::routing_id, "churn-" + std::to_string(i));
+    s.connect(cluster.endpoint());
+    proto::Header reg;
+    reg.set_type(proto::REGISTER);
+    reg.set_role(proto::WORKER);
+    reg.set_request_id(7);
+    EXPECT_TRUE(Send(s, reg));
+    for (int k = 0; k < 4; ++k) {  // its answer (a view may come first)
+      auto env = Receive(s, zmq::recv_flags::none, false);
+      if (!env) break;
+      if (env->message.header.request_id() == 7) return env->message.header;
+    }
+    return proto::Header();
+  };
+  // The server and the client took 2 of the 4 (and one more may have come back since, two on a
+  // slow machine).
+  int admitted = 0;
+  proto::Header refusal;
+  for (int i = 0; i < 6; ++i) {
+    proto::Header h = register_once(i);
+    if (h.type() == proto::REGISTER_REPLY) {
+      ++admitted;
+    } else if (refusal.type() == proto::MSG_UNKNOWN) {
+      refusal = h;
+    }
+  }
+  EXPECT_GE(admitted, 2);
+  EXPECT_LE(admitted, 4);
+  ASSERT_EQ(refusal.type(), proto::ERROR) << refusal.DebugString();
+  EXPECT_EQ(refusal.error(), proto::UNAVAILABLE);
+  EXPECT_NE(refusal.error_message().find("too many registrations from 127.0.0.1"),
+            std::string::npos)
+      << refusal.error_message();
+  EXPECT_NE(refusal.error_message().find("retry in"), std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // a token back
+  EXPECT_EQ(register_once(100).type(), proto::REGISTER_REPLY);
+  EXPECT_NE(register_once(101).type(), proto::REGISTER_REPLY);
+
+  // The cluster serves on; a worker that comes now waits for its token and joins.
+  auto late = Client::Connect(cluster.ClientOpts());
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  std::vector<float> ones(1000, 1.0f), values(1000);
+  ASSERT_TRUE((*client)->Push("t", ones.data(), 1000).Wait().ok());
+  ASSERT_TRUE((*client)->Pull("t", values.data(), 1000).Wait().ok());
+  EXPECT_EQ(values[0], -1.0f);
+}
+
 // A shard map with a partition larger than --max_partition_bytes stops the server, saying
 // which setting to change, instead of serving a partition whose pushes it could never read.
 TEST(MalformedTest, AServerRefusesPartitionsLargerThanItReads) {

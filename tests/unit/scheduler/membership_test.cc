@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "scheduler/join_limiter.h"
+
 namespace hetps {
 namespace {
 
@@ -186,6 +188,49 @@ TEST(MembershipTest, RegistrationNeverTakesTheRankOfALiveNode) {
       EXPECT_EQ(n.id(), 1);
     }
   }
+}
+
+// A bucket per address: `burst` at once, then `rate` per second; only admissions take tokens.
+TEST(JoinLimiterTest, EachAddressGetsItsBurstThenItsRate) {
+  JoinLimiter joins(/*rate=*/2, /*burst=*/3);
+  double now = 10;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(joins.Wait("10.0.0.1", now), 0) << i;
+    joins.Take("10.0.0.1", now);
+  }
+  EXPECT_DOUBLE_EQ(joins.Wait("10.0.0.1", now), 0.5);  // one token in 1 / rate
+  EXPECT_EQ(joins.Wait("10.0.0.2", now), 0) << "another address has its own bucket";
+  EXPECT_EQ(joins.Wait("10.0.0.1", now), 0.5) << "asking takes nothing";
+  now += 0.25;
+  EXPECT_DOUBLE_EQ(joins.Wait("10.0.0.1", now), 0.25);
+  now += 0.25;
+  EXPECT_EQ(joins.Wait("10.0.0.1", now), 0);
+  joins.Take("10.0.0.1", now);
+  EXPECT_DOUBLE_EQ(joins.Wait("10.0.0.1", now), 0.5);
+  now += 100;  // refilled up to the burst, not beyond
+  for (int i = 0; i < 3; ++i) joins.Take("10.0.0.1", now);
+  EXPECT_GT(joins.Wait("10.0.0.1", now), 0);
+}
+
+TEST(JoinLimiterTest, RateZeroIsNoLimitAndTheBucketsAreBounded) {
+  JoinLimiter none(0, 1);
+  for (int i = 0; i < 100; ++i) none.Take("a", 0);
+  EXPECT_EQ(none.Wait("a", 0), 0);
+  EXPECT_EQ(none.addresses(), 0u);
+
+  JoinLimiter joins(1, 2, /*max_addresses=*/4);
+  for (int i = 0; i < 4; ++i) joins.Take("busy-" + std::to_string(i), 0);
+  joins.Take("busy-0", 0);
+  joins.Take("new", 0);  // none full: all dropped, the newcomer kept
+  EXPECT_EQ(joins.addresses(), 1u);
+  for (int i = 0; i < 3; ++i) joins.Take("busy-" + std::to_string(i), 10);
+  ASSERT_EQ(joins.addresses(), 4u);
+  joins.Take("busy-0", 20);
+  joins.Take("busy-0", 20);
+  joins.Take("other", 20);  // the full buckets (quiet since) go; busy-0's spent one stays
+  EXPECT_EQ(joins.addresses(), 2u);
+  EXPECT_GT(joins.Wait("busy-0", 20), 0);
+  EXPECT_EQ(joins.Wait("other", 20), 0);
 }
 
 }  // namespace
