@@ -162,7 +162,10 @@ Status ServerLoop::Setup() {
 
   router_.emplace(ctx_, zmq::socket_type::router);
   router_->set(zmq::sockopt::linger, 0);
-  router_->set(zmq::sockopt::rcvhwm, 0);  // never drop a push under load
+  // At most 64 messages from one peer wait to be read: beyond, ZeroMQ stops reading that
+  // connection (TCP pushes back on the sender; nothing is dropped), so a peer that sends
+  // faster than the server reads cannot fill its memory with queued frames.
+  router_->set(zmq::sockopt::rcvhwm, 64);
   router_->set(zmq::sockopt::sndhwm, 0);
   router_->set(zmq::sockopt::maxmsgsize, MaxFrameBytes(options_.max_partition_bytes));
   if (Status s = CheckListenEndpoint(options_.bind, options_.auth, options_.insecure); !s.ok()) {
