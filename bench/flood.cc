@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -48,6 +49,17 @@ double StatusMib(pid_t pid, const char* field) {
   return -1;
 }
 double RssMib(pid_t pid) { return StatusMib(pid, "VmRSS:"); }
+
+// The descriptors process `pid` holds open (its connections among them), or -1.
+int OpenFiles(pid_t pid) {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator(fmt::format("/proc/{}/fd", pid), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return ec ? -1 : n;
+}
 
 // The legitimate worker: push a gradient of ones, then pull, until `stop`; every value pulled
 // must be minus the number of pushes so far (sgd, lr 1, zeros). Returns GB/s moved (push and
@@ -190,6 +202,8 @@ int RunFlood(const FloodOptions& o) {
   double rss_half = rss_before;  // the peak over the flood's first half
   const double shmem_before = StatusMib(server, "RssShmem:");
   double shmem_peak = shmem_before;
+  const int server_fds_before = OpenFiles(server);
+  int server_fds_peak = server_fds_before;
   const double scheduler_before = RssMib(scheduler);
   double scheduler_peak = scheduler_before;
   std::atomic<int64_t> junk_sent{0}, connections{0}, joins_admitted{0}, joins_refused{0};
@@ -214,6 +228,7 @@ int RunFlood(const FloodOptions& o) {
       }
       shmem_peak = std::max(shmem_peak, StatusMib(server, "RssShmem:"));
       scheduler_peak = std::max(scheduler_peak, RssMib(scheduler));
+      server_fds_peak = std::max(server_fds_peak, OpenFiles(server));
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   });
@@ -235,13 +250,14 @@ int RunFlood(const FloodOptions& o) {
       "\"server_rss_mib_after\":%.1f,\"server_rss_mib_half\":%.1f,"
       "\"server_shmem_mib_before\":%.1f,\"server_shmem_mib_peak\":%.1f,\"join_peers\":%d,"
       "\"joins_admitted\":%lld,\"joins_refused\":%lld,\"scheduler_rss_mib_before\":%.1f,"
-      "\"scheduler_rss_mib_peak\":%.1f,\"scheduler_rss_mib_after\":%.1f}\n",
+      "\"scheduler_rss_mib_peak\":%.1f,\"scheduler_rss_mib_after\":%.1f,"
+      "\"server_open_files_before\":%d,\"server_open_files_peak\":%d}\n",
       o.seconds, o.junk_peers, o.half_open, static_cast<long long>(junk_sent.load()),
       static_cast<long long>(connections.load()), before, during, after,
       before > 0 ? during / before : 0.0, served ? "true" : "false", rss_before, rss_peak,
       rss_after, rss_half, shmem_before, shmem_peak, o.join_peers,
       static_cast<long long>(joins_admitted.load()), static_cast<long long>(joins_refused.load()),
-      scheduler_before, scheduler_peak, scheduler_after);
+      scheduler_before, scheduler_peak, scheduler_after, server_fds_before, server_fds_peak);
   std::fflush(stdout);
   if (!served) {
     std::fprintf(stderr, "hetps-bench flood: the worker was not served right (log: %s)\n",

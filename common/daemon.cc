@@ -2,6 +2,7 @@
 
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <string>
@@ -25,6 +26,13 @@ DEFINE_string(log_format, "text",
 namespace hetps {
 
 bool StartDaemon(const char* role, const char* usage, int* argc, char*** argv) {
+  // Every connection holds a descriptor: take all the process may open (the soft limit is often
+  // 1024, the hard one far more), so connections, not descriptors, are what the per-address
+  // limit (common/connection_guard.h) and the cluster's size run into.
+  if (rlimit files{}; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &files);
+  }
   gflags::SetUsageMessage(usage);
   const EnvironmentFlags env = ApplyEnvironmentFlags(environ);
   gflags::ParseCommandLineFlags(argc, argv, true);

@@ -18,6 +18,9 @@ DEFINE_double(join_rate, 16,
               "registrations admitted per second from one peer address once --join_burst is "
               "spent (0: no limit); beyond, a node is told to ask again");
 DEFINE_int32(join_burst, 256, "registrations admitted at once from one peer address");
+DEFINE_int32(max_connections_per_address, 1024,
+             "connections open at once from one peer IP address; one more is shut down at once "
+             "(0: no limit)");
 DEFINE_int64(partition_bytes, 4 << 20, "largest partition of a tensor, in bytes");
 DEFINE_int32(heartbeat_timeout_ms, 5000, "a node silent this long is declared dead");
 DEFINE_string(data_dir, "",
@@ -97,6 +100,7 @@ int main(int argc, char** argv) {
   o.max_workers = FLAGS_max_workers;
   o.join_rate = FLAGS_join_rate;
   o.join_burst = FLAGS_join_burst;
+  o.max_connections_per_address = FLAGS_max_connections_per_address;
   o.data_dir = FLAGS_data_dir;
   o.checkpoint_dir = FLAGS_checkpoint_dir;
   o.checkpoint_every_clocks = FLAGS_checkpoint_every_clocks;

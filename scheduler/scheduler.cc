@@ -13,6 +13,7 @@
 #include <set>
 
 #include "common/cluster_view.h"
+#include "common/connection_guard.h"
 #include "common/cut.h"
 #include "common/message.h"
 #include "common/routed_outbox.h"
@@ -154,8 +155,9 @@ class Loop {
   int64_t hinted_quorum_ = -1;
   zmq::context_t ctx_{1};
   zmq::socket_t router_;
-  std::optional<ZapHandler> zap_;  // auth.curve: admits keys to router_
-  int64_t refused_ = 0;            // messages Authorize refused
+  std::optional<ZapHandler> zap_;         // auth.curve: admits keys to router_
+  std::optional<ConnectionGuard> guard_;  // before router_ goes
+  int64_t refused_ = 0;                   // messages Authorize refused
   RoutedOutbox outbox_{router_};
   std::string endpoint_;  // bound
   bool view_sent_ = false;
@@ -343,6 +345,7 @@ Status Loop::Run() {
   // Every message to the scheduler is a header (the largest, a declaration of the model's
   // tensors, holds about 50 bytes per tensor): a larger frame closes its connection unread.
   router_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
+  guard_.emplace(router_, options_.max_connections_per_address, "scheduler");
   if (Status s = CheckListenEndpoint(*bind, options_.auth, options_.insecure); !s.ok()) return s;
   if (options_.auth.curve) {
     zap_.emplace(
@@ -1040,6 +1043,11 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
     return Status::InvalidArgument(fmt::format(
         "max_workers must be 0 (no bound) or in [num_workers, {}], got {} (num_workers {})",
         kMaxWorkerRanks, o.max_workers, o.num_workers));
+  }
+  if (o.max_connections_per_address < 0) {
+    return Status::InvalidArgument(
+        fmt::format("max_connections_per_address must be >= 0 (0: no limit), got {}",
+                    o.max_connections_per_address));
   }
   if (!(o.join_rate >= 0) || o.join_burst < 1) {
     return Status::InvalidArgument(

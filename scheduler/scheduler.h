@@ -36,6 +36,8 @@ struct SchedulerOptions {
   // once, then `join_rate` per second (0: no limit). Beyond, UNAVAILABLE: the node asks again.
   double join_rate = 16;
   int join_burst = 256;
+  // Connections open at once from one peer address (common/connection_guard.h; 0: no limit).
+  int max_connections_per_address = 1024;
   int64_t partition_bytes = kDefaultPartitionBytes;
   int heartbeat_timeout_ms = 5000;
   // HTTP status (scheduler/http_status.h): -1 off, 0 any free port.

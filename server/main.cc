@@ -42,6 +42,9 @@ DEFINE_string(durability, "process",
 DEFINE_int64(max_partition_bytes, int64_t{64} << 20,
              "largest partition the shard map may give this server; a worker's frame over twice "
              "it (+64 KiB) closes that connection unread");
+DEFINE_int32(max_connections_per_address, 1024,
+             "connections open at once from one peer IP address; one more is shut down at once "
+             "(0: no limit)");
 DEFINE_int64(checkpoint_interval_ms, 10000,
              "with --data_dir, how often each partition's log is folded into a checkpoint");
 DEFINE_string(restore_from, "",
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
   o.durability = FLAGS_durability;
   o.checkpoint_interval_ms = FLAGS_checkpoint_interval_ms;
   o.max_partition_bytes = FLAGS_max_partition_bytes;
+  o.max_connections_per_address = FLAGS_max_connections_per_address;
   if (hetps::Status s = hetps::ValidateServerOptions(o); !s.ok()) {
     spdlog::error("{}", s.message());
     return 2;

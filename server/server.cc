@@ -19,6 +19,7 @@
 #include "common/batch.h"
 #include "common/cluster_view.h"
 #include "common/compress/codec.h"
+#include "common/connection_guard.h"
 #include "common/cut.h"
 #include "common/logging.h"
 #include "common/message.h"
@@ -102,7 +103,8 @@ class ServerLoop {
   // arriving on the data plane (the scheduler would declare a busy server dead).
   zmq::context_t control_ctx_{1};
   std::optional<zmq::socket_t> router_;
-  std::optional<ZapHandler> zap_;  // auth.curve: admits worker keys to router_
+  std::optional<ZapHandler> zap_;         // auth.curve: admits worker keys to router_
+  std::optional<ConnectionGuard> guard_;  // before router_ goes
   std::optional<ApplyThreads> apply_threads_;
   std::unique_ptr<SchedulerLink> link_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -168,6 +170,7 @@ Status ServerLoop::Setup() {
   router_->set(zmq::sockopt::rcvhwm, 64);
   router_->set(zmq::sockopt::sndhwm, 0);
   router_->set(zmq::sockopt::maxmsgsize, MaxFrameBytes(options_.max_partition_bytes));
+  guard_.emplace(*router_, options_.max_connections_per_address, "server");
   if (Status s = CheckListenEndpoint(options_.bind, options_.auth, options_.insecure); !s.ok()) {
     return s;
   }
@@ -881,6 +884,11 @@ void ServerLoop::OnWorkerJoined(const proto::Header& h) {
 Status ValidateServerOptions(const ServerOptions& o) {
   if (o.threads < 1 || o.threads > 64) {
     return Status::InvalidArgument(fmt::format("threads must be in [1, 64], got {}", o.threads));
+  }
+  if (o.max_connections_per_address < 0) {
+    return Status::InvalidArgument(
+        fmt::format("max_connections_per_address must be >= 0 (0: no limit), got {}",
+                    o.max_connections_per_address));
   }
   if (o.max_partition_bytes < 4 || o.max_partition_bytes > (int64_t{1} << 40)) {
     return Status::InvalidArgument(

@@ -53,6 +53,8 @@ struct ServerOptions {
   // cannot make the server hold more than that per connection; a shard map with a larger
   // partition is refused, naming this setting.
   int64_t max_partition_bytes = int64_t{64} << 20;
+  // Connections open at once from one peer address (common/connection_guard.h; 0: no limit).
+  int max_connections_per_address = 1024;
   // A whole-run checkpoint (common/cut.h) to start from: this server loads its rank's part, and
   // every worker starts at the checkpoint's clock. A data dir must then be empty.
   std::string restore_from;

@@ -1,8 +1,12 @@
 // Raw frames against live scheduler and server processes: every bad message gets a typed error
 // reply and the processes keep serving the real client beside it; a frame larger than a process
 // reads closes its connection unread.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <future>
@@ -594,6 +598,89 @@ TEST(MalformedTest, RegistrationsFromOneAddressAreRateLimited) {
   std::vector<float> ones(1000, 1.0f), values(1000);
   ASSERT_TRUE((*client)->Push("t", ones.data(), 1000).Wait().ok());
   ASSERT_TRUE((*client)->Pull("t", values.data(), 1000).Wait().ok());
+  EXPECT_EQ(values[0], -1.0f);
+}
+
+// Raw TCP connections that never finish their handshake, more than the scheduler and the server
+// take from one address: those beyond the limit are closed at once (the peer reads the end of
+// the stream), the rest stay until the handshake times out; the real worker's connections,
+// open before, are untouched, and a new worker gets in once the stalled ones are gone.
+TEST(MalformedTest, ConnectionsFromOneAddressAreLimited) {
+  ScratchDir dir("hetps-guard");
+  std::filesystem::create_directories(dir.path());
+  const std::string log = (dir.path() / "cluster.log").string();
+  LocalCluster cluster(
+      {.servers = 1,
+       .workers = 1,
+       .scheduler_flags = {"--max_connections_per_address=12"},
+       .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1", "--max_connections_per_address=12"},
+       .log_file = log});
+  auto client = Client::Connect(cluster.ClientOpts());
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE((*client)->DeclareTensors({{"t", {1000}, 0}}).ok());
+  auto status = RunCaptured({Bin("hetps"), "status", "--json", "--scheduler=" + cluster.endpoint()},
+                            /*search_path=*/false);
+  ASSERT_TRUE(status.ok() && status->succeeded());
+  const std::string server = nlohmann::json::parse(status->output)["servers"][0]["address"];
+
+  // Stalled connections to `endpoint` (tcp://127.0.0.1:PORT): how many the other end closed.
+  auto stall = [](const std::string& endpoint, int count, std::vector<int>& fds) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port =
+        htons(static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1))));
+    const uint8_t greeting[] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f};
+    for (int i = 0; i < count; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+      ASSERT_EQ(write(fd, greeting, sizeof(greeting)), static_cast<ssize_t>(sizeof(greeting)));
+      fds.push_back(fd);
+    }
+  };
+  auto closed = [](const std::vector<int>& fds) {
+    int n = 0;
+    for (int fd : fds) {
+      char buf[256];
+      ssize_t r;
+      while ((r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+      }
+      n += r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+    return n;
+  };
+  for (const std::string& endpoint : {cluster.endpoint(), server}) {
+    std::vector<int> fds;
+    stall(endpoint, 30, fds);
+    // The scheduler holds the server's and the worker's connections, the server the worker's
+    // (and the status command's are gone): 18 to 20 of the 30 are over the limit.
+    int n = 0;
+    for (int i = 0; i < 50 && (n = closed(fds)) < 18; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_GE(n, 18) << endpoint;
+    EXPECT_LE(n, 20) << endpoint;
+    for (int fd : fds) close(fd);
+  }
+  for (int i = 0; i < 50 && Slurp(log).find("server: refused a connection") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the log is written in blocks
+  }
+  const std::string text = Slurp(log);
+  EXPECT_NE(text.find("scheduler: refused a connection from 127.0.0.1:"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("server: refused a connection from 127.0.0.1:"), std::string::npos) << text;
+  EXPECT_NE(text.find("open from that address, at most 12"), std::string::npos);
+
+  std::vector<float> ones(1000, 1.0f), values(1000);
+  ASSERT_TRUE((*client)->Push("t", ones.data(), 1000).Wait().ok());
+  ASSERT_TRUE((*client)->Pull("t", values.data(), 1000).Wait().ok());
+  EXPECT_EQ(values[0], -1.0f);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the stalled ones are counted out
+  auto late = Client::Connect(cluster.ClientOpts());
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  ASSERT_TRUE((*late)->DeclareTensors({{"t", {1000}, 0}}).ok());
+  ASSERT_TRUE((*late)->Pull("t", values.data(), 1000).Wait().ok());
   EXPECT_EQ(values[0], -1.0f);
 }
 
