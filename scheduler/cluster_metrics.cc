@@ -43,6 +43,12 @@ std::string ClusterStats::Metrics(double now) const {
   e.Family("hetps_cluster_quorum", "gauge",
            "The automatic quorum: K maximizing K / (K-th smallest iteration time).");
   e.Sample("hetps_cluster_quorum", "", static_cast<double>(Quorum()));
+  e.Family("hetps_scheduler_refused_total", "counter",
+           "What the scheduler refused: messages from keys not allowed them, registrations and "
+           "connections beyond the limits per peer address.");
+  e.Sample("hetps_scheduler_refused_total", "what=\"message\"", 1.0 * refused_.messages);
+  e.Sample("hetps_scheduler_refused_total", "what=\"registration\"", 1.0 * refused_.registrations);
+  e.Sample("hetps_scheduler_refused_total", "what=\"connection\"", 1.0 * refused_.connections);
 
   WorkerMetrics(e, now);
   ServerMetrics(e);
@@ -139,6 +145,9 @@ void ClusterStats::ServerMetrics(Exposition& e) const {
        [](const ServerRecord& s) { return 1.0 * s.report.pulls(); }},
       {"hetps_server_errors_total", "counter Requests rejected with an error.",
        [](const ServerRecord& s) { return 1.0 * s.report.errors(); }},
+      {"hetps_server_connections_refused_total",
+       "counter Connections shut down beyond the limit per peer address.",
+       [](const ServerRecord& s) { return 1.0 * s.report.connections_refused(); }},
   };
   for (const auto& [name, type_help, value] : server_values) {
     const std::string th = type_help;

@@ -70,6 +70,13 @@ class ClusterStats {
   // The federated rounds' summary (FedRounds::SummaryJson, JSON text; empty: none), shown as
   // /api/status's "federated".
   void SetFederated(std::string json) { federated_ = std::move(json); }
+  // What the scheduler itself refused so far (/metrics).
+  struct Refused {
+    int64_t messages = 0;       // of keys their role does not allow
+    int64_t registrations = 0;  // beyond --join_burst / --join_rate
+    int64_t connections = 0;    // beyond --max_connections_per_address
+  };
+  void SetRefused(const Refused& refused) { refused_ = refused; }
   void OnCheckpoint(int64_t clock, const std::string& dir, int64_t bytes, double seconds,
                     double now);
 
@@ -139,6 +146,7 @@ class ClusterStats {
   };
   std::optional<CheckpointRecord> checkpoint_;  // the last complete one
   std::string federated_;
+  Refused refused_;
   std::vector<double> history_t_;
   double start_ = -1;
 };

@@ -436,6 +436,9 @@ void Loop::Handle(Envelope& env) {
   if (h.type() == proto::STATUS) {  // likewise; as of the last Observe(), at most 200 ms ago
     proto::Header r = ReplyTo(h, proto::STATUS, kSchedulerId);
     stats_.SetFederated(fed_.SummaryJson());
+    stats_.SetRefused({.messages = refused_,
+                       .registrations = joins_refused_,
+                       .connections = guard_ ? guard_->refused() : 0});
     r.set_status_json(stats_.StatusJson(Now()));
     return Reply(env.identity, r);
   }

@@ -286,6 +286,7 @@ void ServerLoop::FillReport(proto::Header& h) const {
   r.set_pushes(pushes_);
   r.set_pulls(pulls_);
   r.set_errors(errors_);
+  r.set_connections_refused(guard_ ? guard_->refused() : 0);
   r.set_parked_pulls(gate_->parked_reads());
   r.set_parked_clocks(gate_->parked_clocks());
   r.set_consistency(gate_->consistency());

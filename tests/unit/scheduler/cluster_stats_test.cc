@@ -159,6 +159,21 @@ TEST(ClusterStatsTest, LayersAreSummedOverServersWithARate) {
   EXPECT_NE(m.find("hetps_layer_push_rate_per_minute{layer=\"1\"} 600\n"), std::string::npos);
 }
 
+TEST(ClusterStatsTest, RefusalsAreCountedInTheMetrics) {
+  ClusterStats stats = Cluster();
+  proto::ServerReport r;
+  r.set_connections_refused(17);
+  stats.OnServerReport(1, r, 1);
+  stats.SetRefused({.messages = 3, .registrations = 2, .connections = 5});
+  const std::string m = stats.Metrics(1);
+  EXPECT_NE(m.find("hetps_server_connections_refused_total{server=\"0\",node=\"1\"} 17\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("hetps_scheduler_refused_total{what=\"message\"} 3\n"), std::string::npos);
+  EXPECT_NE(m.find("hetps_scheduler_refused_total{what=\"registration\"} 2\n"), std::string::npos);
+  EXPECT_NE(m.find("hetps_scheduler_refused_total{what=\"connection\"} 5\n"), std::string::npos);
+}
+
 TEST(ClusterStatsTest, CurveKeepsTrainerFiguresBounded) {
   ClusterStats stats(1, 1, {.curve_points = 8});
   stats.OnJoin(Node(1, proto::WORKER, 0), 0);
@@ -204,7 +219,8 @@ TEST(ClusterStatsTest, MetricsCarryEveryFamilyWithHelpAndType) {
        {"hetps_worker_clock", "hetps_worker_straggler", "hetps_worker_iteration_seconds",
         "hetps_worker_push_staleness", "hetps_worker_pushed_bytes_total",
         "hetps_worker_pulled_bytes_total", "hetps_server_requests_per_second",
-        "hetps_server_parked_pulls", "hetps_layer_pushes_total", "hetps_cluster_quorum"}) {
+        "hetps_server_parked_pulls", "hetps_layer_pushes_total", "hetps_cluster_quorum",
+        "hetps_server_connections_refused_total", "hetps_scheduler_refused_total"}) {
     EXPECT_NE(m.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
     EXPECT_NE(m.find(std::string("# HELP ") + name + " "), std::string::npos) << name;
   }
