@@ -79,9 +79,12 @@ ConnectionGuard::ConnectionGuard(zmq::socket_t& socket, int per_address, std::st
 
 ConnectionGuard::~ConnectionGuard() {
   if (!monitor_) return;
+  // The socket's monitor stops first, on its owner's thread, while the thread still reads: an
+  // event ZeroMQ is sending then is never left blocked on a reader that is gone.
+  monitor_->abort();
   stop_ = true;
   thread_.join();
-  monitor_.reset();  // stops the socket's monitor (on its owner's thread) and closes ours
+  monitor_.reset();
 }
 
 void ConnectionGuard::Run() {

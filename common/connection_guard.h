@@ -7,7 +7,8 @@
 // sees it end, as when a peer hangs up, and closes it itself). It checks the descriptor's peer
 // (address and port) again just before, so a descriptor reused by a newer connection is never
 // cut for an older one. Refusals are logged with the address (the first 20, then every 1000th).
-// Only TCP peers are counted (ipc peers are local users the file's permissions admit).
+// Only TCP peers are counted (ipc peers are local users the file's permissions admit). ZeroMQ
+// drops no monitor event (its sender waits while the reader lags), so the counts stay exact.
 //
 // Thread-safety: construct and destroy on the thread that owns `socket` (the monitor is set up
 // and taken down on it); counts may be read from any thread.
