@@ -37,7 +37,7 @@ class ConnectionGuard::Monitor : public zmq::monitor_t {
     auto [host, peer] = PeerOf(fd);
     if (host.empty()) return;
     const int open = ++open_[host];
-    fds_[fd] = {host, peer};
+    hosts_[fd] = host;
     if (open <= per_address_) return;
     // Still the connection this event is about: a descriptor closed and reused meanwhile has
     // another peer (another port, if not another host).
@@ -53,19 +53,19 @@ class ConnectionGuard::Monitor : public zmq::monitor_t {
   }
 
   void on_event_disconnected(const zmq_event_t& event, const char*) override {
-    auto it = fds_.find(event.value);
-    if (it == fds_.end()) return;
-    auto count = open_.find(it->second.first);
+    auto it = hosts_.find(event.value);
+    if (it == hosts_.end()) return;
+    auto count = open_.find(it->second);
     if (count != open_.end() && --count->second <= 0) open_.erase(count);
-    fds_.erase(it);
+    hosts_.erase(it);
   }
 
  private:
   const int per_address_;
   const std::string name_;
   std::atomic<int64_t>& refused_;
-  std::map<std::string, int> open_;                         // by host
-  std::map<int, std::pair<std::string, std::string>> fds_;  // descriptor -> its peer
+  std::map<std::string, int> open_;   // connections open, by host
+  std::map<int, std::string> hosts_;  // descriptor -> the host it was counted for
 };
 
 ConnectionGuard::ConnectionGuard(zmq::socket_t& socket, int per_address, std::string name) {
