@@ -128,6 +128,7 @@ class Loop {
   // Straggler flags and figures: recomputed, hinted to the servers, published over HTTP (every
   // 200 ms).
   void Observe();
+  void SetFigures();
   void SendHints();
   double Now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
@@ -435,10 +436,7 @@ void Loop::Handle(Envelope& env) {
   }
   if (h.type() == proto::STATUS) {  // likewise; as of the last Observe(), at most 200 ms ago
     proto::Header r = ReplyTo(h, proto::STATUS, kSchedulerId);
-    stats_.SetFederated(fed_.SummaryJson());
-    stats_.SetRefused({.messages = refused_,
-                       .registrations = joins_refused_,
-                       .connections = guard_ ? guard_->refused() : 0});
+    SetFigures();
     r.set_status_json(stats_.StatusJson(Now()));
     return Reply(env.identity, r);
   }
@@ -977,12 +975,21 @@ void Loop::BuildShardMap(const std::vector<Arrival>& waiting) {
   }
 }
 
+// The figures ClusterStats takes from the loop rather than from reports: the federated rounds'
+// summary and what the scheduler refused.
+void Loop::SetFigures() {
+  stats_.SetFederated(fed_.SummaryJson());
+  stats_.SetRefused({.messages = refused_,
+                     .registrations = joins_refused_,
+                     .connections = guard_ ? guard_->refused() : 0});
+}
+
 void Loop::Observe() {
   const double now = Now();
   last_observed_ = now;
   stats_.Update(now);
   SendHints();
-  stats_.SetFederated(fed_.SummaryJson());
+  SetFigures();
   if (http_) http_->Publish(stats_.StatusJson(now), stats_.Metrics(now));
 }
 

@@ -3,6 +3,7 @@
 // reads closes its connection unread.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include "common/batch.h"
@@ -619,7 +621,7 @@ TEST(MalformedTest, ConnectionsFromOneAddressAreLimited) {
   LocalCluster cluster(
       {.servers = 1,
        .workers = 1,
-       .scheduler_flags = {"--max_connections_per_address=12"},
+       .scheduler_flags = {"--max_connections_per_address=12", "--http_port=0"},
        .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1", "--max_connections_per_address=12"},
        .log_file = log});
   auto client = Client::Connect(cluster.ClientOpts());
@@ -676,6 +678,25 @@ TEST(MalformedTest, ConnectionsFromOneAddressAreLimited) {
       << text;
   EXPECT_NE(text.find("server: refused a connection from 127.0.0.1:"), std::string::npos) << text;
   EXPECT_NE(text.find("open from that address, at most 12"), std::string::npos);
+  // Both counts reach /metrics (the server's with its next report).
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("status on http://127.0.0.1:([0-9]+)/")));
+  httplib::Client http("127.0.0.1", std::stoi(m[1]));
+  auto refused = [&](const std::string& series) {
+    auto r = http.Get("/metrics");
+    std::smatch v;
+    const std::string body = r ? r->body : "";
+    return std::regex_search(body, v, std::regex(series + " ([0-9]+)\n")) ? std::stoi(v[1]) : -1;
+  };
+  const std::string scheduler_series = R"(hetps_scheduler_refused_total\{what="connection"\})";
+  const std::string server_series = R"(hetps_server_connections_refused_total\{server="0",[^}]*\})";
+  for (int i = 0; i < 50 && (refused(scheduler_series) < 18 || refused(server_series) < 18); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(refused(scheduler_series), 18);
+  EXPECT_LE(refused(scheduler_series), 20);
+  EXPECT_GE(refused(server_series), 18);
+  EXPECT_LE(refused(server_series), 20);
 
   std::vector<float> ones(1000, 1.0f), values(1000);
   ASSERT_TRUE((*client)->Push("t", ones.data(), 1000).Wait().ok());
