@@ -2,39 +2,17 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "common/compress/codec.h"
 #include "worker/compress/gpu_codec.h"
 
 namespace hetps::bench {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Median seconds of one call of `op`, repeated for about `budget` seconds (at least 5 times).
-double MedianSeconds(const std::function<void()>& op, double budget) {
-  std::vector<double> times;
-  const auto start = Clock::now();
-  while (times.size() < 5 ||
-         (std::chrono::duration<double>(Clock::now() - start).count() < budget &&
-          times.size() < 1000)) {
-    const auto t0 = Clock::now();
-    op();
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
-}
-
-}  // namespace
 
 int RunCodecBench(const CodecBenchOptions& o) {
   auto spec = compress::ParseCodecSpec(o.codec);

@@ -16,6 +16,7 @@
 #include "bench/consistency.h"
 #include "bench/fed.h"
 #include "bench/flood.h"
+#include "bench/optimizer.h"
 #include "bench/pushpull.h"
 #include "bench/recovery.h"
 #include "bench/train.h"
@@ -85,6 +86,9 @@ DEFINE_string(auth, "none",
 DEFINE_string(batch_kib, "256",
               "pushpull with --tensors: comma-separated ClientOptions::batch_bytes in KiB, each on "
               "a fresh cluster (0: one message per request)");
+DEFINE_string(optimizer, "",
+              "optimizer: the rules to measure, ';'-separated specs (default: sgd;momentum;adam;"
+              "adagrad); pushpull: the servers' rule (default sgd:lr=1e-9)");
 DEFINE_string(transport, "tcp",
               "pushpull: comma-separated worker-to-server transports, each on a fresh cluster: "
               "tcp, shm (the co-located transport: payloads through shared memory); with both, "
@@ -144,8 +148,31 @@ int Flood() {
   return hetps::bench::RunFlood(o);
 }
 
+int Optimizer() {
+  hetps::bench::OptimizerBenchOptions o;
+  if (!FLAGS_optimizer.empty()) {
+    o.optimizers.clear();
+    std::stringstream specs(FLAGS_optimizer);
+    for (std::string spec; std::getline(specs, spec, ';');) {
+      if (!spec.empty()) o.optimizers.push_back(spec);
+    }
+  }
+  if (!gflags::GetCommandLineFlagInfoOrDie("mb").is_default) {
+    auto sizes = hetps::ParsePositiveList(FLAGS_mb, 4096);
+    if (!sizes.ok()) {
+      std::fprintf(stderr, "--mb: %s\n", sizes.status().message().c_str());
+      return 2;
+    }
+    o.kib.clear();
+    for (int64_t mb : *sizes) o.kib.push_back(mb * 1024);
+  }
+  o.seconds = std::min(FLAGS_seconds, 1.0);
+  return hetps::bench::RunOptimizerBench(o);
+}
+
 int PushPull() {
   hetps::bench::PushPullOptions o;
+  if (!FLAGS_optimizer.empty()) o.optimizer = FLAGS_optimizer;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 1;
   o.workers = FLAGS_workers > 0 ? FLAGS_workers : 1;
   o.seconds = FLAGS_seconds;
@@ -281,6 +308,7 @@ int main(int argc, char** argv) {
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
       "--straggler_slowdown F --straggler SPEC --durability memory,process --repeats N]\n"
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]\n"
+      "       hetps-bench optimizer [--optimizer 'sgd;adam:lr=1e-3' --mb 1,16]\n"
       "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
       "       hetps-bench recovery [--model_mib 256,1024]\n"
       "       hetps-bench capacity [--capacity_mib 4096 --servers 4 --rounds 3]\n"
@@ -300,6 +328,7 @@ int main(int argc, char** argv) {
   if (command == "train") return Train();
   if (command == "fed") return Fed();
   if (command == "codec") return Codec();
+  if (command == "optimizer") return Optimizer();
   if (command == "recovery") return Recovery();
   if (command == "capacity") return Capacity();
   if (command == "flood") return Flood();

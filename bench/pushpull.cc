@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "bench/bench_cluster.h"
+#include "bench/timing.h"
 #include "common/auth.h"
 
 namespace hetps::bench {
@@ -21,11 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kRounds = 5;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // GB/s (1e9 bytes per second) of a plain DEALER->ROUTER request/ack loop over TCP loopback:
 // the sender hands a buffer of `bytes` over zero-copy, the receiver takes it as ZeroMQ gives it
@@ -271,7 +267,7 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
   BenchClusterOptions cluster_options;
   cluster_options.servers = o.servers;
   cluster_options.workers = o.workers;
-  cluster_options.server_flags = {"--optimizer=sgd:lr=1e-9", "--init=zeros",
+  cluster_options.server_flags = {"--optimizer=" + o.optimizer, "--init=zeros",
                                   fmt::format("--server_threads={}", o.server_threads)};
   if (level != "memory") {
     cluster_options.server_flags.push_back(
@@ -345,13 +341,14 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
     out.round_gbps.push_back(round_trip);
     std::printf(
         "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
-        "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"push_gbps\":%.3f,"
+        "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"optimizer\":\"%s\","
+        "\"push_gbps\":%.3f,"
         "\"pull_gbps\":%.3f,\"round_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,"
         "\"pull_vs_raw\":%.2f,\"round_vs_serial\":%.2f,\"seconds\":%.1f}\n",
         o.mb[i], o.servers, o.workers,
         clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(),
-        at.transport.c_str(), auth.c_str(), level.c_str(), push, pull, round_trip, raw, push / raw,
-        pull / raw, round_trip * (1 / push + 1 / pull), o.seconds);
+        at.transport.c_str(), auth.c_str(), level.c_str(), o.optimizer.c_str(), push, pull,
+        round_trip, raw, push / raw, pull / raw, round_trip * (1 / push + 1 / pull), o.seconds);
     std::fflush(stdout);
   }
   return Status();

@@ -16,11 +16,14 @@ class Adagrad final : public Optimizer {
   void Apply(float* w, const float* g, int64_t n, float* const* slots, int64_t,
              float scale) const override {
     float* h = slots[0];
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = scale * g[i] + wd_ * w[i];
-      h[i] += gi * gi;
-      w[i] -= lr_ * gi / (std::sqrt(h[i]) + eps_);
-    }
+    const float lr = lr_, eps = eps_, wd = wd_;
+    RunVectorized([=] {
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = scale * g[i] + wd * w[i];
+        h[i] += gi * gi;
+        w[i] -= lr * gi / (std::sqrt(h[i]) + eps);
+      }
+    });
   }
 
  private:

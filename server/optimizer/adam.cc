@@ -20,12 +20,14 @@ class Adam final : public Optimizer {
     const float alpha = static_cast<float>(o_.lr * std::sqrt(1 - std::pow(o_.beta2, t)) /
                                            (1 - std::pow(o_.beta1, t)));
     const float eps = static_cast<float>(o_.epsilon), wd = static_cast<float>(o_.weight_decay);
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = scale * g[i] + wd * w[i];
-      m[i] = b1 * m[i] + (1 - b1) * gi;
-      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
-    }
+    RunVectorized([=] {
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = scale * g[i] + wd * w[i];
+        m[i] = b1 * m[i] + (1 - b1) * gi;
+        v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+        w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+      }
+    });
   }
 
  private:

@@ -14,10 +14,13 @@ class Momentum final : public Optimizer {
   void Apply(float* w, const float* g, int64_t n, float* const* slots, int64_t,
              float scale) const override {
     float* v = slots[0];
-    for (int64_t i = 0; i < n; ++i) {
-      v[i] = mu_ * v[i] + scale * g[i] + wd_ * w[i];
-      w[i] -= lr_ * v[i];
-    }
+    const float lr = lr_, mu = mu_, wd = wd_;
+    RunVectorized([=] {
+      for (int64_t i = 0; i < n; ++i) {
+        v[i] = mu * v[i] + scale * g[i] + wd * w[i];
+        w[i] -= lr * v[i];
+      }
+    });
   }
 
  private:

@@ -11,11 +11,15 @@ class Sgd final : public Optimizer {
   int num_slots() const override { return 0; }
   void Apply(float* w, const float* g, int64_t n, float* const*, int64_t,
              float scale) const override {
-    const float step = lr_ * scale;
-    if (wd_ == 0.0f) {
-      for (int64_t i = 0; i < n; ++i) w[i] -= step * g[i];
+    const float step = lr_ * scale, lr = lr_, wd = wd_;
+    if (wd == 0.0f) {
+      RunVectorized([=] {
+        for (int64_t i = 0; i < n; ++i) w[i] -= step * g[i];
+      });
     } else {
-      for (int64_t i = 0; i < n; ++i) w[i] -= lr_ * (scale * g[i] + wd_ * w[i]);
+      RunVectorized([=] {
+        for (int64_t i = 0; i < n; ++i) w[i] -= lr * (scale * g[i] + wd * w[i]);
+      });
     }
   }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <random>
 
 namespace hetps {
 namespace {
@@ -75,6 +77,82 @@ TEST(OptimizerTest, WeightDecayAddsL2Term) {
   std::vector<float> w = {2.0f}, g = {0.0f};
   sgd->Apply(w.data(), g.data(), 1, nullptr, 1, 1.0f);  // w -= 0.1 * 0.5 * 2
   EXPECT_FLOAT_EQ(w[0], 1.9f);
+}
+
+// One partition's values, gradient and slots, filled from `seed`.
+struct Partition {
+  Partition(int64_t n, int num_slots, uint64_t seed)
+      : w(n), g(n), slots(num_slots, std::vector<float>(n)) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> d;
+    for (float& x : w) x = d(rng);
+    for (float& x : g) x = d(rng);
+    for (auto& s : slots) {
+      for (float& x : s) x = std::abs(d(rng));  // second moments are never negative
+    }
+  }
+  // Applies `opt` to coordinates [begin, begin + count) alone, as update `step`.
+  void Apply(const Optimizer& opt, int64_t begin, int64_t count, int64_t step) {
+    std::vector<float*> ptrs;
+    for (auto& s : slots) ptrs.push_back(s.data() + begin);
+    opt.Apply(w.data() + begin, g.data() + begin, count, ptrs.data(), step, 0.5f);
+  }
+  bool SameBits(const Partition& o) const {
+    bool same = std::memcmp(w.data(), o.w.data(), w.size() * sizeof(float)) == 0;
+    for (size_t s = 0; s < slots.size(); ++s) {
+      same = same &&
+             std::memcmp(slots[s].data(), o.slots[s].data(), slots[s].size() * sizeof(float)) == 0;
+    }
+    return same;
+  }
+  std::vector<float> w, g;
+  std::vector<std::vector<float>> slots;
+};
+
+// Every rule, with and without weight decay.
+std::vector<std::string> EveryRule() {
+  std::vector<std::string> specs;
+  for (const std::string& name : Optimizers().Names()) {
+    specs.push_back(name);
+    specs.push_back(name + ":weight_decay=0.01");
+  }
+  return specs;
+}
+
+// The loops are compiled for more than one instruction set (optimizer.h): the vector lanes and
+// the scalar remainder must compute each coordinate exactly as the coordinate alone would.
+TEST(OptimizerTest, EveryCoordinateIsUpdatedAsIfAlone) {
+  constexpr int64_t kN = 1003;  // lanes of 8 and of 4, and a remainder
+  for (const std::string& spec : EveryRule()) {
+    SCOPED_TRACE(spec + " on " + SimdPathName(ActiveSimdPath()));
+    auto opt = Make(spec);
+    Partition whole(kN, opt->num_slots(), 1), alone(kN, opt->num_slots(), 1);
+    for (int64_t step = 1; step <= 3; ++step) {
+      whole.Apply(*opt, 0, kN, step);
+      for (int64_t i = 0; i < kN; ++i) alone.Apply(*opt, i, 1, step);
+    }
+    EXPECT_TRUE(whole.SameBits(alone));
+  }
+}
+
+TEST(OptimizerTest, AvxAndBaselineCopiesGiveTheSameBits) {
+  if (ActiveSimdPath() != SimdPath::kAvx2) {
+    GTEST_SKIP() << "this CPU has no AVX2: the loops run only their baseline copy";
+  }
+  constexpr int64_t kN = 4099;
+  for (const std::string& spec : EveryRule()) {
+    SCOPED_TRACE(spec);
+    auto opt = Make(spec);
+    Partition avx(kN, opt->num_slots(), 2), baseline(kN, opt->num_slots(), 2);
+    for (int64_t step = 1; step <= 3; ++step) {
+      avx.Apply(*opt, 0, kN, step);
+      LimitSimdToBaseline(true);
+      EXPECT_EQ(ActiveSimdPath(), SimdPath::kBaseline);
+      baseline.Apply(*opt, 0, kN, step);
+      LimitSimdToBaseline(false);
+    }
+    EXPECT_TRUE(avx.SameBits(baseline));
+  }
 }
 
 }  // namespace
