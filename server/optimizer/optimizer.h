@@ -58,15 +58,16 @@ void LimitSimdToBaseline(bool limit);
 
 namespace simd_internal {
 // `flatten` inlines the rule's loop into each copy, so that it is compiled with that copy's
-// instruction set.
+// instruction set. The loop is taken by value: its captures are then a local copy no pointer of
+// the partition can alias, which the vectorizer needs to see (clang gives up otherwise).
 #if defined(__x86_64__) && defined(__GNUC__)
 template <class Loop>
-__attribute__((target("avx2"), flatten)) void RunAvx2(const Loop& loop) {
+__attribute__((target("avx2"), flatten)) void RunAvx2(Loop loop) {
   loop();
 }
 #endif
 template <class Loop>
-__attribute__((flatten)) void RunBaseline(const Loop& loop) {
+__attribute__((flatten)) void RunBaseline(Loop loop) {
   loop();
 }
 }  // namespace simd_internal
