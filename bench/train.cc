@@ -76,7 +76,7 @@ StatusOr<double> RunOnce(const TrainBenchOptions& o, const std::string& level,
   if (Status s = (*cluster)->WaitWorkers(); !s.ok()) return s;
   const std::string summary = Slurp(run_dir + "/summary.json");
   static const std::regex fields(
-      R"re("test_accuracy":([0-9.]+),"wall_s":([0-9.]+).*"samples_per_s":([0-9.]+))re");
+      R"re("test_accuracy":([0-9.]+),.*"wall_s":([0-9.]+).*"samples_per_s":([0-9.]+))re");
   std::smatch m;
   if (!std::regex_search(summary, m, fields)) {
     return Status::NotFound("no summary in " + run_dir);
