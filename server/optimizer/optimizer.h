@@ -10,8 +10,9 @@
 // compiled for the x86-64 baseline (SSE2) and again for AVX2, and the AVX2 copy runs where the
 // CPU has it. Both copies give bit-identical results: the loops are elementwise, the compiler
 // neither reorders nor fuses their arithmetic (AVX2 is taken without FMA), and sqrt and division
-// are correctly rounded in every width. The rules' files are compiled with -fno-math-errno (they
-// never read errno), without which a sqrt would keep its loop scalar.
+// are correctly rounded in every width. A rule whose loop takes a square root has its file
+// compiled with -fno-math-errno (server/CMakeLists.txt; the rules never read errno), without
+// which the sqrt would keep the loop scalar.
 #pragma once
 
 #include <cstdint>
