@@ -31,7 +31,8 @@ std::vector<std::string> Train(int servers, int workers, const std::vector<std::
   }
   std::vector<std::string> out;
   for (int i = 0; i < workers; ++i) {
-    auto st = procs[i]->WaitExit(120s);
+    // About 15 s for the CNN normally; ten times that under the sanitizers beside other tests.
+    auto st = procs[i]->WaitExit(240s);
     out.push_back(Slurp(cluster.Path("trainer" + std::to_string(i))));
     EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out.back();
   }
