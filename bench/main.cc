@@ -156,6 +156,10 @@ int Optimizer() {
     for (std::string spec; std::getline(specs, spec, ';');) {
       if (!spec.empty()) o.optimizers.push_back(spec);
     }
+    if (o.optimizers.empty()) {
+      std::fprintf(stderr, "--optimizer: no rule given\n");
+      return 2;
+    }
   }
   if (!gflags::GetCommandLineFlagInfoOrDie("mb").is_default) {
     auto sizes = hetps::ParsePositiveList(FLAGS_mb, 4096);
