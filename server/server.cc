@@ -199,8 +199,8 @@ Status ServerLoop::Setup() {
                                           options_.heartbeat_interval_ms, options_.auth);
   link_->registration().mutable_policy()->set_consistency(gate_->consistency());
   if (Status s = OpenDataDir(); !s.ok()) return s;
-  spdlog::info("listening on {} (advertised {}; {}), {} apply threads, optimizer {} ({})",
-               endpoint, address, options_.auth.Describe(), options_.threads,
+  spdlog::info("listening on {} (advertised {}; {}), {} apply threads, optimizer {} ({})", endpoint,
+               address, options_.auth.Describe(), options_.threads,
                Optimizers().Parse(options_.optimizer)->Full(), SimdPathName(ActiveSimdPath()));
   return Status();
 }
