@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +11,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <map>
+#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
@@ -23,11 +29,39 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kRounds = 5;
 
+// CPU seconds (user and system, every thread) used so far by this process and by `others`
+// (the cluster's processes; one that is gone counts nothing).
+double CpuSeconds(const std::vector<pid_t>& others) {
+  timespec self{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self);
+  double total = static_cast<double>(self.tv_sec) + static_cast<double>(self.tv_nsec) * 1e-9;
+  static const double ticks_per_s = static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (pid_t pid : others) {
+    std::ifstream in(fmt::format("/proc/{}/stat", pid));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t name_end = text.rfind(')');  // the command name may hold spaces
+    if (name_end == std::string::npos) continue;
+    std::istringstream fields(text.substr(name_end + 1));
+    std::string skip;
+    for (int field = 3; field < 14; ++field) fields >> skip;  // state .. cmajflt
+    double utime = 0, stime = 0;                              // fields 14 and 15, in ticks
+    fields >> utime >> stime;
+    total += (utime + stime) / ticks_per_s;
+  }
+  return total;
+}
+
+// One timed slice: its rate and the CPU time it took per GB moved, on every process involved.
+struct Slice {
+  double gbps = -1;  // < 0: a request failed
+  double cpu_s_per_gb = 0;
+};
+
 // GB/s (1e9 bytes per second) of a plain DEALER->ROUTER request/ack loop over TCP loopback:
 // the sender hands a buffer of `bytes` over zero-copy, the receiver takes it as ZeroMQ gives it
 // and acks with one byte. Sender and receiver each have their own context (own I/O thread), as
-// a worker and a server process do.
-double RawZmqGbps(size_t bytes, double seconds) {
+// a worker and a server process do; both are in this process, so its CPU time is the loop's.
+Slice RawZmqGbps(size_t bytes, double seconds) {
   zmq::context_t rctx(1), sctx(1);
   zmq::socket_t router(rctx, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
@@ -56,6 +90,7 @@ double RawZmqGbps(size_t bytes, double seconds) {
   };
   once();  // connect and warm up
   const auto start = Clock::now();
+  const double cpu_start = CpuSeconds({});
   int64_t sent = 0;
   double elapsed = 0;
   while (elapsed < seconds) {
@@ -63,9 +98,10 @@ double RawZmqGbps(size_t bytes, double seconds) {
     sent += static_cast<int64_t>(bytes);
     elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   }
+  const double cpu = CpuSeconds({}) - cpu_start;
   done = true;
   receiver.join();
-  return sent / elapsed / 1e9;
+  return {sent / elapsed / 1e9, cpu / (static_cast<double>(sent) / 1e9)};
 }
 
 // Steps per second of a plain DEALER->ROUTER loop moving what one step over many small
@@ -135,19 +171,22 @@ double RawZmqSteps(int messages, size_t bytes, double seconds) {
 
 // GB/s summed over all workers, each looping `op(worker)` (one tensor-sized transfer). Each
 // worker does one untimed operation first (connection set-up, first-touch of buffers); the
-// timed window opens once every worker has done it and closes when the last one stops.
+// timed window opens once every worker has done it and closes when the last one stops. The CPU
+// time is this process's and `cluster`'s over the window.
 template <typename Op>
-double Measure(int workers, size_t bytes, double seconds, Op op) {
+Slice Measure(const std::vector<pid_t>& cluster, int workers, size_t bytes, double seconds, Op op) {
   std::vector<std::thread> threads;
   std::vector<int64_t> moved(workers, 0);
   std::atomic<bool> failed{false};
   std::atomic<int> warm{0};
   std::atomic<bool> go{false};
   Clock::time_point start;
+  double cpu_start = 0;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
       if (!op(w).ok()) failed = true;
       if (warm.fetch_add(1) + 1 == workers) {
+        cpu_start = CpuSeconds(cluster);
         start = Clock::now();
         go.store(true, std::memory_order_release);
       }
@@ -163,10 +202,11 @@ double Measure(int workers, size_t bytes, double seconds, Op op) {
   }
   for (auto& t : threads) t.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  if (failed) return -1;
+  const double cpu = CpuSeconds(cluster) - cpu_start;
+  if (failed) return {};
   int64_t total = 0;
   for (int64_t m : moved) total += m;
-  return total / elapsed / 1e9;
+  return {total / elapsed / 1e9, cpu / (static_cast<double>(total) / 1e9)};
 }
 
 }  // namespace
@@ -232,7 +272,8 @@ Status MeasureSmallTensors(const PushPullOptions& o, const Setting& at,
   for (int r = 0; r < kRounds; ++r) {
     raws.push_back(RawZmqSteps(static_cast<int>(tensors.size()), bytes, slice));
     // Measure counts `bytes` per call: dividing by it gives steps.
-    steps.push_back(Measure(o.workers, bytes, slice, step) * 1e9 / static_cast<double>(bytes));
+    steps.push_back(Measure(cluster.Pids(), o.workers, bytes, slice, step).gbps * 1e9 /
+                    static_cast<double>(bytes));
   }
   if (*std::min_element(steps.begin(), steps.end()) < 0) {
     return Status::Internal(fmt::format("a request failed (cluster log: {})", cluster.log_path()));
@@ -311,25 +352,32 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
     // figure is the tensor's bytes (counted once) per round, so a round that costs exactly a
     // push plus a pull reads 1 / (1/push + 1/pull): "round_vs_serial" 1.0.
     const double slice = o.seconds / (4 * kRounds);
-    std::vector<double> raws, pushes, pulls, rounds;
+    const std::vector<pid_t> pids = (*cluster)->Pids();
+    std::vector<Slice> raws, pushes, pulls, rounds;
     for (int r = 0; r < kRounds; ++r) {
       raws.push_back(RawZmqGbps(bytes, slice));
-      pushes.push_back(Measure(o.workers, bytes, slice, [&](int w) {
+      pushes.push_back(Measure(pids, o.workers, bytes, slice, [&](int w) {
         return clients[w]->Push(name, buffers[w].data(), n).Wait();
       }));
-      pulls.push_back(Measure(o.workers, bytes, slice, [&](int w) {
+      pulls.push_back(Measure(pids, o.workers, bytes, slice, [&](int w) {
         return clients[w]->Pull(name, buffers[w].data(), n).Wait();
       }));
-      rounds.push_back(Measure(o.workers, bytes, slice, [&](int w) {
+      rounds.push_back(Measure(pids, o.workers, bytes, slice, [&](int w) {
         if (Status s = clients[w]->Push(name, buffers[w].data(), n).Wait(); !s.ok()) return s;
         return clients[w]->Pull(name, buffers[w].data(), n).Wait();
       }));
     }
-    const double raw = Median(raws), push = Median(pushes), pull = Median(pulls),
-                 round_trip = Median(rounds);
-    if (*std::min_element(pushes.begin(), pushes.end()) < 0 ||
-        *std::min_element(pulls.begin(), pulls.end()) < 0 ||
-        *std::min_element(rounds.begin(), rounds.end()) < 0) {
+    auto median = [](const std::vector<Slice>& slices, double Slice::*field) {
+      std::vector<double> v;
+      for (const Slice& s : slices) v.push_back(s.*field);
+      return Median(std::move(v));
+    };
+    const double raw = median(raws, &Slice::gbps), push = median(pushes, &Slice::gbps),
+                 pull = median(pulls, &Slice::gbps), round_trip = median(rounds, &Slice::gbps);
+    auto failed = [](const std::vector<Slice>& slices) {
+      return std::any_of(slices.begin(), slices.end(), [](const Slice& s) { return s.gbps < 0; });
+    };
+    if (failed(pushes) || failed(pulls) || failed(rounds)) {
       return Status::Internal(
           fmt::format("a request failed (cluster log: {})", (*cluster)->log_path()));
     }
@@ -344,11 +392,15 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
         "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"optimizer\":\"%s\","
         "\"push_gbps\":%.3f,"
         "\"pull_gbps\":%.3f,\"round_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,"
-        "\"pull_vs_raw\":%.2f,\"round_vs_serial\":%.2f,\"seconds\":%.1f}\n",
+        "\"pull_vs_raw\":%.2f,\"round_vs_serial\":%.2f,\"push_cpu_s_per_gb\":%.3f,"
+        "\"pull_cpu_s_per_gb\":%.3f,\"round_cpu_s_per_gb\":%.3f,\"raw_cpu_s_per_gb\":%.3f,"
+        "\"seconds\":%.1f}\n",
         o.mb[i], o.servers, o.workers,
         clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(),
         at.transport.c_str(), auth.c_str(), level.c_str(), o.optimizer.c_str(), push, pull,
-        round_trip, raw, push / raw, pull / raw, round_trip * (1 / push + 1 / pull), o.seconds);
+        round_trip, raw, push / raw, pull / raw, round_trip * (1 / push + 1 / pull),
+        median(pushes, &Slice::cpu_s_per_gb), median(pulls, &Slice::cpu_s_per_gb),
+        median(rounds, &Slice::cpu_s_per_gb), median(raws, &Slice::cpu_s_per_gb), o.seconds);
     std::fflush(stdout);
   }
   return Status();
