@@ -89,6 +89,9 @@ DEFINE_string(batch_kib, "256",
 DEFINE_string(optimizer, "",
               "optimizer: the rules to measure, ';'-separated specs (default: sgd;momentum;adam;"
               "adagrad); pushpull: the servers' rule (default sgd:lr=1e-9)");
+DEFINE_string(only, "",
+              "pushpull: run only this operation (push, pull or round) for --seconds per size, "
+              "nothing else, to profile it (perf record -a); prints its rate and CPU per GB");
 DEFINE_string(transport, "tcp",
               "pushpull: comma-separated worker-to-server transports, each on a fresh cluster: "
               "tcp, shm (the co-located transport: payloads through shared memory); with both, "
@@ -214,6 +217,17 @@ int PushPull() {
   if (!Choices("auth", FLAGS_auth, {"none", "curve"}, o.auth) ||
       !Choices("transport", FLAGS_transport, {"tcp", "shm"}, o.transport)) {
     return 2;
+  }
+  if (!FLAGS_only.empty()) {
+    if (FLAGS_only != "push" && FLAGS_only != "pull" && FLAGS_only != "round") {
+      std::fprintf(stderr, "--only: '%s' is not one of push, pull, round\n", FLAGS_only.c_str());
+      return 2;
+    }
+    if (o.tensors > 1) {
+      std::fprintf(stderr, "--only measures one tensor per size, not --tensors\n");
+      return 2;
+    }
+    o.only = FLAGS_only;
   }
   return hetps::bench::RunPushPull(o);
 }

@@ -351,21 +351,37 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
     // the median of each. A round is a push then a pull of the same tensor, each waited; its
     // figure is the tensor's bytes (counted once) per round, so a round that costs exactly a
     // push plus a pull reads 1 / (1/push + 1/pull): "round_vs_serial" 1.0.
-    const double slice = o.seconds / (4 * kRounds);
     const std::vector<pid_t> pids = (*cluster)->Pids();
+    auto push_op = [&](int w) { return clients[w]->Push(name, buffers[w].data(), n).Wait(); };
+    auto pull_op = [&](int w) { return clients[w]->Pull(name, buffers[w].data(), n).Wait(); };
+    auto round_op = [&](int w) {
+      if (Status s = push_op(w); !s.ok()) return s;
+      return pull_op(w);
+    };
+    if (!o.only.empty()) {
+      const Slice alone = o.only == "push"   ? Measure(pids, o.workers, bytes, o.seconds, push_op)
+                          : o.only == "pull" ? Measure(pids, o.workers, bytes, o.seconds, pull_op)
+                                             : Measure(pids, o.workers, bytes, o.seconds, round_op);
+      if (alone.gbps < 0) {
+        return Status::Internal(
+            fmt::format("a request failed (cluster log: {})", (*cluster)->log_path()));
+      }
+      std::printf(
+          "{\"bench\":\"pushpull_only\",\"op\":\"%s\",\"mb\":%d,\"servers\":%d,\"workers\":%d,"
+          "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"optimizer\":\"%s\","
+          "\"gbps\":%.3f,\"cpu_s_per_gb\":%.3f,\"seconds\":%.1f}\n",
+          o.only.c_str(), o.mb[i], o.servers, o.workers, at.transport.c_str(), auth.c_str(),
+          level.c_str(), o.optimizer.c_str(), alone.gbps, alone.cpu_s_per_gb, o.seconds);
+      std::fflush(stdout);
+      continue;
+    }
+    const double slice = o.seconds / (4 * kRounds);
     std::vector<Slice> raws, pushes, pulls, rounds;
     for (int r = 0; r < kRounds; ++r) {
       raws.push_back(RawZmqGbps(bytes, slice));
-      pushes.push_back(Measure(pids, o.workers, bytes, slice, [&](int w) {
-        return clients[w]->Push(name, buffers[w].data(), n).Wait();
-      }));
-      pulls.push_back(Measure(pids, o.workers, bytes, slice, [&](int w) {
-        return clients[w]->Pull(name, buffers[w].data(), n).Wait();
-      }));
-      rounds.push_back(Measure(pids, o.workers, bytes, slice, [&](int w) {
-        if (Status s = clients[w]->Push(name, buffers[w].data(), n).Wait(); !s.ok()) return s;
-        return clients[w]->Pull(name, buffers[w].data(), n).Wait();
-      }));
+      pushes.push_back(Measure(pids, o.workers, bytes, slice, push_op));
+      pulls.push_back(Measure(pids, o.workers, bytes, slice, pull_op));
+      rounds.push_back(Measure(pids, o.workers, bytes, slice, round_op));
     }
     auto median = [](const std::vector<Slice>& slices, double Slice::*field) {
       std::vector<double> v;
@@ -440,7 +456,8 @@ int RunPushPull(const PushPullOptions& o) {
   }
   std::error_code ec;
   std::filesystem::remove_all(data_root, ec);
-  if (code != 0 || o.tensors > 1) return code;  // the ratios below are per tensor size
+  // The ratios below are per tensor size, from the alternating slices.
+  if (code != 0 || o.tensors > 1 || !o.only.empty()) return code;
   const std::string& first_transport = o.transport[0];
   for (const std::string& auth : o.auth) {
     if (!measured.contains({first_transport, auth, "memory"})) break;

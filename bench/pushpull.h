@@ -36,6 +36,9 @@ struct PushPullOptions {
   // With tensors > 1: ClientOptions::batch_bytes in KiB to measure, each on a fresh cluster
   // (0: one message per request).
   std::vector<int64_t> batch_kib = {256};
+  // "push", "pull" or "round": only that operation, one window of `seconds` per size (to
+  // profile it); empty: raw, push, pull and round slices alternating.
+  std::string only;
 };
 
 // Prints one JSON object per size (or, with tensors > 1, per step shape), auth and level on
