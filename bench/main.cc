@@ -89,6 +89,9 @@ DEFINE_string(batch_kib, "256",
 DEFINE_string(optimizer, "",
               "optimizer: the rules to measure, ';'-separated specs (default: sgd;momentum;adam;"
               "adagrad); pushpull: the servers' rule (default sgd:lr=1e-9)");
+DEFINE_string(aggregator, "sum",
+              "pushpull: the servers' aggregator spec (e.g. sum:compensation=dcasgd_a; a "
+              "compensation that needs reads gets them from the round's pulls)");
 DEFINE_string(only, "",
               "pushpull: run only this operation (push, pull or round) for --seconds per size, "
               "nothing else, to profile it (perf record -a); prints its rate and CPU per GB");
@@ -180,6 +183,7 @@ int Optimizer() {
 int PushPull() {
   hetps::bench::PushPullOptions o;
   if (!FLAGS_optimizer.empty()) o.optimizer = FLAGS_optimizer;
+  o.aggregator = FLAGS_aggregator;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 1;
   o.workers = FLAGS_workers > 0 ? FLAGS_workers : 1;
   o.seconds = FLAGS_seconds;

@@ -308,7 +308,8 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
   BenchClusterOptions cluster_options;
   cluster_options.servers = o.servers;
   cluster_options.workers = o.workers;
-  cluster_options.server_flags = {"--optimizer=" + o.optimizer, "--init=zeros",
+  cluster_options.server_flags = {"--optimizer=" + o.optimizer, "--aggregator=" + o.aggregator,
+                                  "--init=zeros",
                                   fmt::format("--server_threads={}", o.server_threads)};
   if (level != "memory") {
     cluster_options.server_flags.push_back(
@@ -369,9 +370,10 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
       std::printf(
           "{\"bench\":\"pushpull_only\",\"op\":\"%s\",\"mb\":%d,\"servers\":%d,\"workers\":%d,"
           "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"optimizer\":\"%s\","
-          "\"gbps\":%.3f,\"cpu_s_per_gb\":%.3f,\"seconds\":%.1f}\n",
+          "\"aggregator\":\"%s\",\"gbps\":%.3f,\"cpu_s_per_gb\":%.3f,\"seconds\":%.1f}\n",
           o.only.c_str(), o.mb[i], o.servers, o.workers, at.transport.c_str(), auth.c_str(),
-          level.c_str(), o.optimizer.c_str(), alone.gbps, alone.cpu_s_per_gb, o.seconds);
+          level.c_str(), o.optimizer.c_str(), o.aggregator.c_str(), alone.gbps, alone.cpu_s_per_gb,
+          o.seconds);
       std::fflush(stdout);
       continue;
     }
@@ -406,17 +408,18 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
     std::printf(
         "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
         "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"optimizer\":\"%s\","
-        "\"push_gbps\":%.3f,"
+        "\"aggregator\":\"%s\",\"push_gbps\":%.3f,"
         "\"pull_gbps\":%.3f,\"round_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,"
         "\"pull_vs_raw\":%.2f,\"round_vs_serial\":%.2f,\"push_cpu_s_per_gb\":%.3f,"
         "\"pull_cpu_s_per_gb\":%.3f,\"round_cpu_s_per_gb\":%.3f,\"raw_cpu_s_per_gb\":%.3f,"
         "\"seconds\":%.1f}\n",
         o.mb[i], o.servers, o.workers,
         clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(),
-        at.transport.c_str(), auth.c_str(), level.c_str(), o.optimizer.c_str(), push, pull,
-        round_trip, raw, push / raw, pull / raw, round_trip * (1 / push + 1 / pull),
-        median(pushes, &Slice::cpu_s_per_gb), median(pulls, &Slice::cpu_s_per_gb),
-        median(rounds, &Slice::cpu_s_per_gb), median(raws, &Slice::cpu_s_per_gb), o.seconds);
+        at.transport.c_str(), auth.c_str(), level.c_str(), o.optimizer.c_str(),
+        o.aggregator.c_str(), push, pull, round_trip, raw, push / raw, pull / raw,
+        round_trip * (1 / push + 1 / pull), median(pushes, &Slice::cpu_s_per_gb),
+        median(pulls, &Slice::cpu_s_per_gb), median(rounds, &Slice::cpu_s_per_gb),
+        median(raws, &Slice::cpu_s_per_gb), o.seconds);
     std::fflush(stdout);
   }
   return Status();

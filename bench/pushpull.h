@@ -14,6 +14,7 @@ struct PushPullOptions {
   double seconds = 6;                 // per size, shared by raw, push and pull slices
   int server_threads = 2;
   std::string optimizer = "sgd:lr=1e-9";  // the servers' rule: every push applies it
+  std::string aggregator = "sum";         // the servers' aggregator spec
   long long partition_bytes = 4 << 20;
   std::string scheduler_bind = "tcp://127.0.0.1:*";
   std::string server_exec;  // see BenchClusterOptions
