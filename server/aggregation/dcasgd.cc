@@ -1,12 +1,14 @@
 // DC-ASGD (Zheng et al., ICML'17; ALGORITHMS.md §6): g + lambda * g*g*(w - w_bak[m]), w_bak[m]
 // = the values worker m last read (g itself before its first read). Its adaptive form
 // DC-ASGD-a takes lambda = lambda0 / sqrt(MS + eps) element-wise, MS = ms_decay * MS +
-// (1 - ms_decay) * g*g over every push of the partition.
+// (1 - ms_decay) * g*g over every push of the partition. Both loops run vectorized
+// (server/vectorized.h; this file is compiled with -fno-math-errno for the sqrt).
 #include <cmath>
 
 #include "durable.pb.h"
 #include "server/aggregation/aggregator.h"
 #include "server/aggregation/compensator.h"
+#include "server/vectorized.h"
 
 namespace hetps {
 namespace {
@@ -22,19 +24,33 @@ class Dcasgd final : public Compensator {
   const float* Compensate(const CompensationInput& in, const float* g,
                           std::vector<float>& out) override {
     const int64_t n = in.n;
+    if (adaptive_ && mean_square_.empty()) mean_square_.assign(n, 0.0f);
+    float* ms = mean_square_.data();
     if (adaptive_) {
-      if (mean_square_.empty()) mean_square_.assign(n, 0.0f);
-      for (int64_t i = 0; i < n; ++i) {
-        mean_square_[i] = ms_decay_ * mean_square_[i] + (1 - ms_decay_) * g[i] * g[i];
-      }
+      const float decay = ms_decay_;
+      RunVectorized([=] {
+        for (int64_t i = 0; i < n; ++i) ms[i] = decay * ms[i] + (1 - decay) * g[i] * g[i];
+      });
     }
     if (in.read == nullptr) return g;
     out.resize(n);
-    for (int64_t i = 0; i < n; ++i) {
-      const float lambda = adaptive_ ? lambda0_ / std::sqrt(mean_square_[i] + kEpsilon) : lambda_;
-      out[i] = g[i] + lambda * g[i] * g[i] * (in.values[i] - in.read[i]);
+    float* o = out.data();
+    const float *values = in.values, *read = in.read;
+    if (adaptive_) {
+      const float lambda0 = lambda0_;
+      RunVectorized([=] {
+        for (int64_t i = 0; i < n; ++i) {
+          const float lambda = lambda0 / std::sqrt(ms[i] + kEpsilon);
+          o[i] = g[i] + lambda * g[i] * g[i] * (values[i] - read[i]);
+        }
+      });
+    } else {
+      const float lambda = lambda_;
+      RunVectorized([=] {
+        for (int64_t i = 0; i < n; ++i) o[i] = g[i] + lambda * g[i] * g[i] * (values[i] - read[i]);
+      });
     }
-    return out.data();
+    return o;
   }
   bool needs_reads() const override { return true; }
 

@@ -6,13 +6,8 @@
 // Thread-safety: Apply is const and keeps no state of its own; the caller owns the partition's
 // values and slots and must not apply to one partition from two threads at once.
 //
-// Vector instructions: a rule writes its loop once, inside RunVectorized (below). The loop is
-// compiled for the x86-64 baseline (SSE2) and again for AVX2, and the AVX2 copy runs where the
-// CPU has it. Both copies give bit-identical results: the loops are elementwise, the compiler
-// neither reorders nor fuses their arithmetic (AVX2 is taken without FMA), and sqrt and division
-// are correctly rounded in every width. A rule whose loop takes a square root has its file
-// compiled with -fno-math-errno (server/CMakeLists.txt; the rules never read errno), without
-// which the sqrt would keep the loop scalar.
+// Vector instructions: a rule writes its loop once, inside RunVectorized (server/vectorized.h),
+// which runs it compiled for AVX2 where the CPU has it, bit-identical to the baseline copy.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +18,7 @@
 
 #include "common/registry.h"
 #include "common/status.h"
+#include "server/vectorized.h"
 
 namespace hetps {
 
@@ -48,39 +44,6 @@ class Optimizer {
   virtual void Apply(float* w, const float* g, int64_t n, float* const* slots, int64_t step,
                      float scale) const = 0;
 };
-
-// The instruction set the rules' loops run with in this process.
-enum class SimdPath { kBaseline, kAvx2 };
-SimdPath ActiveSimdPath();
-const char* SimdPathName(SimdPath path);  // "avx2", "sse2" (x86-64's baseline) or "baseline"
-// true: the loops run their baseline copy even where the CPU has AVX2 (tests and `hetps-bench
-// optimizer` compare the two in one process); false: the widest the CPU has (the default).
-void LimitSimdToBaseline(bool limit);
-
-namespace simd_internal {
-// `flatten` inlines the rule's loop into each copy, so that it is compiled with that copy's
-// instruction set. The loop is taken by value: its captures are then a local copy no pointer of
-// the partition can alias, which the vectorizer needs to see (clang gives up otherwise).
-#if defined(__x86_64__) && defined(__GNUC__)
-template <class Loop>
-__attribute__((target("avx2"), flatten)) void RunAvx2(Loop loop) {
-  loop();
-}
-#endif
-template <class Loop>
-__attribute__((flatten)) void RunBaseline(Loop loop) {
-  loop();
-}
-}  // namespace simd_internal
-
-// Runs `loop` (a lambda over the partition) in the copy ActiveSimdPath() names.
-template <class Loop>
-void RunVectorized(const Loop& loop) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (ActiveSimdPath() == SimdPath::kAvx2) return simd_internal::RunAvx2(loop);
-#endif
-  simd_internal::RunBaseline(loop);
-}
 
 struct OptimizerEntry {
   std::function<std::unique_ptr<Optimizer>(const AlgorithmSpec&)> make;
