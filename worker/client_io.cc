@@ -87,7 +87,10 @@ double ClientIo::Now() const {
 // leave as a few messages instead of one each. Anything else first sends the batch, so requests
 // leave in the order they were given.
 void ClientIo::SendToServer(int rank, proto::Header&& header, std::vector<zmq::message_t> payload) {
-  int64_t bytes = 0;
+  // A request whose values travel through shared memory counts their bytes too: a large one
+  // leaves at once, so the server applies it (or copies a pull's values) while this thread
+  // copies the next one, instead of the whole step's copies before the first header.
+  int64_t bytes = header.shm_length();
   for (const zmq::message_t& m : payload) bytes += static_cast<int64_t>(m.size());
   const proto::MsgType type = header.type();
   const bool data =

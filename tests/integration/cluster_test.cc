@@ -185,6 +185,41 @@ TEST_P(SmallTensorsTest, ExactSumsAndFewerMessages) {
   for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
 }
 
+// Through shared memory only the header travels on the socket, yet a request whose values are
+// a batch's worth or more leaves alone, as soon as its values are copied (the server applies
+// it while the next one is copied); small ones still share messages.
+TEST(ClusterTest, SharedMemoryRequestsOfABatchOrMoreLeaveAlone) {
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .scheduler_flags = {"--partition_bytes=262144"},
+                        .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros"}});
+  auto clients = cluster.ConnectClients(1, [](ClientOptions& o) { o.batch_bytes = 262144; });
+  Client& c = *clients[0];
+  std::vector<TensorSpec> tensors = {{"big", {4 * 65536}, 0}};  // 4 partitions of 256 KiB
+  for (int t = 0; t < 20; ++t) tensors.push_back({fmt::format("small{}", t), {100}, 1});
+  ASSERT_TRUE(c.DeclareTensors(tensors).ok());
+  ASSERT_EQ(c.shard_map().PartitionsOf(c.shard_map().TensorId("big")).size(), 4u);
+  std::vector<float> big(4 * 65536, 1.0f);
+  ClientStats before = c.stats();
+  ASSERT_TRUE(c.Push("big", big.data(), static_cast<int64_t>(big.size())).Wait().ok());
+  ASSERT_TRUE(c.Pull("big", big.data(), static_cast<int64_t>(big.size())).Wait().ok());
+  ClientStats after = c.stats();
+  ASSERT_EQ(after.shared_memory_bytes - before.shared_memory_bytes, 2 * 4 * 262144)
+      << "the values went through shared memory";
+  EXPECT_EQ(after.requests - before.requests, 8);
+  EXPECT_EQ(after.messages - before.messages, 8) << "each large request left alone";
+  for (float v : big) ASSERT_EQ(v, -1.0f);
+  std::vector<std::vector<float>> small(20, std::vector<float>(100, 1.0f));
+  std::vector<Client::ConstTensorView> views;
+  for (int t = 0; t < 20; ++t) views.push_back({fmt::format("small{}", t), small[t].data(), 100});
+  before = c.stats();
+  ASSERT_TRUE(c.Push(views).Wait().ok());
+  after = c.stats();
+  EXPECT_EQ(after.requests - before.requests, 20);
+  EXPECT_LT(after.messages - before.messages, 20) << "small requests share messages";
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 // Whether a 16 MiB buffer, the size ZeroMQ allocates for a large message, is served by a
 // fresh mmap (page-faulted in, and unmapped again when freed) rather than from the heap.
 bool LargeBufferIsMmapped() {
