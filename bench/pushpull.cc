@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <map>
 #include <sstream>
@@ -101,7 +100,7 @@ Slice RawZmqGbps(size_t bytes, double seconds) {
   const double cpu = CpuSeconds({}) - cpu_start;
   done = true;
   receiver.join();
-  return {sent / elapsed / 1e9, cpu / (static_cast<double>(sent) / 1e9)};
+  return {sent / elapsed / 1e9, sent > 0 ? cpu / (static_cast<double>(sent) / 1e9) : 0};
 }
 
 // Steps per second of a plain DEALER->ROUTER loop moving what one step over many small
@@ -206,7 +205,7 @@ Slice Measure(const std::vector<pid_t>& cluster, int workers, size_t bytes, doub
   if (failed) return {};
   int64_t total = 0;
   for (int64_t m : moved) total += m;
-  return {total / elapsed / 1e9, cpu / (static_cast<double>(total) / 1e9)};
+  return {total / elapsed / 1e9, total > 0 ? cpu / (static_cast<double>(total) / 1e9) : 0};
 }
 
 }  // namespace
