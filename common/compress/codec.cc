@@ -24,8 +24,13 @@ std::string CodecSpec::WireName() const { return SpecText(name, params); }
 
 std::string CodecSpec::ToString() const {
   const std::string wire = WireName();
-  if (!ef) return wire;
-  return wire + (params.empty() ? ":ef=1" : ",ef=1");
+  // ef=1 is spelled out whenever set; ef=0 where the codec's default is 1 (onebit, efsign,
+  // powersgd), or the text would parse back with error feedback on.
+  const AlgorithmInfo* info = Codecs().Find(name);
+  const ParamDef* def = info == nullptr ? nullptr : info->Param("ef");
+  const bool on_by_default = def != nullptr && def->default_value == "1";
+  if (!ef && !on_by_default) return wire;
+  return wire + (params.empty() ? ":" : ",") + (ef ? "ef=1" : "ef=0");
 }
 
 StatusOr<CodecSpec> ParseCodecSpec(const std::string& text) {

@@ -28,7 +28,9 @@ struct CodecSpec {
   bool ef = false;                            // wrap in error feedback (worker side)
   // "name" or "name:k=v,..." with the parameters sorted, ef left out: what travels in a header.
   std::string WireName() const;
-  std::string ToString() const;  // WireName plus ef=1 when set
+  // WireName plus ef=1 when set, or ef=0 when not and the codec's default is on: text that
+  // parses back to this spec.
+  std::string ToString() const;
 };
 
 class Codec;

@@ -2,6 +2,7 @@
 // trips, error-feedback conservation and malformed encodings.
 #include "common/compress/codec.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -90,6 +91,37 @@ TEST(CodecSpecTest, PerLayerChoices) {
   EXPECT_FALSE(LayerCodecs::Parse("default=topk;layerx=none").ok());
   EXPECT_FALSE(LayerCodecs::Parse("default=topk;layer1=zip").ok());
   EXPECT_FALSE(LayerCodecs::Parse("default=topk;layer-1=none").ok());
+}
+
+// Found by spec_fuzz: "powersgd:rank=1,ef=0" printed as "powersgd:rank=1", which parses back
+// with error feedback on (PowerSGD's default). Every codec, with ef on and off, alone and as a
+// per-layer choice, prints as text that parses to the same spec.
+TEST(CodecSpecTest, SpecsPrintAsTextThatParsesBackToThem) {
+  for (const std::string& name : Codecs().Names()) {
+    for (const char* ef : {"0", "1"}) {
+      const std::string text = fmt::format("{}:ef={}", name, ef);
+      auto spec = ParseCodecSpec(text);
+      ASSERT_TRUE(spec.ok()) << text << ": " << spec.status().message();
+      EXPECT_EQ(spec->ef, std::string(ef) == "1") << text;
+      auto again = ParseCodecSpec(spec->ToString());
+      ASSERT_TRUE(again.ok()) << spec->ToString() << ": " << again.status().message();
+      EXPECT_EQ(again->ef, spec->ef) << text << " printed as " << spec->ToString();
+      EXPECT_EQ(again->ToString(), spec->ToString());
+    }
+  }
+  EXPECT_EQ(ParseCodecSpec("powersgd:rank=1,ef=0")->ToString(), "powersgd:rank=1,ef=0");
+  EXPECT_EQ(ParseCodecSpec("powersgd:rank=1")->ToString(), "powersgd:rank=1,ef=1");
+  EXPECT_EQ(ParseCodecSpec("topk:density=0.01")->ToString(), "topk:density=0.01");
+  for (const std::string text : {"default=powersgd:rank=1,ef=0;layer0=fp16;layer3=none",
+                                 "default=onebit:ef=0;layer1=efsign"}) {
+    auto lc = LayerCodecs::Parse(text);
+    ASSERT_TRUE(lc.ok()) << lc.status().message();
+    auto again = LayerCodecs::Parse(lc->ToString());
+    ASSERT_TRUE(again.ok()) << lc->ToString() << ": " << again.status().message();
+    EXPECT_EQ(again->ToString(), lc->ToString());
+    EXPECT_EQ(again->For(0).ef, lc->For(0).ef) << text;
+    EXPECT_EQ(again->For(7).ef, lc->For(7).ef) << text;
+  }
 }
 
 TEST(CodecTest, EncodedSizeMatchesTheFormula) {
