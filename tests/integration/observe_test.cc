@@ -7,12 +7,9 @@
 // deploy/install_deps.sh --tests; without them those checks skip visibly. It runs alone
 // (RUN_SERIAL): the straggler must be told apart by timing, which other tests on the same 2 cores
 // would blur.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,103 +17,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <thread>
 
 #include "tests/integration/local_cluster.h"
+#include "tests/integration/observe_util.h"
 
 namespace hetps::testing {
 namespace {
-
-using Json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
-namespace fs = std::filesystem;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool Have(const std::string& tool) {
-  return std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-// Runs a shell command; returns its exit code and output (stdout and stderr).
-std::pair<int, std::string> Shell(const std::string& command) {
-  std::string out;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
-// A child process whose output is collected on a thread.
-class Child {
- public:
-  explicit Child(const std::string& command) {
-    int fds[2];
-    EXPECT_EQ(pipe(fds), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 1);
-      dup2(fds[1], 2);
-      close(fds[0]);
-      execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), nullptr);
-      _exit(127);
-    }
-    close(fds[1]);
-    reader_ = std::thread([this, fd = fds[0]] {
-      char buf[4096];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof(buf))) > 0) {
-        std::lock_guard<std::mutex> lock(mu_);
-        output_.append(buf, n);
-      }
-      close(fd);
-    });
-  }
-  ~Child() { Stop(); }
-  std::string output() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return output_;
-  }
-  // SIGTERM, then the exit code (128 + signal when killed by one).
-  int Stop() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int st = 0;
-      waitpid(pid_, &st, 0);
-      code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      pid_ = -1;
-      reader_.join();
-    }
-    return code_;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int code_ = -1;
-  std::thread reader_;
-  std::mutex mu_;
-  std::string output_;
-};
-
-Json GetJson(httplib::Client& http, const std::string& path) {
-  auto r = http.Get(path.c_str());
-  if (!r || r->status != 200) return Json();
-  return Json::parse(r->body, nullptr, false);
-}
 
 TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli) {
   const int port = FreePort();
@@ -276,67 +186,6 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
   EXPECT_NE(row.str().find("STRAGGLER (slow"), std::string::npos) << table;
   EXPECT_NE(table.find("stragglers 1"), std::string::npos) << table;
 
-  EXPECT_EQ(launch.Stop(), 128 + SIGTERM);
-  fs::remove_all(tmp);
-}
-
-// 40 edge clients in sampled rounds: the dashboard's federated panel shows them by state, a page
-// of 25 at a time, the evaluator's accuracy, and the workers table pages too.
-TEST(ObserveTest, TheDashboardShowsFederatedClientsAPageAtATime) {
-  if (!Have("chromium")) {
-    GTEST_SKIP() << "SKIPPED: dashboard in Chromium (install the Debian package chromium)";
-  }
-  const int port = FreePort();
-  const fs::path tmp = fs::temp_directory_path() / ("observe_fed_" + std::to_string(getpid()));
-  fs::create_directories(tmp);
-  Child launch(Bin("hetps") + " launch --servers 1 --workers 41 --http_port=" +
-               std::to_string(port) + " --run_dir=" + (tmp / "run").string() +
-               " --workload=edge --evaluators=1 --init=worker --hidden=16 --consistency=selected"
-               " --aggregator=fedavg --optimizer=sgd:lr=1 --clients_per_round=5 --rounds=100000"
-               " --eval_every=1 --data_cache=" +
-               (tmp / "cache").string());
-  httplib::Client http("127.0.0.1", port);
-  Json status;
-  for (auto start = Clock::now(); Clock::now() - start < std::chrono::seconds(60);) {
-    status = GetJson(http, "/api/status");
-    if (status.is_object() && status["federated"].is_object() &&
-        !status["federated"]["measured"].empty()) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-  ASSERT_TRUE(status.is_object() && status["federated"].is_object() &&
-              !status["federated"]["measured"].empty())
-      << status.dump() << launch.output();
-  EXPECT_EQ(status["federated"]["per_client"].size(), 40u);
-
-  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
-  const std::string chromium =
-      "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
-      (tmp / "chromium").string() + " --window-size=1400,2400 --virtual-time-budget=5000 ";
-  auto [code, dom] = Shell(chromium + "--dump-dom " + url + " 2>/dev/null");
-  ASSERT_EQ(code, 0);
-  const size_t panel = dom.find("id=\"federated\"");
-  ASSERT_NE(panel, std::string::npos) << dom;
-  EXPECT_EQ(dom.substr(panel, 60).find("hidden"), std::string::npos) << "the panel is shown";
-  const size_t table = dom.find("<table id=\"fed-clients\">");
-  ASSERT_NE(table, std::string::npos);
-  const std::string clients = dom.substr(table, dom.find("</table>", table) - table);
-  int rows = 0;
-  for (size_t at = 0; (at = clients.find("<tr", at)) != std::string::npos; ++at) ++rows;
-  EXPECT_EQ(rows, 1 + 25) << "the header and one page of 25 clients";
-  EXPECT_NE(dom.find("rows 1–25 of 40"), std::string::npos) << "the clients' pager";
-  EXPECT_NE(dom.find("rows 1–25 of 41"), std::string::npos) << "the workers' pager";
-  EXPECT_NE(dom.find("class=\"chip idle"), std::string::npos);
-  EXPECT_NE(dom.find("test accuracy 0."), std::string::npos) << "the evaluator's latest";
-  EXPECT_NE(dom.find("slowest of 41 workers"), std::string::npos)
-      << "the clock chart draws the spread, not 41 lines";
-  int plots = 0;
-  for (size_t at = 0; (at = dom.find("class=\"uplot", at)) != std::string::npos; ++at) ++plots;
-  EXPECT_EQ(plots, 5) << "clocks, staleness, layers, loss/accuracy, federated accuracy";
-  const fs::path shot = tmp / "dashboard-federated.png";
-  auto [shot_code, shot_out] = Shell(chromium + "--screenshot=" + shot.string() + " " + url);
-  EXPECT_EQ(shot_code, 0) << shot_out;
   EXPECT_EQ(launch.Stop(), 128 + SIGTERM);
   fs::remove_all(tmp);
 }

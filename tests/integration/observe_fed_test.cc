@@ -1,0 +1,82 @@
+// The dashboard in headless Chromium with 40 edge clients (hetps launch --workload=edge): the
+// federated panel, a page of 25 clients, the evaluator's accuracy, the workers' pager and the
+// charts. Chromium comes from deploy/install_deps.sh --tests; without it the test skips visibly.
+// Unlike observe_test it times nothing, so it runs beside other tests.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "tests/integration/local_cluster.h"
+#include "tests/integration/observe_util.h"
+
+namespace hetps::testing {
+namespace {
+
+// 40 edge clients in sampled rounds: the dashboard's federated panel shows them by state, a page
+// of 25 at a time, the evaluator's accuracy, and the workers table pages too.
+TEST(ObserveTest, TheDashboardShowsFederatedClientsAPageAtATime) {
+  if (!Have("chromium")) {
+    GTEST_SKIP() << "SKIPPED: dashboard in Chromium (install the Debian package chromium)";
+  }
+  const int port = FreePort();
+  const fs::path tmp = fs::temp_directory_path() / ("observe_fed_" + std::to_string(getpid()));
+  fs::create_directories(tmp);
+  Child launch(Bin("hetps") + " launch --servers 1 --workers 41 --http_port=" +
+               std::to_string(port) + " --run_dir=" + (tmp / "run").string() +
+               " --workload=edge --evaluators=1 --init=worker --hidden=16 --consistency=selected"
+               " --aggregator=fedavg --optimizer=sgd:lr=1 --clients_per_round=5 --rounds=100000"
+               " --eval_every=1 --data_cache=" +
+               (tmp / "cache").string());
+  httplib::Client http("127.0.0.1", port);
+  Json status;
+  for (auto start = Clock::now(); Clock::now() - start < std::chrono::seconds(60);) {
+    status = GetJson(http, "/api/status");
+    if (status.is_object() && status["federated"].is_object() &&
+        !status["federated"]["measured"].empty()) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  ASSERT_TRUE(status.is_object() && status["federated"].is_object() &&
+              !status["federated"]["measured"].empty())
+      << status.dump() << launch.output();
+  EXPECT_EQ(status["federated"]["per_client"].size(), 40u);
+
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
+  const std::string chromium =
+      "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
+      (tmp / "chromium").string() + " --window-size=1400,2400 --virtual-time-budget=5000 ";
+  auto [code, dom] = Shell(chromium + "--dump-dom " + url + " 2>/dev/null");
+  ASSERT_EQ(code, 0);
+  const size_t panel = dom.find("id=\"federated\"");
+  ASSERT_NE(panel, std::string::npos) << dom;
+  EXPECT_EQ(dom.substr(panel, 60).find("hidden"), std::string::npos) << "the panel is shown";
+  const size_t table = dom.find("<table id=\"fed-clients\">");
+  ASSERT_NE(table, std::string::npos);
+  const std::string clients = dom.substr(table, dom.find("</table>", table) - table);
+  int rows = 0;
+  for (size_t at = 0; (at = clients.find("<tr", at)) != std::string::npos; ++at) ++rows;
+  EXPECT_EQ(rows, 1 + 25) << "the header and one page of 25 clients";
+  EXPECT_NE(dom.find("rows 1–25 of 40"), std::string::npos) << "the clients' pager";
+  EXPECT_NE(dom.find("rows 1–25 of 41"), std::string::npos) << "the workers' pager";
+  EXPECT_NE(dom.find("class=\"chip idle"), std::string::npos);
+  EXPECT_NE(dom.find("test accuracy 0."), std::string::npos) << "the evaluator's latest";
+  EXPECT_NE(dom.find("slowest of 41 workers"), std::string::npos)
+      << "the clock chart draws the spread, not 41 lines";
+  int plots = 0;
+  for (size_t at = 0; (at = dom.find("class=\"uplot", at)) != std::string::npos; ++at) ++plots;
+  EXPECT_EQ(plots, 5) << "clocks, staleness, layers, loss/accuracy, federated accuracy";
+  const fs::path shot = tmp / "dashboard-federated.png";
+  auto [shot_code, shot_out] = Shell(chromium + "--screenshot=" + shot.string() + " " + url);
+  EXPECT_EQ(shot_code, 0) << shot_out;
+  EXPECT_EQ(launch.Stop(), 128 + SIGTERM);
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace hetps::testing
