@@ -117,8 +117,14 @@ TEST(LaunchTest, BadRoleFlagValuesAreRefusedBeforeAnythingStarts) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("lr=-1"), std::string::npos) << r.output;
   // Nothing started (no scheduler line above); the bound only says "at once", not after a
-  // cluster formed and tore down (10-20 s), with room for a loaded 2-core machine.
+  // cluster formed and tore down (10-20 s), with room for a loaded 2-core machine. Not under
+  // AddressSanitizer (deploy/sanitize.sh): its processes start several times slower, and beside
+  // the suite's training runs these nine flag checks took 26 s (2 s alone).
+#ifndef __SANITIZE_ADDRESS__
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+#else
+  (void)start;
+#endif
 }
 
 // A process that cannot be started stops the launch, named: here a worker program that passes
