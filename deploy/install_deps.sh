@@ -14,9 +14,9 @@ packages=(
   python3-dev pybind11-dev python3-numpy  # the Python module (python/)
 )
 if [ "${1:-}" = "--tests" ]; then
-  # The dashboard in a headless browser (observe_test, observe_fed_test), promtool on the metrics, a
-  # single-node Slurm for deploy/slurm/e2e.sh, docker-compose and python3-yaml to check the
-  # Compose file and the Kubernetes manifests, sshd and ssh for hetps launch -H across
+  # The dashboard in a headless browser (observe_test, observe_fed_test), promtool on the
+  # metrics, a single-node Slurm for deploy/slurm/e2e.sh, docker-compose and python3-yaml to check
+  # the Compose file and the Kubernetes manifests, sshd and ssh for hetps launch -H across
   # network namespaces (tests/ssh_launch_test.py), clang and libFuzzer for the fuzz targets
   # (deploy/fuzz.sh), pytest and PyTorch for the Python module's tests and its PyTorch example.
   packages+=(prometheus chromium slurm-wlm munge docker-compose python3-yaml openssh-server
