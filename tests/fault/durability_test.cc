@@ -152,12 +152,7 @@ TEST(DurabilityTest, ARestartedServerTakesTheClustersCurrentConsistency) {
       Bin("hetps") + " status --json --scheduler=" + cluster.endpoint() + " 2>/dev/null";
   std::string json;
   for (int attempt = 0; attempt < 50; ++attempt) {
-    json.clear();
-    FILE* pipe = popen(command.c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) json.append(buf, n);
-    pclose(pipe);
+    json = Shell(command).output;
     // Two server entries (the dead process and the restarted one) both say ssp once the new
     // one has reported; asp would mean the restarted server kept its command line's policy.
     if (json.find("\"consistency\":\"asp") == std::string::npos &&

@@ -2,8 +2,11 @@
 // in-process clients. Every process is killed when the harness goes away, also on failure.
 #pragma once
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "common/local_cluster.h"
+#include "common/subprocess.h"
 #include "common/supervisor.h"
 #include "tests/scratch_dir.h"
 #include "worker/client.h"
@@ -33,6 +37,34 @@ inline std::string Slurp(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// What a shell command did: its exit code (-1 when it did not exit, or could not start) and its
+// stdout and stderr together.
+struct Ran {
+  int code = -1;
+  std::string output;
+};
+inline Ran Shell(const std::string& command) {
+  auto r = RunCaptured({"/bin/sh", "-c", command});
+  if (!r.ok()) return {-1, r.status().ToString()};
+  return {WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1, std::move(r->output)};
+}
+
+// A TCP port free on loopback now (-1 when none could be found).
+inline int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
 }
 
 // A process the cluster's supervisor started; killed (SIGKILL) when the handle goes away.

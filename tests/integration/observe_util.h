@@ -1,25 +1,23 @@
-// What the observability tests share: a free port, a tool on PATH, a shell command's output, a
-// child process whose output is collected, and a JSON page from the scheduler's HTTP server.
+// What the observability tests share beside tests/integration/local_cluster.h (Shell, FreePort):
+// a tool on PATH, a child process whose output is collected, and a JSON page from the
+// scheduler's HTTP server.
 #pragma once
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-#include <utility>
+
+#include "tests/integration/local_cluster.h"
 
 namespace hetps::testing {
 
@@ -27,30 +25,8 @@ using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-inline int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 inline bool Have(const std::string& tool) {
   return std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-// Runs a shell command; returns its exit code and output (stdout and stderr).
-inline std::pair<int, std::string> Shell(const std::string& command) {
-  std::string out;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
 
 // A child process whose output is collected on a thread.

@@ -30,23 +30,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Ran {
-  int code = -1;
-  std::string output;
-};
-
-// Runs a shell command; its exit code and its stdout and stderr together.
-Ran Shell(const std::string& command) {
-  Ran r;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) r.output.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
 // Keys made for the test, and the flags every role takes with them.
 struct Keys {
   ScratchDir dir{"hetps-auth-keys"};
@@ -383,22 +366,6 @@ TEST(SecureClusterTest, TheQuickstartModelTrainsWithKeys) {
   ASSERT_TRUE(std::regex_search(outputs, m, std::regex(R"(final test accuracy ([0-9.]+))")))
       << outputs;
   EXPECT_GT(std::stod(m[1]), 0.80) << outputs;
-}
-
-// A TCP port free on loopback now.
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // The TCP payload of every IPv4 segment to or from `port` on the loopback interface
