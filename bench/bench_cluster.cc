@@ -102,6 +102,7 @@ Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
       o.auth = auth.mode;
       o.keys_dir = auth.keys_dir;
       o.key_name = auth.key_name;
+      o.transport = transfer.transport;
       o.shared_memory_bytes = transfer.shared_memory_bytes;
       o.batch_bytes = transfer.batch_bytes;
       auto client = Client::Connect(o);

@@ -20,6 +20,7 @@ using BenchClusterOptions = LocalClusterOptions;
 
 // How the in-process clients move data (ClientOptions of the same names).
 struct TransferOptions {
+  std::string transport = ClientOptions{}.transport;  // "socket": as from another machine
   int64_t shared_memory_bytes = ClientOptions{}.shared_memory_bytes;  // 0: TCP only
   int64_t batch_bytes = ClientOptions{}.batch_bytes;                  // 0: a message per request
 };

@@ -61,7 +61,7 @@ Status Run(const CapacityBenchOptions& o) {
   // Over TCP, as a worker on another machine: through the co-located transport the worker's
   // shared memory segments (up to ClientOptions::shared_memory_bytes per server, touched by
   // both) would count in every server's resident memory beside what it holds.
-  if (Status s = c.ConnectAndDeclare(tensors, 0, {}, {.shared_memory_bytes = 0}); !s.ok()) {
+  if (Status s = c.ConnectAndDeclare(tensors, 0, {}, {.transport = "socket"}); !s.ok()) {
     return s;
   }
   Client& client = *c.clients()[0];

@@ -183,8 +183,8 @@ int RunFlood(const FloodOptions& o) {
   // The legitimate worker reaches the server over TCP, as the junk does: a remote worker
   // beside remote attackers (through the co-located shared memory its payloads would not load
   // the server's socket at all).
-  auto cluster = BenchCluster::Launch(cluster_options, {{"t", {kElements}, 0}}, {},
-                                      {.shared_memory_bytes = 0});
+  auto cluster =
+      BenchCluster::Launch(cluster_options, {{"t", {kElements}, 0}}, {}, {.transport = "socket"});
   if (!cluster.ok()) {
     std::fprintf(stderr, "hetps-bench flood: %s\n", cluster.status().ToString().c_str());
     return 1;

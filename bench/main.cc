@@ -97,8 +97,9 @@ DEFINE_string(only, "",
               "nothing else, to profile it (perf record -a); prints its rate and CPU per GB");
 DEFINE_string(transport, "tcp",
               "pushpull: comma-separated worker-to-server transports, each on a fresh cluster: "
-              "tcp, shm (the co-located transport: payloads through shared memory); with both, "
-              "shm's throughput is also printed as a ratio to tcp's beside memcpy's");
+              "tcp (the socket), shm (payloads through shared memory), cma (the servers read "
+              "and write the clients' arrays); with tcp beside shm or cma, their throughput is "
+              "also printed as a ratio to tcp's beside memcpy's");
 
 namespace {
 
@@ -219,7 +220,7 @@ int PushPull() {
   if (o.batch_kib.empty()) o.batch_kib.push_back(hetps::ClientOptions{}.batch_bytes >> 10);
   if (!DurabilityLevels(o.durability)) return 2;
   if (!Choices("auth", FLAGS_auth, {"none", "curve"}, o.auth) ||
-      !Choices("transport", FLAGS_transport, {"tcp", "shm"}, o.transport)) {
+      !Choices("transport", FLAGS_transport, {"tcp", "shm", "cma"}, o.transport)) {
     return 2;
   }
   if (!FLAGS_only.empty()) {
@@ -325,7 +326,7 @@ int Consistency() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T] "
-      "[--tensors 100 --kb 4 --batch_kib 256,0] [--transport tcp,shm]\n"
+      "[--tensors 100 --kb 4 --batch_kib 256,0] [--transport tcp,shm,cma]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
       "--straggler_slowdown F --straggler SPEC --durability memory,process --repeats N]\n"

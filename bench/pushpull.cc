@@ -223,8 +223,10 @@ struct Setting {
   auto operator<=>(const Setting&) const = default;
 };
 
-int64_t SharedMemoryBytes(const std::string& transport) {
-  return transport == "shm" ? ClientOptions{}.shared_memory_bytes : 0;
+// The clients' settings for --transport's word: tcp is the socket (loopback TCP), as from
+// another machine; shm and cma the co-located transports of those names.
+TransferOptions TransferFor(const std::string& transport, int64_t batch_bytes) {
+  return {.transport = transport == "tcp" ? "socket" : transport, .batch_bytes = batch_bytes};
 }
 
 // GB/s of one thread's memcpy between two buffers of `bytes` (touched first), the median of
@@ -338,7 +340,7 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
     }
   }
   auto cluster = BenchCluster::Launch(cluster_options, tensors, client_auth,
-                                      {SharedMemoryBytes(at.transport), at.batch_kib << 10});
+                                      TransferFor(at.transport, at.batch_kib << 10));
   if (!cluster.ok()) return cluster.status();
   auto& clients = (*cluster)->clients();
   if (o.tensors > 1) return MeasureSmallTensors(o, at, tensors, **cluster);
@@ -398,8 +400,11 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
       return Status::Internal(
           fmt::format("a request failed (cluster log: {})", (*cluster)->log_path()));
     }
-    if (at.transport == "shm" && clients[0]->stats().shared_memory_bytes == 0) {
-      return Status::Internal("the shm transport carried nothing: the clients stayed on TCP");
+    if (at.transport != "tcp" && clients[0]->stats().shared_memory_bytes == 0) {
+      return Status::Internal(fmt::format(
+          "the {} transport carried nothing: the clients stayed on their sockets (cluster log: "
+          "{})",
+          at.transport, (*cluster)->log_path()));
     }
     out.push_gbps.push_back(push);
     out.pull_gbps.push_back(pull);
@@ -491,22 +496,28 @@ int RunPushPull(const PushPullOptions& o) {
     }
   }
   const std::string& first_auth = o.auth[0];
-  if (measured.contains({"tcp", first_auth, first_level}) &&
-      measured.contains({"shm", first_auth, first_level})) {
+  // A round copies the payload, one copy after another: through shared memory three times
+  // (into the push's slot, the server's values into the pull's slot, out into the caller's
+  // array), through cross memory attach twice (the server reads the push, writes the pull).
+  // memcpy / copies is its ceiling on one core (the optimizer's pass comes on top).
+  const std::map<std::string, int> copies = {{"shm", 3}, {"cma", 2}};
+  for (const auto& [transport, n] : copies) {
+    if (!measured.contains({"tcp", first_auth, first_level}) ||
+        !measured.contains({transport, first_auth, first_level})) {
+      continue;
+    }
     const Throughput& tcp = measured[{"tcp", first_auth, first_level}];
-    const Throughput& shm = measured[{"shm", first_auth, first_level}];
+    const Throughput& near = measured[{transport, first_auth, first_level}];
     for (size_t i = 0; i < o.mb.size(); ++i) {
-      // A round through shared memory copies the payload three times, one after another: into
-      // the push's slot, the server's values into the pull's slot, and out into the caller's
-      // buffer. memcpy / 3 is its ceiling on one core (the optimizer's pass comes on top).
       const double memcpy_gbps = MemcpyGbps(static_cast<size_t>(o.mb[i]) << 20);
       std::printf(
-          "{\"bench\":\"pushpull_transport\",\"mb\":%d,\"auth\":\"%s\",\"durability\":\"%s\","
-          "\"shm_push_vs_tcp\":%.2f,\"shm_pull_vs_tcp\":%.2f,\"shm_round_vs_tcp\":%.2f,"
-          "\"memcpy_gbps\":%.3f,\"shm_round_vs_memcpy_ceiling\":%.2f}\n",
-          o.mb[i], first_auth.c_str(), first_level.c_str(), shm.push_gbps[i] / tcp.push_gbps[i],
-          shm.pull_gbps[i] / tcp.pull_gbps[i], shm.round_gbps[i] / tcp.round_gbps[i], memcpy_gbps,
-          shm.round_gbps[i] / (memcpy_gbps / 3));
+          "{\"bench\":\"pushpull_transport\",\"transport\":\"%s\",\"mb\":%d,\"auth\":\"%s\","
+          "\"durability\":\"%s\",\"push_vs_tcp\":%.2f,\"pull_vs_tcp\":%.2f,\"round_vs_tcp\":%.2f,"
+          "\"memcpy_gbps\":%.3f,\"copies_per_round\":%d,\"round_vs_memcpy_ceiling\":%.2f}\n",
+          transport.c_str(), o.mb[i], first_auth.c_str(), first_level.c_str(),
+          near.push_gbps[i] / tcp.push_gbps[i], near.pull_gbps[i] / tcp.pull_gbps[i],
+          near.round_gbps[i] / tcp.round_gbps[i], memcpy_gbps, n,
+          near.round_gbps[i] / (memcpy_gbps / n));
     }
   }
   std::fflush(stdout);

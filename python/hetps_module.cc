@@ -133,7 +133,8 @@ class PyClient {
   PyClient(std::string scheduler, std::optional<int> rank, std::string push_codec,
            std::string pull_codec, int heartbeat_interval_ms, int join_timeout_ms,
            int server_recovery_timeout_ms, std::string auth, std::string keys_dir,
-           std::string key_name, int64_t shared_memory_bytes, int64_t batch_bytes) {
+           std::string key_name, int64_t shared_memory_bytes, int64_t batch_bytes,
+           std::string transport) {
     ClientOptions o;
     o.scheduler = scheduler.empty() ? Env("HETPS_SCHEDULER") : scheduler;
     if (o.scheduler.empty()) {
@@ -160,6 +161,7 @@ class PyClient {
     o.shared_memory_bytes = shared_memory_bytes;
     if (batch_bytes < 0) Raise(Status::InvalidArgument("batch_bytes must be >= 0"));
     o.batch_bytes = batch_bytes;
+    o.transport = transport;
     o.auth = auth.empty() ? (Env("HETPS_AUTH").empty() ? "none" : Env("HETPS_AUTH")) : auth;
     o.keys_dir = keys_dir.empty() ? Env("HETPS_KEYS") : keys_dir;
     o.key_name = key_name.empty() ? Env("HETPS_KEY") : key_name;
@@ -475,20 +477,22 @@ PYBIND11_MODULE(_hetps, m) {
       ".code and .message. scheduler and rank default to $HETPS_SCHEDULER and $HETPS_RANK "
       "(set by hetps launch), auth/keys_dir/key_name to $HETPS_AUTH/$HETPS_KEYS/$HETPS_KEY.")
       .def(py::init<std::string, std::optional<int>, std::string, std::string, int, int, int,
-                    std::string, std::string, std::string, int64_t, int64_t>(),
+                    std::string, std::string, std::string, int64_t, int64_t, std::string>(),
            py::arg("scheduler") = "", py::arg("rank") = py::none(), py::arg("push_codec") = "none",
            py::arg("pull_codec") = "none", py::arg("heartbeat_interval_ms") = 500,
            py::arg("join_timeout_ms") = 60000, py::arg("server_recovery_timeout_ms") = 0,
            py::arg("auth") = "", py::arg("keys_dir") = "", py::arg("key_name") = "",
            py::arg("shared_memory_bytes") = ClientOptions{}.shared_memory_bytes,
            py::arg("batch_bytes") = ClientOptions{}.batch_bytes,
+           py::arg("transport") = ClientOptions{}.transport,
            "Registers with the scheduler and blocks until the cluster view arrives. push_codec: "
            "one codec spec for every layer ('topk:density=0.01,ef=1') or per layer "
            "('default=topk:density=0.01;layer0=none'); pull_codec: 'none' or 'fp16'; rank: the "
-           "rank to ask for (None: any free one, or $HETPS_RANK); shared_memory_bytes: the "
-           "segment per co-located server through which payloads go instead of TCP (0: TCP "
-           "only); batch_bytes: requests to one server smaller than this, sent together, go as "
-           "one message (0: one message each).")
+           "rank to ask for (None: any free one, or $HETPS_RANK); transport: how large payloads "
+           "to a co-located server skip its socket: 'cma' (the server reads and writes the "
+           "arrays itself), 'shm' (a shared memory segment of shared_memory_bytes per server), "
+           "'auto' (cma, else shm) or 'socket' (neither); batch_bytes: requests to one server "
+           "smaller than this, sent together, go as one message (0: one message each).")
       .def_property_readonly(
           "id", [](PyClient& c) { return c.client().id(); }, "Node id assigned by the scheduler.")
       .def_property_readonly("rank", [](PyClient& c) { return c.client().rank(); })

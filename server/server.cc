@@ -27,6 +27,7 @@
 #include "common/shard_map.h"
 #include "common/shm_segment.h"
 #include "server/apply_threads.h"
+#include "server/cma_peers.h"
 #include "server/consistency_gate.h"
 #include "server/cut_file.h"
 #include "server/durable_store.h"
@@ -74,6 +75,11 @@ class ServerLoop {
   // as its payload frame (which keeps the mapping alive while anything holds it).
   void AttachShm(Envelope& env);
   Status BorrowShm(Envelope& env);
+  // The cross memory attach transport (server/cma_peers.h): CMA_ATTACH probes the worker's
+  // memory, CMA_REVOKE ends it; a data request with cma_length is checked to come from an
+  // attached worker, and its apply thread makes the copy.
+  void AttachCma(Envelope& env);
+  void RevokeCma(Envelope& env);
   void Serve(DataRequest&& request);  // on the partition's owning thread
   void ApplyRound(const RoundSpec& round);
   int Owner(const Partition& p) const {
@@ -116,6 +122,7 @@ class ServerLoop {
   std::vector<float> scratch_;
   std::unordered_set<int32_t> dead_;
   std::unordered_map<int32_t, std::shared_ptr<ShmSegment>> shm_;  // by worker node id
+  CmaPeers cma_;
   std::optional<ConsistencyGate> gate_;
   std::unique_ptr<DurableStore> durable_;
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
@@ -211,6 +218,7 @@ Status ServerLoop::Run() {
   SetLogNode("server", link_->id());
   link_->SetReporter([this](proto::Header& h) { FillReport(h); });
   state_.self = link_->id();
+  state_.cma = &cma_;
   std::vector<int32_t> workers;
   for (const proto::NodeInfo& w : link_->view().workers()) workers.push_back(w.id());
   gate_->Start(workers, restore_ ? restore_->clock() : 0);
@@ -375,6 +383,8 @@ void ServerLoop::Reject(const Envelope& env, const Status& s) {
 void ServerLoop::HandleWorker(Envelope& env) {
   const proto::Header& h = env.message.header;
   if (env.status.ok() && h.type() == proto::SHM_ATTACH) return AttachShm(env);
+  if (env.status.ok() && h.type() == proto::CMA_ATTACH) return AttachCma(env);
+  if (env.status.ok() && h.type() == proto::CMA_REVOKE) return RevokeCma(env);
   if (Status s = CheckRequest(env); !s.ok()) return Reject(env, s);
   if (cut_ && !cut_->job && h.clock() >= cut_->cut.clock()) {
     cut_->deferred.push_back(std::move(env));  // after the checkpoint's clock: waits for it
@@ -384,6 +394,16 @@ void ServerLoop::HandleWorker(Envelope& env) {
   if (h.type() == proto::CLOCK) return gate_->OnClock(env);
   if (h.shm_length() != 0) {
     if (Status s = BorrowShm(env); !s.ok()) return Reject(env, s);
+  }
+  if (h.cma_length() != 0) {
+    if (h.cma_length() < 0 || h.shm_length() != 0 || !env.message.payload.empty() ||
+        !cma_.Attached(h.sender())) {
+      return Reject(env, Status::Malformed(fmt::format(
+                             "a cross memory request of {} bytes (with {} frame(s), shm {}) from "
+                             "worker {}, which {} attached",
+                             h.cma_length(), env.message.payload.size(), h.shm_length(), h.sender(),
+                             cma_.Attached(h.sender()) ? "is" : "is not")));
+    }
   }
   (h.type() == proto::PULL ? pulls_ : pushes_)++;
   gate_->Admit(env);
@@ -439,6 +459,38 @@ void ServerLoop::AttachShm(Envelope& env) {
   }
   spdlog::info("worker {} stays on TCP: {}", h.sender(), s.ToString());
   Reply(env.identity, ErrorReply(h, s, link_->id()));
+}
+
+void ServerLoop::AttachCma(Envelope& env) {
+  const proto::Header& h = env.message.header;
+  if (Status s = CheckSender(env); !s.ok()) return Reject(env, s);
+  proto::Header r = ReplyTo(h, proto::CMA_ATTACH_REPLY, link_->id());
+  Status s;
+  if (options_.auth.curve) {
+    s = Status::FailedPrecondition("no cross memory attach with --auth=curve");
+  } else if (h.cma_probe() == 0) {  // the claim: answered with a probe to put there
+    auto probe = cma_.Challenge(h.sender(), static_cast<pid_t>(h.cma_pid()), h.pid_namespace(),
+                                h.cma_address());
+    if (probe.ok()) {
+      r.set_cma_probe(*probe);
+      return Reply(env.identity, std::move(r));
+    }
+    s = probe.status();
+  } else if (s = cma_.Confirm(h.sender(), h.cma_probe()); s.ok()) {
+    spdlog::debug("worker {}: payloads through cross memory attach", h.sender());
+    r.set_cma_pid(getpid());
+    return Reply(env.identity, std::move(r));
+  }
+  spdlog::info("worker {} gets no cross memory attach: {}", h.sender(), s.ToString());
+  Reply(env.identity, ErrorReply(h, s, link_->id()));
+}
+
+// Answered only once no copy of the worker's memory is in progress or can start.
+void ServerLoop::RevokeCma(Envelope& env) {
+  const proto::Header& h = env.message.header;
+  if (Status s = CheckSender(env); !s.ok()) return Reject(env, s);
+  cma_.Revoke(h.sender());
+  Reply(env.identity, ReplyTo(h, proto::CMA_REVOKE_REPLY, link_->id()));
 }
 
 Status ServerLoop::BorrowShm(Envelope& env) {
@@ -793,6 +845,7 @@ void ServerLoop::HandleControl(Envelope& env) {
     case proto::NODE_DEAD: {
       dead_.insert(h.node());
       shm_.erase(h.node());
+      cma_.Forget(h.node());
       const proto::NodeInfo* node = link_->view().Node(h.node());
       const bool worker = node != nullptr && node->role() == proto::WORKER;
       spdlog::warn("{} {} declared dead by the scheduler", worker ? "worker" : "node", h.node());
@@ -801,6 +854,7 @@ void ServerLoop::HandleControl(Envelope& env) {
     }
     case proto::NODE_LEFT:
       shm_.erase(h.node());
+      cma_.Forget(h.node());
       gate_->RemoveWorker(h.node(), "finished");
       break;
     case proto::WORKER_JOINED:

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "durable.pb.h"
+#include "server/cma_peers.h"
 #include "server/fault_point.h"
 
 namespace hetps {
@@ -231,7 +232,18 @@ DataReply ServePull(const ServingState& shared, Message& m, int64_t min_clock,
   r.header.set_num_elements(p.length);
   r.header.set_version(part.version());
   r.header.set_min_clock(min_clock);
-  if (h.shm_length() != 0) {
+  if (h.cma_length() != 0) {
+    // Cross memory attach: written straight into the caller's array, before the reply says so.
+    Status s = coded || h.cma_length() != static_cast<int64_t>(bytes)
+                   ? Status::SizeMismatch(fmt::format(
+                         "partition {}: a cross memory pull needs a raw array of {} bytes, not {}",
+                         p.id, bytes, h.cma_length()))
+               : shared.cma == nullptr
+                   ? Status::FailedPrecondition("no cross memory attach here")
+                   : shared.cma->Write(h.sender(), h.cma_address(), snapshot->data(), bytes);
+    if (!s.ok()) return {ErrorReply(h, s, shared.self), {}};
+    r.header.set_cma_length(static_cast<int64_t>(bytes));
+  } else if (h.shm_length() != 0) {
     // The co-located transport: the values go into the slot the worker named (the network
     // thread checked it lies within the worker's segment and attached it as the payload).
     if (coded || m.payload.size() != 1 || m.payload[0].size() != bytes) {
@@ -338,6 +350,25 @@ void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& p
   MaybeCheckpointPartition(shared, part);
 }
 
+// A push or init whose payload lies at cma_address in the worker's memory: read into a frame.
+Status ReadLent(const ServingState& shared, Message& m) {
+  const proto::Header& h = m.header;
+  const auto bytes = static_cast<size_t>(h.cma_length());
+  const Partition& p = shared.store->Find(h.partition())->info();
+  if (!h.codec().empty() || bytes != static_cast<size_t>(p.length) * sizeof(float)) {
+    return Status::SizeMismatch(
+        fmt::format("partition {}: a cross memory update must be {} raw bytes, not {}", p.id,
+                    static_cast<size_t>(p.length) * sizeof(float), bytes));
+  }
+  if (shared.cma == nullptr) return Status::FailedPrecondition("no cross memory attach here");
+  zmq::message_t frame(bytes);
+  if (Status s = shared.cma->Read(h.sender(), h.cma_address(), frame.data(), bytes); !s.ok()) {
+    return s;
+  }
+  m.payload.push_back(std::move(frame));
+  return Status();
+}
+
 }  // namespace
 
 void ServeData(const ServingState& shared, DataRequest& req, std::vector<float>& scratch,
@@ -355,6 +386,11 @@ void ServeData(const ServingState& shared, DataRequest& req, std::vector<float>&
                   {}});
   }
   if (h.type() == proto::PULL) return reply(ServePull(shared, m, req.min_clock, *part));
+  if (h.cma_length() != 0) {
+    // Cross memory attach: read from the caller's array into a buffer of our own, after which
+    // the update is served as one that came in a frame (answered before it is applied).
+    if (Status s = ReadLent(shared, m); !s.ok()) return reply({ErrorReply(h, s, shared.self), {}});
+  }
   if (Status s = CheckPayload(h, m, part->info()); !s.ok()) {
     spdlog::warn("rejected {} from node {}: {}", proto::MsgType_Name(h.type()), h.sender(),
                  s.ToString());

@@ -25,6 +25,8 @@
 
 namespace hetps {
 
+class CmaPeers;
+
 // What the owning threads share: the partitions, how to update and encode them, and which
 // thread owns which.
 struct ServingState {
@@ -44,6 +46,8 @@ struct ServingState {
   // partitions every checkpoint_interval_ms (null: in memory only).
   DurableStore* durable = nullptr;
   int64_t checkpoint_interval_ms = 10000;
+  // Co-located workers whose arrays requests with cma_length name (null: none).
+  const CmaPeers* cma = nullptr;
 };
 
 // A validated data request with what the consistency gate decided about it.

@@ -12,6 +12,7 @@
 #include "common/compress/codec.h"
 #include "worker/client_io.h"
 #include "worker/client_report.h"
+#include "worker/transport.h"
 
 namespace hetps {
 
@@ -106,6 +107,9 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
   if (pull->name != "none" && (pull->name != "fp16" || !pull->params.empty() || pull->ef)) {
     return Status::InvalidArgument(
         fmt::format("pull codec: '{}' (pulls may use none or fp16)", options.pull_codec));
+  }
+  if (auto transports = TransportsFor(options.transport); !transports.ok()) {
+    return transports.status();
   }
   auto auth =
       LoadAuth(AuthFlags{options.auth, options.keys_dir, options.key_name}, KeyRole::kWorker);

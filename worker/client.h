@@ -91,13 +91,25 @@ struct ClientOptions {
   // before they apply it). 64 MiB is many times the bandwidth-delay product of a datacenter
   // link; a request larger than the window goes alone. 0: unbounded.
   int64_t max_in_flight_bytes = int64_t{64} << 20;
-  // The co-located transport (worker/shm_channel.h): to a server on this machine (the same host
-  // name in the cluster view, and an address of this network namespace) payloads go through a
-  // shared memory segment of this many bytes instead of TCP, once the server mapped it (the
-  // same user and /dev/shm); headers, replies and their order stay on the socket. Memory is
-  // reserved behind the segment only as far as requests in flight reach, and a request that
-  // finds no room goes over TCP. Not used with auth "curve" (its guarantees are the socket's),
-  // over an emulated link, or to a server restarted during the run. 0: always TCP.
+  // Co-located transports (worker/transport.h): to a server on this machine (the same host
+  // name in the cluster view, and an address of this network namespace) large payloads skip
+  // the socket; headers, replies and their order stay on it. Tried in this order, the first
+  // the server accepts is used:
+  //  - "cma", cross memory attach: for requests of 16 KiB or more, the server reads a push
+  //    straight from the caller's array and writes a pull straight into it (one copy each
+  //    way, none by this process; smaller ones go in frames, batched). It needs the same
+  //    user, one pid namespace, and a kernel that lets the server ptrace this process (no
+  //    stricter Yama ptrace_scope or seccomp policy); the server proves it can with a probe.
+  //    The caller's arrays are lent until the server answers: a request that fails
+  //    unanswered (the client stopped, the cluster closed) hands its array back only once the
+  //    server answered a revocation or exited, so a stop may wait for a hung server.
+  //  - "shm": a shared memory segment of shared_memory_bytes per server (/dev/shm); this
+  //    process copies a push in and a pull out. Memory is reserved behind it only as far as
+  //    requests in flight reach, and a request that finds no room goes on the socket.
+  // "auto" tries both, "socket" neither; or name one. Neither is used with auth "curve" (its
+  // guarantees are the socket's), over an emulated link, or to a server restarted during the
+  // run.
+  std::string transport = "auto";
   int64_t shared_memory_bytes = int64_t{64} << 20;
   // Batching (common/batch.h): requests to one server whose payload is smaller than this, sent
   // together (a step's pushes of many small tensors, its pulls, its clock), leave as one message
@@ -113,8 +125,8 @@ struct ClientStats {
   int64_t bytes_pulled = 0;      // payload bytes received by Pull
   int64_t requests = 0;          // partition requests sent
   int64_t messages = 0;          // messages sent to servers: a batch of requests counts once
-  // Payload bytes (pushed and pulled) that went through the co-located transport's shared
-  // memory instead of the socket (ClientOptions::shared_memory_bytes).
+  // Payload bytes (pushed and pulled) that went through a co-located transport instead of the
+  // socket (ClientOptions::transport).
   int64_t shared_memory_bytes = 0;
   // Read staleness: for every partition read, this worker's clock minus the slowest live
   // worker's clock when the server answered (0 under bsp, <= s under ssp).

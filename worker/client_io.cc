@@ -11,6 +11,7 @@
 #include <random>
 
 #include "common/logging.h"
+#include "worker/shm_channel.h"
 
 namespace hetps {
 
@@ -90,7 +91,7 @@ void ClientIo::SendToServer(int rank, proto::Header&& header, std::vector<zmq::m
   // A request whose values travel through shared memory counts their bytes too: a large one
   // leaves at once, so the server applies it (or copies a pull's values) while this thread
   // copies the next one, instead of the whole step's copies before the first header.
-  int64_t bytes = header.shm_length();
+  int64_t bytes = header.shm_length() + header.cma_length();
   for (const zmq::message_t& m : payload) bytes += static_cast<int64_t>(m.size());
   const proto::MsgType type = header.type();
   const bool data =
@@ -175,7 +176,7 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
     if (Status s = Connect(server); !s.ok()) return s;
     server_rank_[server.id()] = server.rank();
   }
-  AttachSharedMemory();
+  AttachTransports();
   link_.SetReporter([this, &heartbeat_clock](proto::Header& h) {
     report_.Fill(heartbeat_clock.load(), *h.mutable_worker_report());
   });
@@ -204,91 +205,139 @@ Status ClientIo::Connect(const proto::NodeInfo& server) {
   return Status();
 }
 
-void ClientIo::AttachSharedMemory() {
-  shm_.resize(servers_.size());
-  if (options_.shared_memory_bytes <= 0 || auth_.curve || options_.link.enabled()) return;
+void ClientIo::AttachTransports() {
+  transports_.resize(servers_.size());
+  if (auth_.curve || options_.link.enabled()) return;  // the socket's guarantees or timing
+  auto choices = TransportsFor(options_.transport);
   const proto::NodeInfo* self = link_.view().Node(link_.id());
-  if (self == nullptr) return;
+  if (!choices.ok() || choices->empty() || self == nullptr) return;
   for (const proto::NodeInfo& server : link_.view().servers()) {
     if (server.host() != self->host() || !IsLocalEndpoint(server.address())) continue;
-    auto channel = ShmChannel::Create(incarnation_, server.rank(),
-                                      static_cast<size_t>(options_.shared_memory_bytes));
-    if (!channel.ok()) {
-      spdlog::info("no shared memory for co-located servers (TCP instead): {}",
-                   channel.status().ToString());
-      return;
+    const int rank = server.rank();
+    TransportContext context{options_, report_, incarnation_, rank,
+                             [this, rank](proto::Header h) { return Ask(rank, std::move(h)); }};
+    std::string why;
+    for (const TransportInfo* t : *choices) {
+      auto opened = t->open(context);
+      if (opened.ok()) {
+        spdlog::debug("server rank {}: payloads through {}", rank, t->name);
+        transports_[rank] = std::move(*opened);
+        break;
+      }
+      why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", t->name, opened.status().ToString());
     }
-    if (Status s = Attach(server.rank(), **channel); !s.ok()) {
-      spdlog::info("server rank {} is on this host but did not map shared memory (TCP instead): {}",
-                   server.rank(), s.ToString());
-      continue;
+    if (!transports_[rank]) {
+      spdlog::info("server rank {} is on this host; its payloads stay on the socket ({})", rank,
+                   why);
     }
-    (*channel)->Unlink();
-    spdlog::debug("server rank {}: payloads through shared memory {}", server.rank(),
-                  (*channel)->name());
-    shm_[server.rank()] = std::move(*channel);
   }
 }
 
-// Asks server `rank` to map `channel`, on its socket before the I/O thread runs; a server that
-// does not know this worker yet (its view is on the way) is asked again for up to a second.
-Status ClientIo::Attach(int rank, const ShmChannel& channel) {
+StatusOr<proto::Header> ClientIo::Ask(int rank, proto::Header h) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  h.set_sender(link_.id());
+  const std::string what = proto::MsgType_Name(h.type());
   while (true) {
-    proto::Header h;
-    h.set_type(proto::SHM_ATTACH);
-    h.set_sender(link_.id());
-    h.set_shm_name(channel.name());
-    h.set_shm_length(static_cast<int64_t>(channel.size()));
     hetps::Send(servers_[rank], h, {});
     zmq::pollitem_t item{servers_[rank].handle(), 0, ZMQ_POLLIN, 0};
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) {
-      return Status::DeadlineExceeded("no answer to SHM_ATTACH");
+      return Status::DeadlineExceeded("no answer to " + what);
     }
     auto env = Receive(servers_[rank], zmq::recv_flags::dontwait, /*routed=*/false);
-    if (!env || !env->status.ok()) return Status::Malformed("a malformed answer to SHM_ATTACH");
+    if (!env || !env->status.ok()) return Status::Malformed("a malformed answer to " + what);
     const proto::Header& r = env->message.header;
-    if (r.type() == proto::SHM_ATTACH_REPLY) return Status();
+    if (r.type() != proto::ERROR) return r;
     Status s = StatusOf(r);
-    if (s.ok())
-      return Status::Malformed("SHM_ATTACH answered with " + proto::MsgType_Name(r.type()));
     if (s.code() != proto::UNREGISTERED || std::chrono::steady_clock::now() > deadline) return s;
     link_.MaybeHeartbeat();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
-void ClientIo::ToSharedMemory(Outgoing& o, Pending& p) {
-  ShmChannel& channel = *shm_[o.target];
-  const proto::MsgType type = o.header.type();
-  int64_t bytes = 0;
-  if ((type == proto::PUSH || type == proto::INIT) && o.payload.size() == 1) {
-    bytes = static_cast<int64_t>(o.payload[0].size());
-  } else if (type == proto::PULL && o.header.codec().empty()) {
-    bytes = o.dst_len * static_cast<int64_t>(sizeof(float));
-  } else {
-    return;
+bool ClientIo::Lends(int rank) const {
+  for (const Lent& l : lent_) {
+    if (l.target == rank) return true;
   }
-  const std::optional<int64_t> slot = channel.Allocate(bytes);
-  if (!slot) return;  // full: this one goes over TCP
-  if (type != proto::PULL) {
-    std::memcpy(channel.At(*slot), o.payload[0].data(), static_cast<size_t>(bytes));
-    o.payload.clear();  // the caller's buffer is free now
-    report_.OnSharedMemory(bytes);
-  }
-  o.header.set_shm_offset(*slot);
-  o.header.set_shm_length(bytes);
-  p.shm_offset = *slot;
-  p.shm_length = bytes;
+  return false;
 }
 
-void ClientIo::FreeSlot(const Pending& p) {
-  if (p.shm_offset < 0 || p.target < 0) return;
-  ShmChannel& channel = *shm_[p.target];
-  // A server declared dead may yet write into its slots: those are never reused.
-  if (channel.attached) channel.Free(p.shm_offset);
+void ClientIo::Finish(uint64_t id, Pending& p, const Status& s, const proto::Header* h,
+                      bool answered) {
+  if (!p.via) {
+    p.op->Complete(s, h);
+    return;
+  }
+  p.via->Release(p.slot);
+  // A reply from the server it was lent to means that server is done with the array; a
+  // restarted server's reply says nothing about the process it replaced.
+  const bool by_lender = answered && p.via == transports_[p.target] && p.via->attached();
+  if (!p.slot.lent || by_lender || p.via->Released()) {
+    p.op->Complete(s, h);
+    return;
+  }
+  const int rank = p.target;
+  const bool ask = !Lends(rank) && p.via == transports_[rank] && servers_[rank].handle() != nullptr;
+  lent_.push_back({id, rank, p.op, s, p.via});
+  if (ask) {  // a live server: asked to let go, and heard until it answers (revoking_)
+    p.via->Detach();
+    proto::Header revoke;
+    revoke.set_type(proto::CMA_REVOKE);
+    revoke.set_sender(link_.id());
+    hetps::Send(servers_[rank], revoke, {});
+  }
+}
+
+void ClientIo::ReleaseLent() {
+  if (lent_.empty()) return;
+  std::erase_if(lent_, [](Lent& l) {
+    if (!l.via->Released()) return false;
+    l.op->Complete(l.status);
+    return true;
+  });
+  for (auto it = revoking_.begin(); it != revoking_.end();) {
+    if (Lends(*it)) {
+      ++it;
+      continue;
+    }
+    servers_[*it].close();
+    it = revoking_.erase(it);
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!lent_.empty() && now - lent_logged_ > std::chrono::seconds(5)) {
+    if (lent_logged_ != std::chrono::steady_clock::time_point{}) {
+      spdlog::warn(
+          "{} failed requests wait for their servers (rank {} first) to answer or exit: the "
+          "server may still read or write the caller's arrays, which stay lent until then",
+          lent_.size(), lent_.front().target);
+    }
+    lent_logged_ = now;
+  }
+}
+
+// A server whose requests failed while it may still touch their arrays: its answer to
+// CMA_REVOKE releases them all, and a late reply the one it answers.
+void ClientIo::OnRevokingMessage(Envelope& env, int from) {
+  if (IsBatch(env)) {
+    std::vector<Envelope> parts;
+    if (!Unbatch(env, parts).ok()) return;
+    for (Envelope& part : parts) OnRevokingMessage(part, from);
+    return;
+  }
+  if (!env.status.ok()) return;
+  const proto::Header& h = env.message.header;
+  if (h.type() == proto::CMA_REVOKE_REPLY) {
+    for (Lent& l : lent_) {
+      if (l.target == from) l.via->OnRevoked();
+    }
+    return;
+  }
+  std::erase_if(lent_, [&](Lent& l) {
+    if (l.target != from || l.id != h.request_id()) return false;
+    l.op->Complete(l.status);
+    return true;
+  });
 }
 
 void ClientIo::Submit(std::vector<Outgoing> batch) {
@@ -340,19 +389,22 @@ void ClientIo::IoLoop() {
       // scheduler (a wait abandoned on a stop request) ends now: Stop comes after Finish's
       // LEAVE was answered.
       FailPending(kToScheduler, Status::Aborted("the client stopped"));
-      if ((pending_.empty() && parked_.empty()) || closed_) break;
+      // Never before the servers let go of every array lent to them.
+      if (lent_.empty() && ((pending_.empty() && parked_.empty()) || closed_)) break;
       auto now = std::chrono::steady_clock::now();
       if (!stop_deadline) stop_deadline = now + std::chrono::milliseconds(kStopGraceMs);
-      if (now > *stop_deadline) {
+      if (now > *stop_deadline && !closed_) {
         FailAll(Status::Aborted("the client stopped before the servers answered"));
-        break;
+        if (lent_.empty()) break;
       }
     }
     items.assign(
         {{wake_in_.handle(), 0, ZMQ_POLLIN, 0}, {link_.socket().handle(), 0, ZMQ_POLLIN, 0}});
     ranks.clear();
     for (int r = 0; r < static_cast<int>(servers_.size()); ++r) {
-      if (dead_servers_.contains(r) || recovering_.contains(r)) continue;
+      const bool heard =
+          revoking_.contains(r) || (!dead_servers_.contains(r) && !recovering_.contains(r));
+      if (!heard) continue;
       items.push_back({servers_[r].handle(), 0, ZMQ_POLLIN, 0});
       ranks.push_back(r);
     }
@@ -369,6 +421,12 @@ void ClientIo::IoLoop() {
     for (size_t i = 2; i < items.size(); ++i) {
       while (items[i].revents & ZMQ_POLLIN) {
         const int rank = ranks[i - 2];
+        if (revoking_.contains(rank)) {
+          auto env = Receive(servers_[rank], zmq::recv_flags::dontwait, /*routed=*/false);
+          if (!env) break;
+          OnRevokingMessage(*env, rank);
+          continue;
+        }
         if (dead_servers_.contains(rank) || recovering_.contains(rank)) break;
         auto env = Receive(servers_[rank], zmq::recv_flags::dontwait, /*routed=*/false);
         if (!env) break;
@@ -389,6 +447,7 @@ void ClientIo::IoLoop() {
       OnControl(*env);
     }
     ExpireRecoveries();
+    ReleaseLent();
     if (!closed_ && link_.SchedulerLost()) {
       spdlog::error("no word from the scheduler for {} ms; failing every request",
                     link_.view().proto().heartbeat_timeout_ms());
@@ -475,7 +534,10 @@ void ClientIo::Transmit(Outgoing& o, int64_t window_bytes) {
     p.src_bytes = o.src_bytes;
     p.encoded = o.encoded;
   }
-  if (o.target >= 0 && shm_[o.target] && shm_[o.target]->attached) ToSharedMemory(o, p);
+  if (o.target >= 0 && transports_[o.target] && transports_[o.target]->attached()) {
+    transports_[o.target]->Prepare(o, p.slot);
+    if (p.slot.length > 0) p.via = transports_[o.target];
+  }
   if (o.target == kToScheduler) {
     hetps::Send(link_.socket(), o.header, std::move(o.payload));
   } else {
@@ -535,8 +597,7 @@ void ClientIo::OnReply(Envelope& env, int from) {
   Status s = CheckReply(h, p, from);
   if (!s.ok()) {
     spdlog::warn("{}", s.ToString());
-    FreeSlot(p);
-    p.op->Complete(s);
+    Finish(h.request_id(), p, s, nullptr, /*answered=*/true);
     ReleaseWaiting(from);
     return;
   }
@@ -544,9 +605,8 @@ void ClientIo::OnReply(Envelope& env, int from) {
   if (h.dropped()) report_.OnDropped();
   if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) report_.OnPushAcked(h.staleness());
   if (s.ok() && h.type() == proto::PULL_REPLY) s = AcceptPull(h, env.message, p, from);
-  FreeSlot(p);
   // Only a clock's reply says something to its operation (where to continue).
-  p.op->Complete(s, p.type == proto::CLOCK ? &h : nullptr);
+  Finish(h.request_id(), p, s, p.type == proto::CLOCK ? &h : nullptr, /*answered=*/true);
   ReleaseWaiting(from);
 }
 
@@ -559,15 +619,16 @@ Status ClientIo::AcceptPull(const proto::Header& h, const Message& message, cons
         fmt::format("server rank {} answered partition {} in codec '{}', not '{}'", from,
                     p.partition, h.codec(), pulls_.codec));
   }
-  if (h.shm_length() != 0) {  // written into this request's slot of the shared segment
-    if (p.shm_offset < 0 || h.shm_length() != static_cast<int64_t>(want) ||
-        !message.payload.empty()) {
-      return Status::SizeMismatch(fmt::format(
-          "server rank {} answered partition {} in shared memory with a wrong size or slot", from,
-          p.partition));
+  if (h.shm_length() != 0 || h.cma_length() != 0) {  // through the co-located transport
+    if (!p.via || p.via != transports_[from] || !message.payload.empty()) {
+      return Status::SizeMismatch(
+          fmt::format("server rank {} answered partition {} through a transport it was not given",
+                      from, p.partition));
     }
-    std::memcpy(p.dst, shm_[from]->At(p.shm_offset), want);
-    report_.OnSharedMemory(static_cast<int64_t>(want));
+    if (Status s = p.via->AcceptPull(h, p.slot, p.dst, want); !s.ok()) {
+      return Status(s.code(), fmt::format("server rank {} answered partition {} through {}: {}",
+                                          from, p.partition, p.via->name(), s.message()));
+    }
     pulls_.base_versions[p.partition].store(h.version(), std::memory_order_relaxed);
     report_.OnRead(static_cast<int64_t>(want), std::max<int64_t>(0, p.clock - h.min_clock()));
     return Status();
@@ -625,8 +686,7 @@ void ClientIo::OnControl(Envelope& env) {
 void ClientIo::FailPending(int target, const Status& s) {
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.target == target) {
-      FreeSlot(it->second);
-      it->second.op->Complete(s);
+      Finish(it->first, it->second, s, nullptr, /*answered=*/false);
       it = pending_.erase(it);
     } else {
       ++it;
@@ -643,8 +703,10 @@ void ClientIo::FailPending(int target, const Status& s) {
 
 void ClientIo::OnServerDead(int rank) {
   DropBatch(rank);
+  revoking_.erase(rank);   // its exit, not its answer, releases what it was lent
   servers_[rank].close();  // drops queued frames, releasing the caller's buffers
-  if (shm_[rank]) shm_[rank]->attached = false;  // a restarted server has not mapped it
+  // A restarted server has not attached: what goes to it goes on its socket.
+  if (transports_[rank]) transports_[rank]->Detach();
   if (options_.server_recovery_timeout_ms <= 0) {
     spdlog::error("server rank {} is dead; its requests fail", rank);
     dead_servers_.insert(rank);
@@ -730,13 +792,18 @@ void ClientIo::FailAll(const Status& s) {
   inbound_.clear();
   // Frames queued to a server are dropped and the caller's buffers released, so no ticket
   // waits for a send that will never happen.
+  for (int rank = 0; rank < static_cast<int>(servers_.size()); ++rank) DropBatch(rank);
+  for (auto& [id, p] : pending_) Finish(id, p, s, nullptr, /*answered=*/false);
+  pending_.clear();
   for (int rank = 0; rank < static_cast<int>(servers_.size()); ++rank) {
-    DropBatch(rank);
-    if (dead_servers_.insert(rank).second) servers_[rank].close();
+    if (!dead_servers_.insert(rank).second) continue;
+    if (Lends(rank)) {
+      revoking_.insert(rank);  // heard until it answers CMA_REVOKE
+    } else {
+      servers_[rank].close();
+    }
   }
   recovering_.clear();
-  for (auto& [id, p] : pending_) p.op->Complete(s);
-  pending_.clear();
   for (size_t rank = 0; rank < waiting_.size(); ++rank) {
     in_flight_[rank] = 0;
     for (Outgoing& o : waiting_[rank]) {

@@ -29,7 +29,7 @@
 #include "common/scheduler_link.h"
 #include "worker/client.h"
 #include "worker/client_report.h"
-#include "worker/shm_channel.h"
+#include "worker/transport.h"
 
 namespace hetps {
 
@@ -135,9 +135,18 @@ class ClientIo {
     size_t src_bytes = 0;
     std::shared_ptr<const std::vector<uint8_t>> encoded;
     int64_t window_bytes = 0;  // what it counts against its server's in-flight window
-    // On the co-located transport: its slot in the server's ShmChannel (-1: none).
-    int64_t shm_offset = -1;
-    int64_t shm_length = 0;
+    // A co-located transport (worker/transport.h) that took its values, and what it took.
+    std::shared_ptr<Transport> via;
+    TransportSlot slot;
+  };
+  // A request that failed while its server may still touch the caller's array it was lent
+  // (TransportSlot::lent): its operation completes once the server let go of it.
+  struct Lent {
+    uint64_t id = 0;
+    int target = 0;
+    OpPtr op;
+    Status status;
+    std::shared_ptr<Transport> via;
   };
 
   void IoLoop();
@@ -173,15 +182,21 @@ class ClientIo {
   void ExpireRecoveries();
   // Dials `server` (expecting its announced key with auth.curve).
   Status Connect(const proto::NodeInfo& server);
-  // The co-located transport: a shared memory segment for every server on this host that maps
-  // it (before the I/O thread starts); the others stay on TCP.
-  void AttachSharedMemory();
-  Status Attach(int rank, const ShmChannel& channel);
-  // Moves a request's payload (or its pull reply) into a slot of its server's segment, when one
-  // is free.
-  void ToSharedMemory(Outgoing& o, Pending& p);
-  // Gives back the slot of a request that completed.
-  void FreeSlot(const Pending& p);
+  // Co-located transports (worker/transport.h): for every server on this host, the first of
+  // ClientOptions::transport that opens (before the I/O thread starts); the others stay on
+  // their sockets.
+  void AttachTransports();
+  // One request and its answer on server `rank`'s socket before the I/O thread runs; a server
+  // that does not know this worker yet (its view is on the way) is asked again for a second.
+  StatusOr<proto::Header> Ask(int rank, proto::Header h);
+  // Completes `p`'s operation with `s` (and a clock's reply `h`) and gives back its slot.
+  // `answered`: its server replied to it. A request whose array the server may still touch
+  // waits in lent_ instead, and the server is asked to let go (CMA_REVOKE).
+  void Finish(uint64_t id, Pending& p, const Status& s, const proto::Header* h, bool answered);
+  // Completes what the servers let go of; `from` >= 0: a message from a server in revoking_.
+  void ReleaseLent();
+  void OnRevokingMessage(Envelope& env, int from);
+  bool Lends(int rank) const;
 
   const ClientOptions options_;
   const Auth auth_;
@@ -220,8 +235,12 @@ class ClientIo {
   // Per server rank: bytes of pending requests, and what waits for room under the window.
   std::vector<int64_t> in_flight_;
   std::vector<std::deque<Outgoing>> waiting_;
-  std::vector<std::unique_ptr<ShmChannel>> shm_;  // per server rank; null: TCP only
-  std::optional<Status> closed_;                  // set once the cluster shut down
+  std::vector<std::shared_ptr<Transport>> transports_;  // per server rank; null: its socket
+  std::vector<Lent> lent_;
+  // Servers declared gone whose sockets stay open until they answer CMA_REVOKE.
+  std::unordered_set<int> revoking_;
+  std::chrono::steady_clock::time_point lent_logged_{};
+  std::optional<Status> closed_;  // set once the cluster shut down
 };
 
 }  // namespace hetps

@@ -19,6 +19,7 @@
 #include "worker/link_table.h"
 #include "worker/synthetic.h"
 #include "worker/train/trainer.h"
+#include "worker/transport.h"
 
 DEFINE_string(scheduler, "", "scheduler endpoint, e.g. tcp://10.0.0.1:7000 (required)");
 DEFINE_string(workload, "synthetic",
@@ -105,10 +106,13 @@ DEFINE_int32(join_timeout_ms, 60000, "how long to wait for the cluster to form")
 DEFINE_int32(server_recovery_timeout_ms, 0,
              "when a server dies, how long its requests wait for it to be restarted on its "
              "--data_dir (then they are resent, each update applied once); 0: they fail at once");
+DEFINE_string(transport, "auto",
+              "co-located servers (this machine and network namespace, no --auth=curve): how "
+              "large payloads skip the socket: cma (the server reads and writes this process's "
+              "arrays), shm (a shared memory segment per server), auto (cma, else shm), socket "
+              "(neither)");
 DEFINE_int64(shared_memory_mib, 64,
-             "co-located servers (this machine and network namespace, no --auth=curve): push "
-             "and pull payloads go through a shared memory segment of this many MiB per server "
-             "instead of TCP loopback; 0: always TCP");
+             "the shm transport's segment per co-located server, in MiB; 0: no shm");
 DEFINE_int64(batch_kib, 256,
              "requests to one server smaller than this many KiB that are sent together (a step's "
              "small tensors) leave as one message of up to this size; 0: one message each");
@@ -320,6 +324,7 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
   o.join_timeout_ms = FLAGS_join_timeout_ms;
   o.server_recovery_timeout_ms = FLAGS_server_recovery_timeout_ms;
   o.shared_memory_bytes = FLAGS_shared_memory_mib << 20;
+  o.transport = FLAGS_transport;
   o.batch_bytes = FLAGS_batch_kib << 10;
   o.push_codec = FLAGS_codec;
   o.pull_codec = FLAGS_pull_codec;
@@ -354,6 +359,9 @@ int main(int argc, char** argv) {
   if (valid.ok()) valid = link.ok() ? hetps::ValidateLinkOptions(*link) : link.status();
   if (valid.ok() && (FLAGS_shared_memory_mib < 0 || FLAGS_shared_memory_mib > 4096)) {
     valid = hetps::Status::InvalidArgument("--shared_memory_mib must be within [0, 4096]");
+  }
+  if (valid.ok()) {
+    if (auto t = hetps::TransportsFor(FLAGS_transport); !t.ok()) valid = t.status();
   }
   if (valid.ok() && (FLAGS_batch_kib < 0 || FLAGS_batch_kib > 65536)) {
     valid = hetps::Status::InvalidArgument("--batch_kib must be within [0, 65536]");

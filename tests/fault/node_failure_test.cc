@@ -100,6 +100,78 @@ TEST(NodeFailureTest, AServerDeclaredDeadWhileStalledStopsOnceItHearsSo) {
   EXPECT_TRUE(clients[0]->Finish().ok());
 }
 
+// Whether process `pid` has exited (a zombie or reaped).
+bool Exited(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;
+  const size_t paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() || text[paren + 2] == 'Z' ||
+         text[paren + 2] == 'X';
+}
+
+// Through cross memory attach a server writes a pull's values into the caller's array itself.
+// A server stalled past the heartbeat timeout is declared dead, yet may run again and write:
+// the pull fails only once the server's process exited, never while it could still write.
+TEST(NodeFailureTest, ArraysLentToAStalledServerComeBackOnlyOnceItExits) {
+  LocalCluster cluster(
+      {.servers = 1, .workers = 1, .scheduler_flags = {"--heartbeat_timeout_ms=800"}});
+  auto clients = cluster.ConnectClients(1, [](ClientOptions& o) { o.transport = "cma"; });
+  Client& c = *clients[0];
+  const int64_t n = 1 << 16;  // 256 KiB: lent; `small` goes in a frame
+  ASSERT_TRUE(c.DeclareTensors({{"w", {n}, 0}, {"small", {10}, 1}}).ok());
+  std::vector<float> values(n), few(10);
+  ASSERT_TRUE(c.Pull("w", values.data(), n).Wait().ok());
+  ASSERT_EQ(c.stats().shared_memory_bytes, n * 4) << "not through cross memory attach";
+  const pid_t server = cluster.server(0).pid();
+  cluster.server(0).Signal(SIGSTOP);
+  Ticket lent = c.Pull("w", values.data(), n);
+  Ticket framed = c.Pull("small", few.data(), 10);
+  // The framed pull fails once the server is declared dead; the lent one waits.
+  auto declared = std::async(std::launch::async, [&] { return framed.Wait(); });
+  ASSERT_EQ(declared.wait_for(15s), std::future_status::ready) << "never declared dead";
+  EXPECT_EQ(declared.get().code(), proto::UNAVAILABLE);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(lent.Done()) << "an array handed back while the server could still write it";
+  cluster.server(0).Signal(SIGCONT);  // it runs again, hears it was declared dead and exits
+  auto failed = std::async(std::launch::async, [&] {
+    Status s = lent.Wait();
+    return std::make_pair(s, Exited(server));
+  });
+  ASSERT_EQ(failed.wait_for(15s), std::future_status::ready) << "the pull never came back";
+  const auto [status, exited] = failed.get();
+  EXPECT_EQ(status.code(), proto::UNAVAILABLE) << status.ToString();
+  EXPECT_TRUE(exited) << "handed back before the server exited";
+  EXPECT_TRUE(cluster.server(0).WaitExit(10s).has_value());
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// A client that stops with requests unanswered (past its grace) asks the servers to let go of
+// the arrays they were lent (CMA_REVOKE) and returns only once they did: not while the server
+// is stalled, at once once it runs.
+TEST(NodeFailureTest, AStoppingClientTakesItsLentArraysBackOnlyOnceTheServerLetsGo) {
+  LocalCluster cluster(
+      {.servers = 1, .workers = 1, .scheduler_flags = {"--heartbeat_timeout_ms=60000"}});
+  auto clients = cluster.ConnectClients(1, [](ClientOptions& o) { o.transport = "cma"; });
+  Client& c = *clients[0];
+  const int64_t n = 1 << 16;
+  ASSERT_TRUE(c.DeclareTensors({{"w", {n}, 0}}).ok());
+  std::vector<float> values(n);
+  ASSERT_TRUE(c.Pull("w", values.data(), n).Wait().ok());
+  cluster.server(0).Signal(SIGSTOP);
+  Ticket lent = c.Pull("w", values.data(), n);
+  auto finished = std::async(std::launch::async, [&] { return c.Finish(); });
+  // Past the client's grace (5 s) its requests failed, but the array is still lent.
+  EXPECT_EQ(finished.wait_for(6500ms), std::future_status::timeout)
+      << "the client stopped while the server could still write an array";
+  EXPECT_FALSE(lent.Done());
+  cluster.server(0).Signal(SIGCONT);
+  ASSERT_EQ(finished.wait_for(15s), std::future_status::ready) << "the client never stopped";
+  (void)finished.get();
+  EXPECT_TRUE(lent.Done());
+  EXPECT_FALSE(lent.Wait().ok());
+}
+
 TEST(NodeFailureTest, DaemonsExitCleanlyOnSigterm) {
   LocalCluster cluster({.servers = 1, .workers = 1});
   const std::string output = cluster.Path("worker.out");

@@ -17,18 +17,25 @@ float Grad(int i, int r, int64_t j) { return static_cast<float>((i + 1) * ((j + 
 const std::vector<TensorSpec> kTensors = {
     {"a", {10}, 0}, {"b", {1000, 3}, 1}, {"big", {100000}, 2}};  // big: 7 partitions of 64 KiB
 
-// Run over TCP only, through the co-located transport's shared memory (the default on one
-// machine), and with a segment of one partition, where requests that find no free slot go over
-// TCP beside those in shared memory.
-class ClusterTransportTest : public ::testing::TestWithParam<int64_t> {};
+// Run over the socket only, through each co-located transport (worker/transport.h), and
+// through a shared memory segment of one partition, where requests that find no free slot go
+// on the socket beside those in shared memory.
+struct TransportParam {
+  std::string name;
+  std::string transport;
+  int64_t shared_memory_bytes = ClientOptions{}.shared_memory_bytes;
+};
+
+void PrintTo(const TransportParam& p, std::ostream* os) { *os << p.name; }
+
+class ClusterTransportTest : public ::testing::TestWithParam<TransportParam> {};
 
 INSTANTIATE_TEST_SUITE_P(Transports, ClusterTransportTest,
-                         ::testing::Values(0, ClientOptions{}.shared_memory_bytes, 65536),
-                         [](const auto& info) {
-                           return info.param == 0       ? std::string("Tcp")
-                                  : info.param == 65536 ? std::string("SharedMemoryOfOneSlot")
-                                                        : std::string("SharedMemory");
-                         });
+                         ::testing::Values(TransportParam{"Tcp", "socket"},
+                                           TransportParam{"SharedMemory", "shm"},
+                                           TransportParam{"SharedMemoryOfOneSlot", "shm", 65536},
+                                           TransportParam{"CrossMemoryAttach", "cma"}),
+                         [](const auto& info) { return info.param.name; });
 
 TEST_P(ClusterTransportTest, EveryWorkerPullsTheExactSumOfAllPushes) {
   const int kWorkers = 3, kRounds = 3;
@@ -36,8 +43,10 @@ TEST_P(ClusterTransportTest, EveryWorkerPullsTheExactSumOfAllPushes) {
                         .workers = kWorkers,
                         .scheduler_flags = {"--partition_bytes=65536"},
                         .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros"}});
-  auto clients = cluster.ConnectClients(
-      kWorkers, [](ClientOptions& o) { o.shared_memory_bytes = GetParam(); });
+  auto clients = cluster.ConnectClients(kWorkers, [](ClientOptions& o) {
+    o.transport = GetParam().transport;
+    o.shared_memory_bytes = GetParam().shared_memory_bytes;
+  });
   LocalCluster::RunEach(kWorkers,
                         [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(kTensors).ok()); });
   const ShardMap& map = clients[0]->shard_map();
@@ -78,9 +87,13 @@ TEST_P(ClusterTransportTest, EveryWorkerPullsTheExactSumOfAllPushes) {
     EXPECT_EQ(c.stats().bytes_pushed, kRounds * model_bytes);
     EXPECT_EQ(c.stats().bytes_pulled, model_bytes);
     const int64_t shared = c.stats().shared_memory_bytes;
-    if (GetParam() == 0) {
+    const TransportParam& p = GetParam();
+    if (p.transport == "socket") {
       EXPECT_EQ(shared, 0);
-    } else if (GetParam() == ClientOptions{}.shared_memory_bytes) {
+    } else if (p.transport == "cma") {
+      // Requests of 16 KiB or more: big's partitions; a and b (12000 bytes) stay in frames.
+      EXPECT_EQ(shared, (kRounds + 1) * 100000 * 4) << "the large partitions skipped the socket";
+    } else if (p.shared_memory_bytes == ClientOptions{}.shared_memory_bytes) {
       EXPECT_EQ(shared, (kRounds + 1) * model_bytes) << "every payload went through shared memory";
     } else {
       EXPECT_GT(shared, 0);
@@ -128,7 +141,7 @@ TEST_P(SmallTensorsTest, ExactSumsAndFewerMessages) {
        .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros", "--consistency=" + consistency}});
   auto clients = cluster.ConnectClients(kWorkers, [&](ClientOptions& o) {
     o.batch_bytes = batch_bytes;
-    o.shared_memory_bytes = 0;  // the socket carries every payload
+    o.transport = "socket";  // the socket carries every payload
   });
   LocalCluster::RunEach(kWorkers,
                         [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(tensors).ok()); });
@@ -185,15 +198,23 @@ TEST_P(SmallTensorsTest, ExactSumsAndFewerMessages) {
   for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
 }
 
-// Through shared memory only the header travels on the socket, yet a request whose values are
-// a batch's worth or more leaves alone, as soon as its values are copied (the server applies
-// it while the next one is copied); small ones still share messages.
-TEST(ClusterTest, SharedMemoryRequestsOfABatchOrMoreLeaveAlone) {
+// Through a co-located transport only the header travels on the socket, yet a request whose
+// values are a batch's worth or more leaves alone, at once (through shared memory: as soon as
+// its values are copied, so the server applies it while the next one is copied); small ones
+// still share messages.
+class CoLocatedTest : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Transports, CoLocatedTest, ::testing::Values("shm", "cma"));
+
+TEST_P(CoLocatedTest, RequestsOfABatchOrMoreLeaveAlone) {
   LocalCluster cluster({.servers = 1,
                         .workers = 1,
                         .scheduler_flags = {"--partition_bytes=262144"},
                         .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros"}});
-  auto clients = cluster.ConnectClients(1, [](ClientOptions& o) { o.batch_bytes = 262144; });
+  auto clients = cluster.ConnectClients(1, [](ClientOptions& o) {
+    o.batch_bytes = 262144;
+    o.transport = GetParam();
+  });
   Client& c = *clients[0];
   std::vector<TensorSpec> tensors = {{"big", {4 * 65536}, 0}};  // 4 partitions of 256 KiB
   for (int t = 0; t < 20; ++t) tensors.push_back({fmt::format("small{}", t), {100}, 1});
@@ -205,7 +226,7 @@ TEST(ClusterTest, SharedMemoryRequestsOfABatchOrMoreLeaveAlone) {
   ASSERT_TRUE(c.Pull("big", big.data(), static_cast<int64_t>(big.size())).Wait().ok());
   ClientStats after = c.stats();
   ASSERT_EQ(after.shared_memory_bytes - before.shared_memory_bytes, 2 * 4 * 262144)
-      << "the values went through shared memory";
+      << "the values skipped the socket";
   EXPECT_EQ(after.requests - before.requests, 8);
   EXPECT_EQ(after.messages - before.messages, 8) << "each large request left alone";
   for (float v : big) ASSERT_EQ(v, -1.0f);

@@ -29,6 +29,8 @@ enum class Answer {
   kUnknownRequest,  // a reply to a request never sent, then the honest one
   kGarbage,         // frames that are no message at all, then the honest one
   kClockBackwards,  // a CLOCK_REPLY that continues at an earlier clock
+  kNoFrameShm,      // a pull reply without a frame that says its values are in shared memory
+  kNoFrameCma,      // ... that the server wrote them into the caller's array itself
 };
 
 class FakeServer {
@@ -92,9 +94,10 @@ class FakeServer {
   }
 
   void Take(Envelope& env) {
-    if (env.message.header.type() == proto::SHM_ATTACH) {
+    const proto::MsgType type = env.message.header.type();
+    if (type == proto::SHM_ATTACH || type == proto::CMA_ATTACH) {
       // Answered at once with a reply of the wrong type (INIT_REPLY): the client must stay on
-      // TCP. Not recorded: the tests count data requests.
+      // its socket. Not recorded: the tests count data requests.
       Respond(env);
       return;
     }
@@ -164,11 +167,19 @@ class FakeServer {
       case Answer::kClockBackwards:
         r.set_clock(req.clock() - 5);
         break;
+      case Answer::kNoFrameShm:
+        r.set_shm_length(static_cast<int64_t>(bytes));
+        bytes = 0;
+        break;
+      case Answer::kNoFrameCma:
+        r.set_cma_length(static_cast<int64_t>(bytes));
+        bytes = 0;
+        break;
       case Answer::kHonest:
         break;
     }
     std::vector<zmq::message_t> payload;
-    if (type == proto::PULL_REPLY) payload.push_back(Payload(bytes));
+    if (type == proto::PULL_REPLY && bytes > 0) payload.push_back(Payload(bytes));
     SendRouted(router_, env.identity, r, std::move(payload));
   }
 
@@ -210,8 +221,9 @@ TEST(HostileServerTest, BadRepliesFailTheirOperationAndTheClientStaysUsable) {
     server.Queue(how);
     return c.Pull("w", out, 8).Wait();
   };
-  for (Answer bad : {Answer::kWrongPartition, Answer::kNegativePartition, Answer::kShortPayload,
-                     Answer::kLongPayload, Answer::kWrongType}) {
+  for (Answer bad :
+       {Answer::kWrongPartition, Answer::kNegativePartition, Answer::kShortPayload,
+        Answer::kLongPayload, Answer::kWrongType, Answer::kNoFrameShm, Answer::kNoFrameCma}) {
     std::fill(buffer.begin(), buffer.end(), -1.0f);
     Status s = pull(bad);
     EXPECT_FALSE(s.ok()) << "answer " << static_cast<int>(bad) << " was accepted";
@@ -285,7 +297,7 @@ TEST(HostileServerTest, RequestsBeyondTheInFlightWindowWaitInTheClientInOrder) {
   std::vector<float> values(g.size(), 0.0f);
   ASSERT_TRUE(c.Pull("w", values.data(), static_cast<int64_t>(values.size())).Wait().ok());
   EXPECT_EQ(values, std::vector<float>(g.size(), 1.0f));
-  EXPECT_EQ(c.stats().shared_memory_bytes, 0) << "a malformed SHM_ATTACH answer was taken";
+  EXPECT_EQ(c.stats().shared_memory_bytes, 0) << "a malformed attach answer was taken";
   EXPECT_TRUE(c.Finish().ok());
 }
 

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/batch.h"
+#include "common/cross_memory.h"
 #include "common/message.h"
 #include "common/shm_segment.h"
 #include "common/subprocess.h"
@@ -101,9 +102,12 @@ ClusterOptions RawClusterOptions(int servers) {
 // The real client beside the raw worker: Connect and DeclareTensors wait for both, so it joins
 // on its own thread.
 std::future<std::unique_ptr<Client>> JoinRealClient(LocalCluster& cluster,
-                                                    const std::vector<TensorSpec>& tensors) {
-  return std::async(std::launch::async, [&cluster, tensors] {
-    auto c = Client::Connect(cluster.ClientOpts());
+                                                    const std::vector<TensorSpec>& tensors,
+                                                    const std::string& transport = "auto") {
+  return std::async(std::launch::async, [&cluster, tensors, transport] {
+    ClientOptions options = cluster.ClientOpts();
+    options.transport = transport;
+    auto c = Client::Connect(options);
     EXPECT_TRUE(c.ok());
     EXPECT_TRUE((*c)->DeclareTensors(tensors).ok());
     return std::move(*c);
@@ -120,6 +124,24 @@ std::string FirstServerAddress(LocalCluster& cluster) {
 }
 
 zmq::message_t Floats(int64_t n) { return zmq::message_t(static_cast<size_t>(n) * sizeof(float)); }
+
+// A data request of `sender` about partition 0 of `len` floats, without a payload.
+proto::Header PartitionRequest(int32_t sender, proto::MsgType type, int64_t len) {
+  proto::Header h;
+  h.set_type(type);
+  h.set_sender(sender);
+  h.set_request_id(5);
+  h.set_partition(0);
+  h.set_dtype(proto::FLOAT32);
+  h.set_num_elements(len);
+  return h;
+}
+
+void ExpectError(const proto::Header& r, proto::ErrorCode code, const char* what) {
+  EXPECT_EQ(r.type(), proto::ERROR) << what;
+  EXPECT_EQ(r.error(), code) << what << ": " << r.error_message();
+  EXPECT_FALSE(r.error_message().empty()) << what;
+}
 
 TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
   LocalCluster cluster(RawClusterOptions(2));
@@ -150,27 +172,22 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     h.set_num_elements(n);
     return h;
   };
-  auto expect_error = [&](const proto::Header& r, proto::ErrorCode code, const char* what) {
-    EXPECT_EQ(r.type(), proto::ERROR) << what;
-    EXPECT_EQ(r.error(), code) << what << ": " << r.error_message();
-    EXPECT_FALSE(r.error_message().empty()) << what;
-  };
   const int64_t len0 = map->partitions()[on0].length;
 
   // 1. Frame 0 is not a header.
   (void)srv.send(zmq::buffer(std::string("\x08\xff\xff garbage")), zmq::send_flags::none);
-  expect_error(raw.Next(srv), proto::MALFORMED, "garbage");
+  ExpectError(raw.Next(srv), proto::MALFORMED, "garbage");
   // 2. No such partition; 3. a partition another server holds.
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(10));
-    expect_error(raw.Call(srv, push(9999, 10), std::move(p)), proto::NOT_FOUND, "no partition");
+    ExpectError(raw.Call(srv, push(9999, 10), std::move(p)), proto::NOT_FOUND, "no partition");
   }
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(map->partitions()[on1].length));
     proto::Header r = raw.Call(srv, push(on1, map->partitions()[on1].length), std::move(p));
-    expect_error(r, proto::NOT_FOUND, "other server");
+    ExpectError(r, proto::NOT_FOUND, "other server");
     EXPECT_NE(r.error_message().find("server rank 1"), std::string::npos);
   }
   // 4. Header size disagrees with the partition; 5. payload disagrees with the header;
@@ -178,21 +195,21 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len0 - 1));
-    expect_error(raw.Call(srv, push(on0, len0 - 1), std::move(p)), proto::SIZE_MISMATCH,
-                 "header size");
+    ExpectError(raw.Call(srv, push(on0, len0 - 1), std::move(p)), proto::SIZE_MISMATCH,
+                "header size");
   }
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len0 - 1));
-    expect_error(raw.Call(srv, push(on0, len0), std::move(p)), proto::SIZE_MISMATCH,
-                 "short payload");
+    ExpectError(raw.Call(srv, push(on0, len0), std::move(p)), proto::SIZE_MISMATCH,
+                "short payload");
   }
-  expect_error(raw.Call(srv, push(on0, len0)), proto::SIZE_MISMATCH, "no payload");
+  ExpectError(raw.Call(srv, push(on0, len0)), proto::SIZE_MISMATCH, "no payload");
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len0));
     p.push_back(Floats(1));
-    expect_error(raw.Call(srv, push(on0, len0), std::move(p)), proto::SIZE_MISMATCH, "two frames");
+    ExpectError(raw.Call(srv, push(on0, len0), std::move(p)), proto::SIZE_MISMATCH, "two frames");
   }
   // 8. Wrong dtype.
   {
@@ -200,14 +217,14 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     h.set_dtype(proto::DTYPE_UNKNOWN);
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len0));
-    expect_error(raw.Call(srv, h, std::move(p)), proto::DTYPE_MISMATCH, "dtype");
+    ExpectError(raw.Call(srv, h, std::move(p)), proto::DTYPE_MISMATCH, "dtype");
   }
   // 9. A message type servers do not take.
   {
     proto::Header h;
     h.set_type(proto::BARRIER);
     h.set_sender(me);
-    expect_error(raw.Call(srv, h), proto::INVALID_ARGUMENT, "barrier to a server");
+    ExpectError(raw.Call(srv, h), proto::INVALID_ARGUMENT, "barrier to a server");
   }
   // 10. Claiming another node's id; 11. a stranger that never registered.
   {
@@ -215,7 +232,7 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     h.set_sender(client->id());
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len0));
-    expect_error(raw.Call(srv, h, std::move(p)), proto::UNREGISTERED, "spoofed sender");
+    ExpectError(raw.Call(srv, h, std::move(p)), proto::UNREGISTERED, "spoofed sender");
   }
   {
     zmq::socket_t stranger(raw.ctx_, zmq::socket_type::dealer);
@@ -225,11 +242,11 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     stranger.connect(address0);
     proto::Header h = push(on0, len0);
     h.set_sender(4242);
-    expect_error(raw.Call(stranger, h), proto::UNREGISTERED, "stranger");
+    ExpectError(raw.Call(stranger, h), proto::UNREGISTERED, "stranger");
   }
   // 12. Garbage to the scheduler, and a request from a node it never admitted.
   (void)raw.sched_.send(zmq::buffer(std::string("junk")), zmq::send_flags::none);
-  expect_error(raw.Next(raw.sched_), proto::MALFORMED, "scheduler garbage");
+  ExpectError(raw.Next(raw.sched_), proto::MALFORMED, "scheduler garbage");
   {
     zmq::socket_t stranger(raw.ctx_, zmq::socket_type::dealer);
     stranger.set(zmq::sockopt::linger, 0);
@@ -237,7 +254,7 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     stranger.connect(cluster.endpoint());
     proto::Header h;
     h.set_type(proto::BARRIER);
-    expect_error(raw.Call(stranger, h), proto::UNREGISTERED, "unregistered at scheduler");
+    ExpectError(raw.Call(stranger, h), proto::UNREGISTERED, "unregistered at scheduler");
   }
 
   // 13. Compressed payloads: an unknown codec, an encoding of the wrong size, indices outside
@@ -247,14 +264,14 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     h.set_codec("zip");
     std::vector<zmq::message_t> p;
     p.push_back(Floats(4));
-    expect_error(raw.Call(srv, h, std::move(p)), proto::INVALID_ARGUMENT, "unknown codec");
+    ExpectError(raw.Call(srv, h, std::move(p)), proto::INVALID_ARGUMENT, "unknown codec");
   }
   {
     proto::Header h = push(on0, len0);
     h.set_codec("topk:density=0.01");  // k = 10: 80 bytes
     std::vector<zmq::message_t> p;
     p.push_back(Floats(19));
-    expect_error(raw.Call(srv, h, std::move(p)), proto::SIZE_MISMATCH, "short encoding");
+    ExpectError(raw.Call(srv, h, std::move(p)), proto::SIZE_MISMATCH, "short encoding");
   }
   {
     proto::Header h = push(on0, len0);
@@ -263,7 +280,7 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     for (int j = 0; j < 10; ++j) bytes[j] = static_cast<uint32_t>(len0 + j);  // out of range
     std::vector<zmq::message_t> p;
     p.emplace_back(bytes.data(), bytes.size() * 4);
-    expect_error(raw.Call(srv, h, std::move(p)), proto::MALFORMED, "index out of range");
+    ExpectError(raw.Call(srv, h, std::move(p)), proto::MALFORMED, "index out of range");
   }
   {
     proto::Header h;
@@ -271,7 +288,7 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     h.set_sender(me);
     h.set_partition(on0);
     h.set_codec("topk:density=0.5");
-    expect_error(raw.Call(srv, h), proto::INVALID_ARGUMENT, "pull codec");
+    ExpectError(raw.Call(srv, h), proto::INVALID_ARGUMENT, "pull codec");
   }
 
   // The server still serves: a valid push from the raw worker, then the real client sees it.
@@ -302,7 +319,7 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
 TEST(MalformedTest, SharedMemorySlotsAreCheckedAndServingGoesOn) {
   LocalCluster cluster(RawClusterOptions(1));
   const std::vector<TensorSpec> tensors = {{"t", {1000}, 0}};  // 1 partition
-  auto real = JoinRealClient(cluster, tensors);
+  auto real = JoinRealClient(cluster, tensors, "shm");
   RawWorker raw(cluster.endpoint());
   raw.Join(tensors[0]);
   ASSERT_FALSE(HasFatalFailure());
@@ -314,13 +331,7 @@ TEST(MalformedTest, SharedMemorySlotsAreCheckedAndServingGoesOn) {
   ASSERT_TRUE((*segment)->Reserve(1 << 20).ok());
 
   auto request = [&](proto::MsgType type, int64_t offset, int64_t length) {
-    proto::Header h;
-    h.set_type(type);
-    h.set_sender(raw.me_);
-    h.set_request_id(5);
-    h.set_partition(0);
-    h.set_dtype(proto::FLOAT32);
-    h.set_num_elements(len);
+    proto::Header h = PartitionRequest(raw.me_, type, len);
     h.set_shm_offset(offset);
     h.set_shm_length(length);
     return h;
@@ -333,40 +344,36 @@ TEST(MalformedTest, SharedMemorySlotsAreCheckedAndServingGoesOn) {
     h.set_shm_length(size);
     return raw.Call(raw.srv_, h);
   };
-  auto expect_error = [&](const proto::Header& r, proto::ErrorCode code, const char* what) {
-    EXPECT_EQ(r.type(), proto::ERROR) << what;
-    EXPECT_EQ(r.error(), code) << what << ": " << r.error_message();
-  };
 
   // Slots before any segment was mapped; segments that are not ours, missing or mis-sized.
-  expect_error(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes)), proto::FAILED_PRECONDITION,
-               "slot without a segment");
-  expect_error(attach("/etc/passwd", 1 << 20), proto::INVALID_ARGUMENT, "a foreign name");
-  expect_error(attach(name + "-missing", 1 << 20), proto::UNAVAILABLE, "a missing segment");
-  expect_error(attach(name, 4096), proto::INVALID_ARGUMENT, "a wrong size");
-  expect_error(attach(name, -1), proto::INVALID_ARGUMENT, "a negative size");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes)), proto::FAILED_PRECONDITION,
+              "slot without a segment");
+  ExpectError(attach("/etc/passwd", 1 << 20), proto::INVALID_ARGUMENT, "a foreign name");
+  ExpectError(attach(name + "-missing", 1 << 20), proto::UNAVAILABLE, "a missing segment");
+  ExpectError(attach(name, 4096), proto::INVALID_ARGUMENT, "a wrong size");
+  ExpectError(attach(name, -1), proto::INVALID_ARGUMENT, "a negative size");
   ASSERT_EQ(attach(name, 1 << 20).type(), proto::SHM_ATTACH_REPLY);
 
   // Slots outside the segment, overflowing it, negative, with a frame besides; a pull whose
   // slot is not the partition's size.
-  expect_error(raw.Call(raw.srv_, request(proto::PUSH, (1 << 20) - 64, bytes)), proto::MALFORMED,
-               "slot past the end");
-  expect_error(raw.Call(raw.srv_, request(proto::PUSH, INT64_MAX - 8, bytes)), proto::MALFORMED,
-               "offset overflowing");
-  expect_error(raw.Call(raw.srv_, request(proto::PUSH, -64, bytes)), proto::MALFORMED,
-               "negative offset");
-  expect_error(raw.Call(raw.srv_, request(proto::PUSH, 0, -bytes)), proto::MALFORMED,
-               "negative length");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, (1 << 20) - 64, bytes)), proto::MALFORMED,
+              "slot past the end");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, INT64_MAX - 8, bytes)), proto::MALFORMED,
+              "offset overflowing");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, -64, bytes)), proto::MALFORMED,
+              "negative offset");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, -bytes)), proto::MALFORMED,
+              "negative length");
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len));
-    expect_error(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes), std::move(p)), proto::MALFORMED,
-                 "slot and frame");
+    ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes), std::move(p)), proto::MALFORMED,
+                "slot and frame");
   }
-  expect_error(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes - 4)), proto::SIZE_MISMATCH,
-               "short push slot");
-  expect_error(raw.Call(raw.srv_, request(proto::PULL, 0, bytes - 4)), proto::SIZE_MISMATCH,
-               "short pull slot");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes - 4)), proto::SIZE_MISMATCH,
+              "short push slot");
+  ExpectError(raw.Call(raw.srv_, request(proto::PULL, 0, bytes - 4)), proto::SIZE_MISMATCH,
+              "short pull slot");
 
   // Good slots: a push of ones read from the segment, then a pull written into it.
   float* slot = reinterpret_cast<float*>((*segment)->data() + 4096);
@@ -389,6 +396,136 @@ TEST(MalformedTest, SharedMemorySlotsAreCheckedAndServingGoesOn) {
   EXPECT_EQ(values[len - 1], -1.0f);
   EXPECT_EQ(client->stats().shared_memory_bytes, bytes);
 
+  proto::Header leave;
+  leave.set_type(proto::LEAVE);
+  leave.set_sender(raw.me_);
+  EXPECT_EQ(raw.Call(raw.sched_, leave).type(), proto::LEAVE);
+  EXPECT_TRUE(client->Finish().ok());
+}
+
+// Cross memory attach (server/cma_peers.h) from a raw worker, this test process: a claim is
+// checked (a pid that is not the worker's, another pid namespace, a probe not put where it was
+// said or not the one given), a request's address and size are the server's to check (an
+// address the worker does not map fails that request only), and after CMA_REVOKE nothing is
+// read or written. Serving goes on throughout.
+TEST(MalformedTest, CrossMemoryClaimsAndAddressesAreCheckedAndServingGoesOn) {
+  LocalCluster cluster(RawClusterOptions(1));
+  const std::vector<TensorSpec> tensors = {{"t", {1000}, 0}};  // 1 partition
+  auto real = JoinRealClient(cluster, tensors, "socket");
+  RawWorker raw(cluster.endpoint());
+  raw.Join(tensors[0]);
+  ASSERT_FALSE(HasFatalFailure());
+  std::unique_ptr<Client> client = real.get();
+  const int64_t len = 1000, bytes = len * 4;
+  std::vector<uint64_t> probe(2, 0);
+  const auto probe_at = reinterpret_cast<uintptr_t>(probe.data());
+
+  auto request = [&](proto::MsgType type, uint64_t address, int64_t length) {
+    proto::Header h = PartitionRequest(raw.me_, type, len);
+    h.set_cma_address(address);
+    h.set_cma_length(length);
+    return h;
+  };
+  auto claim = [&](int64_t pid, uint64_t pid_namespace, uint64_t answer = 0) {
+    proto::Header h;
+    h.set_type(proto::CMA_ATTACH);
+    h.set_sender(raw.me_);
+    h.set_cma_pid(pid);
+    h.set_pid_namespace(pid_namespace);
+    h.set_cma_address(probe_at);
+    h.set_cma_probe(answer);
+    return raw.Call(raw.srv_, h);
+  };
+  std::vector<float> ones(len, 1.0f), into(len, 7.0f);
+  const auto ones_at = reinterpret_cast<uintptr_t>(ones.data());
+  const auto into_at = reinterpret_cast<uintptr_t>(into.data());
+
+  // Requests naming memory before any attach.
+  ExpectError(raw.Call(raw.srv_, request(proto::PULL, into_at, bytes)), proto::MALFORMED,
+              "not attached");
+  // Claims: no pid, another pid namespace, an answer to no challenge.
+  const int64_t me = getpid();
+  ExpectError(claim(0, PidNamespace()), proto::INVALID_ARGUMENT, "pid 0");
+  ExpectError(claim(me, PidNamespace() + 1), proto::FAILED_PRECONDITION, "another namespace");
+  ExpectError(claim(me, PidNamespace(), 12345), proto::FAILED_PRECONDITION, "no challenge");
+  // A process that is not the worker: its memory does not hold the probe.
+  struct Reaped {  // killed and reaped however the test ends
+    pid_t pid;
+    ~Reaped() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  };
+  auto spawned = Spawn({"/bin/sleep", "30"});
+  ASSERT_TRUE(spawned.ok()) << spawned.status().ToString();
+  const Reaped other{*spawned};
+  proto::Header r = claim(other.pid, PidNamespace());
+  ASSERT_EQ(r.type(), proto::CMA_ATTACH_REPLY) << r.error_message();
+  probe[0] = r.cma_probe();
+  r = claim(other.pid, PidNamespace(), r.cma_probe());
+  EXPECT_EQ(r.type(), proto::ERROR) << "another process passed for the worker";
+  // The worker itself, but the probe not put there, or a wrong one given back.
+  probe[0] = 0;
+  r = claim(me, PidNamespace());
+  ASSERT_EQ(r.type(), proto::CMA_ATTACH_REPLY) << r.error_message();
+  ExpectError(claim(me, PidNamespace(), r.cma_probe()), proto::FAILED_PRECONDITION,
+              "probe not in place");
+  r = claim(me, PidNamespace());
+  probe[0] = r.cma_probe();
+  ExpectError(claim(me, PidNamespace(), r.cma_probe() + 1), proto::FAILED_PRECONDITION,
+              "a wrong probe");
+  EXPECT_EQ(probe[1], 0u) << "written before the claim was proven";
+  // A proven claim.
+  r = claim(me, PidNamespace());
+  probe[0] = r.cma_probe();
+  r = claim(me, PidNamespace(), r.cma_probe());
+  ASSERT_EQ(r.type(), proto::CMA_ATTACH_REPLY) << r.error_message();
+  EXPECT_GT(r.cma_pid(), 0);
+  EXPECT_EQ(probe[1], ~probe[0]) << "the server wrote the probe's complement";
+
+  // A frame besides, wrong sizes, addresses this process does not map.
+  {
+    std::vector<zmq::message_t> p;
+    p.push_back(Floats(len));
+    ExpectError(raw.Call(raw.srv_, request(proto::PUSH, ones_at, bytes), std::move(p)),
+                proto::MALFORMED, "address and frame");
+  }
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, ones_at, -bytes)), proto::MALFORMED,
+              "negative length");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, ones_at, bytes - 4)), proto::SIZE_MISMATCH,
+              "short push");
+  ExpectError(raw.Call(raw.srv_, request(proto::PULL, into_at, bytes + 4)), proto::SIZE_MISMATCH,
+              "long pull");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 64, bytes)), proto::INVALID_ARGUMENT,
+              "push from an unmapped address");
+  ExpectError(raw.Call(raw.srv_, request(proto::PULL, 64, bytes)), proto::INVALID_ARGUMENT,
+              "pull into an unmapped address");
+
+  // Good requests: a push of ones read from this process, a pull written into it.
+  r = raw.Call(raw.srv_, request(proto::PUSH, ones_at, bytes));
+  ASSERT_EQ(r.type(), proto::PUSH_REPLY) << r.error_message();
+  r = raw.Call(raw.srv_, request(proto::PULL, into_at, bytes));
+  ASSERT_EQ(r.type(), proto::PULL_REPLY) << r.error_message();
+  EXPECT_EQ(r.cma_length(), bytes);
+  EXPECT_TRUE(raw.last_payload_.empty());
+  EXPECT_EQ(into[0], -1.0f);
+  EXPECT_EQ(into[len - 1], -1.0f);
+
+  // Revoked: nothing is touched any more.
+  proto::Header revoke;
+  revoke.set_type(proto::CMA_REVOKE);
+  revoke.set_sender(raw.me_);
+  EXPECT_EQ(raw.Call(raw.srv_, revoke).type(), proto::CMA_REVOKE_REPLY);
+  std::fill(into.begin(), into.end(), 7.0f);
+  ExpectError(raw.Call(raw.srv_, request(proto::PULL, into_at, bytes)), proto::MALFORMED,
+              "revoked");
+  EXPECT_EQ(into[0], 7.0f);
+
+  // The real client, on its socket, sees the one push.
+  std::vector<float> values(len);
+  ASSERT_TRUE(client->Pull("t", values.data(), len).Wait().ok());
+  EXPECT_EQ(values[0], -1.0f);
+  EXPECT_EQ(values[len - 1], -1.0f);
   proto::Header leave;
   leave.set_type(proto::LEAVE);
   leave.set_sender(raw.me_);

@@ -448,10 +448,10 @@ size_t PatternSeenInCapture(const Keys* keys) {
                         .server_own_flags = {{fmt::format("--bind=tcp://127.0.0.1:{}", port)}}});
   LoopbackCapture capture(port);
   EXPECT_TRUE(capture.ok());
-  // Without keys the tensors are sent over TCP too (not the co-located shared memory), so that
-  // the capture sees them; with keys the client must not use shared memory on its own.
+  // Without keys the tensors are sent over TCP too (not a co-located transport), so that the
+  // capture sees them; with keys the client must not use one on its own.
   ClientOptions options = keys ? keys->Client(cluster.ClientOpts()) : cluster.ClientOpts();
-  if (!keys) options.shared_memory_bytes = 0;
+  if (!keys) options.transport = "socket";
   auto client = Client::Connect(options);
   EXPECT_TRUE(client.ok()) << client.status().ToString();
   if (!client.ok()) return 0;

@@ -18,9 +18,9 @@ def test_pushes_of_two_workers_sum_exactly(cluster):
     results = {}
 
     def worker(rank):
-        # Rank 0 reaches the servers through shared memory (the default on one machine) and
-        # batches its small requests (the default), rank 1 sends one message per request over TCP.
-        with hetps.Client(c.endpoint, rank=rank, shared_memory_bytes=(64 << 20) * (1 - rank),
+        # Rank 0 reaches the servers through shared memory and batches its small requests (the
+        # default), rank 1 sends one message per request over TCP.
+        with hetps.Client(c.endpoint, rank=rank, transport="shm" if rank == 0 else "socket",
                           batch_bytes=(256 << 10) * (1 - rank)) as w:
             w.declare([("w", (n,), 0), ("b", (7,), 1)])
             grads = [np.full(n, rank + 1, np.float32), np.arange(n, dtype=np.float32)]
