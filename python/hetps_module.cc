@@ -491,7 +491,7 @@ PYBIND11_MODULE(_hetps, m) {
            "rank to ask for (None: any free one, or $HETPS_RANK); transport: how large payloads "
            "to a co-located server skip its socket: 'cma' (the server reads and writes the "
            "arrays itself), 'shm' (a shared memory segment of shared_memory_bytes per server), "
-           "'auto' (cma, else shm) or 'socket' (neither); batch_bytes: requests to one server "
+           "'auto' (shm, else cma) or 'socket' (neither); batch_bytes: requests to one server "
            "smaller than this, sent together, go as one message (0: one message each).")
       .def_property_readonly(
           "id", [](PyClient& c) { return c.client().id(); }, "Node id assigned by the scheduler.")

@@ -109,7 +109,7 @@ DEFINE_int32(server_recovery_timeout_ms, 0,
 DEFINE_string(transport, "auto",
               "co-located servers (this machine and network namespace, no --auth=curve): how "
               "large payloads skip the socket: cma (the server reads and writes this process's "
-              "arrays), shm (a shared memory segment per server), auto (cma, else shm), socket "
+              "arrays), shm (a shared memory segment per server), auto (shm, else cma), socket "
               "(neither)");
 DEFINE_int64(shared_memory_mib, 64,
              "the shm transport's segment per co-located server, in MiB; 0: no shm");

@@ -5,7 +5,7 @@
 namespace hetps {
 
 const std::vector<TransportInfo>& Transports() {
-  static const std::vector<TransportInfo> all = {CmaTransportInfo(), ShmTransportInfo()};
+  static const std::vector<TransportInfo> all = {ShmTransportInfo(), CmaTransportInfo()};
   return all;
 }
 
