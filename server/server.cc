@@ -488,7 +488,12 @@ void ServerLoop::AttachCma(Envelope& env) {
 // Answered only once no copy of the worker's memory is in progress or can start.
 void ServerLoop::RevokeCma(Envelope& env) {
   const proto::Header& h = env.message.header;
-  if (Status s = CheckSender(env); !s.ok()) return Reject(env, s);
+  // Whatever the worker's standing (one declared dead or gone was forgotten already, and its
+  // client waits for this answer): only its own connection may ask.
+  if (!IsNodeIdentity(env.identity, h.sender())) {
+    return Reject(env, Status::Unregistered(
+                           fmt::format("this connection does not speak for node {}", h.sender())));
+  }
   cma_.Revoke(h.sender());
   Reply(env.identity, ReplyTo(h, proto::CMA_REVOKE_REPLY, link_->id()));
 }
