@@ -225,6 +225,8 @@ void ClientIo::AttachTransports() {
         break;
       }
       why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", t->name, opened.status().ToString());
+      // A server that does not answer at all (dying, restarting) is not asked again.
+      if (opened.status().code() == proto::DEADLINE_EXCEEDED) break;
     }
     if (!transports_[rank]) {
       spdlog::info("server rank {} is on this host; its payloads stay on the socket ({})", rank,
@@ -234,25 +236,29 @@ void ClientIo::AttachTransports() {
 }
 
 StatusOr<proto::Header> ClientIo::Ask(int rank, proto::Header h) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  using std::chrono::steady_clock;
+  const auto deadline = steady_clock::now() + std::chrono::seconds(1);
   h.set_sender(link_.id());
+  h.set_request_id(next_request_++);  // an answer to an earlier question is told apart
   const std::string what = proto::MsgType_Name(h.type());
+  hetps::Send(servers_[rank], h, {});
   while (true) {
-    hetps::Send(servers_[rank], h, {});
+    // In slices, heartbeating between them: the scheduler must not take the wait for silence.
+    link_.MaybeHeartbeat();
     zmq::pollitem_t item{servers_[rank].handle(), 0, ZMQ_POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) {
-      return Status::DeadlineExceeded("no answer to " + what);
-    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
+    if (left.count() <= 0) return Status::DeadlineExceeded("no answer to " + what);
+    if (zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100))) == 0) continue;
     auto env = Receive(servers_[rank], zmq::recv_flags::dontwait, /*routed=*/false);
     if (!env || !env->status.ok()) return Status::Malformed("a malformed answer to " + what);
     const proto::Header& r = env->message.header;
+    if (r.request_id() != h.request_id()) continue;
     if (r.type() != proto::ERROR) return r;
     Status s = StatusOf(r);
-    if (s.code() != proto::UNREGISTERED || std::chrono::steady_clock::now() > deadline) return s;
-    link_.MaybeHeartbeat();
+    if (s.code() != proto::UNREGISTERED || steady_clock::now() > deadline) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    hetps::Send(servers_[rank], h, {});  // it did not know this worker yet: ask again
   }
 }
 

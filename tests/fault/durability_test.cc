@@ -77,7 +77,13 @@ TEST(DurabilityTest, AKilledServerRestartsWithEveryLoggedUpdateAppliedOnce) {
 // on its data dir, takes its rank over, and the workers (waiting, not failing) resend what it
 // never answered; at the end every tensor holds exactly the sum of every push, each once, and
 // no worker was restarted.
-TEST(DurabilityTest, ARestartedServerRejoinsTheRunningClusterAndNothingIsLostOrDoubled) {
+// Through each co-located transport: pushes a killed server was lent (cma) or had in its
+// slots (shm) go again, on the socket, to the restarted one.
+class RestartTest : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Transports, RestartTest, ::testing::Values("shm", "cma"));
+
+TEST_P(RestartTest, ARestartedServerRejoinsTheRunningClusterAndNothingIsLostOrDoubled) {
   ScratchDir dir("hetps-data");
   std::vector<std::string> flags = ServerFlags(dir);
   flags[0] = "--data_dir=" + dir.str() + "/server{i}";
@@ -89,6 +95,7 @@ TEST(DurabilityTest, ARestartedServerRejoinsTheRunningClusterAndNothingIsLostOrD
   LocalCluster::RunEach(2, [&](int i) {
     ClientOptions o = cluster.ClientOpts();
     o.server_recovery_timeout_ms = 20000;
+    o.transport = GetParam();
     auto c = Client::Connect(o);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     clients[i] = std::move(*c);
@@ -125,6 +132,7 @@ TEST(DurabilityTest, ARestartedServerRejoinsTheRunningClusterAndNothingIsLostOrD
     EXPECT_EQ(w.front(), -2.0f * kPushes) << t.name;
     EXPECT_EQ(w.back(), -2.0f * kPushes) << t.name;
   }
+  EXPECT_GT(clients[0]->stats().shared_memory_bytes, 0) << "nothing went through " << GetParam();
   for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
 }
 
