@@ -141,9 +141,11 @@ def test_many_tensors_in_one_call(cluster):
         w.pull_all([]).wait()  # nothing to do
 
 
-def test_a_ticket_keeps_its_array_alive_until_done(cluster):
+@pytest.mark.parametrize("transport", ["auto", "cma"])
+def test_a_ticket_keeps_its_array_alive_until_done(cluster, transport):
+    # Through cross memory attach the server itself reads the array: it is lent until answered.
     c = cluster(server_flags=SUM)
-    with hetps.Client(c.endpoint) as w:
+    with hetps.Client(c.endpoint, transport=transport) as w:
         n = 4_000_000
         w.declare([("big", (n,), 0)])
         a = np.ones(n, np.float32)
@@ -174,6 +176,8 @@ def test_a_ticket_keeps_its_array_alive_until_done(cluster):
         out = np.empty(n, np.float32)
         w.pull("big", out).wait()
         np.testing.assert_array_equal(out, np.full(n, -3, np.float32))
+        if transport == "cma":
+            assert w.stats()["shared_memory_bytes"] == 3 * 4 * n  # two pushes and the pull
 
 
 def test_clock_metrics_and_help(cluster):
