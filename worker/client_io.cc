@@ -285,7 +285,7 @@ void ClientIo::Finish(uint64_t id, Pending& p, const Status& s, const proto::Hea
   }
   const int rank = p.target;
   const bool ask = !Lends(rank) && p.via == transports_[rank] && servers_[rank].handle() != nullptr;
-  lent_.push_back({id, rank, p.op, s, p.via});
+  lent_.push_back({id, rank, p.op, s, p.via, p.slot.keep});
   if (ask) {  // a live server: asked to let go, and heard until it answers (revoking_)
     p.via->Detach();
     proto::Header revoke;

@@ -147,6 +147,7 @@ class ClientIo {
     OpPtr op;
     Status status;
     std::shared_ptr<Transport> via;
+    std::shared_ptr<const void> keep;  // TransportSlot::keep: bytes the server may still read
   };
 
   void IoLoop();
