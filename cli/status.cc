@@ -1,8 +1,10 @@
 #include "cli/status.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "cli/launch_args.h"
 #include "cli/scheduler_call.h"
@@ -30,6 +33,19 @@ std::string Bytes(double b) {
 std::string Num(const Json& v, const char* format = "{:.1f}") {
   if (!v.is_number()) return "-";
   return fmt::format(fmt::runtime(format), v.get<double>());
+}
+
+// How a worker's large payloads reach the servers ("transports", one word per server rank):
+// the distinct ways joined by '+', or "-" where the scheduler did not say.
+std::string Via(const Json& w) {
+  auto it = w.find("transports");
+  if (it == w.end() || !it->is_array() || it->empty()) return "-";
+  std::vector<std::string> seen;
+  for (const Json& t : *it) {
+    const std::string word = t.is_string() ? t.get<std::string>() : "?";
+    if (std::find(seen.begin(), seen.end(), word) == seen.end()) seen.push_back(word);
+  }
+  return fmt::format("{}", fmt::join(seen, "+"));
 }
 
 // An integer field: a JSON integer, or a float that is a value of T (nlohmann's get<int>() of
@@ -153,23 +169,23 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                       Bytes(IntOr(f, "bytes_up", 0)), Bytes(IntOr(f, "bytes_down", 0)), measured));
     }
     out += fmt::format(
-        "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:>7} "
+        "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:<10} {:>7} "
         "{:>8}  {}\n",
         "RANK", "NODE", "STATE", "CLOCK", "ITER_MS", "±SD", "WAIT_MS", "BUSY_MS", "STALE", "PUSHED",
-        "PULLED", "HB_MS", "LOSS", "FLAG");
+        "PULLED", "VIA", "HB_MS", "LOSS", "FLAG");
     for (const Json& w : j.at("workers")) {
       const Json& m = w.at("metrics");
       std::string flag = w.at("straggler").get<bool>()
                              ? "STRAGGLER (" + w.at("straggler_reason").get<std::string>() + ")"
                              : "";
       out += fmt::format(
-          "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:>7.0f} {:>8}  "
-          "{}\n",
+          "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:<10} {:>7.0f} "
+          "{:>8}  {}\n",
           Int<int>(w.at("rank")), Int<int>(w.at("id")), w.at("state").get<std::string>(),
           Int<int64_t>(w.at("clock")), Num(w.at("iteration_ms")), Num(w.at("iteration_ms_stddev")),
           Num(w.at("wait_ms")), Num(w.at("busy_ms"), "{:.0f}"), Num(w.at("staleness"), "{:.2f}"),
           Bytes(w.at("bytes_pushed").get<double>()), Bytes(w.at("bytes_pulled").get<double>()),
-          w.at("heartbeat_age_ms").get<double>(),
+          Via(w), w.at("heartbeat_age_ms").get<double>(),
           m.contains("loss") ? Num(m.at("loss"), "{:.4f}") : "-", flag);
     }
     out += fmt::format("\n{:>4} {:>4} {:<6} {:>10} {:>10} {:>9} {:>11} {:>12}  {}\n", "RANK",

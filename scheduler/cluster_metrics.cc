@@ -102,10 +102,12 @@ void ClusterStats::WorkerTrafficMetrics(Exposition& e) const {
   const std::pair<const char*, int64_t WorkerRecord::*> bytes[] = {
       {"hetps_worker_pushed_bytes_total", &WorkerRecord::bytes_pushed},
       {"hetps_worker_pushed_uncompressed_bytes_total", &WorkerRecord::raw_bytes_pushed},
-      {"hetps_worker_pulled_bytes_total", &WorkerRecord::bytes_pulled}};
+      {"hetps_worker_pulled_bytes_total", &WorkerRecord::bytes_pulled},
+      {"hetps_worker_co_located_bytes_total", &WorkerRecord::co_located_bytes}};
   for (const auto& [name, field] : bytes) {
     PerWorker(e, workers_, name, "counter",
-              "Payload bytes (pushed: as sent; uncompressed: as float32).",
+              "Payload bytes (pushed: as sent; uncompressed: as float32; co-located: pushed and "
+              "pulled through shared memory or cross memory attach).",
               [field](const WorkerRecord& w) -> Value { return w.*field; });
   }
   const struct {

@@ -12,6 +12,9 @@
 namespace hetps {
 namespace {
 
+// A worker reports one transport per server rank; more is a broken report.
+constexpr int kMaxServersReported = 4096;
+
 using Json = nlohmann::json;
 
 double Ewma(double old, double sample) { return old < 0 ? sample : 0.5 * old + 0.5 * sample; }
@@ -119,6 +122,17 @@ void ClusterStats::OnWorkerReport(int32_t id, const proto::WorkerReport& r, doub
   w->bytes_pushed = std::max(w->bytes_pushed, r.bytes_pushed());
   w->raw_bytes_pushed = std::max(w->raw_bytes_pushed, r.raw_bytes_pushed());
   w->bytes_pulled = std::max(w->bytes_pulled, r.bytes_pulled());
+  w->co_located_bytes = std::max(w->co_located_bytes, r.co_located_bytes());
+  // Untrusted: kept only in a bounded shape (a word per server rank).
+  if (r.transports_size() > 0 && r.transports_size() <= kMaxServersReported) {
+    w->transports.clear();
+    for (const std::string& t : r.transports()) {
+      const bool word = !t.empty() && t.size() <= 16 && std::all_of(t.begin(), t.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+      });
+      w->transports.push_back(word ? t : "?");
+    }
+  }
   for (const proto::MetricPoint& p : r.metrics()) {
     if (p.values().empty()) continue;
     for (const auto& [name, value] : p.values()) w->metrics[name] = value;  // the latest of each
@@ -277,6 +291,8 @@ nlohmann::json ClusterStats::WorkersJson(double now) const {
         {"bytes_pushed", w.bytes_pushed},
         {"raw_bytes_pushed", w.raw_bytes_pushed},
         {"bytes_pulled", w.bytes_pulled},
+        {"co_located_bytes", w.co_located_bytes},
+        {"transports", w.transports},
         {"heartbeat_age_ms", std::max(0.0, (now - w.last_heard) * 1000.0)},
         {"metrics", metrics},
         {"metrics_clock", w.metrics_clock},

@@ -96,7 +96,8 @@ class ClusterStats {
     double wait_total_ms = 0;
     Histogram iteration{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
     std::vector<int64_t> staleness = std::vector<int64_t>(kStalenessBuckets, 0);
-    int64_t bytes_pushed = 0, raw_bytes_pushed = 0, bytes_pulled = 0;
+    int64_t bytes_pushed = 0, raw_bytes_pushed = 0, bytes_pulled = 0, co_located_bytes = 0;
+    std::vector<std::string> transports;  // per server rank, as last reported
     std::map<std::string, double> metrics;
     int64_t metrics_clock = 0;
   };

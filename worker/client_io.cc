@@ -178,7 +178,9 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
   }
   AttachTransports();
   link_.SetReporter([this, &heartbeat_clock](proto::Header& h) {
-    report_.Fill(heartbeat_clock.load(), *h.mutable_worker_report());
+    proto::WorkerReport& r = *h.mutable_worker_report();
+    report_.Fill(heartbeat_clock.load(), r);
+    for (const auto& t : transports_) r.add_transports(t && t->attached() ? t->name() : "socket");
   });
   wake_in_.bind(fmt::format("inproc://client-wake-{}", link_.id()));
   wake_out_.connect(fmt::format("inproc://client-wake-{}", link_.id()));

@@ -95,6 +95,7 @@ void ClientReport::Fill(int64_t clock, proto::WorkerReport& r) {
   r.set_bytes_pushed(bytes_pushed_.load());
   r.set_raw_bytes_pushed(raw_bytes_pushed_.load());
   r.set_bytes_pulled(bytes_pulled_.load());
+  r.set_co_located_bytes(shared_memory_bytes_.load());
 }
 
 ClientStats ClientReport::Stats() const {

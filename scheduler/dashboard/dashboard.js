@@ -227,6 +227,11 @@ function drawFederated(s) {
   }
 }
 
+// How a worker's large payloads reach the servers: the distinct ways over its server ranks.
+function via(transports) {
+  return transports && transports.length ? [...new Set(transports)].join("+") : "–";
+}
+
 let last = null;  // the latest status, to redraw at once when a pager or filter is clicked
 function render(s) {
   last = s;
@@ -237,7 +242,7 @@ function render(s) {
   fillTable("workers", [...s.workers].sort((a, b) => a.rank - b.rank), (w) => [
     w.rank, w.id, w.state, w.clock, num(w.iteration_ms), num(w.iteration_ms_stddev), num(w.wait_ms),
     `${num(w.staleness, 2)} (max ${w.staleness_max})`, fmtBytes(w.bytes_pushed), fmtBytes(w.bytes_pulled),
-    num(w.heartbeat_age_ms, 0), num(w.metrics.loss, 4), num(w.metrics.accuracy, 4),
+    via(w.transports), num(w.heartbeat_age_ms, 0), num(w.metrics.loss, 4), num(w.metrics.accuracy, 4),
     { text: w.straggler ? `STRAGGLER (${w.straggler_reason})` : "", cls: "flag" },
   ], (w) => (w.straggler ? "straggler" : w.state !== "alive" ? "gone" : ""));
   fillTable("servers", s.servers, (v) => [

@@ -98,6 +98,12 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
   EXPECT_EQ(status["servers"].size(), 2u);
   EXPECT_EQ(status["layers"].size(), 3u);  // the MLP's three layers
   for (const Json& l : status["layers"]) EXPECT_GT(l["pushes"].get<int64_t>(), 0);
+  // Workers and servers share this machine: each server rank is reached through shared memory
+  // (the default), and the bytes that went that way are counted.
+  for (const Json& w : status["workers"]) {
+    EXPECT_EQ(w["transports"], Json({"shm", "shm"})) << w.dump();
+    EXPECT_GT(w["co_located_bytes"].get<int64_t>(), 0) << w.dump();
+  }
 
   // /metrics: valid exposition with the expected families.
   auto metrics = http.Get("/metrics");

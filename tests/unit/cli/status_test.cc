@@ -50,6 +50,8 @@ TEST(StatusRenderTest, TablesShowWorkersServersLayersAndTheStraggler) {
   fast.set_clock(40);
   slow.set_clock(12);
   for (int i = 0; i < 6; ++i) fast.add_iteration_ms(10), slow.add_iteration_ms(40);
+  fast.add_transports("shm");  // how each server rank is reached
+  slow.add_transports("socket");
   stats.OnWorkerReport(2, fast, 1);
   stats.OnWorkerReport(3, slow, 1);
   proto::ServerReport sr;
@@ -69,6 +71,9 @@ TEST(StatusRenderTest, TablesShowWorkersServersLayersAndTheStraggler) {
   const size_t row = text->find("\n   1    3 alive");
   ASSERT_NE(row, std::string::npos) << *text;
   EXPECT_LT(text->find("STRAGGLER", row), text->find('\n', row + 1));
+  EXPECT_LT(text->find(" socket ", row), text->find('\n', row + 1)) << *text;
+  EXPECT_NE(text->find(" shm "), std::string::npos) << *text;
+  EXPECT_NE(text->find(" VIA "), std::string::npos) << *text;
   EXPECT_EQ(text->find("last checkpoint"), std::string::npos) << "none was taken";
   stats.OnCheckpoint(750, "/runs/x/checkpoints/clock-000000750", 3 << 20, 0.25, 1);
   auto with_checkpoint = RenderStatus(stats.StatusJson(31));

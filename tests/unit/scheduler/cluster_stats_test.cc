@@ -122,6 +122,37 @@ TEST(ClusterStatsTest, StalenessIsAccountedExactly) {
             std::string::npos);
 }
 
+// What reaches the servers how (worker/transport.h): the bytes through co-located transports
+// and a word per server rank, kept only in a bounded shape (reports are untrusted).
+TEST(ClusterStatsTest, TransportsPerServerRankAndCoLocatedBytes) {
+  ClusterStats stats = Cluster();
+  proto::WorkerReport r;
+  r.set_co_located_bytes(4096);
+  r.add_transports("cma");
+  r.add_transports("socket");
+  stats.OnWorkerReport(3, r, 1);
+  proto::WorkerReport odd;
+  odd.add_transports("shm");
+  odd.add_transports(std::string(40, 'x'));
+  odd.add_transports("Bad Word");
+  stats.OnWorkerReport(4, odd, 1);
+  proto::WorkerReport many;
+  for (int i = 0; i < 5000; ++i) many.add_transports("shm");
+  stats.OnWorkerReport(5, many, 1);
+
+  const Json s = Json::parse(stats.StatusJson(1));
+  EXPECT_EQ((*WorkerOf(s, 0))["co_located_bytes"], 4096);
+  EXPECT_EQ((*WorkerOf(s, 0))["transports"], Json({"cma", "socket"}));
+  EXPECT_EQ((*WorkerOf(s, 1))["transports"], Json({"shm", "?", "?"}));
+  EXPECT_TRUE((*WorkerOf(s, 2))["transports"].empty()) << "an oversized list is not kept";
+  // A later report without the bytes does not lower the total.
+  stats.OnWorkerReport(3, proto::WorkerReport(), 2);
+  EXPECT_EQ((*WorkerOf(Json::parse(stats.StatusJson(2)), 0))["co_located_bytes"], 4096);
+  EXPECT_NE(
+      stats.Metrics(2).find("hetps_worker_co_located_bytes_total{worker=\"0\",node=\"3\"} 4096\n"),
+      std::string::npos);
+}
+
 TEST(ClusterStatsTest, LayersAreSummedOverServersWithARate) {
   ClusterStats stats = Cluster();
   auto report = [](int64_t pushes0, int64_t pushes1) {
