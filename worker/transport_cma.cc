@@ -38,6 +38,7 @@ class CmaTransport : public Transport {
     const proto::MsgType type = o.header.type();
     if (!o.header.codec().empty()) return;
     const void* address = nullptr;
+    std::shared_ptr<const void> keep;
     int64_t bytes = 0;
     if ((type == proto::PUSH || type == proto::INIT) && o.payload.size() == 1) {
       // The caller's floats (valid until the operation completes) or bytes held with it.
@@ -46,7 +47,7 @@ class CmaTransport : public Transport {
         address = o.src;
       } else if (o.encoded && data == o.encoded->data()) {
         address = data;
-        slot.keep = o.encoded;
+        keep = o.encoded;
       } else {
         return;
       }
@@ -64,6 +65,7 @@ class CmaTransport : public Transport {
     o.header.set_cma_length(bytes);
     slot.length = bytes;
     slot.lent = true;
+    slot.keep = std::move(keep);
   }
 
   Status AcceptPull(const proto::Header& h, const TransportSlot& slot, float* /*dst*/,

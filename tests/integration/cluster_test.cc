@@ -230,6 +230,18 @@ TEST_P(CoLocatedTest, RequestsOfABatchOrMoreLeaveAlone) {
   EXPECT_EQ(after.requests - before.requests, 8);
   EXPECT_EQ(after.messages - before.messages, 8) << "each large request left alone";
   for (float v : big) ASSERT_EQ(v, -1.0f);
+  // Raw bytes an encoder made (held by the client, not the caller) go the same way.
+  before = c.stats();
+  auto ones = [](const Client::PartitionSlice& slice, std::vector<uint8_t>& out) {
+    const std::vector<float> values(static_cast<size_t>(slice.length), 1.0f);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(values.data());
+    out.assign(bytes, bytes + values.size() * sizeof(float));
+    return Status();
+  };
+  ASSERT_TRUE(c.PushEncoded("big", static_cast<int64_t>(big.size()), ones).Wait().ok());
+  EXPECT_EQ(c.stats().shared_memory_bytes - before.shared_memory_bytes, 4 * 262144);
+  ASSERT_TRUE(c.Pull("big", big.data(), static_cast<int64_t>(big.size())).Wait().ok());
+  for (float v : big) ASSERT_EQ(v, -2.0f);
   std::vector<std::vector<float>> small(20, std::vector<float>(100, 1.0f));
   std::vector<Client::ConstTensorView> views;
   for (int t = 0; t < 20; ++t) views.push_back({fmt::format("small{}", t), small[t].data(), 100});
