@@ -88,9 +88,9 @@ double ClientIo::Now() const {
 // leave as a few messages instead of one each. Anything else first sends the batch, so requests
 // leave in the order they were given.
 void ClientIo::SendToServer(int rank, proto::Header&& header, std::vector<zmq::message_t> payload) {
-  // A request whose values travel through shared memory counts their bytes too: a large one
-  // leaves at once, so the server applies it (or copies a pull's values) while this thread
-  // copies the next one, instead of the whole step's copies before the first header.
+  // A request whose values skip the socket (a co-located transport) counts their bytes too: a
+  // large one leaves at once, so the server works on it while this thread prepares the next
+  // one (through shared memory: copies it), instead of the whole step before the first header.
   int64_t bytes = header.shm_length() + header.cma_length();
   for (const zmq::message_t& m : payload) bytes += static_cast<int64_t>(m.size());
   const proto::MsgType type = header.type();
