@@ -105,6 +105,7 @@ Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
       o.transport = transfer.transport;
       o.shared_memory_bytes = transfer.shared_memory_bytes;
       o.batch_bytes = transfer.batch_bytes;
+      o.caller_io = i < workers_ - transfer.thread_io_clients;
       auto client = Client::Connect(o);
       if (!client.ok()) {
         results[i] = client.status();

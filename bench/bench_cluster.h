@@ -23,6 +23,8 @@ struct TransferOptions {
   std::string transport = ClientOptions{}.transport;  // "socket": as from another machine
   int64_t shared_memory_bytes = ClientOptions{}.shared_memory_bytes;  // 0: TCP only
   int64_t batch_bytes = ClientOptions{}.batch_bytes;                  // 0: a message per request
+  // The last this many clients connect with ClientOptions::caller_io false (the others true).
+  int thread_io_clients = 0;
 };
 
 class BenchCluster {

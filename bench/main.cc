@@ -101,6 +101,12 @@ DEFINE_string(transport, "tcp",
               "and write the clients' arrays); with tcp beside shm or cma, their throughput is "
               "also printed as a ratio to tcp's beside memcpy's");
 
+DEFINE_string(io, "caller",
+              "pushpull: comma-separated, who moves the bytes (ClientOptions::caller_io): caller "
+              "(the calling thread sends and handles its replies), thread (the client's I/O "
+              "thread does); with both, one cluster holds a set of clients for each, slices "
+              "alternating, and caller's figures are also printed as ratios to thread's");
+
 namespace {
 
 // --NAME=a,b as a list of `allowed` values into `out` (the first allowed when empty); false
@@ -220,9 +226,15 @@ int PushPull() {
   if (o.batch_kib.empty()) o.batch_kib.push_back(hetps::ClientOptions{}.batch_bytes >> 10);
   if (!DurabilityLevels(o.durability)) return 2;
   if (!Choices("auth", FLAGS_auth, {"none", "curve"}, o.auth) ||
-      !Choices("transport", FLAGS_transport, {"tcp", "shm", "cma"}, o.transport)) {
+      !Choices("transport", FLAGS_transport, {"tcp", "shm", "cma"}, o.transport) ||
+      !Choices("io", FLAGS_io, {"caller", "thread"}, o.io)) {
     return 2;
   }
+  // Each word once, caller first (the ratio line's order; the clients of thread come last).
+  const bool thread = std::find(o.io.begin(), o.io.end(), "thread") != o.io.end();
+  const bool caller = std::find(o.io.begin(), o.io.end(), "caller") != o.io.end();
+  o.io = caller && thread ? std::vector<std::string>{"caller", "thread"}
+                          : std::vector<std::string>{o.io[0]};
   if (!FLAGS_only.empty()) {
     if (FLAGS_only != "push" && FLAGS_only != "pull" && FLAGS_only != "round") {
       std::fprintf(stderr, "--only: '%s' is not one of push, pull, round\n", FLAGS_only.c_str());
@@ -326,7 +338,7 @@ int Consistency() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T] "
-      "[--tensors 100 --kb 4 --batch_kib 256,0] [--transport tcp,shm,cma]\n"
+      "[--tensors 100 --kb 4 --batch_kib 256,0] [--transport tcp,shm,cma] [--io caller,thread]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
       "--straggler_slowdown F --straggler SPEC --durability memory,process --repeats N]\n"

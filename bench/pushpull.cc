@@ -339,8 +339,12 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
       tensors.push_back({fmt::format("small_{}", t), {int64_t{o.kb} << 8}, t});
     }
   }
-  auto cluster = BenchCluster::Launch(cluster_options, tensors, client_auth,
-                                      TransferFor(at.transport, at.batch_kib << 10));
+  // A set of o.workers clients per --io word, in its order, all in the one cluster.
+  const int sets = o.tensors > 1 ? 1 : static_cast<int>(o.io.size());
+  cluster_options.workers = o.workers * sets;
+  TransferOptions transfer = TransferFor(at.transport, at.batch_kib << 10);
+  if (o.io[sets - 1] == "thread") transfer.thread_io_clients = o.workers;  // the last set
+  auto cluster = BenchCluster::Launch(cluster_options, tensors, client_auth, transfer);
   if (!cluster.ok()) return cluster.status();
   auto& clients = (*cluster)->clients();
   if (o.tensors > 1) return MeasureSmallTensors(o, at, tensors, **cluster);
@@ -348,14 +352,19 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
     const std::string& name = tensors[i].name;
     const int64_t n = tensors[i].NumElements();
     const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    std::vector<std::vector<float>> buffers(o.workers, std::vector<float>(n, 1e-3f));
     // Alternate short raw / push / pull / round slices so machine noise hits all alike; report
     // the median of each. A round is a push then a pull of the same tensor, each waited; its
     // figure is the tensor's bytes (counted once) per round, so a round that costs exactly a
     // push plus a pull reads 1 / (1/push + 1/pull): "round_vs_serial" 1.0.
     const std::vector<pid_t> pids = (*cluster)->Pids();
-    auto push_op = [&](int w) { return clients[w]->Push(name, buffers[w].data(), n).Wait(); };
-    auto pull_op = [&](int w) { return clients[w]->Pull(name, buffers[w].data(), n).Wait(); };
+    int base = 0;  // the first client of the set measured (--io)
+    std::vector<std::vector<float>> buffers(clients.size(), std::vector<float>(n, 1e-3f));
+    auto push_op = [&](int w) {
+      return clients[base + w]->Push(name, buffers[base + w].data(), n).Wait();
+    };
+    auto pull_op = [&](int w) {
+      return clients[base + w]->Pull(name, buffers[base + w].data(), n).Wait();
+    };
     auto round_op = [&](int w) {
       if (Status s = push_op(w); !s.ok()) return s;
       return pull_op(w);
@@ -378,52 +387,75 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
       std::fflush(stdout);
       continue;
     }
-    const double slice = o.seconds / (4 * kRounds);
-    std::vector<Slice> raws, pushes, pulls, rounds;
+    const double slice = o.seconds / ((1 + 3 * sets) * kRounds);
+    std::vector<Slice> raws;
+    std::vector<std::vector<Slice>> pushes(sets), pulls(sets), rounds(sets);
     for (int r = 0; r < kRounds; ++r) {
       raws.push_back(RawZmqGbps(bytes, slice));
-      pushes.push_back(Measure(pids, o.workers, bytes, slice, push_op));
-      pulls.push_back(Measure(pids, o.workers, bytes, slice, pull_op));
-      rounds.push_back(Measure(pids, o.workers, bytes, slice, round_op));
+      for (int set = 0; set < sets; ++set) {
+        base = set * o.workers;
+        pushes[set].push_back(Measure(pids, o.workers, bytes, slice, push_op));
+        pulls[set].push_back(Measure(pids, o.workers, bytes, slice, pull_op));
+        rounds[set].push_back(Measure(pids, o.workers, bytes, slice, round_op));
+      }
     }
     auto median = [](const std::vector<Slice>& slices, double Slice::*field) {
       std::vector<double> v;
       for (const Slice& s : slices) v.push_back(s.*field);
       return Median(std::move(v));
     };
-    const double raw = median(raws, &Slice::gbps), push = median(pushes, &Slice::gbps),
-                 pull = median(pulls, &Slice::gbps), round_trip = median(rounds, &Slice::gbps);
     auto failed = [](const std::vector<Slice>& slices) {
       return std::any_of(slices.begin(), slices.end(), [](const Slice& s) { return s.gbps < 0; });
     };
-    if (failed(pushes) || failed(pulls) || failed(rounds)) {
-      return Status::Internal(
-          fmt::format("a request failed (cluster log: {})", (*cluster)->log_path()));
+    const double raw = median(raws, &Slice::gbps);
+    for (int set = 0; set < sets; ++set) {
+      if (failed(pushes[set]) || failed(pulls[set]) || failed(rounds[set])) {
+        return Status::Internal(
+            fmt::format("a request failed (cluster log: {})", (*cluster)->log_path()));
+      }
+      const Client& first = *clients[set * o.workers];
+      if (at.transport != "tcp" && first.stats().shared_memory_bytes == 0) {
+        return Status::Internal(fmt::format(
+            "the {} transport carried nothing: the clients stayed on their sockets (cluster log: "
+            "{})",
+            at.transport, (*cluster)->log_path()));
+      }
+      const double push = median(pushes[set], &Slice::gbps),
+                   pull = median(pulls[set], &Slice::gbps),
+                   round_trip = median(rounds[set], &Slice::gbps);
+      if (set == 0) {
+        out.push_gbps.push_back(push);
+        out.pull_gbps.push_back(pull);
+        out.round_gbps.push_back(round_trip);
+      }
+      std::printf(
+          "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
+          "\"transport\":\"%s\",\"io\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\","
+          "\"optimizer\":\"%s\",\"aggregator\":\"%s\",\"push_gbps\":%.3f,"
+          "\"pull_gbps\":%.3f,\"round_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,"
+          "\"pull_vs_raw\":%.2f,\"round_vs_serial\":%.2f,\"push_cpu_s_per_gb\":%.3f,"
+          "\"pull_cpu_s_per_gb\":%.3f,\"round_cpu_s_per_gb\":%.3f,\"raw_cpu_s_per_gb\":%.3f,"
+          "\"seconds\":%.1f}\n",
+          o.mb[i], o.servers, o.workers,
+          first.shard_map().PartitionsOf(first.shard_map().TensorId(name)).size(),
+          at.transport.c_str(), o.io[set].c_str(), auth.c_str(), level.c_str(), o.optimizer.c_str(),
+          o.aggregator.c_str(), push, pull, round_trip, raw, push / raw, pull / raw,
+          round_trip * (1 / push + 1 / pull), median(pushes[set], &Slice::cpu_s_per_gb),
+          median(pulls[set], &Slice::cpu_s_per_gb), median(rounds[set], &Slice::cpu_s_per_gb),
+          median(raws, &Slice::cpu_s_per_gb), o.seconds);
     }
-    if (at.transport != "tcp" && clients[0]->stats().shared_memory_bytes == 0) {
-      return Status::Internal(fmt::format(
-          "the {} transport carried nothing: the clients stayed on their sockets (cluster log: "
-          "{})",
-          at.transport, (*cluster)->log_path()));
+    if (sets == 2) {
+      // Neighbouring slices share the machine's state: their ratios, then the median.
+      auto ratio = [&](const std::vector<std::vector<Slice>>& slices) {
+        std::vector<double> v;
+        for (int r = 0; r < kRounds; ++r) v.push_back(slices[0][r].gbps / slices[1][r].gbps);
+        return Median(std::move(v));
+      };
+      std::printf(
+          "{\"bench\":\"pushpull_io\",\"mb\":%d,\"transport\":\"%s\",\"push_caller_vs_thread\":"
+          "%.2f,\"pull_caller_vs_thread\":%.2f,\"round_caller_vs_thread\":%.2f}\n",
+          o.mb[i], at.transport.c_str(), ratio(pushes), ratio(pulls), ratio(rounds));
     }
-    out.push_gbps.push_back(push);
-    out.pull_gbps.push_back(pull);
-    out.round_gbps.push_back(round_trip);
-    std::printf(
-        "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
-        "\"transport\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\",\"optimizer\":\"%s\","
-        "\"aggregator\":\"%s\",\"push_gbps\":%.3f,"
-        "\"pull_gbps\":%.3f,\"round_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,"
-        "\"pull_vs_raw\":%.2f,\"round_vs_serial\":%.2f,\"push_cpu_s_per_gb\":%.3f,"
-        "\"pull_cpu_s_per_gb\":%.3f,\"round_cpu_s_per_gb\":%.3f,\"raw_cpu_s_per_gb\":%.3f,"
-        "\"seconds\":%.1f}\n",
-        o.mb[i], o.servers, o.workers,
-        clients[0]->shard_map().PartitionsOf(clients[0]->shard_map().TensorId(name)).size(),
-        at.transport.c_str(), auth.c_str(), level.c_str(), o.optimizer.c_str(),
-        o.aggregator.c_str(), push, pull, round_trip, raw, push / raw, pull / raw,
-        round_trip * (1 / push + 1 / pull), median(pushes, &Slice::cpu_s_per_gb),
-        median(pulls, &Slice::cpu_s_per_gb), median(rounds, &Slice::cpu_s_per_gb),
-        median(raws, &Slice::cpu_s_per_gb), o.seconds);
     std::fflush(stdout);
   }
   return Status();

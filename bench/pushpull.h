@@ -29,6 +29,11 @@ struct PushPullOptions {
   // the payloads) or "shm" (the co-located transport: payloads through shared memory, headers
   // on the socket; ClientOptions::shared_memory_bytes).
   std::vector<std::string> transport = {"tcp"};
+  // Who moves the bytes (ClientOptions::caller_io): "caller" (true) or "thread" (false). Both:
+  // the same cluster has a set of `workers` clients for each, their slices alternating, and
+  // caller's push, pull and round are also printed as ratios to thread's (the median of the
+  // ratios of neighbouring slices).
+  std::vector<std::string> io = {"caller"};
   // > 1: instead of one tensor per size, steps over this many tensors of `kb` KiB each (a
   // model's many small tensors): each step pushes all of them (in flight together), waits,
   // pulls all of them, waits. Compared with a raw ZeroMQ loop of the same messages.

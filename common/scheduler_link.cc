@@ -46,14 +46,15 @@ void SchedulerLink::Send(proto::Header header) {
   hetps::Send(socket_, header, {}, /*dontwait=*/true);
 }
 
-void SchedulerLink::MaybeHeartbeat() {
+bool SchedulerLink::MaybeHeartbeat() {
   auto now = std::chrono::steady_clock::now();
-  if (now - last_heartbeat_ < heartbeat_interval_) return;
+  if (now - last_heartbeat_ < heartbeat_interval_) return false;
   last_heartbeat_ = now;
   proto::Header h;
   h.set_type(proto::HEARTBEAT);
   if (reporter_ && !view_.proto().nodes().empty()) reporter_(h);
   Send(h);
+  return true;
 }
 
 bool SchedulerLink::SchedulerLost() {

@@ -43,7 +43,7 @@ class SchedulerLink {
   // Sends `header` (sender filled in) to the scheduler without blocking.
   void Send(proto::Header header);
   // Sends a heartbeat when one is due; call on every turn of the owner's loop.
-  void MaybeHeartbeat();
+  bool MaybeHeartbeat();  // true: it sent one
   // Fills each heartbeat's report (a worker's or server's figures for the scheduler's status),
   // on the owner's thread. Reports ride on heartbeats: no extra message, no extra round trip.
   void SetReporter(std::function<void(proto::Header&)> reporter) {

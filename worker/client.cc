@@ -18,6 +18,7 @@ namespace hetps {
 
 Status Ticket::Wait() const {
   if (!state_) return Status();
+  if (state_->gate) LeadUntilDone(*state_);  // ClientOptions::caller_io
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->remaining <= 0; });
   return state_->status;

@@ -115,9 +115,17 @@ struct ClientOptions {
   // Batching (common/batch.h): requests to one server whose payload is smaller than this, sent
   // together (a step's pushes of many small tensors, its pulls, its clock), leave as one message
   // of up to this many payload bytes, and the server answers what it answers at once as one
-  // message. Nothing waits to be batched: a batch holds what the I/O thread found queued, so a
-  // lone request goes at once. 0: one message per request.
+  // message. Nothing waits to be batched: a batch holds the requests of one call (with
+  // caller_io false: what the I/O thread found queued), so a lone request goes at once. 0: one
+  // message per request.
   int64_t batch_bytes = int64_t{256} << 10;
+  // Who moves the bytes. true: a request leaves from the thread that makes it, and a thread
+  // waiting on a Ticket handles the replies itself while no other thread does, so an operation
+  // costs the thread hand-offs of a plain socket; the client's I/O thread takes over whatever
+  // no caller is waiting for (asynchronous tickets, heartbeats, timeouts). false: every send and
+  // reply goes through the I/O thread (one more hand-off each way; the calling thread does no
+  // socket work).
+  bool caller_io = true;
 };
 
 struct ClientStats {

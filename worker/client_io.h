@@ -6,8 +6,12 @@
 // server fails its requests with UNAVAILABLE; a cluster shutdown fails everything with ABORTED.
 //
 // Thread-safety: Submit and Call may be called from any thread; everything else about the
-// sockets and the pending requests belongs to the I/O thread.
+// sockets and the pending requests belongs to whoever holds the IoGate's mutex: the I/O thread,
+// or with options.caller_io a calling thread that sends its own requests or waits for its own
+// replies (so an operation costs no thread hand-off beyond ZeroMQ's own).
 #pragma once
+
+#include <poll.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -33,6 +37,24 @@
 
 namespace hetps {
 
+class ClientIo;
+
+// Who drives a client's sockets (ClientOptions::caller_io): whoever holds `mu`. That is the I/O
+// thread while it handles what is ready, a calling thread while it sends its own requests
+// (ClientIo::Submit), or a thread that waits on a ticket and handles the replies itself
+// (LeadUntilDone). The I/O thread sleeps without it. ZeroMQ sockets may change threads across a
+// full memory barrier, which the mutex is.
+struct IoGate {
+  std::mutex mu;
+  ClientIo* io = nullptr;       // null once the I/O thread stopped; guarded by mu
+  std::atomic<int> leaders{0};  // threads in LeadUntilDone
+  int done_fd = -1;             // eventfd: an operation a leader waits on completed elsewhere
+  IoGate();
+  ~IoGate();
+  IoGate(const IoGate&) = delete;
+  IoGate& operator=(const IoGate&) = delete;
+};
+
 // Completion state of one operation: it is done when `remaining` reaches zero, counting one per
 // outstanding reply and one per caller buffer ZeroMQ still holds.
 struct Ticket::State {
@@ -42,6 +64,9 @@ struct Ticket::State {
   Status status;
   proto::Header reply;    // the last reply header (control operations read it)
   int64_t max_clock = 0;  // the largest clock any reply named (CLOCK: where to continue)
+  // Set by ClientIo::Submit when callers drive the I/O: Wait() may lead (LeadUntilDone).
+  std::shared_ptr<IoGate> gate;
+  bool led = false;  // a thread waiting on it is driving the sockets (guarded by mu)
 
   explicit State(int n) : remaining(n) {}
   void Complete(const Status& s, const proto::Header* header = nullptr) {
@@ -51,8 +76,13 @@ struct Ticket::State {
       reply = *header;
       max_clock = std::max(max_clock, header->clock());
     }
-    if (--remaining == 0) cv.notify_all();
+    if (--remaining == 0) {
+      cv.notify_all();
+      // The thread driving the sockets for this operation sleeps in their poll: wake it.
+      if (led) WakeLeader();
+    }
   }
+  void WakeLeader() const;
   // One more completion to wait for (a resent request's buffer release).
   void Expect() {
     std::lock_guard<std::mutex> lock(mu);
@@ -67,6 +97,10 @@ OpPtr FailedOp(const Status& s);
 // ZeroMQ calls this (from its I/O thread) when it no longer needs a caller's buffer; `hint` is
 // a heap-allocated OpPtr whose operation counts the release.
 void ReleaseCallerBuffer(void* data, void* hint);
+// Ticket::Wait: while no other thread drives op's client, this one does (IoGate) until op is
+// done, the client stops, or nothing more can come from the sockets for it; it returns then, and
+// the caller waits on op's condition variable for the rest.
+void LeadUntilDone(Ticket::State& op);
 
 constexpr int kToScheduler = -1;
 constexpr int kStopGraceMs = 5000;  // how long a stop waits for unanswered requests
@@ -114,6 +148,13 @@ class ClientIo {
   StatusOr<proto::Header> Call(proto::Header h, int timeout_ms = 0);
   // Lets in-flight requests finish (at most kStopGraceMs), then stops the I/O thread.
   void Stop();
+  // One turn driven by a waiting caller (gate().mu held): like the I/O thread's, with its poll
+  // also woken by gate().done_fd. Returns false once the client is stopping (the caller stops
+  // leading).
+  bool LeadTurn();
+  // A calling thread that drove the sockets is about to let go of gate().mu: wakes the I/O
+  // thread if it sleeps on sockets that changed meanwhile.
+  void LetGo();
 
   const ClusterView& view() const { return link_.view(); }
   int32_t id() const { return link_.id(); }
@@ -151,6 +192,18 @@ class ClientIo {
   };
 
   void IoLoop();
+  // One turn of the loop (gate_->mu held): sends what is queued, sleeps on the sockets'
+  // descriptors for at most `timeout_ms` (also on `extra_fd` when >= 0) unless a socket is
+  // dirty, and handles what is there: replies, control messages, timeouts. A socket is dirty
+  // from a send on it until it is found empty (see client_io.cc); whoever lets go of the gate
+  // first leaves none dirty, so each descriptor signals anything that arrives later.
+  // `unlocked`: the gate's lock, let go while the turn sleeps (the I/O thread's).
+  void Turn(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* unlocked);
+  bool AnyDirty() const;
+  // The sockets a turn polls: the wake socket, the scheduler's, and every server that is heard.
+  void Watched(std::vector<zmq::pollitem_t>& items, std::vector<int>& ranks);
+  // Wakes the I/O thread out of its sleep.
+  void Nudge();
   // The emulated link (options.link): what waits for its time, and the poll timeout until the
   // first of it is due.
   void SendToServer(int rank, proto::Header&& header, std::vector<zmq::message_t> payload);
@@ -206,12 +259,26 @@ class ClientIo {
   zmq::context_t ctx_{1};
   SchedulerLink link_;
   std::vector<zmq::socket_t> servers_;
-  std::vector<Batch> batches_;  // per server rank, I/O thread only
+  std::vector<Batch> batches_;  // per server rank, guarded by gate_->mu
   zmq::socket_t wake_in_, wake_out_;
   std::mutex queue_mu_;
   std::vector<std::vector<Outgoing>> queue_;  // submitted batches, in order (moved whole)
   std::thread io_thread_;
   std::atomic<bool> stopping_{false};
+  std::shared_ptr<IoGate> gate_ = std::make_shared<IoGate>();
+  bool caller_io_ = false;  // options.caller_io, and no emulated link
+  // Guarded by gate_->mu: the I/O thread sleeps (without the mutex) on these sockets, written
+  // only by the thread that sleeps (a leader's turn sleeps holding the mutex).
+  bool sleeping_ = false;
+  std::vector<void*> slept_on_;
+  std::vector<pollfd> sleep_fds_;       // the I/O thread's own
+  std::vector<zmq::pollitem_t> items_;  // Turn's, reused
+  std::vector<int> item_ranks_;
+  std::vector<char> look_;
+  std::vector<pollfd> fds_;  // a leader's sleep
+  std::vector<void*> polled_, woke_;
+  std::vector<char> dirty_;  // per server rank: sent on since last found empty
+  bool link_dirty_ = true;
   std::optional<LinkShaper> shaper_;  // options.link enabled
   struct Delayed {
     double due = 0;
@@ -225,7 +292,7 @@ class ClientIo {
   // Exactly-once numbering of updates (Header.incarnation, seq): drawn per connection, and per
   // partition in the order the updates go out.
   const uint64_t incarnation_;
-  // I/O thread only:
+  // Whoever holds gate_->mu (the I/O thread, or a caller driving it):
   std::unordered_map<int32_t, int64_t> update_seq_;  // partition -> last seq sent
   uint64_t next_request_ = 1;
   std::unordered_map<uint64_t, Pending> pending_;

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <atomic>
 #include <limits>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "tests/integration/local_cluster.h"
 
@@ -110,6 +113,92 @@ TEST_P(ClusterTransportTest, EveryWorkerPullsTheExactSumOfAllPushes) {
   auto st = cluster.scheduler().WaitExit(std::chrono::seconds(10));
   ASSERT_TRUE(st.has_value());
   EXPECT_EQ(WEXITSTATUS(*st), 0);
+}
+
+// ClientOptions::caller_io: threads that share one client, each pushing while others wait,
+// hand tickets to one another, or never wait at all, only polling Done(); two threads wait on
+// one pull. With callers driving the sockets (true) a waiting thread handles replies meant for
+// others, and the I/O thread those nobody waits for; with false, the I/O thread handles all.
+class CallerIoTest : public ::testing::TestWithParam<bool> {};
+
+INSTANTIATE_TEST_SUITE_P(Io, CallerIoTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Caller" : "Thread"; });
+
+TEST_P(CallerIoTest, ThreadsSharingAClientAndItsTicketsGetExactSums) {
+  const int kThreads = 4, kRounds = 12;
+  LocalCluster cluster({.servers = 2,
+                        .workers = 1,
+                        .scheduler_flags = {"--partition_bytes=65536"},
+                        .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros"}});
+  auto clients = cluster.ConnectClients(1, [](ClientOptions& o) { o.caller_io = GetParam(); });
+  Client& c = *clients[0];
+  ASSERT_TRUE(c.DeclareTensors(kTensors).ok());
+  // Per thread, per tensor: its gradient (alive until the end: tickets are handed around).
+  std::vector<std::vector<std::vector<float>>> grads(kThreads);
+  for (int i = 0; i < kThreads; ++i) {
+    for (const TensorSpec& t : kTensors) {
+      auto& g = grads[i].emplace_back(t.NumElements());
+      for (int64_t j = 0; j < t.NumElements(); ++j) g[j] = Grad(i, 0, j);
+    }
+  }
+  std::mutex mu;
+  std::vector<std::vector<Ticket>> handed(kThreads);  // tickets another thread pushed
+  std::atomic<int> polled{0};
+  LocalCluster::RunEach(kThreads, [&](int i) {
+    auto wait_handed = [&] {
+      std::vector<Ticket> mine;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        mine.swap(handed[i]);
+      }
+      for (const Ticket& t : mine) ASSERT_TRUE(t.Wait().ok());
+    };
+    for (int r = 0; r < kRounds; ++r) {
+      std::vector<Ticket> tickets;
+      for (size_t t = 0; t < kTensors.size(); ++t) {
+        tickets.push_back(c.Push(kTensors[t].name, grads[i][t].data(), kTensors[t].NumElements()));
+      }
+      if (r % 3 == 0) {  // nobody waits: whoever drives the sockets completes them
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        for (const Ticket& t : tickets) {
+          while (!t.Done()) {
+            ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "a ticket nobody waits for";
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          ASSERT_TRUE(t.Wait().ok());
+        }
+        ++polled;
+      } else if (r % 3 == 1) {  // waited for by the next thread
+        std::lock_guard<std::mutex> lock(mu);
+        for (Ticket& t : tickets) handed[(i + 1) % kThreads].push_back(std::move(t));
+      } else {
+        for (const Ticket& t : tickets) ASSERT_TRUE(t.Wait().ok());
+      }
+      wait_handed();
+    }
+  });
+  for (int i = 0; i < kThreads; ++i) {  // what was handed after its thread's last look
+    for (const Ticket& t : handed[i]) ASSERT_TRUE(t.Wait().ok());
+  }
+  EXPECT_EQ(polled.load(), kThreads * ((kRounds + 2) / 3));
+  for (const TensorSpec& t : kTensors) {
+    std::vector<float> values(t.NumElements(), -1.0f);
+    Ticket pull = c.Pull(t.name, values.data(), t.NumElements());
+    LocalCluster::RunEach(2, [&](int) { ASSERT_TRUE(pull.Wait().ok()); });
+    for (int64_t j = 0; j < t.NumElements(); ++j) {
+      float want = 0;
+      for (int i = 0; i < kThreads; ++i) want -= kRounds * Grad(i, 0, j);
+      ASSERT_EQ(values[j], want) << t.name << "[" << j << "]";
+    }
+  }
+  const int64_t model_bytes = (10 + 3000 + 100000) * 4;
+  EXPECT_EQ(c.stats().bytes_pushed, kThreads * kRounds * model_bytes);
+  Ticket last = c.Push("a", grads[0][0].data(), 10);
+  ASSERT_TRUE(last.Wait().ok());
+  ASSERT_TRUE(c.Finish().ok());
+  clients.clear();  // the client is gone: its tickets still answer, without driving anything
+  EXPECT_TRUE(last.Wait().ok());
+  EXPECT_TRUE(last.Done());
 }
 
 // Many small tensors pushed and pulled in one call each (Client::Push/Pull of many tensors),
