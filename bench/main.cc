@@ -105,7 +105,8 @@ DEFINE_string(io, "caller",
               "pushpull: comma-separated, who moves the bytes (ClientOptions::caller_io): caller "
               "(the calling thread sends and handles its replies), thread (the client's I/O "
               "thread does); with both, one cluster holds a set of clients for each, slices "
-              "alternating, and caller's figures are also printed as ratios to thread's");
+              "alternating, and caller's figures are also printed as ratios to thread's "
+              "(--tensors measures the first only, caller when both)");
 
 namespace {
 
