@@ -447,8 +447,16 @@ bool ClientIo::LeadTurn() {
   return true;
 }
 
+bool ClientIo::Heard(int rank) const {
+  return revoking_.contains(rank) || (!dead_servers_.contains(rank) && !recovering_.contains(rank));
+}
+
 bool ClientIo::AnyDirty() const {
-  return link_dirty_ || std::any_of(dirty_.begin(), dirty_.end(), [](char d) { return d != 0; });
+  if (link_dirty_) return true;
+  for (int r = 0; r < static_cast<int>(dirty_.size()); ++r) {
+    if (dirty_[r] && Heard(r)) return true;  // a socket not heard is not looked at
+  }
+  return false;
 }
 
 void ClientIo::LetGo() {
@@ -525,9 +533,7 @@ void ClientIo::Watched(std::vector<zmq::pollitem_t>& items, std::vector<int>& ra
       {{wake_in_.handle(), 0, ZMQ_POLLIN, 0}, {link_.socket().handle(), 0, ZMQ_POLLIN, 0}});
   ranks.clear();
   for (int r = 0; r < static_cast<int>(servers_.size()); ++r) {
-    const bool heard =
-        revoking_.contains(r) || (!dead_servers_.contains(r) && !recovering_.contains(r));
-    if (!heard) continue;
+    if (!Heard(r)) continue;
     items.push_back({servers_[r].handle(), 0, ZMQ_POLLIN, 0});
     ranks.push_back(r);
   }
@@ -599,7 +605,10 @@ void ClientIo::Turn(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* 
     while (true) {
       if (revoking_.contains(rank)) {
         auto env = Receive(servers_[rank], zmq::recv_flags::dontwait, /*routed=*/false);
-        if (!env) break;
+        if (!env) {
+          dirty_[rank] = 0;
+          break;
+        }
         OnRevokingMessage(*env, rank);
         continue;
       }

@@ -98,8 +98,8 @@ OpPtr FailedOp(const Status& s);
 // a heap-allocated OpPtr whose operation counts the release.
 void ReleaseCallerBuffer(void* data, void* hint);
 // Ticket::Wait: while no other thread drives op's client, this one does (IoGate) until op is
-// done, the client stops, or nothing more can come from the sockets for it; it returns then, and
-// the caller waits on op's condition variable for the rest.
+// done or the client stops; the caller then waits on op's condition variable (for what the
+// driving thread completes).
 void LeadUntilDone(Ticket::State& op);
 
 constexpr int kToScheduler = -1;
@@ -199,6 +199,9 @@ class ClientIo {
   // first leaves none dirty, so each descriptor signals anything that arrives later.
   // `unlocked`: the gate's lock, let go while the turn sleeps (the I/O thread's).
   void Turn(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* unlocked);
+  // Whether a turn looks at server `rank`'s socket: alive, or answering a revocation.
+  bool Heard(int rank) const;
+  // A socket a turn looks at was sent on since it was last found empty.
   bool AnyDirty() const;
   // The sockets a turn polls: the wake socket, the scheduler's, and every server that is heard.
   void Watched(std::vector<zmq::pollitem_t>& items, std::vector<int>& ranks);

@@ -165,6 +165,11 @@ TEST(NodeFailureTest, AStoppingClientTakesItsLentArraysBackOnlyOnceTheServerLets
   EXPECT_EQ(finished.wait_for(6500ms), std::future_status::timeout)
       << "the client stopped while the server could still write an array";
   EXPECT_FALSE(lent.Done());
+  // Waiting for the revocation's answer is a sleep on the server's socket, not a spin.
+  const double cpu_before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(1s);
+  EXPECT_LT(ProcessCpuSeconds() - cpu_before, 0.3) << "the client spins while it waits";
+  EXPECT_FALSE(lent.Done());
   cluster.server(0).Signal(SIGCONT);
   ASSERT_EQ(finished.wait_for(15s), std::future_status::ready) << "the client never stopped";
   (void)finished.get();

@@ -181,6 +181,10 @@ TEST_P(CallerIoTest, ThreadsSharingAClientAndItsTicketsGetExactSums) {
     for (const Ticket& t : handed[i]) ASSERT_TRUE(t.Wait().ok());
   }
   EXPECT_EQ(polled.load(), kThreads * ((kRounds + 2) / 3));
+  // An idle client sleeps: nothing left dirty keeps a turn going.
+  const double cpu_before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LT(ProcessCpuSeconds() - cpu_before, 0.3) << "an idle client spins";
   for (const TensorSpec& t : kTensors) {
     std::vector<float> values(t.NumElements(), -1.0f);
     Ticket pull = c.Pull(t.name, values.data(), t.NumElements());
