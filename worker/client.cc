@@ -455,6 +455,8 @@ StatusOr<bool> Client::FinishRound() {
 
 Status Client::Finish() {
   if (impl_->finished.exchange(true)) return Status();
+  // The last worker's LEAVE shuts the servers down: what is in flight is answered first.
+  impl_->io.AwaitServers(kStopGraceMs);
   proto::Header h;
   h.set_type(proto::LEAVE);
   Status s = impl_->io.Call(std::move(h), kStopGraceMs).status();

@@ -301,7 +301,9 @@ class Client {
   };
   StatusOr<RoundsClosed> AwaitRoundsClosed(int64_t rounds,
                                            const std::optional<Evaluation>& measured = {});
-  // Leaves the cluster cleanly; idempotent. Pending tickets complete before it returns.
+  // Leaves the cluster cleanly; idempotent. Pending tickets complete before it returns: it
+  // first waits (at most 5 s) for the servers to answer what is in flight, as the last
+  // worker's leaving shuts them down.
   Status Finish();
 
   ClientStats stats() const;

@@ -496,6 +496,26 @@ StatusOr<proto::Header> ClientIo::Call(proto::Header h, int timeout_ms) {
   return op->reply;
 }
 
+void ClientIo::AwaitServers(int timeout_ms) {
+  auto unanswered = [&] {
+    {
+      std::lock_guard<std::mutex> queued(queue_mu_);
+      if (!queue_.empty()) return true;
+    }
+    std::lock_guard<std::mutex> io(gate_->mu);
+    if (gate_->io == nullptr || closed_) return false;
+    return !parked_.empty() || std::any_of(waiting_.begin(), waiting_.end(), [](const auto& w) {
+      return !w.empty();
+    }) || std::any_of(pending_.begin(), pending_.end(), [](const auto& p) {
+      return p.second.target >= 0;
+    });
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (unanswered() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 void ClientIo::Stop() {
   if (!io_thread_.joinable()) return;
   stopping_ = true;

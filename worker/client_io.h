@@ -146,6 +146,9 @@ class ClientIo {
   // Sends one control request to the scheduler and waits for its reply (at most `timeout_ms`
   // when positive; otherwise until the reply or options.stop, which gives Aborted).
   StatusOr<proto::Header> Call(proto::Header h, int timeout_ms = 0);
+  // Waits (at most `timeout_ms`) until every request submitted to a server was answered or
+  // failed: Finish leaves only then, as the last worker's LEAVE shuts the servers down.
+  void AwaitServers(int timeout_ms);
   // Lets in-flight requests finish (at most kStopGraceMs), then stops the I/O thread.
   void Stop();
   // One turn driven by a waiting caller (gate().mu held): like the I/O thread's, with its poll
