@@ -455,12 +455,16 @@ StatusOr<bool> Client::FinishRound() {
 
 Status Client::Finish() {
   if (impl_->finished.exchange(true)) return Status();
-  // The last worker's LEAVE shuts the servers down: what is in flight is answered first.
+  // The last worker's LEAVE shuts the servers down: what is in flight is answered first,
+  // within the one grace a stop gives unanswered requests (the stop gets what is left of it).
+  const auto start = std::chrono::steady_clock::now();
   impl_->io.AwaitServers(kStopGraceMs);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
   proto::Header h;
   h.set_type(proto::LEAVE);
   Status s = impl_->io.Call(std::move(h), kStopGraceMs).status();
-  impl_->io.Stop();
+  impl_->io.Stop(kStopGraceMs - static_cast<int>(waited.count()));
   return s.code() == proto::ABORTED ? Status() : s;  // a cluster already shut down is fine
 }
 

@@ -516,8 +516,9 @@ void ClientIo::AwaitServers(int timeout_ms) {
   }
 }
 
-void ClientIo::Stop() {
+void ClientIo::Stop(int grace_ms) {
   if (!io_thread_.joinable()) return;
+  stop_grace_ms_ = std::max(0, grace_ms);
   stopping_ = true;
   io_thread_.join();
   std::lock_guard<std::mutex> lock(gate_->mu);
@@ -537,7 +538,7 @@ void ClientIo::IoLoop() {
       // Never before the servers let go of every array lent to them.
       if (lent_.empty() && ((pending_.empty() && parked_.empty()) || closed_)) break;
       auto now = std::chrono::steady_clock::now();
-      if (!stop_deadline) stop_deadline = now + std::chrono::milliseconds(kStopGraceMs);
+      if (!stop_deadline) stop_deadline = now + std::chrono::milliseconds(stop_grace_ms_.load());
       if (now > *stop_deadline && !closed_) {
         FailAll(Status::Aborted("the client stopped before the servers answered"));
         if (lent_.empty()) break;

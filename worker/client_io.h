@@ -149,8 +149,8 @@ class ClientIo {
   // Waits (at most `timeout_ms`) until every request submitted to a server was answered or
   // failed: Finish leaves only then, as the last worker's LEAVE shuts the servers down.
   void AwaitServers(int timeout_ms);
-  // Lets in-flight requests finish (at most kStopGraceMs), then stops the I/O thread.
-  void Stop();
+  // Lets in-flight requests finish (at most `grace_ms`), then stops the I/O thread.
+  void Stop(int grace_ms = kStopGraceMs);
   // One turn driven by a waiting caller (gate().mu held): like the I/O thread's, with its poll
   // also woken by gate().done_fd. Returns false once the client is stopping (the caller stops
   // leading).
@@ -271,6 +271,7 @@ class ClientIo {
   std::vector<std::vector<Outgoing>> queue_;  // submitted batches, in order (moved whole)
   std::thread io_thread_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> stop_grace_ms_{kStopGraceMs};  // Stop's
   std::shared_ptr<IoGate> gate_ = std::make_shared<IoGate>();
   bool caller_io_ = false;  // options.caller_io, and no emulated link
   // Guarded by gate_->mu: the I/O thread sleeps (without the mutex) on these sockets, written
