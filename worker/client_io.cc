@@ -262,6 +262,7 @@ Status ClientIo::Connect(const proto::NodeInfo& server) {
                                          server.address(), e.what()));
   }
   servers_[server.rank()] = std::move(sock);
+  ++sockets_changed_;
   dirty_[server.rank()] = 1;
   return Status();
 }
@@ -370,6 +371,7 @@ void ClientIo::ReleaseLent() {
       continue;
     }
     servers_[*it].close();
+    ++sockets_changed_;
     it = revoking_.erase(it);
   }
   const auto now = std::chrono::steady_clock::now();
@@ -465,7 +467,8 @@ void ClientIo::LetGo() {
   for (int turns = 0; turns < 16 && AnyDirty(); ++turns) Turn(0, -1, nullptr);
   if (!sleeping_) return;
   Watched(items_, item_ranks_);
-  bool same = !AnyDirty() && items_.size() == slept_on_.size();
+  bool same =
+      !AnyDirty() && sockets_changed_ == slept_changed_ && items_.size() == slept_on_.size();
   for (size_t i = 0; same && i < items_.size(); ++i) same = items_[i].socket == slept_on_[i];
   // The I/O thread takes over what is still coming in, and sockets that closed or opened.
   if (!same) Nudge();
@@ -587,6 +590,7 @@ void ClientIo::Turn(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* 
     if (extra_fd >= 0) fds.push_back({extra_fd, POLLIN, 0});
     if (unlocked != nullptr) {
       sleeping_ = true;
+      slept_changed_ = sockets_changed_;
       unlocked->unlock();
     }
     (void)::poll(fds.data(), fds.size(), timeout_ms);
@@ -921,6 +925,7 @@ void ClientIo::OnServerDead(int rank) {
   DropBatch(rank);
   revoking_.erase(rank);   // its exit, not its answer, releases what it was lent
   servers_[rank].close();  // drops queued frames, releasing the caller's buffers
+  ++sockets_changed_;
   // A restarted server has not attached: what goes to it goes on its socket.
   if (transports_[rank]) transports_[rank]->Detach();
   if (options_.server_recovery_timeout_ms <= 0) {
@@ -1017,6 +1022,7 @@ void ClientIo::FailAll(const Status& s) {
       revoking_.insert(rank);  // heard until it answers CMA_REVOKE
     } else {
       servers_[rank].close();
+      ++sockets_changed_;
     }
   }
   recovering_.clear();

@@ -278,6 +278,9 @@ class ClientIo {
   // only by the thread that sleeps (a leader's turn sleeps holding the mutex).
   bool sleeping_ = false;
   std::vector<void*> slept_on_;
+  // Server sockets opened or closed so far, and as the I/O thread went to sleep (a socket's
+  // handle may be reused by the next one).
+  uint64_t sockets_changed_ = 0, slept_changed_ = 0;
   std::vector<pollfd> sleep_fds_;       // the I/O thread's own
   std::vector<zmq::pollitem_t> items_;  // Turn's, reused
   std::vector<int> item_ranks_;
