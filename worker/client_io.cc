@@ -567,8 +567,9 @@ void ClientIo::Watched(std::vector<zmq::pollitem_t>& items, std::vector<int>& ra
 // arrives after the socket was last found empty, and any operation on the socket may consume
 // that signal. So a turn looks at (receives from until empty) the sockets whose descriptor woke
 // it and the sockets it sent on (dirty_), and sleeps only when none is dirty. Polling the
-// descriptors directly, rather than with zmq::poll, costs a system call or two per socket less
-// each time, which at 1 MB is a tenth of an operation on a loaded 2-core machine.
+// descriptors directly, rather than with zmq::poll (which checks every socket's ZMQ_EVENTS, a
+// system call or two each, before and after it sleeps), took the client's system calls per
+// 1 MB push from about 47 to 26 (README).
 void ClientIo::Turn(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* unlocked) {
   SendQueued();
   FlushBatches();
