@@ -457,14 +457,11 @@ Status Client::Finish() {
   if (impl_->finished.exchange(true)) return Status();
   // The last worker's LEAVE shuts the servers down: what is in flight is answered first,
   // within the one grace a stop gives unanswered requests (the stop gets what is left of it).
-  const auto start = std::chrono::steady_clock::now();
-  impl_->io.AwaitServers(kStopGraceMs);
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - start);
+  const int grace_left_ms = impl_->io.AwaitServers(kStopGraceMs);
   proto::Header h;
   h.set_type(proto::LEAVE);
   Status s = impl_->io.Call(std::move(h), kStopGraceMs).status();
-  impl_->io.Stop(kStopGraceMs - static_cast<int>(waited.count()));
+  impl_->io.Stop(grace_left_ms);
   return s.code() == proto::ABORTED ? Status() : s;  // a cluster already shut down is fine
 }
 

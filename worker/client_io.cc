@@ -499,7 +499,7 @@ StatusOr<proto::Header> ClientIo::Call(proto::Header h, int timeout_ms) {
   return op->reply;
 }
 
-void ClientIo::AwaitServers(int timeout_ms) {
+int ClientIo::AwaitServers(int timeout_ms) {
   auto unanswered = [&] {
     {
       std::lock_guard<std::mutex> queued(queue_mu_);
@@ -517,6 +517,9 @@ void ClientIo::AwaitServers(int timeout_ms) {
   while (unanswered() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return std::max(0, static_cast<int>(left.count()));
 }
 
 void ClientIo::Stop(int grace_ms) {

@@ -148,7 +148,8 @@ class ClientIo {
   StatusOr<proto::Header> Call(proto::Header h, int timeout_ms = 0);
   // Waits (at most `timeout_ms`) until every request submitted to a server was answered or
   // failed: Finish leaves only then, as the last worker's LEAVE shuts the servers down.
-  void AwaitServers(int timeout_ms);
+  // Returns the milliseconds of `timeout_ms` left.
+  int AwaitServers(int timeout_ms);
   // Lets in-flight requests finish (at most `grace_ms`), then stops the I/O thread.
   void Stop(int grace_ms = kStopGraceMs);
   // One turn driven by a waiting caller (gate().mu held): like the I/O thread's, with its poll
