@@ -21,6 +21,7 @@
 #include "bench/bench_cluster.h"
 #include "bench/timing.h"
 #include "common/auth.h"
+#include "server/optimizer/optimizer.h"
 
 namespace hetps::bench {
 namespace {
@@ -56,36 +57,73 @@ struct Slice {
   double cpu_s_per_gb = 0;
 };
 
-// GB/s (1e9 bytes per second) of a plain DEALER->ROUTER request/ack loop over TCP loopback:
-// the sender hands a buffer of `bytes` over zero-copy, the receiver takes it as ZeroMQ gives it
-// and acks with one byte. Sender and receiver each have their own context (own I/O thread), as
-// a worker and a server process do; both are in this process, so its CPU time is the loop's.
-Slice RawZmqGbps(size_t bytes, double seconds) {
+// What a raw loop moves and does besides moving it.
+struct RawLoop {
+  bool pull =
+      false;  // false: `bytes` out, one byte back (a push); true: one byte out, `bytes` back
+  // The work hetps must do on top of the transfer, done here by the same code: after a push is
+  // acknowledged, the receiver applies `optimizer` to values of its own (as a server does); a
+  // pulled reply is copied into the caller's array (as a client does). Null: no work.
+  const Optimizer* optimizer = nullptr;
+  bool work() const { return optimizer != nullptr; }
+};
+
+// GB/s (1e9 bytes per second) of a plain DEALER->ROUTER request/answer loop over TCP loopback:
+// the side that sends `bytes` hands a buffer over zero-copy, the other takes it as ZeroMQ gives
+// it and answers with one byte. Sender and receiver each have their own context (own I/O
+// thread), as a worker and a server process do; both are in this process, so its CPU time is the
+// loop's.
+Slice RawZmqGbps(size_t bytes, double seconds, const RawLoop& loop = {}) {
   zmq::context_t rctx(1), sctx(1);
   zmq::socket_t router(rctx, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
   router.bind("tcp://127.0.0.1:*");
   const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
+  std::vector<float> values(n, 0.f), into(n, 0.f);  // the receiver's parameters; the puller's
+  std::vector<std::vector<float>> slots;
+  std::vector<float*> slot_ptrs;
+  if (loop.work()) {
+    slots.assign(loop.optimizer->num_slots(), std::vector<float>(n, 0.f));
+    for (auto& slot : slots) slot_ptrs.push_back(slot.data());
+  }
+  std::vector<char> buffer(bytes, 1);
   std::atomic<bool> done{false};
   std::thread receiver([&] {
     router.set(zmq::sockopt::rcvtimeo, 200);
+    int64_t step = 0;
     while (!done.load()) {
       zmq::message_t id, data;
       if (!router.recv(id)) continue;
       (void)router.recv(data);
       (void)router.send(id, zmq::send_flags::sndmore);
+      if (loop.pull) {
+        (void)router.send(zmq::message_t(buffer.data(), bytes, nullptr, nullptr),
+                          zmq::send_flags::none);
+        continue;
+      }
       (void)router.send(zmq::buffer("k", 1), zmq::send_flags::none);
+      if (loop.work() && data.size() == bytes) {
+        loop.optimizer->Apply(values.data(), static_cast<const float*>(data.data()), n,
+                              slot_ptrs.data(), ++step, 1.0f);
+      }
     }
   });
   zmq::socket_t dealer(sctx, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
   dealer.connect(endpoint);
-  std::vector<char> buffer(bytes, 1);
   auto once = [&] {
-    zmq::message_t msg(buffer.data(), bytes, nullptr, nullptr);
-    (void)dealer.send(msg, zmq::send_flags::none);
-    zmq::message_t ack;
-    (void)dealer.recv(ack);
+    if (loop.pull) {
+      (void)dealer.send(zmq::buffer("p", 1), zmq::send_flags::none);
+    } else {
+      (void)dealer.send(zmq::message_t(buffer.data(), bytes, nullptr, nullptr),
+                        zmq::send_flags::none);
+    }
+    zmq::message_t answer;
+    (void)dealer.recv(answer);
+    if (loop.pull && loop.work()) {
+      std::memcpy(into.data(), answer.data(), std::min(bytes, answer.size()));
+    }
   };
   once();  // connect and warm up
   const auto start = Clock::now();
@@ -344,6 +382,8 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
   cluster_options.workers = o.workers * sets;
   TransferOptions transfer = TransferFor(at.transport, at.batch_kib << 10);
   if (o.io[sets - 1] == "thread") transfer.thread_io_clients = o.workers;  // the last set
+  auto optimizer = MakeOptimizer(o.optimizer);  // the raw loops' share of the servers' work
+  if (!optimizer.ok()) return optimizer.status();
   auto cluster = BenchCluster::Launch(cluster_options, tensors, client_auth, transfer);
   if (!cluster.ok()) return cluster.status();
   auto& clients = (*cluster)->clients();
@@ -387,11 +427,15 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
       std::fflush(stdout);
       continue;
     }
-    const double slice = o.seconds / ((1 + 3 * sets) * kRounds);
-    std::vector<Slice> raws;
+    const double slice = o.seconds / ((4 + 3 * sets) * kRounds);
+    std::vector<Slice> raws, raw_pulls, raw_push_works, raw_pull_works;
     std::vector<std::vector<Slice>> pushes(sets), pulls(sets), rounds(sets);
     for (int r = 0; r < kRounds; ++r) {
       raws.push_back(RawZmqGbps(bytes, slice));
+      raw_pulls.push_back(RawZmqGbps(bytes, slice, {.pull = true}));
+      raw_push_works.push_back(RawZmqGbps(bytes, slice, {.optimizer = optimizer->get()}));
+      raw_pull_works.push_back(
+          RawZmqGbps(bytes, slice, {.pull = true, .optimizer = optimizer->get()}));
       for (int set = 0; set < sets; ++set) {
         base = set * o.workers;
         pushes[set].push_back(Measure(pids, o.workers, bytes, slice, push_op));
@@ -407,7 +451,9 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
     auto failed = [](const std::vector<Slice>& slices) {
       return std::any_of(slices.begin(), slices.end(), [](const Slice& s) { return s.gbps < 0; });
     };
-    const double raw = median(raws, &Slice::gbps);
+    const double raw = median(raws, &Slice::gbps), raw_pull = median(raw_pulls, &Slice::gbps),
+                 raw_push_work = median(raw_push_works, &Slice::gbps),
+                 raw_pull_work = median(raw_pull_works, &Slice::gbps);
     for (int set = 0; set < sets; ++set) {
       if (failed(pushes[set]) || failed(pulls[set]) || failed(rounds[set])) {
         return Status::Internal(
@@ -432,14 +478,17 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
           "{\"bench\":\"pushpull\",\"mb\":%d,\"servers\":%d,\"workers\":%d,\"partitions\":%zu,"
           "\"transport\":\"%s\",\"io\":\"%s\",\"auth\":\"%s\",\"durability\":\"%s\","
           "\"optimizer\":\"%s\",\"aggregator\":\"%s\",\"push_gbps\":%.3f,"
-          "\"pull_gbps\":%.3f,\"round_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,\"push_vs_raw\":%.2f,"
-          "\"pull_vs_raw\":%.2f,\"round_vs_serial\":%.2f,\"push_cpu_s_per_gb\":%.3f,"
+          "\"pull_gbps\":%.3f,\"round_gbps\":%.3f,\"raw_zmq_gbps\":%.3f,"
+          "\"raw_zmq_pull_gbps\":%.3f,\"raw_push_work_gbps\":%.3f,\"raw_pull_work_gbps\":%.3f,"
+          "\"push_vs_raw\":%.2f,\"pull_vs_raw\":%.2f,\"push_vs_raw_work\":%.2f,"
+          "\"pull_vs_raw_work\":%.2f,\"round_vs_serial\":%.2f,\"push_cpu_s_per_gb\":%.3f,"
           "\"pull_cpu_s_per_gb\":%.3f,\"round_cpu_s_per_gb\":%.3f,\"raw_cpu_s_per_gb\":%.3f,"
           "\"seconds\":%.1f}\n",
           o.mb[i], o.servers, o.workers,
           first.shard_map().PartitionsOf(first.shard_map().TensorId(name)).size(),
           at.transport.c_str(), o.io[set].c_str(), auth.c_str(), level.c_str(), o.optimizer.c_str(),
-          o.aggregator.c_str(), push, pull, round_trip, raw, push / raw, pull / raw,
+          o.aggregator.c_str(), push, pull, round_trip, raw, raw_pull, raw_push_work, raw_pull_work,
+          push / raw, pull / raw_pull, push / raw_push_work, pull / raw_pull_work,
           round_trip * (1 / push + 1 / pull), median(pushes[set], &Slice::cpu_s_per_gb),
           median(pulls[set], &Slice::cpu_s_per_gb), median(rounds[set], &Slice::cpu_s_per_gb),
           median(raws, &Slice::cpu_s_per_gb), o.seconds);

@@ -1,5 +1,9 @@
 // `hetps-bench pushpull`: push and pull throughput of a local cluster against the ceiling of a
-// plain ZeroMQ DEALER->ROUTER loopback transfer of the same size, measured in the same run.
+// plain ZeroMQ DEALER->ROUTER loopback transfer of the same size, measured in the same run:
+// push against a loop that sends the bytes, pull against one that answers with them, and both
+// also against the same loops doing the work hetps must do besides (the servers' optimizer after
+// each push is acknowledged, the copy of each pull's reply into the caller's array), which
+// tells the framework's own cost from that work's.
 #pragma once
 
 #include <string>
