@@ -318,6 +318,8 @@ Status MeasureSmallTensors(const PushPullOptions& o, const Setting& at,
     return Status::Internal(fmt::format("a request failed (cluster log: {})", cluster.log_path()));
   }
   const double raw = Median(raws), hetps = Median(steps);
+  std::vector<double> ratios;  // of neighbouring slices, which share the machine's state
+  for (int r = 0; r < kRounds; ++r) ratios.push_back(steps[r] / raws[r]);
   // What batching did: messages worker 0 sent per request (1: none shared a message).
   const ClientStats after = clients[0]->stats();
   const double per_request =
@@ -329,8 +331,8 @@ Status MeasureSmallTensors(const PushPullOptions& o, const Setting& at,
       "\"steps_per_s\":%.1f,\"raw_zmq_steps_per_s\":%.1f,\"vs_raw\":%.2f,"
       "\"messages_per_request\":%.3f,\"seconds\":%.1f}\n",
       tensors.size(), o.kb, o.servers, o.workers, at.transport.c_str(), at.auth.c_str(),
-      at.level.c_str(), static_cast<long long>(at.batch_kib), hetps, raw, hetps / raw, per_request,
-      o.seconds);
+      at.level.c_str(), static_cast<long long>(at.batch_kib), hetps, raw, Median(ratios),
+      per_request, o.seconds);
   std::fflush(stdout);
   return Status();
 }
@@ -448,6 +450,13 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
       for (const Slice& s : slices) v.push_back(s.*field);
       return Median(std::move(v));
     };
+    // Neighbouring slices share the machine's state (its rate swings over seconds): their
+    // ratios, then the median, rather than the ratio of two medians.
+    auto paired = [](const std::vector<Slice>& a, const std::vector<Slice>& b) {
+      std::vector<double> v;
+      for (size_t r = 0; r < a.size(); ++r) v.push_back(a[r].gbps / b[r].gbps);
+      return Median(std::move(v));
+    };
     auto failed = [](const std::vector<Slice>& slices) {
       return std::any_of(slices.begin(), slices.end(), [](const Slice& s) { return s.gbps < 0; });
     };
@@ -488,17 +497,15 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
           first.shard_map().PartitionsOf(first.shard_map().TensorId(name)).size(),
           at.transport.c_str(), o.io[set].c_str(), auth.c_str(), level.c_str(), o.optimizer.c_str(),
           o.aggregator.c_str(), push, pull, round_trip, raw, raw_pull, raw_push_work, raw_pull_work,
-          push / raw, pull / raw_pull, push / raw_push_work, pull / raw_pull_work,
+          paired(pushes[set], raws), paired(pulls[set], raw_pulls),
+          paired(pushes[set], raw_push_works), paired(pulls[set], raw_pull_works),
           round_trip * (1 / push + 1 / pull), median(pushes[set], &Slice::cpu_s_per_gb),
           median(pulls[set], &Slice::cpu_s_per_gb), median(rounds[set], &Slice::cpu_s_per_gb),
           median(raws, &Slice::cpu_s_per_gb), o.seconds);
     }
     if (sets == 2) {
-      // Neighbouring slices share the machine's state: their ratios, then the median.
       auto ratio = [&](const std::vector<std::vector<Slice>>& slices) {
-        std::vector<double> v;
-        for (int r = 0; r < kRounds; ++r) v.push_back(slices[0][r].gbps / slices[1][r].gbps);
-        return Median(std::move(v));
+        return paired(slices[0], slices[1]);
       };
       std::printf(
           "{\"bench\":\"pushpull_io\",\"mb\":%d,\"transport\":\"%s\",\"push_caller_vs_thread\":"
