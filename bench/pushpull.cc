@@ -457,6 +457,14 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
       for (size_t r = 0; r < a.size(); ++r) v.push_back(a[r].gbps / b[r].gbps);
       return Median(std::move(v));
     };
+    // A round against a push then a pull, each of the same round of slices.
+    auto vs_serial = [&](int set) {
+      std::vector<double> v;
+      for (int r = 0; r < kRounds; ++r) {
+        v.push_back(rounds[set][r].gbps * (1 / pushes[set][r].gbps + 1 / pulls[set][r].gbps));
+      }
+      return Median(std::move(v));
+    };
     auto failed = [](const std::vector<Slice>& slices) {
       return std::any_of(slices.begin(), slices.end(), [](const Slice& s) { return s.gbps < 0; });
     };
@@ -498,10 +506,9 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
           at.transport.c_str(), o.io[set].c_str(), auth.c_str(), level.c_str(), o.optimizer.c_str(),
           o.aggregator.c_str(), push, pull, round_trip, raw, raw_pull, raw_push_work, raw_pull_work,
           paired(pushes[set], raws), paired(pulls[set], raw_pulls),
-          paired(pushes[set], raw_push_works), paired(pulls[set], raw_pull_works),
-          round_trip * (1 / push + 1 / pull), median(pushes[set], &Slice::cpu_s_per_gb),
-          median(pulls[set], &Slice::cpu_s_per_gb), median(rounds[set], &Slice::cpu_s_per_gb),
-          median(raws, &Slice::cpu_s_per_gb), o.seconds);
+          paired(pushes[set], raw_push_works), paired(pulls[set], raw_pull_works), vs_serial(set),
+          median(pushes[set], &Slice::cpu_s_per_gb), median(pulls[set], &Slice::cpu_s_per_gb),
+          median(rounds[set], &Slice::cpu_s_per_gb), median(raws, &Slice::cpu_s_per_gb), o.seconds);
     }
     if (sets == 2) {
       auto ratio = [&](const std::vector<std::vector<Slice>>& slices) {
