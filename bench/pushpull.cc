@@ -59,8 +59,8 @@ struct Slice {
 
 // What a raw loop moves and does besides moving it.
 struct RawLoop {
-  bool pull =
-      false;  // false: `bytes` out, one byte back (a push); true: one byte out, `bytes` back
+  // false: `bytes` out, one byte back (as a push); true: one byte out, `bytes` back (a pull).
+  bool pull = false;
   // The work hetps must do on top of the transfer, done here by the same code: after a push is
   // acknowledged, the receiver applies `optimizer` to values of its own (as a server does); a
   // pulled reply is copied into the caller's array (as a client does). Null: no work.
@@ -69,10 +69,9 @@ struct RawLoop {
 };
 
 // GB/s (1e9 bytes per second) of a plain DEALER->ROUTER request/answer loop over TCP loopback:
-// the side that sends `bytes` hands a buffer over zero-copy, the other takes it as ZeroMQ gives
-// it and answers with one byte. Sender and receiver each have their own context (own I/O
-// thread), as a worker and a server process do; both are in this process, so its CPU time is the
-// loop's.
+// one side sends `bytes`, handed over zero-copy and taken as ZeroMQ gives them, the other one
+// byte. The two ends each have their own context (own I/O thread), as a worker and a server
+// process do; both are in this process, so its CPU time is the loop's.
 Slice RawZmqGbps(size_t bytes, double seconds, const RawLoop& loop = {}) {
   zmq::context_t rctx(1), sctx(1);
   zmq::socket_t router(rctx, zmq::socket_type::router);
