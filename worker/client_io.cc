@@ -578,8 +578,6 @@ void ClientIo::Turn(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* 
   FlushBatches();
   Watched(items_, item_ranks_);
   look_.assign(items_.size(), 0);
-  look_[1] = link_dirty_;
-  for (size_t i = 2; i < items_.size(); ++i) look_[i] = dirty_[item_ranks_[i - 2]];
   if (timeout_ms > 0 && !AnyDirty()) {
     // The I/O thread sleeps without the gate: what it sleeps on is its own (a caller may run
     // a turn meanwhile, with items_ and fds_).
@@ -617,9 +615,10 @@ void ClientIo::Turn(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* 
     for (size_t i = 0; i < items_.size(); ++i) {
       look_[i] = std::find(woke.begin(), woke.end(), items_[i].socket) != woke.end();
     }
-    look_[1] = look_[1] || link_dirty_;
-    for (size_t i = 2; i < items_.size(); ++i) look_[i] = look_[i] || dirty_[item_ranks_[i - 2]];
   }
+  // Besides what signalled, every socket sent on since it was last found empty.
+  look_[1] = look_[1] || link_dirty_;
+  for (size_t i = 2; i < items_.size(); ++i) look_[i] = look_[i] || dirty_[item_ranks_[i - 2]];
   if (link_.MaybeHeartbeat()) look_[1] = link_dirty_ = true;
   if (look_[0]) {
     zmq::message_t m;
