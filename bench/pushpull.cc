@@ -79,10 +79,13 @@ Slice RawZmqGbps(size_t bytes, double seconds, const RawLoop& loop = {}) {
   router.bind("tcp://127.0.0.1:*");
   const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
   const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
-  std::vector<float> values(n, 0.f), into(n, 0.f);  // the receiver's parameters; the puller's
+  // The work's arrays, only for a loop that does it: the receiver's parameters and optimizer
+  // slots (push), the puller's array (pull).
+  const bool push_work = loop.work() && !loop.pull, pull_work = loop.work() && loop.pull;
+  std::vector<float> values(push_work ? n : 0, 0.f), into(pull_work ? n : 0, 0.f);
   std::vector<std::vector<float>> slots;
   std::vector<float*> slot_ptrs;
-  if (loop.work()) {
+  if (push_work) {
     slots.assign(loop.optimizer->num_slots(), std::vector<float>(n, 0.f));
     for (auto& slot : slots) slot_ptrs.push_back(slot.data());
   }
@@ -105,7 +108,7 @@ Slice RawZmqGbps(size_t bytes, double seconds, const RawLoop& loop = {}) {
         continue;
       }
       (void)router.send(zmq::buffer("k", 1), zmq::send_flags::none);
-      if (loop.work() && data.size() == bytes) {
+      if (push_work && data.size() == bytes) {
         loop.optimizer->Apply(values.data(), static_cast<const float*>(data.data()), n,
                               slot_ptrs.data(), ++step, 1.0f);
       }
@@ -123,7 +126,7 @@ Slice RawZmqGbps(size_t bytes, double seconds, const RawLoop& loop = {}) {
     }
     zmq::message_t answer;
     (void)dealer.recv(answer);
-    if (loop.pull && loop.work()) {
+    if (pull_work) {
       std::memcpy(into.data(), answer.data(), std::min(bytes, answer.size()));
     }
   };
@@ -513,13 +516,11 @@ Status RunLevel(const PushPullOptions& o, const Setting& at, const std::string& 
           median(rounds[set], &Slice::cpu_s_per_gb), median(raws, &Slice::cpu_s_per_gb), o.seconds);
     }
     if (sets == 2) {
-      auto ratio = [&](const std::vector<std::vector<Slice>>& slices) {
-        return paired(slices[0], slices[1]);
-      };
       std::printf(
           "{\"bench\":\"pushpull_io\",\"mb\":%d,\"transport\":\"%s\",\"push_caller_vs_thread\":"
           "%.2f,\"pull_caller_vs_thread\":%.2f,\"round_caller_vs_thread\":%.2f}\n",
-          o.mb[i], at.transport.c_str(), ratio(pushes), ratio(pulls), ratio(rounds));
+          o.mb[i], at.transport.c_str(), paired(pushes[0], pushes[1]), paired(pulls[0], pulls[1]),
+          paired(rounds[0], rounds[1]));
     }
     std::fflush(stdout);
   }
