@@ -75,6 +75,11 @@ class Client::Impl {
     }
   }
   std::atomic<bool> finished{false};
+  // Every call during or after Finish() fails at once with this.
+  Status Open() const {
+    if (!finished.load()) return Status();
+    return Status::FailedPrecondition("Finish() was called: the client has left the cluster");
+  }
   ClientReport report;  // what stats() and the heartbeats tell
   // Federated rounds: the payload bytes counted up to the last round request (-1: none yet;
   // the first request sets them, so a model initialized by this client is not uplink).
@@ -143,6 +148,7 @@ const ShardMap& Client::shard_map() const { return *impl_->map; }
 ClientStats Client::stats() const { return impl_->report.Stats(); }
 
 Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
+  if (Status s = impl_->Open(); !s.ok()) return s;
   if (impl_->map) return Status::FailedPrecondition("tensors were already declared");
   proto::Header h;
   h.set_type(proto::DECLARE_TENSORS);
@@ -212,6 +218,7 @@ StatusOr<Resolved> ResolveAll(const std::optional<ShardMap>& map, const std::vec
 }  // namespace
 
 Ticket Client::Send(Update kind, const std::vector<ConstTensorView>& tensors, double weight) {
+  if (Status s = impl_->Open(); !s.ok()) return Ticket(FailedOp(s));
   auto resolved = ResolveAll(impl_->map, tensors);
   if (!resolved.ok()) return Ticket(FailedOp(resolved.status()));
   const auto& [parts, count] = *resolved;
@@ -266,6 +273,7 @@ Ticket Client::Send(Update kind, const std::vector<ConstTensorView>& tensors, do
 
 Ticket Client::PushEncoded(const std::string& tensor, int64_t n, const PartitionEncoder& encode,
                            double weight) {
+  if (Status s = impl_->Open(); !s.ok()) return Ticket(FailedOp(s));
   auto id = Resolve(impl_->map, tensor, n, &encode);
   if (!id.ok()) return Ticket(FailedOp(id.status()));
   if (!encode) return Ticket(FailedOp(Status::InvalidArgument("PushEncoded: no encoder")));
@@ -324,6 +332,7 @@ Ticket Client::Pull(const std::string& tensor, float* out, int64_t n) {
 }
 
 Ticket Client::Pull(const std::vector<TensorView>& into) {
+  if (Status s = impl_->Open(); !s.ok()) return Ticket(FailedOp(s));
   auto resolved = ResolveAll(impl_->map, into);
   if (!resolved.ok()) return Ticket(FailedOp(resolved.status()));
   const auto& [parts, count] = *resolved;
@@ -366,6 +375,7 @@ Status Client::Clock() {
 }
 
 Status Client::ClockAllServers() {
+  if (Status s = impl_->Open(); !s.ok()) return s;
   const int servers = num_servers();
   auto op = std::make_shared<Ticket::State>(servers);
   std::vector<Outgoing> batch;
@@ -385,6 +395,7 @@ Status Client::ClockAllServers() {
 }
 
 Status Client::Barrier() {
+  if (Status s = impl_->Open(); !s.ok()) return s;
   proto::Header h;
   h.set_type(proto::BARRIER);
   h.set_clock(clock());
@@ -392,6 +403,7 @@ Status Client::Barrier() {
 }
 
 StatusOr<int64_t> Client::AwaitRound() {
+  if (Status s = impl_->Open(); !s.ok()) return s;
   proto::Header h;
   h.set_type(proto::ROUND_CHECKIN);
   h.set_clock(clock());
@@ -419,6 +431,7 @@ StatusOr<int64_t> Client::AwaitRound() {
 
 StatusOr<Client::RoundsClosed> Client::AwaitRoundsClosed(
     int64_t rounds, const std::optional<Evaluation>& measured) {
+  if (Status s = impl_->Open(); !s.ok()) return s;
   proto::Header h;
   h.set_type(proto::ROUND_WATCH);
   h.mutable_fed_round()->set_round(rounds);
@@ -440,6 +453,7 @@ StatusOr<Client::RoundsClosed> Client::AwaitRoundsClosed(
 }
 
 StatusOr<bool> Client::FinishRound() {
+  if (Status s = impl_->Open(); !s.ok()) return s;
   proto::Header h;
   h.set_type(proto::ROUND_UPLOADED);
   h.set_clock(clock());

@@ -303,7 +303,8 @@ class Client {
                                            const std::optional<Evaluation>& measured = {});
   // Leaves the cluster cleanly; idempotent. Pending tickets complete before it returns: it
   // first waits (at most 5 s) for the servers to answer what is in flight, as the last
-  // worker's leaving shuts them down.
+  // worker's leaving shuts them down. Every call made during or after it fails at once
+  // (FailedPrecondition; a request that raced the stop: Aborted) and releases its buffers.
   Status Finish();
 
   ClientStats stats() const;

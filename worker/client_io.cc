@@ -410,7 +410,29 @@ void ClientIo::OnRevokingMessage(Envelope& env, int from) {
   });
 }
 
+namespace {
+
+// Completes every request of `batch` with `s`: the caller's buffers are released first.
+void Refuse(std::vector<Outgoing>& batch, const Status& s) {
+  for (Outgoing& o : batch) {
+    o.payload.clear();
+    if (o.op) o.op->Complete(s);
+  }
+  batch.clear();
+}
+
+const Status& StoppedStatus() {
+  static const Status s = Status::Aborted("the client has finished: no request is sent after Finish()");
+  return s;
+}
+
+}  // namespace
+
 void ClientIo::Submit(std::vector<Outgoing> batch) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (stopped_) return Refuse(batch, StoppedStatus());
+  }
   std::unique_lock<std::mutex> io(gate_->mu, std::defer_lock);
   if (caller_io_) {
     for (Outgoing& o : batch) {
@@ -427,6 +449,10 @@ void ClientIo::Submit(std::vector<Outgoing> batch) {
   }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
+    if (stopped_) {  // Stop ended the I/O thread since the check above
+      if (io.owns_lock()) io.unlock();
+      return Refuse(batch, StoppedStatus());
+    }
     const bool was_empty = queue_.empty();
     queue_.push_back(std::move(batch));
     if (!io.owns_lock() && was_empty) {
@@ -523,12 +549,23 @@ int ClientIo::AwaitServers(int timeout_ms) {
 }
 
 void ClientIo::Stop(int grace_ms) {
-  if (!io_thread_.joinable()) return;
-  stop_grace_ms_ = std::max(0, grace_ms);
-  stopping_ = true;
-  io_thread_.join();
-  std::lock_guard<std::mutex> lock(gate_->mu);
-  gate_->io = nullptr;  // a ticket waited on later does not lead
+  if (io_thread_.joinable()) {
+    stop_grace_ms_ = std::max(0, grace_ms);
+    stopping_ = true;
+    io_thread_.join();
+  }
+  {
+    std::lock_guard<std::mutex> lock(gate_->mu);
+    gate_->io = nullptr;  // a ticket waited on later does not lead
+  }
+  // What was submitted after the loop's last look fails now, as whatever comes later will.
+  std::vector<std::vector<Outgoing>> left;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stopped_ = true;
+    left.swap(queue_);
+  }
+  for (std::vector<Outgoing>& batch : left) Refuse(batch, StoppedStatus());
 }
 
 void ClientIo::IoLoop() {

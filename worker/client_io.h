@@ -141,7 +141,8 @@ class ClientIo {
   // Joins the cluster (blocks until it formed), connects to every server and starts the I/O
   // thread. `heartbeat_clock` is read for each heartbeat's report.
   Status Start(const std::atomic<int64_t>& heartbeat_clock);
-  // Queues requests for the I/O thread.
+  // Queues requests for the I/O thread; once Stop() ended it, fails each at once (Aborted),
+  // releasing the caller's buffers.
   void Submit(std::vector<Outgoing> batch);
   // Sends one control request to the scheduler and waits for its reply (at most `timeout_ms`
   // when positive; otherwise until the reply or options.stop, which gives Aborted).
@@ -270,6 +271,7 @@ class ClientIo {
   zmq::socket_t wake_in_, wake_out_;
   std::mutex queue_mu_;
   std::vector<std::vector<Outgoing>> queue_;  // submitted batches, in order (moved whole)
+  bool stopped_ = false;  // guarded by queue_mu_: the I/O thread is gone, Submit fails at once
   std::thread io_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> stop_grace_ms_{kStopGraceMs};  // Stop's

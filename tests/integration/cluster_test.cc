@@ -215,6 +215,62 @@ TEST_P(CallerIoTest, ThreadsSharingAClientAndItsTicketsGetExactSums) {
   EXPECT_TRUE(last.Done());
 }
 
+// Every call during or after Finish() fails at once with a clear status and lets go of the
+// caller's buffers: none waits on an I/O loop that no longer runs. Threads that push, pull and
+// clock while another thread finishes see each call end (done or failed), never hang.
+TEST_P(CallerIoTest, CallsDuringAndAfterFinishFailAtOnce) {
+  LocalCluster cluster({.servers = 2, .workers = 1, .server_flags = {"--init=zeros"}});
+  auto clients = cluster.ConnectClients(1, [](ClientOptions& o) { o.caller_io = GetParam(); });
+  Client& c = *clients[0];
+  ASSERT_TRUE(c.DeclareTensors(kTensors).ok());
+  std::atomic<bool> finished{false};
+  std::atomic<int> failed_after{0};
+  std::thread finisher;
+  LocalCluster::RunEach(3, [&](int i) {
+    std::vector<float> buffer(100000, 1.0f);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    if (i == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      ASSERT_TRUE(c.Finish().ok());
+      finished = true;
+      return;
+    }
+    while (true) {
+      const bool after = finished.load();
+      Ticket t = i == 1 ? c.Push("big", buffer.data(), 100000) : c.Pull("big", buffer.data(), 100000);
+      const Status s = t.Wait();  // returns: done, or failed
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      if (after) {
+        ASSERT_FALSE(s.ok()) << "a request after Finish() succeeded";
+        ++failed_after;
+        return;
+      }
+    }
+  });
+  EXPECT_EQ(failed_after.load(), 2);
+  std::vector<float> values(100000, 0.0f);
+  const auto start = std::chrono::steady_clock::now();
+  auto expect_finished = [](const Status& s, const char* call) {
+    EXPECT_EQ(s.code(), proto::FAILED_PRECONDITION) << call << ": " << s.ToString();
+    EXPECT_NE(s.message().find("Finish()"), std::string::npos) << call << ": " << s.ToString();
+  };
+  Ticket push = c.Push("big", values.data(), 100000);
+  EXPECT_TRUE(push.Done()) << "the buffer was let go of at once";
+  expect_finished(push.Wait(), "Push");
+  expect_finished(c.Push({{"a", values.data(), 10}, {"big", values.data(), 100000}}).Wait(),
+                  "Push of many");
+  expect_finished(c.Init("big", values.data(), 100000).Wait(), "Init");
+  expect_finished(c.Pull("big", values.data(), 100000).Wait(), "Pull");
+  expect_finished(c.Clock(), "Clock");
+  expect_finished(c.Barrier(), "Barrier");
+  expect_finished(c.AwaitRound().status(), "AwaitRound");
+  expect_finished(c.FinishRound().status(), "FinishRound");
+  expect_finished(c.AwaitRoundsClosed(1).status(), "AwaitRoundsClosed");
+  expect_finished(c.DeclareTensors(kTensors), "DeclareTensors");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_TRUE(c.Finish().ok()) << "Finish is idempotent";
+}
+
 // Many small tensors pushed and pulled in one call each (Client::Push/Pull of many tensors),
 // batched (the default) or one message per request, under an asynchronous, a synchronous
 // (pushes held for their round, the clock's reply waiting for it) and a bounded-staleness
