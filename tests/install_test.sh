@@ -2,9 +2,9 @@
 # hetps as a user gets it. `cmake --install` into a scratch prefix: client.h compiles from the
 # installed headers alone; the out-of-tree example (examples/cpp) builds against it with
 # find_package(hetps) and trains through a cluster of the installed daemons; the installed
-# `hetps launch` runs a cluster whose scheduler finds the installed dashboard. `cpack -G DEB`:
-# the package's declared dependencies are installed Debian packages here, and the binaries
-# unpacked from it (dpkg-deb -x into a scratch root) run a cluster the same way. Everything
+# `hetps launch` runs a cluster whose scheduler finds the installed dashboard. The .deb made by
+# deploy/package.sh (as the image makes it): the package's declared dependencies are installed
+# Debian packages here, and the binaries unpacked from it (dpkg-deb -x into a scratch root) run a cluster the same way. Everything
 # lives under one scratch folder, removed at the end, also on failure.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -73,7 +73,8 @@ launch_from() {
 launch_from "$bin" prefix
 echo "PASS: installed tree, example and launch"
 
-cpack -G DEB -B "$scratch/pkg" --config "$build/CPackConfig.cmake" >/dev/null
+# Made the way the image's build stage makes it (deploy/package.sh: every target, then cpack).
+"$src/deploy/package.sh" "$build" "$scratch/pkg" >/dev/null
 deb=$(ls "$scratch"/pkg/hetps_*_amd64.deb)
 # What is installed here: package names and the virtual names they provide.
 dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Provides}\n' |
