@@ -179,16 +179,18 @@ class PyClient {
   ~PyClient() {
     if (client_) {
       py::gil_scoped_release unlocked;
-      client_.reset();
+      client_.reset();  // no other thread can be inside a call: each holds the Python object
     }
     pending_.clear();
   }
   PyClient(const PyClient&) = delete;
   PyClient& operator=(const PyClient&) = delete;
 
-  Client& client() {
+  // The client, held by the caller for the length of its call: finish() (or another thread's
+  // last reference) cannot free it while this thread uses it with the GIL released.
+  std::shared_ptr<Client> client() {
     if (!client_) Raise(Status::FailedPrecondition("the client has finished"));
-    return *client_;
+    return client_;
   }
 
   void Declare(const py::iterable& tensors) {
@@ -212,7 +214,8 @@ class PyClient {
       }
       specs.push_back(std::move(spec));
     }
-    Client& c = client();
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
     Status s;
     {
       py::gil_scoped_release unlocked;
@@ -223,7 +226,8 @@ class PyClient {
 
   PyTicket Start(const std::string& op, const std::string& tensor, py::object array,
                  double weight) {
-    Client& c = client();
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
     Sweep();
     auto p = std::make_shared<Pending>();
     p->op = op;
@@ -250,7 +254,8 @@ class PyClient {
   // Ticket (their small partitions share messages). Every array is checked before anything is
   // sent.
   PyTicket StartMany(const std::string& op, py::object tensors, double weight) {
-    Client& c = client();
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
     Sweep();
     auto p = std::make_shared<Pending>();
     p->op = op;
@@ -288,7 +293,8 @@ class PyClient {
   }
 
   void Clock() {
-    Client& c = client();
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
     Status s;
     {
       py::gil_scoped_release unlocked;
@@ -299,7 +305,8 @@ class PyClient {
   }
 
   void Barrier() {
-    Client& c = client();
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
     Status s;
     {
       py::gil_scoped_release unlocked;
@@ -308,24 +315,30 @@ class PyClient {
     Check(s);
   }
 
+  // Other threads still inside a call keep their reference: their calls end at once
+  // (FailedPrecondition) and the last of them frees the client.
   void Finish() {
     if (!client_) return;
+    std::shared_ptr<Client> held = std::move(client_);
     Status s;
     {
       py::gil_scoped_release unlocked;
-      s = client_->Finish();  // waits for every pending ticket
-      client_.reset();
+      s = held->Finish();  // waits for every pending ticket
+    }
+    {
+      py::gil_scoped_release unlocked;
+      held.reset();
     }
     Sweep();
     Check(s);
   }
 
   void ReportMetrics(const std::map<std::string, double>& metrics) {
-    client().ReportMetrics(metrics);
+    client()->ReportMetrics(metrics);
   }
 
   py::dict Stats() {
-    ClientStats s = client().stats();
+    ClientStats s = client()->stats();
     py::dict d;
     d["bytes_pushed"] = s.bytes_pushed;
     d["raw_bytes_pushed"] = s.raw_bytes_pushed;
@@ -356,7 +369,8 @@ class PyClient {
   // `seconds`, each waited, through this same client; returns (operations, seconds).
   std::pair<int64_t, double> NativeLoop(const std::string& op, const std::string& tensor,
                                         py::object array, double seconds) {
-    Client& c = client();
+    const std::shared_ptr<Client> held = client();
+    Client& c = *held;
     Borrowed memory(std::move(array), op == "pull", op.c_str());
     int64_t ops = 0;
     double elapsed = 0;
@@ -377,7 +391,7 @@ class PyClient {
   }
 
  private:
-  std::unique_ptr<Client> client_;
+  std::shared_ptr<Client> client_;
   std::vector<std::shared_ptr<Pending>> pending_;
 };
 
@@ -494,17 +508,17 @@ PYBIND11_MODULE(_hetps, m) {
            "'auto' (shm, else cma) or 'socket' (neither); batch_bytes: requests to one server "
            "smaller than this, sent together, go as one message (0: one message each).")
       .def_property_readonly(
-          "id", [](PyClient& c) { return c.client().id(); }, "Node id assigned by the scheduler.")
-      .def_property_readonly("rank", [](PyClient& c) { return c.client().rank(); })
+          "id", [](PyClient& c) { return c.client()->id(); }, "Node id assigned by the scheduler.")
+      .def_property_readonly("rank", [](PyClient& c) { return c.client()->rank(); })
       .def_property_readonly(
-          "num_workers", [](PyClient& c) { return c.client().num_workers(); },
+          "num_workers", [](PyClient& c) { return c.client()->num_workers(); },
           "The workers the cluster formed with.")
-      .def_property_readonly("num_servers", [](PyClient& c) { return c.client().num_servers(); })
+      .def_property_readonly("num_servers", [](PyClient& c) { return c.client()->num_servers(); })
       .def_property_readonly(
-          "consistency", [](PyClient& c) { return c.client().consistency(); },
+          "consistency", [](PyClient& c) { return c.client()->consistency(); },
           "The servers' consistency spec when this worker joined.")
       .def_property_readonly(
-          "current_clock", [](PyClient& c) { return c.client().clock(); },
+          "current_clock", [](PyClient& c) { return c.client()->clock(); },
           "This worker's clock: iterations ended by clock().")
       .def("declare", &PyClient::Declare, py::arg("tensors"),
            "Declares the tensors this worker uses: an iterable of (name, shape) or (name, "
@@ -555,11 +569,11 @@ PYBIND11_MODULE(_hetps, m) {
       .def("clock", &PyClient::Clock,
            "Ends this worker's iteration: tells every server, then advances current_clock.")
       .def(
-          "begin_iteration", [](PyClient& c) { c.client().BeginIteration(); },
+          "begin_iteration", [](PyClient& c) { c.client()->BeginIteration(); },
           "Optional: marks the start of an iteration, so that evaluation or logging between "
           "clock() and this call is not counted as iteration time (straggler detection).")
       .def(
-          "set_loss", [](PyClient& c, double loss) { c.client().SetLoss(loss); }, py::arg("loss"),
+          "set_loss", [](PyClient& c, double loss) { c.client()->SetLoss(loss); }, py::arg("loss"),
           "The training loss of the minibatch behind the gradients pushed next, carried on every "
           "push until set again (nan: none); servers with --aggregator=sum:compensation=lcasgd "
           "predict each worker's loss from it.")

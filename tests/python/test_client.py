@@ -235,3 +235,45 @@ def test_a_client_dropped_without_finish_leaves_after_its_transfers(cluster):
     del w
     gc.collect()
     assert alive() is None  # released only after the client finished its transfers
+
+
+def test_finish_while_other_threads_are_inside_calls(cluster):
+    """finish() while threads push, pull and clock with the GIL released: each of their calls
+    ends (done, or FailedPrecondition once finished), none touches a freed client. Three
+    clusters, as a finished run's last worker shuts its cluster down."""
+    for _ in range(3):
+        c = cluster(server_flags=SUM)
+        w = hetps.Client(c.endpoint)
+        w.declare([("a", (200000,), 0)])
+        started = threading.Barrier(4)
+        outcomes, errors = [], []
+
+        def work(kind):
+            buf = np.ones(200000, np.float32)
+            started.wait()
+            try:
+                while True:
+                    if kind == "push":
+                        w.push("a", buf).wait()
+                    elif kind == "pull":
+                        w.pull("a", buf).wait()
+                    else:
+                        w.clock()
+            except hetps.FailedPrecondition:
+                outcomes.append(kind)
+            except hetps.Error as e:  # a request that raced the stop
+                if e.code != "ABORTED":
+                    errors.append(f"{kind}: {e.code} {e.message}")
+                outcomes.append(kind)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in ("push", "pull", "clock")]
+        for t in threads:
+            t.start()
+        started.wait()
+        time.sleep(0.2)
+        w.finish()
+        for t in threads:
+            t.join(timeout=30)
+            assert not t.is_alive(), "a call did not end after finish()"
+        assert sorted(outcomes) == ["clock", "pull", "push"] and not errors, errors
+        del w
