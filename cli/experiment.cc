@@ -550,7 +550,9 @@ int RunExperiment(const ExperimentArgs& a, const std::string& self) {
     const std::vector<RateTrial> trials = Trials(sweep, series);
     const ChosenRates chosen = ChooseRates(a, trials);
     const SweepTables tables = DescribeSweep(a, trials, chosen);
-    std::ofstream(root + "/sweep.csv") << tables.csv;
+    if (Status s = WriteText(root + "/sweep.csv", tables.csv); !s.ok()) {
+      std::fprintf(stderr, "hetps experiment: %s\n", s.message().c_str());
+    }
     info.rates = tables.markdown;
     return chosen;
   };
@@ -592,7 +594,10 @@ int RunExperiment(const ExperimentArgs& a, const std::string& self) {
         root, root, root));
     return 2;
   }
-  std::ofstream(root + "/experiment.flags") << resolved;
+  if (Status s = WriteText(root + "/experiment.flags", resolved); !s.ok()) {
+    series.Say(s.message());
+    return 1;
+  }
   const size_t grid_size = static_cast<size_t>(a.repeats) * a.settings.size() * a.algorithms.size();
   const size_t total = sweep.size() + grid_size;
   series.Say(fmt::format("{}: {} ({} x {} x {}{}) in {}", a.name, Count(total, "run"),

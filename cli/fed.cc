@@ -251,6 +251,14 @@ Status ReadScenario(const std::string& path, std::vector<std::string>& out, int 
 
 }  // namespace
 
+// The --evaluators the runs' roles get (the scenario's or the command line's; 0 when unset).
+StatusOr<int> EvaluatorsOf(const FedArgs& a) {
+  std::vector<std::string> roles = a.scenario_flags;
+  roles.insert(roles.end(), a.role_flags.begin(), a.role_flags.end());
+  const std::string e = LastFlagValue(roles, "evaluators");
+  return e.empty() ? 0 : IntArg("evaluators", e, 0);
+}
+
 StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
   if (args.empty() || (args[0] != "run" && args[0] != "compare")) {
     return Status::InvalidArgument("expected 'run' or 'compare'");
@@ -302,6 +310,7 @@ StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
     auto flags = ItemFlags(item, a);
     if (!flags.ok()) return flags.status();
   }
+  if (auto evaluators = EvaluatorsOf(a); !evaluators.ok()) return evaluators.status();
   return a;
 }
 
@@ -316,11 +325,8 @@ int RunFed(const FedArgs& args, const std::string& self) {
     std::fprintf(stderr, "hetps fed: cannot create %s: %s\n", root.c_str(), ec.message().c_str());
     return 1;
   }
-  std::vector<std::string> roles = args.scenario_flags;
-  roles.insert(roles.end(), args.role_flags.begin(), args.role_flags.end());
-  int evaluators = 0;
-  if (const std::string e = LastFlagValue(roles, "evaluators"); !e.empty())
-    evaluators = std::atoi(e.c_str());
+  auto given = EvaluatorsOf(args);  // checked by ParseFedArgs
+  int evaluators = given.ok() ? *given : 0;
   std::vector<std::string> extra;
   if (evaluators <= 0) {  // the report needs the evaluator's accuracy
     evaluators = 1;

@@ -47,6 +47,11 @@ Status Batch(const std::string& tool, const std::vector<std::string>& prefix,
   {
     std::ofstream out(path);
     for (const std::string& l : lines) out << l << "\n";
+    out.close();
+    if (!out) {
+      unlink(path);
+      return Status::Internal(fmt::format("cannot write {} for {}", path, tool));
+    }
   }
   std::vector<std::string> argv = {tool};
   argv.insert(argv.end(), prefix.begin(), prefix.end());

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,6 +26,14 @@ std::string Slurp(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status::Internal(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  return Status();
 }
 
 std::string Timestamp() {
@@ -84,7 +93,10 @@ RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) 
     Say(fmt::format("cannot create {}: {}", dir, ec.message()));
     return End::kRefused;
   }
-  std::ofstream(dir + "/" + marker_) << marker;
+  if (Status s = WriteText(dir + "/" + marker_, marker); !s.ok()) {
+    Say(s.message());
+    return End::kRefused;
+  }
   std::string left;
   if (ran_ > 0) {  // this run and the rest, at the pace so far
     const double s = ran_seconds_ / ran_ * static_cast<double>(count - index + 1);
@@ -130,7 +142,9 @@ RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) 
                     dir));
     return End::kFailed;
   }
-  std::ofstream(dir + "/done") << "finished\n";
+  if (Status s = WriteText(dir + "/done", "finished\n"); !s.ok()) {  // a rerun would redo it
+    Say(fmt::format("{}: finished, but {}", run.label, s.message()));
+  }
   return End::kFinished;
 }
 

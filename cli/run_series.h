@@ -11,11 +11,14 @@
 #include <vector>
 
 #include "common/signals.h"
+#include "common/status.h"
 
 namespace hetps {
 
 // The file's contents ("" when missing or unreadable).
 std::string Slurp(const std::string& path);
+// Writes `text` to `path` (replacing it); an error names the path and the reason.
+Status WriteText(const std::string& path, const std::string& text);
 // The local time as YYYYmmdd-HHMMSS, for default folder names.
 std::string Timestamp();
 // A folder name for `item`: letters, digits, '-' and '.' kept, anything else '_'.

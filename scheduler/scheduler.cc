@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "common/same_message.h"
 #include "common/cluster_view.h"
 #include "common/connection_guard.h"
 #include "common/cut.h"
@@ -621,7 +622,7 @@ void Loop::HandleRegister(const Envelope& env) {
   if (info.role() == proto::SERVER && h.has_policy()) {
     if (!policy_) {
       policy_ = h.policy();
-    } else if (policy_->SerializeAsString() != h.policy().SerializeAsString()) {
+    } else if (!SameMessage(*policy_, h.policy())) {
       spdlog::warn("server {} runs consistency '{}', the first server '{}'", info.id(),
                    h.policy().consistency(), policy_->consistency());
     }
@@ -941,7 +942,7 @@ void Loop::BuildShardMap(const std::vector<Arrival>& waiting) {
     declared_.clear();
     return;
   }
-  if (resume_ && map->ToProto().SerializeAsString() != resume_->shard_map().SerializeAsString()) {
+  if (resume_ && !SameMessage(map->ToProto(), resume_->shard_map())) {
     const Status s = Status::FailedPrecondition(fmt::format(
         "the declared model ({} tensors, {} partitions) is not the one of checkpoint {} ({} "
         "tensors, {} partitions): resume with the same model and --partition_bytes",

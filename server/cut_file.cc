@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/same_message.h"
 #include "server/partition_store.h"
 
 namespace hetps {
@@ -117,8 +118,7 @@ StatusOr<std::unique_ptr<CutReader>> CutReader::Open(const std::string& cut_dir,
     if (reader->files_.empty()) {
       reader->meta_ = meta;
     } else if (meta.clock() != reader->meta_.clock() ||
-               meta.shard_map().SerializeAsString() !=
-                   reader->meta_.shard_map().SerializeAsString()) {
+               !SameMessage(meta.shard_map(), reader->meta_.shard_map())) {
       return Status::Malformed(
           fmt::format("checkpoint files of server rank {} in {} disagree on the clock or the model",
                       server_rank, cut_dir));

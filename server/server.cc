@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/same_message.h"
 #include "common/batch.h"
 #include "common/cluster_view.h"
 #include "common/compress/codec.h"
@@ -579,7 +580,7 @@ Status ServerLoop::RestoreShards() {
         fmt::format("data dir {} belongs to server rank {}, but this server joined as rank {}", dir,
                     meta.server_rank(), link_->rank()));
   }
-  if (meta.shard_map().SerializeAsString() != map_->ToProto().SerializeAsString()) {
+  if (!SameMessage(meta.shard_map(), map_->ToProto())) {
     return Status::FailedPrecondition(fmt::format(
         "data dir {} holds another model ({} tensors, {} partitions; the cluster declared {} "
         "and {}); start this server on an empty data dir, or declare the same tensors",
@@ -652,7 +653,7 @@ Status ServerLoop::RestoreCut() {
   if (!reader.ok()) return reader.status();
   const proto::CutFileMeta& meta = (*reader)->meta();
   if (meta.clock() != restore_->clock() ||
-      meta.shard_map().SerializeAsString() != map_->ToProto().SerializeAsString()) {
+      !SameMessage(meta.shard_map(), map_->ToProto())) {
     return Status::FailedPrecondition(fmt::format(
         "checkpoint {} holds another model ({} tensors, {} partitions at clock {}; the cluster "
         "declared {} and {})",

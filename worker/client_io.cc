@@ -101,6 +101,12 @@ int64_t WindowBytes(const Outgoing& o) {
   return bytes;
 }
 
+// How many clocks the values a pull read lag behind the reader's clock: none when the slowest
+// worker is at or past it. Both clocks are >= 0 (CheckReply), so the difference cannot overflow.
+int64_t ReadStaleness(int64_t reader_clock, int64_t min_clock) {
+  return min_clock >= reader_clock ? 0 : reader_clock - min_clock;
+}
+
 // A random 64-bit id for this connection, never 0 (0 means unnumbered).
 uint64_t DrawIncarnation() {
   std::random_device device;
@@ -814,8 +820,13 @@ Status ClientIo::CheckReply(const proto::Header& h, const Pending& p, int from) 
                                          proto::MsgType_Name(h.type())));
   }
   if (p.type != proto::CLOCK && h.partition() != p.partition) {
-    return Status::Malformed(fmt::format("server rank {} answered partition {} about partition {}",
-                                         from, p.partition, h.partition()));
+    return Status::Malformed(
+        fmt::format("server rank {} answered a request for partition {} with a reply for partition {}",
+                    from, p.partition, h.partition()));
+  }
+  if (p.type == proto::PULL && h.min_clock() < 0) {
+    return Status::Malformed(
+        fmt::format("server rank {} reported a negative min_clock {}", from, h.min_clock()));
   }
   if (p.type == proto::CLOCK && h.clock() <= p.clock) {
     return Status::Malformed(
@@ -887,7 +898,7 @@ Status ClientIo::AcceptPull(const proto::Header& h, const Message& message, cons
                                           from, p.partition, p.via->name(), s.message()));
     }
     pulls_.base_versions[p.partition].store(h.version(), std::memory_order_relaxed);
-    report_.OnRead(static_cast<int64_t>(want), std::max<int64_t>(0, p.clock - h.min_clock()));
+    report_.OnRead(static_cast<int64_t>(want), ReadStaleness(p.clock, h.min_clock()));
     return Status();
   }
   if (message.payload.size() != 1 || (pulls_.codec.empty() && message.payload[0].size() != want)) {
@@ -903,7 +914,7 @@ Status ClientIo::AcceptPull(const proto::Header& h, const Message& message, cons
     std::memcpy(p.dst, frame.data(), want);
   }
   pulls_.base_versions[p.partition].store(h.version(), std::memory_order_relaxed);
-  report_.OnRead(static_cast<int64_t>(frame.size()), std::max<int64_t>(0, p.clock - h.min_clock()));
+  report_.OnRead(static_cast<int64_t>(frame.size()), ReadStaleness(p.clock, h.min_clock()));
   return Status();
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <limits>
 #include <thread>
 
 #include "common/batch.h"
@@ -31,6 +32,7 @@ enum class Answer {
   kClockBackwards,  // a CLOCK_REPLY that continues at an earlier clock
   kNoFrameShm,      // a pull reply without a frame that says its values are in shared memory
   kNoFrameCma,      // ... that the server wrote them into the caller's array itself
+  kMinClockLowest,  // a pull reply whose slowest clock is the lowest int64 (staleness overflows)
 };
 
 class FakeServer {
@@ -175,6 +177,9 @@ class FakeServer {
         r.set_cma_length(static_cast<int64_t>(bytes));
         bytes = 0;
         break;
+      case Answer::kMinClockLowest:
+        r.set_min_clock(std::numeric_limits<int64_t>::min());
+        break;
       case Answer::kHonest:
         break;
     }
@@ -223,13 +228,19 @@ TEST(HostileServerTest, BadRepliesFailTheirOperationAndTheClientStaysUsable) {
   };
   for (Answer bad :
        {Answer::kWrongPartition, Answer::kNegativePartition, Answer::kShortPayload,
-        Answer::kLongPayload, Answer::kWrongType, Answer::kNoFrameShm, Answer::kNoFrameCma}) {
+        Answer::kLongPayload, Answer::kWrongType, Answer::kNoFrameShm, Answer::kNoFrameCma,
+        Answer::kMinClockLowest}) {
     std::fill(buffer.begin(), buffer.end(), -1.0f);
     Status s = pull(bad);
     EXPECT_FALSE(s.ok()) << "answer " << static_cast<int>(bad) << " was accepted";
     EXPECT_TRUE(s.code() == proto::MALFORMED || s.code() == proto::SIZE_MISMATCH) << s.ToString();
     EXPECT_EQ(buffer.front(), -1.0f);
     EXPECT_EQ(buffer.back(), -1.0f);
+    if (bad == Answer::kWrongPartition) {  // the message names the asked and the answered one
+      EXPECT_NE(s.message().find("request for partition 0 with a reply for partition 123456789"),
+                std::string::npos)
+          << s.message();
+    }
   }
   // A reply to no request and frames that are no message are ignored; the honest reply that
   // follows completes the pull.

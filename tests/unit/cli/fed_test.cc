@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "cli/fed_report.h"
+#include "cli/run_series.h"
 
 namespace hetps {
 namespace {
@@ -27,6 +28,33 @@ std::string Scenario(const std::string& text) {
 
 bool Has(const std::vector<std::string>& flags, const std::string& flag) {
   return std::find(flags.begin(), flags.end(), flag) != flags.end();
+}
+
+// The run folders' files (markers, flags, tables) are written through WriteText: a write that
+// fails says which file and why, instead of leaving a run folder silently incomplete.
+TEST(RunSeriesTest, WriteTextReportsWhatItCouldNotWrite) {
+  const std::string path = ::testing::TempDir() + "/fed_test_write" + std::to_string(getpid());
+  ASSERT_TRUE(WriteText(path, "one\n").ok());
+  ASSERT_TRUE(WriteText(path, "two\n").ok());
+  EXPECT_EQ(Slurp(path), "two\n") << "replaced, not appended";
+  std::filesystem::remove(path);
+  Status missing = WriteText("/nonexistent-hetps-dir/flags", "x");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("/nonexistent-hetps-dir/flags"), std::string::npos);
+  if (std::filesystem::exists("/dev/full")) {  // opens, but every write fails (ENOSPC)
+    EXPECT_FALSE(WriteText("/dev/full", std::string(1 << 16, 'x')).ok());
+  }
+}
+
+TEST(FedArgsTest, ANumberThatIsNoNumberIsRefusedNamingItsFlag) {
+  const std::string path = Scenario("--workload=edge\n");
+  for (const char* bad : {"--evaluators=two", "--evaluators=-1", "--evaluators=1x"}) {
+    auto a = ParseFedArgs({"run", "--flagfile=" + path, bad});
+    ASSERT_FALSE(a.ok()) << bad << " was accepted";
+    EXPECT_NE(a.status().message().find("--evaluators"), std::string::npos) << a.status().message();
+  }
+  EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + Scenario("--evaluators=two\n")}).ok());
+  EXPECT_TRUE(ParseFedArgs({"run", "--flagfile=" + path, "--evaluators=2"}).ok());
 }
 
 TEST(FedArgsTest, TheScenarioSetsOptionsTheCommandLineOverrides) {

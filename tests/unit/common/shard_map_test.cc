@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "common/same_message.h"
+
 namespace hetps {
 namespace {
 
@@ -90,6 +92,31 @@ TEST(ShardMapTest, ProtoRoundTripAndTamperDetection) {
   EXPECT_EQ(back->partitions().size(), map->partitions().size());
   p.mutable_partitions(1)->set_server_rank(1 - p.partitions(1).server_rank());
   EXPECT_EQ(ShardMap::FromProto(p).status().code(), proto::MALFORMED);
+}
+
+// "The same model" is decided on the values, not on serialized bytes, which are not canonical:
+// a shard map read back with a field this build does not know (written by a newer one), and
+// metrics whose map entries were inserted in another order, are the same messages.
+TEST(SameMessageTest, ValuesDecideNotBytes) {
+  auto map = ShardMap::Build({{"w", {1000}, 0}, {"b", {10}, 1}}, 2, 1024);
+  ASSERT_TRUE(map.ok());
+  const proto::ShardMap plain = map->ToProto();
+  std::string bytes = plain.SerializeAsString();
+  bytes += std::string("\xf8\x3e\x01", 3);  // field 999 (varint 1): unknown to this build
+  proto::ShardMap newer;
+  ASSERT_TRUE(newer.ParseFromString(bytes));
+  EXPECT_NE(newer.SerializeAsString(), plain.SerializeAsString());
+  EXPECT_TRUE(SameMessage(newer, plain));
+  proto::ShardMap other = plain;
+  other.mutable_tensors(0)->set_name("v");
+  EXPECT_FALSE(SameMessage(other, plain));
+
+  proto::MetricPoint a, b;
+  for (int i = 0; i < 64; ++i) (*a.mutable_values())[std::to_string(i)] = i;
+  for (int i = 63; i >= 0; --i) (*b.mutable_values())[std::to_string(i)] = i;
+  EXPECT_TRUE(SameMessage(a, b));
+  (*b.mutable_values())["7"] = 8;
+  EXPECT_FALSE(SameMessage(a, b));
 }
 
 }  // namespace
