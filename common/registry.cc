@@ -59,12 +59,25 @@ ParamDef ParamDef::Text(std::string name, std::string def, std::string help) {
   return p;
 }
 
+ParamDef ParamDef::OnlyWith(std::string key, std::vector<std::string> values) const {
+  ParamDef p = *this;
+  p.when_key = std::move(key);
+  p.when_values = std::move(values);
+  return p;
+}
+
 std::string ParamDef::Range() const {
-  if (text) return "text";
-  if (!numeric) return "one of " + Join(words, ", ");
-  std::string s = fmt::format("{} in {}{}, {}{}", integral ? "whole number" : "number",
-                              min_open ? "(" : "[", min, max, max_open ? ")" : "]");
-  if (!words.empty()) s += " or " + Join(words, ", ");
+  std::string s;
+  if (text) {
+    s = "text";
+  } else if (!numeric) {
+    s = "one of " + Join(words, ", ");
+  } else {
+    s = fmt::format("{} in {}{}, {}{}", integral ? "whole number" : "number", min_open ? "(" : "[",
+                    min, max, max_open ? ")" : "]");
+    if (!words.empty()) s += " or " + Join(words, ", ");
+  }
+  if (!when_key.empty()) s += fmt::format("; only with {}={}", when_key, Join(when_values, "|"));
   return s;
 }
 
@@ -106,7 +119,7 @@ std::string SpecText(const std::string& name, const std::map<std::string, std::s
 
 std::string AlgorithmSpec::ToString() const { return SpecText(name_, given_); }
 
-std::string AlgorithmSpec::Full() const { return SpecText(name_, values_); }
+std::string AlgorithmSpec::Full() const { return SpecText(name_, acting_); }
 
 const std::string& AlgorithmSpec::Text(const std::string& key) const { return values_.at(key); }
 
@@ -136,6 +149,18 @@ std::vector<std::string> SpecRegistry::Names() const {
   return names;
 }
 
+AlgorithmSpec SpecRegistry::Acting(const AlgorithmInfo& info, AlgorithmSpec spec) {
+  spec.acting_ = spec.values_;
+  for (const ParamDef& p : info.params) {
+    if (p.when_key.empty()) continue;
+    const std::string& actual = spec.values_.at(p.when_key);
+    if (std::find(p.when_values.begin(), p.when_values.end(), actual) == p.when_values.end()) {
+      spec.acting_.erase(p.name);
+    }
+  }
+  return spec;
+}
+
 StatusOr<AlgorithmSpec> SpecRegistry::Parse(const std::string& text) const {
   AlgorithmSpec spec;
   const size_t colon = text.find(':');
@@ -146,7 +171,7 @@ StatusOr<AlgorithmSpec> SpecRegistry::Parse(const std::string& text) const {
         fmt::format("unknown {} '{}' (known: {})", kind_, spec.name_, Join(Names(), ", ")));
   }
   for (const ParamDef& p : info->params) spec.values_[p.name] = p.default_value;
-  if (colon == std::string::npos) return spec;
+  if (colon == std::string::npos) return Acting(*info, std::move(spec));
   const std::string rest = text.substr(colon + 1);
   size_t begin = 0;
   while (begin <= rest.size()) {
@@ -178,7 +203,19 @@ StatusOr<AlgorithmSpec> SpecRegistry::Parse(const std::string& text) const {
     spec.given_[key] = value;
     spec.values_[key] = value;
   }
-  return spec;
+  for (const auto& [key, value] : spec.given_) {  // each given parameter must act
+    const ParamDef& p = *info->Param(key);
+    if (p.when_key.empty()) continue;
+    const std::string& actual = spec.values_.at(p.when_key);
+    if (std::find(p.when_values.begin(), p.when_values.end(), actual) == p.when_values.end()) {
+      return Status::InvalidArgument(
+          fmt::format("{} '{}': '{}' acts only with {}={}, and this spec has {}={}: it would do "
+                      "nothing",
+                      kind_, spec.name_, key, p.when_key, Join(p.when_values, "|"), p.when_key,
+                      actual));
+    }
+  }
+  return Acting(*info, std::move(spec));
 }
 
 std::string SpecRegistry::Help() const {

@@ -35,6 +35,11 @@ struct ParamDef {
   bool numeric = true;
   bool text = false;  // any text without ',' (e.g. a file path)
   std::vector<std::string> words;
+  // A parameter that acts only while another parameter of the spec (`when_key`, given or by
+  // default) is one of `when_values`, e.g. fedasync's exponent with staleness=polynomial. A
+  // spec that gives it otherwise is refused: a setting that does nothing is a mistake.
+  std::string when_key;
+  std::vector<std::string> when_values;
 
   // Shorthands for the common shapes.
   static ParamDef Real(std::string name, std::string def, double min, double max, std::string help,
@@ -43,6 +48,8 @@ struct ParamDef {
   static ParamDef Choice(std::string name, std::string def, std::vector<std::string> words,
                          std::string help);
   static ParamDef Text(std::string name, std::string def, std::string help);
+  // This parameter, acting only while `key` is one of `values`.
+  ParamDef OnlyWith(std::string key, std::vector<std::string> values) const;
   // "number in [0, 1]", "whole number in [1, 65535] or auto", "one of constant, hinge".
   std::string Range() const;
   Status Check(const std::string& value) const;
@@ -64,8 +71,8 @@ class AlgorithmSpec {
   const std::map<std::string, std::string>& given() const { return given_; }
   // "name" or "name:k=v,..." of the given parameters, sorted.
   std::string ToString() const;
-  // The same with every parameter, defaults included: what travels on the wire and shows in
-  // logs and reports, so every node reads the same thing whatever its defaults.
+  // The same with every parameter that acts, defaults included: what travels on the wire and
+  // shows in logs and reports, so every node reads the same thing whatever its defaults.
   std::string Full() const;
   // The parameter's value (given, or its default). REQUIRES: a registered parameter.
   const std::string& Text(const std::string& key) const;
@@ -79,6 +86,7 @@ class AlgorithmSpec {
   std::string name_;
   std::map<std::string, std::string> given_;
   std::map<std::string, std::string> values_;  // every parameter: given or default
+  std::map<std::string, std::string> acting_;  // values_ less those whose condition fails
 };
 
 // "name" or "name:k=v,..." in the map's (sorted) order: the text of a spec.
@@ -106,6 +114,9 @@ class SpecRegistry {
   void AddInfo(AlgorithmInfo info);  // REQUIRES: a new name
 
  private:
+  // `spec` with the parameters that act (AlgorithmSpec::Full) worked out.
+  static AlgorithmSpec Acting(const AlgorithmInfo& info, AlgorithmSpec spec);
+
   std::string kind_;
   std::map<std::string, AlgorithmInfo> infos_;
 };

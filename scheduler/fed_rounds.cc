@@ -24,6 +24,11 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
         "quorum must be 0 (auto) or at most concurrency: a group waits for that many uploads");
   }
   if (o.concurrency < 0) return Status::InvalidArgument("concurrency must be >= 0");
+  if (o.concurrency == 0 && o.quorum != 1) {
+    return Status::InvalidArgument(
+        "--quorum groups asynchronous uploads: it needs --concurrency > 0 (without it the "
+        "setting would do nothing)");
+  }
   if (!o.ratio.empty()) {
     if (auto spec = RatioPolicies().Parse(o.ratio); !spec.ok()) {
       return Status::InvalidArgument("--ratio: " + spec.status().message());

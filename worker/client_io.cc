@@ -532,13 +532,13 @@ StatusOr<proto::Header> ClientIo::Call(proto::Header h, int timeout_ms) {
 }
 
 int ClientIo::AwaitServers(int timeout_ms) {
+  // Under gate_->mu, which every turn holds while it changes what is pending.
   auto unanswered = [&] {
+    if (gate_->io == nullptr || closed_) return false;
     {
       std::lock_guard<std::mutex> queued(queue_mu_);
       if (!queue_.empty()) return true;
     }
-    std::lock_guard<std::mutex> io(gate_->mu);
-    if (gate_->io == nullptr || closed_) return false;
     return !parked_.empty() || std::any_of(waiting_.begin(), waiting_.end(), [](const auto& w) {
       return !w.empty();
     }) || std::any_of(pending_.begin(), pending_.end(), [](const auto& p) {
@@ -546,8 +546,10 @@ int ClientIo::AwaitServers(int timeout_ms) {
     });
   };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (unanswered() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    // Woken by the end of every turn (settled_), not by polling: the mutex is let go meanwhile.
+    std::unique_lock<std::mutex> io(gate_->mu);
+    settled_.wait_until(io, deadline, [&] { return !unanswered(); });
   }
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
@@ -564,6 +566,7 @@ void ClientIo::Stop(int grace_ms) {
     std::lock_guard<std::mutex> lock(gate_->mu);
     gate_->io = nullptr;  // a ticket waited on later does not lead
   }
+  settled_.notify_all();
   // What was submitted after the loop's last look fails now, as whatever comes later will.
   std::vector<std::vector<Outgoing>> left;
   {
@@ -716,6 +719,7 @@ void ClientIo::Turn(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* 
     FailAll(Status::Unavailable("lost the scheduler"));
   }
   FlushBatches();
+  settled_.notify_all();  // AwaitServers looks again at what is unanswered
 }
 
 void ClientIo::SendQueued() {

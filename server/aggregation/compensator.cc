@@ -1,6 +1,6 @@
 #include "server/aggregation/compensator.h"
 
-#include <set>
+#include <map>
 #include <string>
 
 namespace hetps {
@@ -22,12 +22,18 @@ std::vector<ParamDef> CompensationParams() {
   std::vector<ParamDef> params = {ParamDef::Choice(
       "compensation", "none", names,
       "delay compensation of each gradient (compensators: `hetps-server --list`)")};
-  std::set<std::string> seen;
+  // Each compensator's parameters act only when it is the one chosen (a name two declare acts
+  // with either).
+  std::map<std::string, ParamDef> own;
+  std::vector<std::string> order;
   for (const std::string& name : Compensators().Names()) {
     for (const ParamDef& p : Compensators().Find(name)->params) {
-      if (seen.insert(p.name).second) params.push_back(p);
+      auto [it, added] = own.emplace(p.name, p.OnlyWith("compensation", {}));
+      if (added) order.push_back(p.name);
+      it->second.when_values.push_back(name);
     }
   }
+  for (const std::string& name : order) params.push_back(own.at(name));
   return params;
 }
 

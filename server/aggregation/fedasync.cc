@@ -69,10 +69,13 @@ void RegisterFedAsync(AggregatorRegistry& r) {
        {ParamDef::Real("alpha", "0.6", 0, 1, "mixing weight alpha", /*min_open=*/true),
         ParamDef::Choice("staleness", "polynomial", {"constant", "polynomial", "hinge"},
                          "s: 1, (1 + sigma)^-exponent, or the hinge"),
-        ParamDef::Real("exponent", "0.5", 0, 100, "polynomial: the exponent"),
+        ParamDef::Real("exponent", "0.5", 0, 100, "polynomial: the exponent")
+            .OnlyWith("staleness", {"polynomial"}),
         ParamDef::Real("a", "4", 0, 1e6, "hinge: 1 / (a (sigma - b) + 1) past b",
-                       /*min_open=*/true),
-        ParamDef::Real("b", "2", 0, 1e6, "hinge: staleness with full weight")}},
+                       /*min_open=*/true)
+            .OnlyWith("staleness", {"hinge"}),
+        ParamDef::Real("b", "2", 0, 1e6, "hinge: staleness with full weight")
+            .OnlyWith("staleness", {"hinge"})}},
       {[](const AlgorithmSpec& spec, const Optimizer&) { return std::make_unique<FedAsync>(spec); },
        OnlyUnder({ApplySchedule::kOnArrival, ApplySchedule::kCommitted})});
 }

@@ -49,6 +49,34 @@ TEST_F(RegistryTest, TextIsCanonicalAndFullSpellsOutDefaults) {
   EXPECT_EQ(registry_.Parse("plain")->Full(), "plain");
 }
 
+// A parameter that acts only with another's value (ParamDef::OnlyWith) is refused when given
+// without it, naming both; Full() leaves out what does not act, so it parses back.
+TEST(RegistryConditionTest, AParameterThatWouldDoNothingIsRefused) {
+  Registry<Entry> r{"widget"};
+  r.Add({"mixer",
+         "mixes",
+         {ParamDef::Choice("curve", "flat", {"flat", "poly", "hinge"}, "the curve"),
+          ParamDef::Real("power", "0.5", 0, 10, "poly: the power").OnlyWith("curve", {"poly"}),
+          ParamDef::Real("knee", "2", 0, 10, "the knee").OnlyWith("curve", {"poly", "hinge"})}},
+        {1});
+  auto refused = r.Parse("mixer:power=2");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "widget 'mixer': 'power' acts only with curve=poly, and this spec has curve=flat: it "
+            "would do nothing");
+  EXPECT_FALSE(r.Parse("mixer:curve=hinge,power=2").ok());
+  auto poly = r.Parse("mixer:curve=poly,power=2,knee=1");
+  ASSERT_TRUE(poly.ok()) << poly.status().ToString();
+  EXPECT_DOUBLE_EQ(poly->Number("power"), 2);
+  EXPECT_EQ(poly->Full(), "mixer:curve=poly,knee=1,power=2");
+  auto hinge = r.Parse("mixer:curve=hinge,knee=3");
+  ASSERT_TRUE(hinge.ok());
+  EXPECT_EQ(hinge->Full(), "mixer:curve=hinge,knee=3") << "power does not act: not spelled out";
+  EXPECT_TRUE(r.Parse(hinge->Full()).ok());
+  EXPECT_EQ(r.Parse("mixer")->Full(), "mixer:curve=flat");
+  EXPECT_NE(r.Help().find("only with curve=poly|hinge"), std::string::npos) << r.Help();
+}
+
 TEST_F(RegistryTest, ErrorsNameWhatIsKnownAndTheRange) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"gizmo", "unknown widget 'gizmo' (known: demo, plain)"},

@@ -545,6 +545,13 @@ TEST(FedRoundsAsyncTest, AQuorumAboveTheConcurrencyIsRefused) {
   EXPECT_FALSE(ValidateFedRoundsOptions({.concurrency = 2, .quorum = 3}).ok());
   EXPECT_FALSE(ValidateFedRoundsOptions({.quorum = -1}).ok());
   EXPECT_TRUE(ValidateFedRoundsOptions({.concurrency = 4, .quorum = 0}).ok());
+  // Without asynchronous rounds a quorum would do nothing: refused, saying so.
+  for (int quorum : {0, 2}) {
+    Status s = ValidateFedRoundsOptions({.clients_per_round = 5, .quorum = quorum});
+    EXPECT_FALSE(s.ok()) << quorum;
+    EXPECT_NE(s.message().find("--concurrency"), std::string::npos) << s.message();
+  }
+  EXPECT_TRUE(ValidateFedRoundsOptions({.clients_per_round = 5, .quorum = 1}).ok());
 }
 
 TEST(SelectionTest, RandomPicksDistinctIdleClientsDependingOnlyOnTheSeed) {

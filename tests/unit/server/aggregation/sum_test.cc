@@ -109,6 +109,17 @@ TEST(SumTest, BadOptionsAreRefused) {
   EXPECT_FALSE(Aggregators().Parse("sum:compensation=dcasgd_b").ok());
   EXPECT_FALSE(Aggregators().Parse("sum:compensation=dcasgd_a,ms_decay=1").ok());
   EXPECT_FALSE(Aggregators().Parse("fedasync:alpha=0").ok());
+  // A compensator's parameter without that compensator would do nothing: refused.
+  for (const char* idle : {"sum:lambda=5", "sum:compensation=dcasgd_a,lambda=5",
+                           "sum:compensation=dcasgd,history=4", "fedasync:staleness=constant,exponent=1",
+                           "fedasync:staleness=polynomial,a=2"}) {
+    auto s = Aggregators().Parse(idle);
+    EXPECT_FALSE(s.ok()) << idle << " was accepted";
+    EXPECT_NE(s.status().message().find("would do nothing"), std::string::npos) << idle;
+  }
+  EXPECT_TRUE(Aggregators().Parse("sum:compensation=dcasgd,lambda=5").ok());
+  EXPECT_TRUE(Aggregators().Parse("fedasync:staleness=hinge,a=2,b=1").ok());
+  EXPECT_EQ(Aggregators().Parse("sum")->Full(), "sum:compensation=none,staleness_lr=none");
   EXPECT_FALSE(Aggregators().Parse("fedbuff:k=0").ok());
   EXPECT_TRUE(Aggregators().Parse("fedbuff").ok());
 }
