@@ -340,6 +340,21 @@ std::set<std::string> RoleFlagsFromHelpXml(const std::string& xml) {
   return names;
 }
 
+namespace {
+
+// --data_dir=DIR for the scheduler and the servers: DIR/{i}, unless it names {i} itself (two
+// processes on one RocksDB folder would fail on its lock).
+std::string OwnFolder(const std::string& flag, const std::string& name, const std::string& role) {
+  if (name != "data_dir" || role == "worker" || flag.find("{i}") != std::string::npos) return flag;
+  const size_t eq = flag.find('=');
+  if (eq == std::string::npos || eq + 1 == flag.size()) return flag;
+  std::string dir = flag.substr(eq + 1);
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return fmt::format("--data_dir={}/{{i}}", dir);
+}
+
+}  // namespace
+
 StatusOr<std::map<std::string, std::vector<std::string>>> RouteFlags(
     const std::vector<std::string>& extra_flags,
     const std::map<std::string, std::set<std::string>>& role_flags) {
@@ -354,7 +369,7 @@ StatusOr<std::map<std::string, std::vector<std::string>>> RouteFlags(
                          (name.rfind("no", 0) == 0 && flag.find('=') == std::string::npos &&
                           names.contains(name.substr(2)));
       if (match) {
-        routed[role].push_back(flag);
+        routed[role].push_back(OwnFolder(flag, name, role));
         known = true;
       }
     }

@@ -88,6 +88,8 @@ std::string LastFlagValue(const std::vector<std::string>& flags, const std::stri
 
 // Routes each extra flag to the roles that define it. Fails naming the first flag that no role
 // defines. `role_flags` maps role ("scheduler", "server", "worker") to its flag names.
+// A folder that each process must own (--data_dir) given without "{i}" (which each process
+// replaces by its own name: scheduler, 0, 1, ...) gets "/{i}" added: one folder per process.
 StatusOr<std::map<std::string, std::vector<std::string>>> RouteFlags(
     const std::vector<std::string>& extra_flags,
     const std::map<std::string, std::set<std::string>>& role_flags);

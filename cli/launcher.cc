@@ -23,6 +23,7 @@
 
 #include "cli/hosts.h"
 #include "cli/netns_links.h"
+#include "cli/usage.h"
 #include "cli/status.h"
 #include "common/cut.h"
 #include "common/local_cluster.h"
@@ -496,7 +497,11 @@ int Launch(const LaunchArgs& args) {
   auto role_flags = RoleFlags(bin_dir);
   if (!role_flags.ok()) return Say(role_flags.status().ToString()), 2;
   auto routed = RouteFlags(args.extra_flags, *role_flags);
-  if (!routed.ok()) return Say(routed.status().ToString()), 2;
+  if (!routed.ok()) {  // a wrong argument: the error, then launch's usage
+    Say(routed.status().ToString());
+    std::fprintf(stderr, "\n%s", FindCommand("launch")->text);
+    return 2;
+  }
   if (args.max_restarts > 0) {
     // A restarted server must find its shards, and the workers must wait for it.
     if (LastFlagValue(routed->at("server"), "data_dir").empty()) {

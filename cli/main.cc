@@ -1,7 +1,9 @@
-// hetps: the operator's command: `hetps launch`, `hetps ctl`, `hetps status`, `hetps keygen`.
+// hetps: the operator's command. `hetps --help` lists the commands; `hetps COMMAND --help`
+// prints that command's usage (cli/usage.cc). Every command takes --flag=value and --flag value.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,190 +15,103 @@
 #include "cli/launch_args.h"
 #include "cli/launcher.h"
 #include "cli/status.h"
+#include "cli/usage.h"
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage: hetps launch --servers S --workers W [--flagfile F] [--bin_dir D] [--grace_ms G]\n"
-    "                    [--run_dir R] [--slow_worker=RANK:FACTOR ...] [--http_port=P]\n"
-    "                    [--restart=no|on-failure[:N]] [--links=transport|netns]\n"
-    "                    [--netns_subnet=A.B] [--worker_cmd=COMMAND]\n"
-    "                    [--any_role_flag=value ...]\n"
-    "       hetps launch -H host1:slots,host2:slots,... | --hosts=FILE [--ssh=COMMAND]\n"
-    "                    [--scheduler_port=P] [--remote_bin_dir=D] [--servers S]\n"
-    "                    [--workers W] [the options and flags above]\n"
-    "       hetps launch --resume=RUN_DIR [--any_role_flag=value ...]\n"
-    "\n"
-    "  launch   run a whole cluster (scheduler, S servers, W workers) on 127.0.0.1 on free\n"
-    "           ports. Extra flags go to every role that defines them (see each binary's\n"
-    "           --help), e.g. --optimizer=adam:lr=0.001 --iterations=100. The run's\n"
-    "           folder (default runs/<timestamp>) gets flags.txt and, from the train\n"
-    "           workload, metrics.csv, plot.png and summary.json. --slow_worker=2:3 makes\n"
-    "           worker 2 compute 3x slower (repeatable); --http_port=P serves the dashboard,\n"
-    "           /metrics and /api/status on http://127.0.0.1:P/. Whole-run checkpoints go to\n"
-    "           <run>/checkpoints (--checkpoint_every_clocks=N, or hetps ctl checkpoint);\n"
-    "           --resume=RUN_DIR starts a stopped run again from its newest one.\n"
-    "           --worker_cmd='python3 train.py' runs that instead of hetps-worker, with the\n"
-    "           same flags (--scheduler, --rank, --run_dir, the worker flags) and\n"
-    "           HETPS_SCHEDULER, HETPS_RANK in its environment (hetps.Client reads them).\n"
-    "           --links=netns (root): each worker with an emulated link (--link_*) runs in\n"
-    "           its own network namespace, tc tbf limiting its bandwidth and a proxy adding\n"
-    "           its delay, so the kernel's TCP carries it; the default shapes the link in\n"
-    "           the worker's transport. Namespaces are hetps-<pid>-<rank> on A.B.0.0/16\n"
-    "           (--netns_subnet, 10.203) and are removed when the launch ends.\n"
-    "           -H/--hosts: the cluster on several hosts over ssh (BatchMode: keys, no\n"
-    "           passwords), hetps installed at the same path on each (--remote_bin_dir).\n"
-    "           The scheduler runs on the first host at --scheduler_port (7340), server i\n"
-    "           on host i mod H, the workers fill each host's slots in order (W defaults to\n"
-    "           the slots). A hosts file has one 'host', 'host:slots' or 'host slots=N' per\n"
-    "           line. Logs come back as [role index@host]; Ctrl-C stops every process;\n"
-    "           each host's files (run folder, data dirs) stay on that host.\n"
-    "\n"
-    "usage: hetps ctl --scheduler=tcp://host:port [--timeout_ms=T] set consistency=SPEC\n"
-    "       hetps ctl --scheduler=tcp://host:port [--timeout_ms=T] checkpoint\n"
-    "\n"
-    "  ctl set  switch the consistency of a running cluster on every server, e.g.\n"
-    "           set consistency=ssp:staleness=4 | set consistency=dssp:lower=2,range=8 |\n"
-    "           set consistency=backup:backups=auto | set consistency=bsp\n"
-    "           (hetps-server --list shows every controller and its parameters)\n"
-    "  ctl checkpoint  a whole-run checkpoint now: the model cut at one clock on every\n"
-    "           server, in the scheduler's --checkpoint_dir (hetps launch: <run>/checkpoints);\n"
-    "           hetps launch --resume=RUN_DIR continues from the newest one\n"
-    "\n"
-    "usage: hetps fed run --flagfile=SCENARIO [--algorithm=A] [options] [--role_flag=value ...]\n"
-    "       hetps fed compare --flagfile=SCENARIO --algorithms=A,B,... [options] [...]\n"
-    "\n"
-    "  fed      federated experiments (README, \"Federated edge experiments\"): runs the\n"
-    "           scenario (deploy/edge/*.flags) with each algorithm, one launch after another,\n"
-    "           and writes report.md, summary.json and plot.png. Algorithms: fedavg, fedprox,\n"
-    "           fedlesscan, temporal, fedasync, fedbuff, fedsa, fedsa-auto, aafl, or a .flags\n"
-    "           file; NAME+--flag=value adds flags to that run only (--algorithm=A repeats).\n"
-    "           Options (the scenario may set them): --clients (20), --servers (2), --target\n"
-    "           (0.80), --parallel (clients training at once, 7), --per_round (uploads per\n"
-    "           aggregation, 5), --uploads (applied per run, 200), --eval_uploads (20),\n"
-    "           --repeats (runs per algorithm, each with the next --selection_seed; the\n"
-    "           report gives means and 95% confidence intervals), --run_dir\n"
-    "           (runs/fed-<timestamp>; an interrupted compare resumes there). Other flags\n"
-    "           go to each launch: role flags, and --links=netns (root: the clients' links\n"
-    "           through network namespaces and the kernel's TCP).\n"
-    "\n"
-    "usage: hetps experiment run FILE [--repeats=N] [--run_dir=D] [--role_flag=value ...]\n"
-    "       hetps experiment report DIR [--target=T]\n"
-    "\n"
-    "  experiment  a grid of training runs (README, \"Reproducible experiments\"): every\n"
-    "           --algorithm of the file (deploy/experiments/*.flags) under every --setting,\n"
-    "           with --repeats seeds each (default 3), one `hetps launch` after another, each\n"
-    "           in <run_dir>/<setting>/<algorithm>/seed<S> (default run_dir:\n"
-    "           runs/experiment-<name>). Writes results.csv, report.md (means with 95%\n"
-    "           confidence intervals) and plots/<setting>.png. Run again, it keeps the\n"
-    "           finished runs and does the rest. Options (the file may set them): --servers\n"
-    "           (1), --workers (4), --target (0.88), --name. Other flags go to every run.\n"
-    "           report DIR writes the report of the runs DIR holds (--target=T: timed\n"
-    "           to another accuracy).\n"
-    "\n"
-    "usage: hetps health [--scheduler=tcp://host:port] [--role=server|worker --rank=R]\n"
-    "                    [--timeout_ms=T]\n"
-    "\n"
-    "  health   a health check for containers: exit 0 when the scheduler answers (and, with\n"
-    "           --role and --rank, counts that node alive), 1 otherwise, saying why.\n"
-    "           --scheduler defaults to $HETPS_SCHEDULER.\n"
-    "\n"
-    "usage: hetps status --scheduler=tcp://host:port [--watch[=SECONDS]] [--json]\n"
-    "                    [--timeout_ms=T]\n"
-    "\n"
-    "  status   workers (clock, iteration time, gate wait, staleness, bytes, straggler flag),\n"
-    "           servers and layers in tables; --watch refreshes like top (default every 2 s).\n"
-    "\n"
-    "  ctl, status and health take --auth=curve --keys=DIR [--key=NAME] (default: $HETPS_AUTH,\n"
-    "  $HETPS_KEYS, $HETPS_KEY; key: operator) to reach a cluster that runs with keys.\n"
-    "\n"
-    "usage: hetps keygen --out=DIR [--add=ROLE:NAME ...]\n"
-    "\n"
-    "  keygen   key material for --auth=curve (README, \"Security\"): a pair per role\n"
-    "           (scheduler, server, worker, operator) and DIR/allow, the keys the scheduler\n"
-    "           and servers admit; --add=worker:edge-7 adds a per-node pair to DIR.\n";
+using Args = std::vector<std::string>;
+
+// The path of this binary, for the commands that start `hetps launch` again.
+std::string Self(const char* argv0) {
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  return ec ? std::string(argv0) : self;
+}
+
+// Parses with `parse` and runs with `run`; a parse error prints the command's usage only.
+template <typename Parsed>
+int ParseAndRun(const hetps::CommandUsage& c, hetps::StatusOr<Parsed> parsed,
+                const std::function<int(const Parsed&)>& run) {
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "hetps %s: %s\n\n%s", c.name, parsed.status().message().c_str(), c.text);
+    return 2;
+  }
+  return run(*parsed);
+}
+
+// Prints a command's result, or its error (exit 1).
+int Report(const hetps::CommandUsage& c, const hetps::StatusOr<std::string>& done, bool newline) {
+  if (!done.ok()) {
+    std::fprintf(stderr, "hetps %s: %s\n", c.name, done.status().ToString().c_str());
+    return 1;
+  }
+  std::printf(newline ? "%s\n" : "%s", done.value().c_str());
+  return 0;
+}
+
+// The flags of the key-using commands that take a value.
+const Args kReachFlags = {"scheduler", "timeout_ms", "auth", "keys", "key"};
+
+int Dispatch(const hetps::CommandUsage& c, const Args& raw, const char* argv0) {
+  const std::string command = c.name;
+  if (command == "ctl") {
+    return ParseAndRun<hetps::CtlArgs>(c, hetps::ParseCtlArgs(hetps::JoinFlagValues(raw, kReachFlags)),
+                                       [&](const hetps::CtlArgs& a) {
+                                         return Report(c, hetps::RunCtl(a), true);
+                                       });
+  }
+  if (command == "status") {
+    return ParseAndRun<hetps::StatusArgs>(
+        c, hetps::ParseStatusArgs(hetps::JoinFlagValues(raw, kReachFlags)), hetps::RunStatus);
+  }
+  if (command == "health") {
+    Args flags = kReachFlags;
+    flags.insert(flags.end(), {"role", "rank"});
+    return ParseAndRun<hetps::HealthArgs>(
+        c, hetps::ParseHealthArgs(hetps::JoinFlagValues(raw, flags), std::getenv("HETPS_SCHEDULER")),
+        hetps::RunHealth);
+  }
+  if (command == "keygen") {
+    return ParseAndRun<hetps::KeygenArgs>(
+        c, hetps::ParseKeygenArgs(hetps::JoinFlagValues(raw, {"out", "add"})),
+        [&](const hetps::KeygenArgs& a) { return Report(c, hetps::RunKeygen(a), false); });
+  }
+  if (command == "fed") {
+    return ParseAndRun<hetps::FedArgs>(c, hetps::ParseFedArgs(raw), [&](const hetps::FedArgs& a) {
+      return hetps::RunFed(a, Self(argv0));
+    });
+  }
+  if (command == "experiment") {
+    return ParseAndRun<hetps::ExperimentArgs>(
+        c, hetps::ParseExperimentArgs(raw),
+        [&](const hetps::ExperimentArgs& a) { return hetps::RunExperiment(a, Self(argv0)); });
+  }
+  return ParseAndRun<hetps::LaunchArgs>(c, hetps::ParseLaunchArgs(raw), hetps::Launch);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "help" || std::string(argv[1]) == "--help") {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    std::fputs(hetps::Overview().c_str(), stderr);
+    return 2;
   }
   const std::string command = argv[1];
-  if (command == "ctl") {
-    auto args = hetps::ParseCtlArgs(std::vector<std::string>(argv + 2, argv + argc));
-    if (!args.ok()) {
-      std::fprintf(stderr, "hetps ctl: %s\n\n%s", args.status().message().c_str(), kUsage);
-      return 2;
-    }
-    auto done = hetps::RunCtl(*args);
-    if (!done.ok()) {
-      std::fprintf(stderr, "hetps ctl: %s\n", done.status().ToString().c_str());
-      return 1;
-    }
-    std::printf("%s\n", done->c_str());
+  if (command == "help" || command == "--help" || command == "-h") {
+    const hetps::CommandUsage* about = argc > 2 ? hetps::FindCommand(argv[2]) : nullptr;
+    std::fputs(about != nullptr ? about->text : hetps::Overview().c_str(), stdout);
     return 0;
   }
-  if (command == "status") {
-    auto args = hetps::ParseStatusArgs(std::vector<std::string>(argv + 2, argv + argc));
-    if (!args.ok()) {
-      std::fprintf(stderr, "hetps status: %s\n\n%s", args.status().message().c_str(), kUsage);
-      return 2;
-    }
-    return hetps::RunStatus(*args);
+  const hetps::CommandUsage* c = hetps::FindCommand(command);
+  if (c == nullptr) {
+    std::fprintf(stderr, "hetps: unknown command '%s'\n\n%s", command.c_str(),
+                 hetps::Overview().c_str());
+    return 2;
   }
-  if (command == "health") {
-    auto args = hetps::ParseHealthArgs(std::vector<std::string>(argv + 2, argv + argc),
-                                       std::getenv("HETPS_SCHEDULER"));
-    if (!args.ok()) {
-      std::fprintf(stderr, "hetps health: %s\n\n%s", args.status().message().c_str(), kUsage);
-      return 2;
-    }
-    return hetps::RunHealth(*args);
-  }
-  if (command == "keygen") {
-    auto args = hetps::ParseKeygenArgs(std::vector<std::string>(argv + 2, argv + argc));
-    if (!args.ok()) {
-      std::fprintf(stderr, "hetps keygen: %s\n\n%s", args.status().message().c_str(), kUsage);
-      return 2;
-    }
-    auto done = hetps::RunKeygen(*args);
-    if (!done.ok()) {
-      std::fprintf(stderr, "hetps keygen: %s\n", done.status().ToString().c_str());
-      return 1;
-    }
-    std::fputs(done->c_str(), stdout);
+  const Args args(argv + 2, argv + argc);
+  if (hetps::AsksForHelp(args)) {
+    std::fputs(c->text, stdout);
     return 0;
   }
-  if (command == "fed") {
-    auto args = hetps::ParseFedArgs(std::vector<std::string>(argv + 2, argv + argc));
-    if (!args.ok()) {
-      std::fprintf(stderr, "hetps fed: %s\n\n%s", args.status().message().c_str(), kUsage);
-      return 2;
-    }
-    std::error_code ec;
-    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-    return hetps::RunFed(*args, ec ? std::string(argv[0]) : self);
-  }
-  if (command == "experiment") {
-    auto args = hetps::ParseExperimentArgs(std::vector<std::string>(argv + 2, argv + argc));
-    if (!args.ok()) {
-      std::fprintf(stderr, "hetps experiment: %s\n\n%s", args.status().message().c_str(), kUsage);
-      return 2;
-    }
-    std::error_code ec;
-    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-    return hetps::RunExperiment(*args, ec ? std::string(argv[0]) : self);
-  }
-  if (command != "launch") {
-    std::fprintf(stderr, "hetps: unknown command '%s'\n\n%s", command.c_str(), kUsage);
-    return 2;
-  }
-  auto args = hetps::ParseLaunchArgs(std::vector<std::string>(argv + 2, argv + argc));
-  if (!args.ok()) {
-    std::fprintf(stderr, "hetps launch: %s\n", args.status().message().c_str());
-    return 2;
-  }
-  return hetps::Launch(*args);
+  return Dispatch(*c, args, argv[0]);
 }

@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "common/env_flags.h"
@@ -23,7 +25,26 @@ DEFINE_string(log_format, "text",
               "text (time, level, [role id], message) or json (one object per line: time, "
               "level, node, msg), for log collectors");
 
+DECLARE_bool(help);
+DECLARE_bool(helpshort);
+
 namespace hetps {
+namespace {
+
+// --help and --helpshort: the usage and this project's flags only (not those of the libraries
+// linked in), on stdout, exit 0. The other help flags (--helpxml, which hetps launch reads, and
+// --helpfull) keep gflags' behaviour.
+void ShowHelpIfAsked(const char* program) {
+  if (FLAGS_help || FLAGS_helpshort) {
+    std::string root = __FILE__;  // <source>/common/daemon.cc: flags defined under <source>/
+    root = root.substr(0, root.size() - std::string("common/daemon.cc").size());
+    gflags::ShowUsageWithFlagsRestrict(program, root.c_str());
+    std::exit(0);
+  }
+  gflags::HandleCommandLineHelpFlags();
+}
+
+}  // namespace
 
 bool StartDaemon(const char* role, const char* usage, int* argc, char*** argv) {
   // Every connection holds a descriptor: take all the process may open (the soft limit is often
@@ -35,7 +56,8 @@ bool StartDaemon(const char* role, const char* usage, int* argc, char*** argv) {
   }
   gflags::SetUsageMessage(usage);
   const EnvironmentFlags env = ApplyEnvironmentFlags(environ);
-  gflags::ParseCommandLineFlags(argc, argv, true);
+  gflags::ParseCommandLineNonHelpFlags(argc, argv, true);
+  ShowHelpIfAsked(**argv);
   const std::string problem = SetupLogging(role, FLAGS_log_level, FLAGS_log_format);
   if (!problem.empty()) {
     spdlog::error("{}", problem);
