@@ -59,7 +59,7 @@ const std::vector<CommandUsage>& Commands() {
     "usage: hetps fed run --flagfile=SCENARIO [--algorithm=A] [options] [--role_flag=value ...]\n"
     "       hetps fed compare --flagfile=SCENARIO --algorithms=A,B,... [options] [...]\n"
     "\n"
-    "  fed      federated experiments (README, \"Federated edge experiments\"): runs the\n"
+    "  fed      federated experiments (docs/federated.md): runs the\n"
     "           scenario (deploy/edge/*.flags) with each algorithm, one launch after another,\n"
     "           and writes report.md, summary.json and plot.png. Algorithms: fedavg, fedprox,\n"
     "           fedlesscan, temporal, fedasync, fedbuff, fedsa, fedsa-auto, aafl, or a .flags\n"
@@ -76,7 +76,7 @@ const std::vector<CommandUsage>& Commands() {
     "usage: hetps experiment run FILE [--repeats=N] [--run_dir=D] [--role_flag=value ...]\n"
     "       hetps experiment report DIR [--target=T]\n"
     "\n"
-    "  experiment  a grid of training runs (README, \"Reproducible experiments\"): every\n"
+    "  experiment  a grid of training runs (docs/experiments.md): every\n"
     "           --algorithm of the file (deploy/experiments/*.flags) under every --setting,\n"
     "           with --repeats seeds each (default 3), one `hetps launch` after another, each\n"
     "           in <run_dir>/<setting>/<algorithm>/seed<S> (default run_dir:\n"
@@ -108,7 +108,7 @@ const std::vector<CommandUsage>& Commands() {
       {"keygen", "key material for --auth=curve",
     "usage: hetps keygen --out=DIR [--add=ROLE:NAME ...]\n"
     "\n"
-    "  keygen   key material for --auth=curve (README, \"Security\"): a pair per role\n"
+    "  keygen   key material for --auth=curve (docs/security.md): a pair per role\n"
     "           (scheduler, server, worker, operator) and DIR/allow, the keys the scheduler\n"
     "           and servers admit; --add=worker:edge-7 adds a per-node pair to DIR.\n"},
   };

@@ -252,4 +252,13 @@ std::string SpecRegistry::Markdown() const {
   return s;
 }
 
+std::string Catalogue(const std::vector<CatalogueKind>& kinds, bool markdown) {
+  std::string s;
+  for (const CatalogueKind& k : kinds) {
+    s += markdown ? fmt::format("{}\n", k.registry->Markdown())
+                  : fmt::format("{} ({})\n{}\n", k.registry->kind(), k.flag, k.registry->Help());
+  }
+  return s;
+}
+
 }  // namespace hetps

@@ -2,7 +2,7 @@
 // optimizer) is chosen by a spec string "name" or "name:key=value,...", validated against what
 // the algorithm declared when it registered: its parameters with defaults, ranges or accepted
 // words, and a one-line summary. The same text is what travels on the wire (the policy, a
-// push's codec), what `hetps algorithms` prints and what the README's tables show.
+// push's codec), what `--list` prints and what docs/algorithms.md shows.
 //
 // Adding an algorithm: one file that defines `void Register<Name>(XRegistry&)` (its info and
 // its factory), one line naming it in the kind's `.def` list, and its test.
@@ -107,7 +107,7 @@ class SpecRegistry {
   std::vector<std::string> Names() const;
   // For `hetps algorithms`: one block per algorithm, its summary and parameters.
   std::string Help() const;
-  // The same as a Markdown table (README).
+  // The same as a Markdown table (docs/algorithms.md).
   std::string Markdown() const;
 
  protected:
@@ -120,6 +120,15 @@ class SpecRegistry {
   std::string kind_;
   std::map<std::string, AlgorithmInfo> infos_;
 };
+
+// One kind of algorithm in a catalogue (`hetps-server --list` and the like): its registry and
+// the flag that chooses one, e.g. "--consistency=NAME:key=value,...".
+struct CatalogueKind {
+  const SpecRegistry* registry;
+  std::string flag;
+};
+// Each kind's block (plain text, with its flag) or table (Markdown), in the given order.
+std::string Catalogue(const std::vector<CatalogueKind>& kinds, bool markdown);
 
 // A registry of `Entry` (the factory and whatever the kind needs to know about an algorithm
 // before making one, e.g. which combinations it supports).

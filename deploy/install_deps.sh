@@ -18,10 +18,11 @@ if [ "${1:-}" = "--tests" ]; then
   # metrics, a single-node Slurm for deploy/slurm/e2e.sh, docker-compose and python3-yaml to check
   # the Compose file and the Kubernetes manifests, sshd and ssh for hetps launch -H across
   # network namespaces (tests/ssh_launch_test.py), clang and libFuzzer for the fuzz targets
-  # (deploy/fuzz.sh), pytest and PyTorch for the Python module's tests and its PyTorch example.
+  # (deploy/fuzz.sh), pytest and PyTorch for the Python module's tests and its PyTorch example,
+  # mkdocs for the docs site (DocsTest).
   packages+=(prometheus chromium slurm-wlm munge docker-compose python3-yaml openssh-server
              openssh-client clang-14 libclang-rt-14-dev libfuzzer-14-dev python3-pytest
-             python3-torch)
+             python3-torch mkdocs)
 fi
 # npm fetches the dashboard's charting library, when it is not there yet; any npm will do
 # (Debian's, or one that came with a Node.js install).

@@ -2,10 +2,15 @@
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
 
+#include <fmt/format.h>
+
 #include "common/daemon.h"
 #include "common/logging.h"
+#include "common/registry.h"
 #include "common/signals.h"
+#include "scheduler/ratio/ratio.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/selection/selection.h"
 
 DEFINE_string(bind, "tcp://127.0.0.1:*", "endpoint to bind ('*' = a free port)");
 DEFINE_string(endpoint_file, "", "write the bound endpoint to this file once listening");
@@ -82,11 +87,20 @@ DEFINE_int32(concurrency, 0,
 DEFINE_uint64(selection_seed, 1, "federated rounds: seed of the selection policy");
 DEFINE_string(rounds_csv, "", "federated rounds: write one row per closed round to this file");
 
+DEFINE_bool(list, false, "print every client selection and ratio policy and exit");
+DEFINE_bool(markdown, false, "--list as Markdown tables (docs/algorithms.md)");
+
 int main(int argc, char** argv) {
   if (!hetps::StartDaemon("scheduler",
                           "hetps scheduler: membership, shard map, barriers, failure detection",
                           &argc, &argv))
     return 2;
+  if (FLAGS_list) {
+    fmt::print("{}", hetps::Catalogue({{&hetps::Selections(), "--selection=NAME:key=value,..."},
+                                       {&hetps::RatioPolicies(), "--ratio=NAME:key=value,..."}},
+                                      FLAGS_markdown));
+    return 0;
+  }
   hetps::SignalWatcher signals(/*hangup=*/true);  // SIGHUP: reload the allow-list
   hetps::SchedulerOptions o;
   if (hetps::Status s = hetps::ValidateAuthFlags(hetps::DaemonAuthFlags()); !s.ok()) {

@@ -42,19 +42,13 @@ std::string Combinations(bool markdown) {
 }  // namespace
 
 std::string AlgorithmCatalogue(bool markdown) {
-  const SpecRegistry* kinds[] = {&Controllers(), &Aggregators(), &Compensators(), &Optimizers(),
-                                 &compress::Codecs()};
-  const char* flags[] = {"--consistency=NAME:key=value,...", "--aggregator=NAME:key=value,...",
-                         "--aggregator=sum:compensation=NAME,key=value,...",
-                         "--optimizer=NAME:key=value,...", "--codec=NAME:key=value,..."};
-  std::string s;
-  for (size_t i = 0; i < std::size(kinds); ++i) {
-    if (markdown) {
-      s += fmt::format("{}\n", kinds[i]->Markdown());
-    } else {
-      s += fmt::format("{} ({})\n{}\n", kinds[i]->kind(), flags[i], kinds[i]->Help());
-    }
-  }
+  std::string s =
+      Catalogue({{&Controllers(), "--consistency=NAME:key=value,..."},
+                 {&Aggregators(), "--aggregator=NAME:key=value,..."},
+                 {&Compensators(), "--aggregator=sum:compensation=NAME,key=value,..."},
+                 {&Optimizers(), "--optimizer=NAME:key=value,..."},
+                 {&compress::Codecs(), "--codec=NAME:key=value,..."}},
+                markdown);
   s += markdown ? "Aggregators under each controller (with their defaults; sum's "
                   "staleness_lr=inverse and any compensation only where pushes apply one by "
                   "one):\n\n"

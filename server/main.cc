@@ -54,7 +54,7 @@ DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
             "joining a cluster; hetps launch runs this for every role before starting any");
 DEFINE_bool(list, false, "print every consistency, aggregator, optimizer and codec and exit");
-DEFINE_bool(markdown, false, "--list as Markdown tables (the README's)");
+DEFINE_bool(markdown, false, "--list as Markdown tables (docs/algorithms.md)");
 
 int main(int argc, char** argv) {
   if (!hetps::StartDaemon("server", "hetps server: holds model partitions and applies pushes",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""deploy/k8s/ holds what the README promises, consistently, and its hetps commands are valid.
+"""deploy/k8s/ holds what docs/deploy.md promises, consistently, and its hetps commands are valid.
 No Kubernetes API server can run here and kubectl's client-side dry run needs one for
 discovery, so this is the offline check: every document parses and names apiVersion, kind and
 metadata.name; each Service selects the pods of a workload and its targetPorts exist in their

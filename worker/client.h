@@ -96,7 +96,7 @@ struct ClientOptions {
   // the socket; headers, replies and their order stay on it. "auto" tries "shm", then "cma"
   // (where no segment can be made), and keeps the first the server accepts; "socket" uses
   // neither; or name one. shm is as fast or faster up to models of about 16 MB, cma (a copy
-  // fewer, and none by this process) beyond: 1.3x shm's round trip at 64 MB (README).
+  // fewer, and none by this process) beyond: 1.3x shm's round trip at 64 MB (docs/benchmarks.md).
   //  - "shm": a shared memory segment of shared_memory_bytes (0: none) per server; this
   //    process copies a push in and a pull out. Memory is reserved behind it only as far as
   //    requests in flight reach, and a request that finds no room goes on the socket.

@@ -618,7 +618,7 @@ void ClientIo::Watched(std::vector<zmq::pollitem_t>& items, std::vector<int>& ra
 // it and the sockets it sent on (dirty_), and sleeps only when none is dirty. Polling the
 // descriptors directly, rather than with zmq::poll (which checks every socket's ZMQ_EVENTS, a
 // system call or two each, before and after it sleeps), took the client's system calls per
-// 1 MB push from about 47 to 26 (README).
+// 1 MB push from about 47 to 26 (docs/benchmarks.md).
 void ClientIo::Turn(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* unlocked) {
   SendQueued();
   FlushBatches();

@@ -1,5 +1,6 @@
 // hetps-worker: parses flags, joins the cluster and runs a workload through the client library.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
 
@@ -15,9 +16,11 @@
 #include "common/logging.h"
 #include "common/signals.h"
 #include "worker/client.h"
+#include "worker/edge/availability.h"
 #include "worker/edge/edge_client.h"
 #include "worker/link_table.h"
 #include "worker/synthetic.h"
+#include "worker/train/straggler.h"
 #include "worker/train/trainer.h"
 #include "worker/transport.h"
 
@@ -116,10 +119,13 @@ DEFINE_int64(shared_memory_mib, 64,
 DEFINE_int64(batch_kib, 256,
              "requests to one server smaller than this many KiB that are sent together (a step's "
              "small tensors) leave as one message of up to this size; 0: one message each");
-DEFINE_string(codec, "none",
-              "push compression: SPEC for every layer (e.g. topk:density=0.01,ef=1) or per layer "
-              "(default=topk:density=0.01,ef=1;layer0=none;layer3=qsgd:levels=16); codecs: none, "
-              "fp16, topk, randomk, dgc, qsgd, terngrad, onebit, efsign, powersgd");
+// The codecs named from the registry (the help text cannot fall behind it).
+const std::string kCodecHelp = fmt::format(
+    "push compression: SPEC for every layer (e.g. topk:density=0.01,ef=1) or per layer "
+    "(default=topk:density=0.01,ef=1;layer0=none;layer3=qsgd:levels=16); codecs: {} "
+    "(hetps-worker --list)",
+    fmt::join(hetps::compress::Codecs().Names(), ", "));
+DEFINE_string(codec, "none", kCodecHelp.c_str());
 DEFINE_string(pull_codec, "none", "compression of pulled values: none or fp16");
 DEFINE_double(link_up_mbps, 0,
               "emulated link to the servers: uplink megabits per second (0: unlimited)");
@@ -342,10 +348,21 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
 
 }  // namespace
 
+DEFINE_bool(list, false, "print every codec, straggler and availability model and exit");
+DEFINE_bool(markdown, false, "--list as Markdown tables (docs/algorithms.md)");
+
 int main(int argc, char** argv) {
   if (!hetps::StartDaemon("worker", "hetps worker: trains through the parameter server", &argc,
                           &argv))
     return 2;
+  if (FLAGS_list) {
+    fmt::print("{}", hetps::Catalogue({{&hetps::compress::Codecs(), "--codec=NAME:key=value,..."},
+                                       {&hetps::Stragglers(), "--straggler=NAME:key=value,..."},
+                                       {&hetps::Availabilities(),
+                                        "--availability=NAME:key=value,..."}},
+                                      FLAGS_markdown));
+    return 0;
+  }
   hetps::SignalWatcher signals;
   // Every flag must parse whichever workload runs; the chosen workload's options must be valid.
   hetps::Status valid = CheckChoices();
