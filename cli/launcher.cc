@@ -23,8 +23,8 @@
 
 #include "cli/hosts.h"
 #include "cli/netns_links.h"
-#include "cli/usage.h"
 #include "cli/status.h"
+#include "cli/usage.h"
 #include "common/cut.h"
 #include "common/local_cluster.h"
 #include "common/subprocess.h"

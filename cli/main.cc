@@ -55,10 +55,9 @@ const Args kReachFlags = {"scheduler", "timeout_ms", "auth", "keys", "key"};
 int Dispatch(const hetps::CommandUsage& c, const Args& raw, const char* argv0) {
   const std::string command = c.name;
   if (command == "ctl") {
-    return ParseAndRun<hetps::CtlArgs>(c, hetps::ParseCtlArgs(hetps::JoinFlagValues(raw, kReachFlags)),
-                                       [&](const hetps::CtlArgs& a) {
-                                         return Report(c, hetps::RunCtl(a), true);
-                                       });
+    return ParseAndRun<hetps::CtlArgs>(
+        c, hetps::ParseCtlArgs(hetps::JoinFlagValues(raw, kReachFlags)),
+        [&](const hetps::CtlArgs& a) { return Report(c, hetps::RunCtl(a), true); });
   }
   if (command == "status") {
     return ParseAndRun<hetps::StatusArgs>(
@@ -68,7 +67,8 @@ int Dispatch(const hetps::CommandUsage& c, const Args& raw, const char* argv0) {
     Args flags = kReachFlags;
     flags.insert(flags.end(), {"role", "rank"});
     return ParseAndRun<hetps::HealthArgs>(
-        c, hetps::ParseHealthArgs(hetps::JoinFlagValues(raw, flags), std::getenv("HETPS_SCHEDULER")),
+        c,
+        hetps::ParseHealthArgs(hetps::JoinFlagValues(raw, flags), std::getenv("HETPS_SCHEDULER")),
         hetps::RunHealth);
   }
   if (command == "keygen") {

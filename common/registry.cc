@@ -208,11 +208,10 @@ StatusOr<AlgorithmSpec> SpecRegistry::Parse(const std::string& text) const {
     if (p.when_key.empty()) continue;
     const std::string& actual = spec.values_.at(p.when_key);
     if (std::find(p.when_values.begin(), p.when_values.end(), actual) == p.when_values.end()) {
-      return Status::InvalidArgument(
-          fmt::format("{} '{}': '{}' acts only with {}={}, and this spec has {}={}: it would do "
-                      "nothing",
-                      kind_, spec.name_, key, p.when_key, Join(p.when_values, "|"), p.when_key,
-                      actual));
+      return Status::InvalidArgument(fmt::format(
+          "{} '{}': '{}' acts only with {}={}, and this spec has {}={}: it would do "
+          "nothing",
+          kind_, spec.name_, key, p.when_key, Join(p.when_values, "|"), p.when_key, actual));
     }
   }
   return Acting(*info, std::move(spec));

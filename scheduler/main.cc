@@ -1,8 +1,7 @@
 // hetps-scheduler: parses flags and runs the SchedulerNode.
+#include <fmt/format.h>
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
-
-#include <fmt/format.h>
 
 #include "common/daemon.h"
 #include "common/logging.h"

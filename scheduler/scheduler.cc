@@ -12,12 +12,12 @@
 #include <random>
 #include <set>
 
-#include "common/same_message.h"
 #include "common/cluster_view.h"
 #include "common/connection_guard.h"
 #include "common/cut.h"
 #include "common/message.h"
 #include "common/routed_outbox.h"
+#include "common/same_message.h"
 #include "scheduler/barrier.h"
 #include "scheduler/checkpoints.h"
 #include "scheduler/cluster_stats.h"

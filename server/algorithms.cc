@@ -42,13 +42,12 @@ std::string Combinations(bool markdown) {
 }  // namespace
 
 std::string AlgorithmCatalogue(bool markdown) {
-  std::string s =
-      Catalogue({{&Controllers(), "--consistency=NAME:key=value,..."},
-                 {&Aggregators(), "--aggregator=NAME:key=value,..."},
-                 {&Compensators(), "--aggregator=sum:compensation=NAME,key=value,..."},
-                 {&Optimizers(), "--optimizer=NAME:key=value,..."},
-                 {&compress::Codecs(), "--codec=NAME:key=value,..."}},
-                markdown);
+  std::string s = Catalogue({{&Controllers(), "--consistency=NAME:key=value,..."},
+                             {&Aggregators(), "--aggregator=NAME:key=value,..."},
+                             {&Compensators(), "--aggregator=sum:compensation=NAME,key=value,..."},
+                             {&Optimizers(), "--optimizer=NAME:key=value,..."},
+                             {&compress::Codecs(), "--codec=NAME:key=value,..."}},
+                            markdown);
   s += markdown ? "Aggregators under each controller (with their defaults; sum's "
                   "staleness_lr=inverse and any compensation only where pushes apply one by "
                   "one):\n\n"

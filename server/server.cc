@@ -16,7 +16,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/same_message.h"
 #include "common/batch.h"
 #include "common/cluster_view.h"
 #include "common/compress/codec.h"
@@ -24,6 +23,7 @@
 #include "common/cut.h"
 #include "common/logging.h"
 #include "common/message.h"
+#include "common/same_message.h"
 #include "common/scheduler_link.h"
 #include "common/shard_map.h"
 #include "common/shm_segment.h"
@@ -652,8 +652,7 @@ Status ServerLoop::RestoreCut() {
   auto reader = CutReader::Open(dir, link_->rank());
   if (!reader.ok()) return reader.status();
   const proto::CutFileMeta& meta = (*reader)->meta();
-  if (meta.clock() != restore_->clock() ||
-      !SameMessage(meta.shard_map(), map_->ToProto())) {
+  if (meta.clock() != restore_->clock() || !SameMessage(meta.shard_map(), map_->ToProto())) {
     return Status::FailedPrecondition(fmt::format(
         "checkpoint {} holds another model ({} tensors, {} partitions at clock {}; the cluster "
         "declared {} and {})",

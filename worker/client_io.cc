@@ -428,7 +428,8 @@ void Refuse(std::vector<Outgoing>& batch, const Status& s) {
 }
 
 const Status& StoppedStatus() {
-  static const Status s = Status::Aborted("the client has finished: no request is sent after Finish()");
+  static const Status s =
+      Status::Aborted("the client has finished: no request is sent after Finish()");
   return s;
 }
 
@@ -824,9 +825,9 @@ Status ClientIo::CheckReply(const proto::Header& h, const Pending& p, int from) 
                                          proto::MsgType_Name(h.type())));
   }
   if (p.type != proto::CLOCK && h.partition() != p.partition) {
-    return Status::Malformed(
-        fmt::format("server rank {} answered a request for partition {} with a reply for partition {}",
-                    from, p.partition, h.partition()));
+    return Status::Malformed(fmt::format(
+        "server rank {} answered a request for partition {} with a reply for partition {}", from,
+        p.partition, h.partition()));
   }
   if (p.type == proto::PULL && h.min_clock() < 0) {
     return Status::Malformed(

@@ -277,7 +277,7 @@ class ClientIo {
   std::atomic<int> stop_grace_ms_{kStopGraceMs};  // Stop's
   std::shared_ptr<IoGate> gate_ = std::make_shared<IoGate>();
   std::condition_variable settled_;  // with gate_->mu: a turn ended (AwaitServers looks again)
-  bool caller_io_ = false;  // options.caller_io, and no emulated link
+  bool caller_io_ = false;           // options.caller_io, and no emulated link
   // Guarded by gate_->mu: the I/O thread sleeps (without the mutex) on these sockets, written
   // only by the thread that sleeps (a leader's turn sleeps holding the mutex).
   bool sleeping_ = false;

@@ -356,11 +356,11 @@ int main(int argc, char** argv) {
                           &argv))
     return 2;
   if (FLAGS_list) {
-    fmt::print("{}", hetps::Catalogue({{&hetps::compress::Codecs(), "--codec=NAME:key=value,..."},
-                                       {&hetps::Stragglers(), "--straggler=NAME:key=value,..."},
-                                       {&hetps::Availabilities(),
-                                        "--availability=NAME:key=value,..."}},
-                                      FLAGS_markdown));
+    fmt::print("{}",
+               hetps::Catalogue({{&hetps::compress::Codecs(), "--codec=NAME:key=value,..."},
+                                 {&hetps::Stragglers(), "--straggler=NAME:key=value,..."},
+                                 {&hetps::Availabilities(), "--availability=NAME:key=value,..."}},
+                                FLAGS_markdown));
     return 0;
   }
   hetps::SignalWatcher signals;

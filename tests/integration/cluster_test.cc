@@ -237,7 +237,8 @@ TEST_P(CallerIoTest, CallsDuringAndAfterFinishFailAtOnce) {
     }
     while (true) {
       const bool after = finished.load();
-      Ticket t = i == 1 ? c.Push("big", buffer.data(), 100000) : c.Pull("big", buffer.data(), 100000);
+      Ticket t =
+          i == 1 ? c.Push("big", buffer.data(), 100000) : c.Pull("big", buffer.data(), 100000);
       const Status s = t.Wait();  // returns: done, or failed
       ASSERT_LT(std::chrono::steady_clock::now(), deadline);
       if (after) {

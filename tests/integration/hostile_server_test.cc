@@ -226,10 +226,9 @@ TEST(HostileServerTest, BadRepliesFailTheirOperationAndTheClientStaysUsable) {
     server.Queue(how);
     return c.Pull("w", out, 8).Wait();
   };
-  for (Answer bad :
-       {Answer::kWrongPartition, Answer::kNegativePartition, Answer::kShortPayload,
-        Answer::kLongPayload, Answer::kWrongType, Answer::kNoFrameShm, Answer::kNoFrameCma,
-        Answer::kMinClockLowest}) {
+  for (Answer bad : {Answer::kWrongPartition, Answer::kNegativePartition, Answer::kShortPayload,
+                     Answer::kLongPayload, Answer::kWrongType, Answer::kNoFrameShm,
+                     Answer::kNoFrameCma, Answer::kMinClockLowest}) {
     std::fill(buffer.begin(), buffer.end(), -1.0f);
     Status s = pull(bad);
     EXPECT_FALSE(s.ok()) << "answer " << static_cast<int>(bad) << " was accepted";

@@ -98,9 +98,9 @@ TEST(LaunchArgsTest, RoutesFlagsToTheRolesThatDefineThem) {
   EXPECT_NE(unknown.status().message().find("--lrr"), std::string::npos);
   // One RocksDB folder per process: --data_dir without {i} gets one added, for the scheduler
   // and the servers; given with {i}, it is kept.
-  auto dirs = RouteFlags({"--data_dir=/var/hetps/"}, {{"scheduler", {"data_dir"}},
-                                                      {"server", {"data_dir"}},
-                                                      {"worker", {"iterations"}}});
+  auto dirs = RouteFlags(
+      {"--data_dir=/var/hetps/"},
+      {{"scheduler", {"data_dir"}}, {"server", {"data_dir"}}, {"worker", {"iterations"}}});
   ASSERT_TRUE(dirs.ok());
   EXPECT_EQ(dirs->at("scheduler"), std::vector<std::string>{"--data_dir=/var/hetps/{i}"});
   EXPECT_EQ(dirs->at("server"), std::vector<std::string>{"--data_dir=/var/hetps/{i}"});

@@ -110,9 +110,9 @@ TEST(SumTest, BadOptionsAreRefused) {
   EXPECT_FALSE(Aggregators().Parse("sum:compensation=dcasgd_a,ms_decay=1").ok());
   EXPECT_FALSE(Aggregators().Parse("fedasync:alpha=0").ok());
   // A compensator's parameter without that compensator would do nothing: refused.
-  for (const char* idle : {"sum:lambda=5", "sum:compensation=dcasgd_a,lambda=5",
-                           "sum:compensation=dcasgd,history=4", "fedasync:staleness=constant,exponent=1",
-                           "fedasync:staleness=polynomial,a=2"}) {
+  for (const char* idle :
+       {"sum:lambda=5", "sum:compensation=dcasgd_a,lambda=5", "sum:compensation=dcasgd,history=4",
+        "fedasync:staleness=constant,exponent=1", "fedasync:staleness=polynomial,a=2"}) {
     auto s = Aggregators().Parse(idle);
     EXPECT_FALSE(s.ok()) << idle << " was accepted";
     EXPECT_NE(s.status().message().find("would do nothing"), std::string::npos) << idle;
