@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <charconv>
+#include <set>
 
 #include "common/compress/codecs.h"
 
@@ -18,6 +19,15 @@ const CodecRegistry& Codecs() {
     return r;
   }();
   return *r;
+}
+
+std::vector<std::string> EveryCodec(std::vector<std::string> variants) {
+  std::set<std::string> named;
+  for (const std::string& v : variants) named.insert(v.substr(0, v.find(':')));
+  for (const std::string& name : Codecs().Names()) {
+    if (!named.contains(name)) variants.push_back(name);
+  }
+  return variants;
 }
 
 std::string CodecSpec::WireName() const { return SpecText(name, params); }

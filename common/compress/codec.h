@@ -41,6 +41,11 @@ using CodecRegistry = Registry<CodecEntry>;
 // Every codec (codecs.def), with its parameters; "ef" is one of each codec's parameters.
 const CodecRegistry& Codecs();
 
+// `variants` (specs with chosen parameters) followed by every registered codec that none of them
+// names, at its defaults: the lists the tests, the fuzz targets and their seeds cover, so that a
+// codec is covered by registering it.
+std::vector<std::string> EveryCodec(std::vector<std::string> variants = {});
+
 // Parses "name[:key=value,...]". Unknown codecs and parameters, and bad values, are errors.
 StatusOr<CodecSpec> ParseCodecSpec(const std::string& text);
 

@@ -27,16 +27,10 @@ std::shared_ptr<const Codec> Make(const std::string& text) {
   return *codec;
 }
 
-const std::vector<std::string> kAll = {"none",
-                                       "fp16",
-                                       "topk:density=0.05",
-                                       "randomk:density=0.05,seed=3",
-                                       "dgc:density=0.05,momentum=0.5",
-                                       "qsgd:levels=16",
-                                       "terngrad",
-                                       "onebit",
-                                       "efsign",
-                                       "powersgd:rank=2"};
+const std::vector<std::string> kAll =
+    EveryCodec({"none", "fp16", "topk:density=0.05", "randomk:density=0.05,seed=3",
+                "dgc:density=0.05,momentum=0.5", "qsgd:levels=16", "terngrad", "onebit", "efsign",
+                "powersgd:rank=2"});
 
 CodecContext Context(int64_t step, int64_t cols = 0) {
   CodecContext ctx;

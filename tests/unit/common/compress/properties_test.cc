@@ -49,11 +49,9 @@ double Norm2(const std::vector<float>& x) {
 
 // Every codec at its most expansive settings stays within what a server reads per push.
 TEST(CodecTest, NoEncodingExceedsTheLargestFrameAServerReads) {
-  const std::vector<std::string> specs = {"none",           "fp16",
-                                          "topk:density=1", "randomk:density=1",
-                                          "dgc:density=1",  "qsgd:levels=65535",
-                                          "terngrad",       "onebit",
-                                          "efsign",         "powersgd:rank=64"};
+  const std::vector<std::string> specs =
+      EveryCodec({"none", "fp16", "topk:density=1", "randomk:density=1", "dgc:density=1",
+                  "qsgd:levels=65535", "terngrad", "onebit", "efsign", "powersgd:rank=64"});
   for (const std::string& spec : specs) {
     auto codec = Make(spec);
     for (auto [n, cols] : std::vector<std::pair<int64_t, int64_t>>{
