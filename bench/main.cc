@@ -336,6 +336,9 @@ int Consistency() {
 
 }  // namespace
 
+DECLARE_bool(help);
+DECLARE_bool(helpshort);
+
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T] "
@@ -350,7 +353,12 @@ int main(int argc, char** argv) {
       "       hetps-bench capacity [--capacity_mib 4096 --servers 4 --rounds 3]\n"
       "       hetps-bench flood [--seconds 60 --junk_peers 4 --half_open 256 --join_peers 0 "
       "--max_rss_growth_mb M]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gflags::ParseCommandLineNonHelpFlags(&argc, &argv, true);
+  if (FLAGS_help || FLAGS_helpshort) {  // the usage and the benchmark's own flags, exit 0
+    gflags::ShowUsageWithFlagsRestrict(argv[0], "bench/");
+    return 0;
+  }
+  gflags::HandleCommandLineHelpFlags();
   // Nothing here tunes the process for transfers: the clients' Connect does (worker/client.h),
   // as it does in any program that links the client, and every raw ZeroMQ loop runs after it.
   spdlog::set_level(spdlog::level::warn);
