@@ -13,6 +13,7 @@
 
 #include "cli/fed_report.h"
 #include "cli/run_series.h"
+#include "cli/usage.h"
 
 namespace hetps {
 namespace {
@@ -43,6 +44,20 @@ TEST(RunSeriesTest, WriteTextReportsWhatItCouldNotWrite) {
   EXPECT_NE(missing.message().find("/nonexistent-hetps-dir/flags"), std::string::npos);
   if (std::filesystem::exists("/dev/full")) {  // opens, but every write fails (ENOSPC)
     EXPECT_FALSE(WriteText("/dev/full", std::string(1 << 16, 'x')).ok());
+  }
+}
+
+// `hetps fed --help` names every preset from the presets themselves, not from a copy.
+TEST(FedUsageTest, NamesEveryPreset) {
+  const CommandUsage* fed = FindCommand("fed");
+  ASSERT_NE(fed, nullptr);
+  const std::string text = fed->text;
+  EXPECT_EQ(text.find("{presets}"), std::string::npos);
+  ASSERT_FALSE(FedPresetNames().empty());
+  for (const std::string& name : FedPresetNames()) {
+    EXPECT_TRUE(text.find(" " + name + ",") != std::string::npos ||
+                text.find(" " + name + ".") != std::string::npos)
+        << name << " is missing from\n" << text;
   }
 }
 
