@@ -14,8 +14,14 @@
 //   (*client)->Barrier();                                  // all live workers meet here
 //   (*client)->Finish();                                   // leave the cluster
 //
-// Push, Pull and Init are asynchronous: they return a Ticket at once and the transfer runs on
-// the client's I/O thread, one request per partition, all partitions in flight together.
+// Push, Pull and Init are asynchronous: they return a Ticket at once, one request per
+// partition, all partitions in flight together. By default (ClientOptions::caller_io) the
+// calling thread sends its requests before the call returns, unless another thread is driving
+// the sockets at that moment, which then sends them (a push with a codec is always encoded on
+// the calling thread); a thread waiting on a Ticket handles the replies itself while no other
+// thread does, and the client's I/O thread handles what nobody waits for (unwaited tickets,
+// heartbeats, timeouts, a server's death or return); with caller_io false, or an emulated
+// link, the I/O thread does all of it.
 //
 // Buffer lifetime contract (zero-copy): the memory passed to Push/Init is sent straight from
 // the caller's buffer and must stay valid and unmodified until its Ticket is done; the memory
@@ -25,7 +31,9 @@
 //
 // Errors are Status values: an unknown tensor or a size mismatch is reported by the Ticket at
 // once; a server's error (with its message) arrives through Wait(); a dead server fails its
-// requests with UNAVAILABLE; a cluster shutdown fails everything pending with ABORTED.
+// requests with UNAVAILABLE (after ClientOptions::server_recovery_timeout_ms, when set); a
+// cluster shutdown fails everything pending with ABORTED; every call made during or after
+// Finish() fails at once with FAILED_PRECONDITION.
 //
 // Thread-safety: every method may be called from any thread; tickets may be waited on from
 // any thread.
