@@ -57,7 +57,8 @@ TEST(FedUsageTest, NamesEveryPreset) {
   for (const std::string& name : FedPresetNames()) {
     EXPECT_TRUE(text.find(" " + name + ",") != std::string::npos ||
                 text.find(" " + name + ".") != std::string::npos)
-        << name << " is missing from\n" << text;
+        << name << " is missing from\n"
+        << text;
   }
 }
 
