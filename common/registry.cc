@@ -66,6 +66,12 @@ ParamDef ParamDef::OnlyWith(std::string key, std::vector<std::string> values) co
   return p;
 }
 
+bool ParamDef::ActsWith(const std::map<std::string, std::string>& values) const {
+  if (when_key.empty()) return true;
+  return std::find(when_values.begin(), when_values.end(), values.at(when_key)) !=
+         when_values.end();
+}
+
 std::string ParamDef::Range() const {
   std::string s;
   if (text) {
@@ -152,11 +158,7 @@ std::vector<std::string> SpecRegistry::Names() const {
 AlgorithmSpec SpecRegistry::Acting(const AlgorithmInfo& info, AlgorithmSpec spec) {
   spec.acting_ = spec.values_;
   for (const ParamDef& p : info.params) {
-    if (p.when_key.empty()) continue;
-    const std::string& actual = spec.values_.at(p.when_key);
-    if (std::find(p.when_values.begin(), p.when_values.end(), actual) == p.when_values.end()) {
-      spec.acting_.erase(p.name);
-    }
+    if (!p.ActsWith(spec.values_)) spec.acting_.erase(p.name);
   }
   return spec;
 }
@@ -205,14 +207,12 @@ StatusOr<AlgorithmSpec> SpecRegistry::Parse(const std::string& text) const {
   }
   for (const auto& [key, value] : spec.given_) {  // each given parameter must act
     const ParamDef& p = *info->Param(key);
-    if (p.when_key.empty()) continue;
-    const std::string& actual = spec.values_.at(p.when_key);
-    if (std::find(p.when_values.begin(), p.when_values.end(), actual) == p.when_values.end()) {
-      return Status::InvalidArgument(fmt::format(
-          "{} '{}': '{}' acts only with {}={}, and this spec has {}={}: it would do "
-          "nothing",
-          kind_, spec.name_, key, p.when_key, Join(p.when_values, "|"), p.when_key, actual));
-    }
+    if (p.ActsWith(spec.values_)) continue;
+    return Status::InvalidArgument(
+        fmt::format("{} '{}': '{}' acts only with {}={}, and this spec has {}={}: it would do "
+                    "nothing",
+                    kind_, spec.name_, key, p.when_key, Join(p.when_values, "|"), p.when_key,
+                    spec.values_.at(p.when_key)));
   }
   return Acting(*info, std::move(spec));
 }

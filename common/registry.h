@@ -50,6 +50,8 @@ struct ParamDef {
   static ParamDef Text(std::string name, std::string def, std::string help);
   // This parameter, acting only while `key` is one of `values`.
   ParamDef OnlyWith(std::string key, std::vector<std::string> values) const;
+  // Whether it acts in a spec of these parameter values (every parameter, given or default).
+  bool ActsWith(const std::map<std::string, std::string>& values) const;
   // "number in [0, 1]", "whole number in [1, 65535] or auto", "one of constant, hinge".
   std::string Range() const;
   Status Check(const std::string& value) const;
