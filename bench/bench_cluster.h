@@ -11,7 +11,7 @@
 #include "common/local_cluster.h"
 #include "common/status.h"
 #include "common/supervisor.h"
-#include "worker/client.h"
+#include "hetps/client.h"
 
 namespace hetps::bench {
 

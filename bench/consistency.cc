@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "bench/bench_cluster.h"
+#include "server/consistency/controller.h"
 
 namespace hetps::bench {
 namespace {
@@ -152,7 +153,9 @@ Status BenchOne(const ConsistencyBenchOptions& o, const std::string& name) {
 }  // namespace
 
 int RunConsistencyBench(const ConsistencyBenchOptions& o) {
-  for (const std::string& name : o.controllers) {
+  const std::vector<std::string> controllers =
+      o.controllers.empty() ? ClockDrivenControllers() : o.controllers;
+  for (const std::string& name : controllers) {
     if (Status s = BenchOne(o, name); !s.ok()) {
       std::fprintf(stderr, "hetps-bench: %s\n", s.ToString().c_str());
       return 1;

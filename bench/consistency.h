@@ -13,14 +13,9 @@ struct ConsistencyBenchOptions {
   double straggler_slowdown = 3;  // the last worker computes this many times longer
   double seconds = 5;             // per controller
   double compute_ms = 10;         // simulated compute per iteration of a normal worker
-  // Consistency specs (server/consistency/), run in this order.
-  std::vector<std::string> controllers = {"bsp",
-                                          "ssp:staleness=3",
-                                          "dssp:lower=3,range=12",
-                                          "backup:backups=1",
-                                          "softsync:n=1",
-                                          "semi_async",
-                                          "asp"};
+  // Consistency specs (server/consistency/), run in this order; empty: every clock-driven
+  // controller of the registry at its defaults.
+  std::vector<std::string> controllers;
 };
 
 int RunConsistencyBench(const ConsistencyBenchOptions& options);

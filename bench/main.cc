@@ -21,7 +21,7 @@
 #include "bench/recovery.h"
 #include "bench/train.h"
 #include "common/int_list.h"
-#include "worker/client.h"
+#include "hetps/client.h"
 
 DEFINE_int32(servers, 0, "servers in the benchmark cluster (default: pushpull 1, consistency 2)");
 DEFINE_int32(workers, 0, "workers, in-process clients (default: pushpull 1, consistency 4)");
@@ -31,10 +31,9 @@ DEFINE_string(straggler, "none",
 DEFINE_double(straggler_slowdown, 3,
               "consistency: the last worker computes this many times longer");
 DEFINE_double(compute_ms, 10, "consistency: simulated compute per iteration of a normal worker");
-DEFINE_string(controllers,
-              "bsp;ssp:staleness=3;dssp:lower=3,range=12;backup:backups=1;softsync:n=1;"
-              "semi_async;asp",
-              "consistency: consistency specs to run, in order, separated by ';'");
+DEFINE_string(controllers, "",
+              "consistency: consistency specs to run, in order, separated by ';' (default: every "
+              "clock-driven controller of the registry, at its defaults)");
 DEFINE_string(model, "mlp", "train, fed: the model: mlp or cnn");
 DEFINE_int32(clients, 100, "fed: edge client processes");
 DEFINE_int32(clients_per_round, 10, "fed: uploads each FedAvg round keeps (1.3x selected)");
@@ -359,7 +358,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   gflags::HandleCommandLineHelpFlags();
-  // Nothing here tunes the process for transfers: the clients' Connect does (worker/client.h),
+  // Nothing here tunes the process for transfers: the clients' Connect does (hetps/client.h),
   // as it does in any program that links the client, and every raw ZeroMQ loop runs after it.
   spdlog::set_level(spdlog::level::warn);
   const std::string command = argc == 2 ? argv[1] : "";

@@ -38,8 +38,9 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
       return Status::InvalidArgument(fmt::format("unknown option '{}'", a));
     }
   }
+  if (Status s = out.auth.UseRun(out.scheduler); !s.ok()) return s;
   if (out.scheduler.empty())
-    return Status::InvalidArgument("--scheduler=tcp://host:port is required");
+    return Status::InvalidArgument("--scheduler=tcp://host:port (or --run_dir=RUN) is required");
   if (i < args.size() && args[i] == "checkpoint") {
     if (i + 1 != args.size()) {
       return Status::InvalidArgument(

@@ -29,8 +29,10 @@ StatusOr<HealthArgs> ParseHealthArgs(const std::vector<std::string>& args,
       return Status::InvalidArgument(fmt::format("unknown argument '{}'", a));
     }
   }
+  if (Status s = out.auth.UseRun(out.scheduler); !s.ok()) return s;
   if (out.scheduler.empty()) {
-    return Status::InvalidArgument("--scheduler=tcp://host:port (or HETPS_SCHEDULER) is required");
+    return Status::InvalidArgument(
+        "--scheduler=tcp://host:port (or --run_dir=RUN, or HETPS_SCHEDULER) is required");
   }
   if (out.role.empty() != (out.rank < 0)) {
     return Status::InvalidArgument("--role=server|worker and --rank=R go together");

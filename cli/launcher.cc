@@ -23,6 +23,7 @@
 
 #include "cli/hosts.h"
 #include "cli/netns_links.h"
+#include "cli/run_keys.h"
 #include "cli/status.h"
 #include "cli/usage.h"
 #include "common/cut.h"
@@ -155,16 +156,17 @@ Status SetUpCheckpoints(const LaunchArgs& args, const std::string& run_dir,
 
 // Tells where the dashboard is when the scheduler serves HTTP, and how to ask for the status.
 // `scheduler_host`: the host the scheduler runs on (-H), empty when it runs here.
-void SayDashboard(const std::vector<std::string>& scheduler_flags, const std::string& endpoint,
+void SayDashboard(const std::vector<std::string>& scheduler_flags, const std::string& run_dir,
                   const std::string& scheduler_host) {
-  std::string status = "hetps status --scheduler=" + endpoint;
+  std::string status = "hetps status --run_dir=" + run_dir;  // its endpoint and its own keys
   if (const std::string keys = LastFlagValue(scheduler_flags, "keys");
-      LastFlagValue(scheduler_flags, "auth") == "curve" && !keys.empty()) {
-    status += " --auth=curve --keys=" + keys;  // the operator key of the run's folder
+      LastFlagValue(scheduler_flags, "auth") == "curve" && !keys.empty() &&
+      keys != RunKeysDir(run_dir)) {
+    status += " --auth=curve --keys=" + keys;  // the operator key of the run's keys
   }
   const std::string port = LastFlagValue(scheduler_flags, "http_port");
   if (port.empty() || port == "-1") {
-    if (!scheduler_host.empty()) Say("status: " + status);
+    Say("status: " + status);
     return;
   }
   if (port == "0") {
@@ -231,8 +233,12 @@ Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
           fmt::format("--scheduler=tcp://{}:{}", netns.links->address(), netns.scheduler_port),
           "--links=netns"};
     }
-    if (!args.worker_cmd.empty()) {
+    if (!args.worker_cmd.empty()) {  // a command of the user's: hetps.Client reads these
       exec.insert(exec.end(), {"env", fmt::format("HETPS_RANK={}", i)});
+      for (auto [flag, variable] : {std::pair{"auth", "HETPS_AUTH"}, {"keys", "HETPS_KEYS"}}) {
+        const std::string value = LastFlagValue(worker_flags, flag);
+        if (!value.empty()) exec.push_back(fmt::format("{}={}", variable, value));
+      }
     }
     auto worker = cluster.StartWorker(i, Concat(Concat(flags, worker_flags), placed), "", exec);
     if (!worker.ok()) return worker.status();
@@ -477,7 +483,10 @@ int Run(const LaunchArgs& args, Supervisor& supervisor, const LocalClusterOption
   if (s.ok()) {
     Say(fmt::format("scheduler at {}; starting {} servers and {} workers", cluster.endpoint(),
                     args.servers, args.workers));
-    SayDashboard(options.scheduler_flags, cluster.endpoint(), scheduler_host);
+    std::ofstream endpoint(RunEndpointFile(run_dir));  // for hetps status|ctl --run_dir
+    endpoint << cluster.endpoint() << "\n";
+    if (!endpoint.flush()) Say("cannot write " + RunEndpointFile(run_dir));
+    SayDashboard(options.scheduler_flags, run_dir, scheduler_host);
     s = StartWorkers(args, cluster, worker_flags, run_dir, netns);
   }
   if (!s.ok()) {
@@ -514,6 +523,9 @@ int Launch(const LaunchArgs& args) {
   }
   const std::string run_dir = RunDirPath(args);
   if (Status s = SetUpCheckpoints(args, run_dir, *routed); !s.ok()) return Say(s.message()), 2;
+  auto secured = SecureLocalRun(args, run_dir, *routed);
+  if (!secured.ok()) return Say(secured.status().message()), 2;
+  if (!secured->empty()) Say(*secured);
   if (Status s = CheckRoleFlags(args, *routed, bin_dir); !s.ok()) return Say(s.message()), 2;
   if (Status s = PrepareRunDir(args, run_dir, *routed); !s.ok()) return Say(s.ToString()), 2;
 

@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <zmq.hpp>
 
+#include "cli/run_keys.h"
 #include "common/message.h"
 
 namespace hetps {
@@ -20,13 +23,32 @@ OperatorAuth OperatorAuth::FromEnvironment() {
 bool OperatorAuth::TakeArg(const std::string& arg) {
   for (auto [prefix, field] :
        {std::pair{"--auth=", &flags.mode}, std::pair{"--keys=", &flags.keys_dir},
-        std::pair{"--key=", &flags.key_name}}) {
+        std::pair{"--key=", &flags.key_name}, std::pair{"--run_dir=", &run_dir}}) {
     if (arg.starts_with(prefix)) {
       *field = arg.substr(std::string_view(prefix).size());
       return true;
     }
   }
   return false;
+}
+
+Status OperatorAuth::UseRun(std::string& scheduler) {
+  if (run_dir.empty()) return Status();
+  if (scheduler.empty()) {
+    std::ifstream in(RunEndpointFile(run_dir));
+    if (!(in >> scheduler)) {
+      return Status::NotFound(
+          fmt::format("{}: no scheduler endpoint there (is it the folder of a hetps launch run?)",
+                      RunEndpointFile(run_dir)));
+    }
+  }
+  std::error_code ec;
+  if ((flags.mode.empty() || flags.mode == "none") &&
+      std::filesystem::exists(RunKeysDir(run_dir) + "/operator.key", ec)) {
+    flags.mode = "curve";
+    flags.keys_dir = RunKeysDir(run_dir);
+  }
+  return Status();
 }
 
 StatusOr<Auth> OperatorAuth::Load() const {

@@ -16,10 +16,15 @@ namespace hetps {
 // may do (the status: any; ctl: operator keys only).
 struct OperatorAuth {
   AuthFlags flags;
+  std::string run_dir;  // --run_dir=RUN: a run of `hetps launch` (cli/run_keys.h)
   // Reads the environment's defaults.
   static OperatorAuth FromEnvironment();
-  // Takes `arg` when it is one of --auth=, --keys=, --key=; false otherwise.
+  // Takes `arg` when it is one of --auth=, --keys=, --key=, --run_dir=; false otherwise.
   bool TakeArg(const std::string& arg);
+  // With --run_dir: `scheduler` (when empty) from the run's endpoint file, and the run's own
+  // keys (when the run has them and no --auth was given). Fails when the run's folder has no
+  // endpoint to read.
+  Status UseRun(std::string& scheduler);
   // The loaded keys (none when --auth is none).
   StatusOr<Auth> Load() const;
 };

@@ -111,8 +111,9 @@ StatusOr<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args) {
       return Status::InvalidArgument(fmt::format("unknown argument '{}'", a));
     }
   }
+  if (Status s = out.auth.UseRun(out.scheduler); !s.ok()) return s;
   if (out.scheduler.empty())
-    return Status::InvalidArgument("--scheduler=tcp://host:port is required");
+    return Status::InvalidArgument("--scheduler=tcp://host:port (or --run_dir=RUN) is required");
   return out;
 }
 

@@ -65,7 +65,8 @@ const std::vector<CommandUsage>& Commands() {
          "           --resume=RUN_DIR starts a stopped run again from its newest one.\n"
          "           --worker_cmd='python3 train.py' runs that instead of hetps-worker, with the\n"
          "           same flags (--scheduler, --rank, --run_dir, the worker flags) and\n"
-         "           HETPS_SCHEDULER, HETPS_RANK in its environment (hetps.Client reads them).\n"
+         "           HETPS_SCHEDULER, HETPS_RANK, HETPS_AUTH, HETPS_KEYS in its environment\n"
+         "           (hetps.Client reads them).\n"
          "           --links=netns (root): each worker with an emulated link (--link_*) runs in\n"
          "           its own network namespace, tc tbf limiting its bandwidth and a proxy adding\n"
          "           its delay, so the kernel's TCP carries it; the default shapes the link in\n"
@@ -77,10 +78,15 @@ const std::vector<CommandUsage>& Commands() {
          "           on host i mod H, the workers fill each host's slots in order (W defaults to\n"
          "           the slots). A hosts file has one 'host', 'host:slots' or 'host slots=N' per\n"
          "           line. Logs come back as [role index@host]; Ctrl-C stops every process;\n"
-         "           each host's files (run folder, data dirs) stay on that host.\n"},
+         "           each host's files (run folder, data dirs) stay on that host.\n"
+         "           Security: a local run makes keys for itself in <run>/keys and every role\n"
+         "           authenticates with them, so no other user of this machine can join it or\n"
+         "           steer it (hetps status|ctl --run_dir=<run> use them); --insecure runs\n"
+         "           without, --auth=curve --keys=DIR with keys of your own. A run across hosts\n"
+         "           names its keys (--auth=curve --keys=DIR) or says --insecure.\n"},
         {"ctl", "switch the consistency of a running cluster, or take a whole-run checkpoint",
-         "usage: hetps ctl --scheduler=tcp://host:port [--timeout_ms=T] set consistency=SPEC\n"
-         "       hetps ctl --scheduler=tcp://host:port [--timeout_ms=T] checkpoint\n"
+         "usage: hetps ctl --scheduler=tcp://host:port|--run_dir=RUN [--timeout_ms=T]\n"
+         "                 set consistency=SPEC | checkpoint\n"
          "\n"
          "  ctl set  switch the consistency of a running cluster on every server, e.g.\n"
          "           set consistency=ssp:staleness=4 | set consistency=dssp:lower=2,range=8 |\n"
@@ -91,9 +97,10 @@ const std::vector<CommandUsage>& Commands() {
          "<run>/checkpoints);\n"
          "           hetps launch --resume=RUN_DIR continues from the newest one\n"
          "\n"
-         "  --auth=curve --keys=DIR [--key=NAME] (default: $HETPS_AUTH, $HETPS_KEYS, $HETPS_KEY; "
-         "key:\n"
-         "  operator) reach a cluster that runs with keys.\n"},
+         "  --run_dir=RUN reaches the cluster a local hetps launch runs in RUN: its scheduler's\n"
+         "  endpoint and its keys are there. --auth=curve --keys=DIR [--key=NAME] (default:\n"
+         "  $HETPS_AUTH, $HETPS_KEYS, $HETPS_KEY; key: operator) reach any cluster that runs\n"
+         "  with keys.\n"},
         {"fed", "federated experiments: a scenario under one algorithm or several",
          "usage: hetps fed run --flagfile=SCENARIO [--algorithm=A] [options] [--role_flag=value "
          "...]\n"
@@ -130,18 +137,21 @@ const std::vector<CommandUsage>& Commands() {
          "           report DIR writes the report of the runs DIR holds (--target=T: timed\n"
          "           to another accuracy).\n"},
         {"health", "exit 0 when the scheduler answers (a container health check)",
-         "usage: hetps health [--scheduler=tcp://host:port] [--role=server|worker --rank=R]\n"
+         "usage: hetps health [--scheduler=tcp://host:port|--run_dir=RUN]\n"
+         "                    [--role=server|worker --rank=R]\n"
          "                    [--timeout_ms=T]\n"
          "\n"
          "  health   a health check for containers: exit 0 when the scheduler answers (and, with\n"
          "           --role and --rank, counts that node alive), 1 otherwise, saying why.\n"
          "           --scheduler defaults to $HETPS_SCHEDULER.\n"
          "\n"
-         "  --auth=curve --keys=DIR [--key=NAME] (default: $HETPS_AUTH, $HETPS_KEYS, $HETPS_KEY; "
-         "key:\n"
-         "  operator) reach a cluster that runs with keys.\n"},
+         "  --run_dir=RUN reaches the cluster a local hetps launch runs in RUN: its scheduler's\n"
+         "  endpoint and its keys are there. --auth=curve --keys=DIR [--key=NAME] (default:\n"
+         "  $HETPS_AUTH, $HETPS_KEYS, $HETPS_KEY; key: operator) reach any cluster that runs\n"
+         "  with keys.\n"},
         {"status", "the cluster in tables (workers, servers, layers), once or like top",
-         "usage: hetps status --scheduler=tcp://host:port [--watch[=SECONDS]] [--json]\n"
+         "usage: hetps status --scheduler=tcp://host:port|--run_dir=RUN [--watch[=SECONDS]]\n"
+         "                    [--json]\n"
          "                    [--timeout_ms=T]\n"
          "\n"
          "  status   workers (clock, iteration time, gate wait, staleness, bytes, straggler "
@@ -149,9 +159,10 @@ const std::vector<CommandUsage>& Commands() {
          "           servers and layers in tables; --watch refreshes like top (default every 2 "
          "s).\n"
          "\n"
-         "  --auth=curve --keys=DIR [--key=NAME] (default: $HETPS_AUTH, $HETPS_KEYS, $HETPS_KEY; "
-         "key:\n"
-         "  operator) reach a cluster that runs with keys.\n"},
+         "  --run_dir=RUN reaches the cluster a local hetps launch runs in RUN: its scheduler's\n"
+         "  endpoint and its keys are there. --auth=curve --keys=DIR [--key=NAME] (default:\n"
+         "  $HETPS_AUTH, $HETPS_KEYS, $HETPS_KEY; key: operator) reach any cluster that runs\n"
+         "  with keys.\n"},
         {"keygen", "key material for --auth=curve",
          "usage: hetps keygen --out=DIR [--add=ROLE:NAME ...]\n"
          "\n"

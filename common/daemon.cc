@@ -3,10 +3,12 @@
 #include <gflags/gflags.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "common/env_flags.h"
@@ -99,5 +101,13 @@ void ReloadAllowListOnHangup(SignalWatcher& signals, const Auth& auth) {
     }
   });
 }
+
+void NotifyReady(const std::string& status) {
+  const int sent = sd_notifyf(0, "READY=1\nSTATUS=%s", status.c_str());
+  if (sent < 0) spdlog::warn("cannot tell systemd this node is ready: {}", std::strerror(-sent));
+  if (sent > 0) spdlog::debug("told systemd: ready ({})", status);
+}
+
+void NotifyStopping() { sd_notify(0, "STOPPING=1"); }
 
 }  // namespace hetps

@@ -4,6 +4,8 @@
 // the environment set, or set wrongly, reported.
 #pragma once
 
+#include <string>
+
 #include "common/auth.h"
 #include "common/signals.h"
 #include "common/status.h"
@@ -20,6 +22,11 @@ AuthFlags DaemonAuthFlags();
 StatusOr<Auth> LoadDaemonAuth(KeyRole role);
 // --insecure: listening off loopback without authentication is accepted.
 bool InsecureListening();
+// systemd's readiness protocol (sd_notify; nothing outside a Type=notify unit): READY=1 with
+// `status` once the node serves (the scheduler listens; a server or worker has joined), and
+// STOPPING=1 when it starts shutting down.
+void NotifyReady(const std::string& status);
+void NotifyStopping();
 // A listening daemon's SIGHUP: with --auth=curve, `auth`'s allow-list is read again from its
 // file (AllowList::Reload; every copy of it, the ZAP handler's included, sees the new one) and
 // what changed is logged, or, for a bad file, why the old list stays.

@@ -97,14 +97,15 @@ proto::Header ReplyTo(const proto::Header& request, proto::MsgType type, int32_t
 
 proto::Header ErrorReply(const proto::Header& request, const Status& status, int32_t self) {
   proto::Header h = ReplyTo(request, proto::ERROR, self);
-  h.set_error(status.code());
+  h.set_error(ToWire(status.code()));
   h.set_error_message(status.message());
   return h;
 }
 
 Status StatusOf(const proto::Header& header) {
   if (header.type() != proto::ERROR) return Status();
-  StatusCode code = header.error() == proto::OK ? proto::INTERNAL : header.error();
+  StatusCode code =
+      header.error() == StatusCode::kOk ? StatusCode::kInternal : FromWire(header.error());
   return Status(code, header.error_message());
 }
 

@@ -124,7 +124,7 @@ Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
         view_ = ClusterView(h.view());
         return Status();
       case proto::ERROR:
-        if (h.error() == proto::UNAVAILABLE && id_ < 0) {  // e.g. its rank is not free yet
+        if (h.error() == StatusCode::kUnavailable && id_ < 0) {  // e.g. its rank is not free yet
           spdlog::info("the scheduler says: {}; asking again", h.error_message());
           std::this_thread::sleep_for(std::chrono::milliseconds(300));
           Send(reg);

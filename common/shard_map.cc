@@ -119,10 +119,10 @@ TensorSpec FromProto(const proto::TensorSpec& spec) {
   return TensorSpec{spec.name(), {spec.shape().begin(), spec.shape().end()}, spec.layer()};
 }
 
-proto::ShardMap ShardMap::ToProto() const {
+proto::ShardMap ToProto(const ShardMap& map) {
   proto::ShardMap p;
-  for (const TensorSpec& t : tensors_) *p.add_tensors() = hetps::ToProto(t);
-  for (const Partition& part : partitions_) {
+  for (const TensorSpec& t : map.tensors()) *p.add_tensors() = ToProto(t);
+  for (const Partition& part : map.partitions()) {
     proto::PartitionInfo* info = p.add_partitions();
     info->set_tensor_id(part.tensor_id);
     info->set_index(part.index);
@@ -130,28 +130,26 @@ proto::ShardMap ShardMap::ToProto() const {
     info->set_length(part.length);
     info->set_server_rank(part.server_rank);
   }
-  p.set_partition_bytes(partition_bytes_);
-  p.set_num_servers(num_servers_);
+  p.set_partition_bytes(map.partition_bytes());
+  p.set_num_servers(map.num_servers());
   return p;
 }
 
-// Rebuilds from the declared tensors and checks the received placement is the one the rules
-// give: a node never trusts a map it could not have computed itself.
-StatusOr<ShardMap> ShardMap::FromProto(const proto::ShardMap& p) {
+StatusOr<ShardMap> ShardMapFromProto(const proto::ShardMap& p) {
   std::vector<TensorSpec> tensors;
   for (const proto::TensorSpec& t : p.tensors()) {
     if (t.dtype() != proto::FLOAT32) {
       return Status::DtypeMismatch(fmt::format("tensor '{}' is not float32", t.name()));
     }
-    tensors.push_back(hetps::FromProto(t));
+    tensors.push_back(FromProto(t));
   }
-  auto map = Build(std::move(tensors), p.num_servers(), p.partition_bytes());
+  auto map = ShardMap::Build(std::move(tensors), p.num_servers(), p.partition_bytes());
   if (!map.ok()) return map;
-  if (map->partitions_.size() != static_cast<size_t>(p.partitions_size())) {
+  if (map->partitions().size() != static_cast<size_t>(p.partitions_size())) {
     return Status::Malformed("shard map partition count differs from its tensors");
   }
   for (int i = 0; i < p.partitions_size(); ++i) {
-    const Partition& a = map->partitions_[i];
+    const Partition& a = map->partitions()[i];
     const proto::PartitionInfo& b = p.partitions(i);
     if (a.tensor_id != b.tensor_id() || a.offset != b.offset() || a.length != b.length() ||
         a.server_rank != b.server_rank()) {

@@ -61,6 +61,14 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, 
     return Status::InvalidArgument(
         fmt::format("shared memory {} is not {} bytes long", name, bytes));
   }
+  // Payloads go through it under --auth=curve too: only a segment private to this user (as
+  // Create makes them) keeps them from every other user, as the process's own memory is.
+  if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+    close(fd);
+    return Status::PermissionDenied(
+        fmt::format("shared memory {} is not private to this user (owner {}, mode {:o})", name,
+                    st.st_uid, st.st_mode & 0777));
+  }
   void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int e = errno;
   close(fd);

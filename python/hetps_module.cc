@@ -1,8 +1,8 @@
-// hetps._hetps: the client library (worker/client.h) for Python. The package hetps
+// hetps._hetps: the client library (<hetps/client.h>) for Python. The package hetps
 // (python/hetps/__init__.py) re-exports everything here; hetps.torch builds on it.
 //
 // Arrays cross without copies: push/init send from the array's memory and pull writes into it,
-// as worker/client.h does with a pointer. The module holds the array (and its buffer export)
+// as hetps/client.h does with a pointer. The module holds the array (and its buffer export)
 // until the ticket is done, also when the caller dropped the ticket, so the client's lifetime
 // contract holds however the ticket is used. The GIL is released while joining, waiting,
 // encoding and clocking, so other Python threads run meanwhile.
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/client.h"
+#include "hetps/client.h"
 #include "worker/train/run_log.h"
 
 namespace py = pybind11;
@@ -27,7 +27,7 @@ namespace {
 // Exception classes: hetps.Error, and one subclass per family of status codes.
 struct Exceptions {
   py::object base;
-  std::map<int, py::object> by_code;
+  std::map<StatusCode, py::object> by_code;
 };
 Exceptions& Errors() {
   static auto* e = new Exceptions();  // lives as long as the interpreter
@@ -38,7 +38,7 @@ Exceptions& Errors() {
   auto it = Errors().by_code.find(s.code());
   py::object cls = it != Errors().by_code.end() ? it->second : Errors().base;
   py::object error = cls(s.ToString());
-  error.attr("code") = proto::ErrorCode_Name(s.code());
+  error.attr("code") = StatusCodeName(s.code());
   error.attr("message") = s.message();
   PyErr_SetObject(cls.ptr(), error.ptr());
   throw py::error_already_set();
@@ -442,15 +442,15 @@ void AddExceptions(py::module_& m) {
       make("PermissionDenied", PyExc_PermissionError, "PERMISSION_DENIED: this key may not.");
   py::object internal = make("Internal", PyExc_RuntimeError, "INTERNAL.");
   auto& by = Errors().by_code;
-  by[proto::INVALID_ARGUMENT] = by[proto::SIZE_MISMATCH] = by[proto::DTYPE_MISMATCH] =
-      by[proto::MALFORMED] = invalid;
-  by[proto::NOT_FOUND] = not_found;
-  by[proto::UNAVAILABLE] = unavailable;
-  by[proto::FAILED_PRECONDITION] = by[proto::UNREGISTERED] = precondition;
-  by[proto::ABORTED] = aborted;
-  by[proto::DEADLINE_EXCEEDED] = deadline;
-  by[proto::PERMISSION_DENIED] = denied;
-  by[proto::INTERNAL] = internal;
+  by[StatusCode::kInvalidArgument] = by[StatusCode::kSizeMismatch] =
+      by[StatusCode::kDtypeMismatch] = by[StatusCode::kMalformed] = invalid;
+  by[StatusCode::kNotFound] = not_found;
+  by[StatusCode::kUnavailable] = unavailable;
+  by[StatusCode::kFailedPrecondition] = by[StatusCode::kUnregistered] = precondition;
+  by[StatusCode::kAborted] = aborted;
+  by[StatusCode::kDeadlineExceeded] = deadline;
+  by[StatusCode::kPermissionDenied] = denied;
+  by[StatusCode::kInternal] = internal;
 }
 
 }  // namespace
@@ -458,7 +458,7 @@ void AddExceptions(py::module_& m) {
 
 PYBIND11_MODULE(_hetps, m) {
   using namespace hetps;
-  m.doc() = "hetps: the parameter server's worker client (worker/client.h) for Python.";
+  m.doc() = "hetps: the parameter server's worker client (<hetps/client.h>) for Python.";
   AddExceptions(m);
 
   py::class_<PyTicket>(m, "Ticket",

@@ -92,9 +92,9 @@ void Checkpoints::OnAnswer(int32_t server, const proto::Header& h, double now) {
   if (h.type() == proto::CHECKPOINT_DONE) {
     attempt_->bytes += h.cut().bytes();
     attempt_->seconds = std::max(attempt_->seconds, h.cut().seconds());
-  } else if (h.error() == proto::ABORTED || h.error() == proto::UNAVAILABLE) {
+  } else if (h.error() == StatusCode::kAborted || h.error() == StatusCode::kUnavailable) {
     floor_ = std::max(floor_, h.cut().seen_clock());
-    if (h.error() == proto::UNAVAILABLE) retry_at_ = now + 0.2;
+    if (h.error() == StatusCode::kUnavailable) retry_at_ = now + 0.2;
     spdlog::info("server {} cannot take a checkpoint at clock {}: {}", server, attempt_->clock,
                  h.error_message());
     return CallOff("a server refused", now);

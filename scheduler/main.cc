@@ -151,10 +151,14 @@ int main(int argc, char** argv) {
   o.auth = std::move(*auth);
   hetps::ReloadAllowListOnHangup(signals, o.auth);
   o.insecure = hetps::InsecureListening();
+  o.on_listening = [](const std::string& endpoint) {
+    hetps::NotifyReady("listening on " + endpoint);
+  };
   hetps::Status s = hetps::SchedulerNode(o, signals.stop()).Run();
+  hetps::NotifyStopping();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());
-    return s.code() == hetps::proto::INVALID_ARGUMENT ? 2 : 1;
+    return s.code() == hetps::StatusCode::kInvalidArgument ? 2 : 1;
   }
   return 0;
 }

@@ -223,7 +223,7 @@ StatusOr<std::string> Loop::OpenDataDir() {
   }
   view_sent_ = state.formed();
   if (state.has_shard_map()) {
-    auto map = ShardMap::FromProto(state.shard_map());
+    auto map = ShardMapFromProto(state.shard_map());
     if (!map.ok()) return map.status();
     map_ = std::move(*map);
   }
@@ -305,7 +305,7 @@ Checkpoints::Actions Loop::CheckpointActions() {
                 proto::CutManifest m;
                 m.set_num_servers(options_.num_servers);
                 m.set_num_workers(options_.num_workers);
-                if (map_) *m.mutable_shard_map() = map_->ToProto();
+                if (map_) *m.mutable_shard_map() = ToProto(*map_);
                 if (policy_) *m.mutable_policy() = *policy_;
                 return m;
               },
@@ -323,7 +323,7 @@ void Loop::Save() {
   state.set_num_workers(options_.num_workers);
   for (proto::SchedulerMember& m : members_.Save()) *state.add_members() = std::move(m);
   state.set_formed(view_sent_);
-  if (map_) *state.mutable_shard_map() = map_->ToProto();
+  if (map_) *state.mutable_shard_map() = ToProto(*map_);
   if (policy_) *state.mutable_policy() = *policy_;
   if (Status s = store_->Save(state); !s.ok()) spdlog::error("{}", s.ToString());
 }
@@ -375,6 +375,7 @@ Status Loop::Run() {
     spdlog::info("listening on {} ({}); waiting for {} servers and {} workers", endpoint,
                  options_.auth.Describe(), options_.num_servers, options_.num_workers);
   }
+  if (options_.on_listening) options_.on_listening(endpoint);
   if (options_.http_port >= 0) {
     http_ = std::make_unique<StatusHttp>(
         options_.http_host, options_.http_port,
@@ -660,7 +661,7 @@ void Loop::AdmitRestartedServer(const Envelope& env, const Member& m) {
   proto::Header h;
   h.set_type(proto::SHARD_MAP);
   h.set_sender(kSchedulerId);
-  *h.mutable_shard_map() = map_->ToProto();
+  *h.mutable_shard_map() = ToProto(*map_);
   restoring_.insert(m.info.id());
   Reply(env.identity, h);
 }
@@ -754,7 +755,7 @@ void Loop::HandleDeclare(const Envelope& env, const Member& m) {
       return;
     }
     proto::Header r = ReplyTo(h, proto::SHARD_MAP, kSchedulerId);
-    *r.mutable_shard_map() = map_->ToProto();
+    *r.mutable_shard_map() = ToProto(*map_);
     return Reply(env.identity, r);
   }
   // Check the whole declaration before taking any of it.
@@ -886,7 +887,9 @@ void Loop::FinishPolicyChanges() {
                                                 : ErrorReply(req, s, kSchedulerId));
     spdlog::info("policy change {}", s.ok() ? "applied on every live server" : s.ToString());
     if (s.ok()) {
+      const bool scheduler_rounds = policy_ && policy_->scheduler_rounds();  // no switch changes it
       policy_ = it->second.policy;
+      policy_->set_scheduler_rounds(scheduler_rounds);
       Save();
     }
     it = policy_changes_.erase(it);
@@ -903,7 +906,7 @@ void Loop::Progress() {
     proto::Header r;
     r.set_type(proto::SHARD_MAP);
     r.set_sender(kSchedulerId);
-    *r.mutable_shard_map() = map_->ToProto();
+    *r.mutable_shard_map() = ToProto(*map_);
     for (const Arrival& a : waiting_for_map_) {
       r.set_request_id(a.request_id);
       Reply(a.identity, r);
@@ -942,7 +945,7 @@ void Loop::BuildShardMap(const std::vector<Arrival>& waiting) {
     declared_.clear();
     return;
   }
-  if (resume_ && !SameMessage(map->ToProto(), resume_->shard_map())) {
+  if (resume_ && !SameMessage(ToProto(*map), resume_->shard_map())) {
     const Status s = Status::FailedPrecondition(fmt::format(
         "the declared model ({} tensors, {} partitions) is not the one of checkpoint {} ({} "
         "tensors, {} partitions): resume with the same model and --partition_bytes",
@@ -968,7 +971,7 @@ void Loop::BuildShardMap(const std::vector<Arrival>& waiting) {
   proto::Header h;
   h.set_type(proto::SHARD_MAP);
   h.set_sender(kSchedulerId);
-  *h.mutable_shard_map() = map_->ToProto();
+  *h.mutable_shard_map() = ToProto(*map_);
   for (const Member* m : members_.Alive()) {
     if (m->info.role() != proto::SERVER) continue;
     pending_acks_.insert(m->info.id());

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/auth.h"
@@ -25,6 +26,7 @@ constexpr int kMaxWorkerRanks = 1 << 20;
 struct SchedulerOptions {
   std::string bind = "tcp://127.0.0.1:*";
   std::string endpoint_file;  // if set, the bound endpoint is written there once listening
+  std::function<void(const std::string& endpoint)> on_listening;  // optional
   // Who may connect (common/auth.h): with auth.curve, workers, servers and operators each with
   // a key of their role; else anyone, and only on loopback unless `insecure`.
   Auth auth;

@@ -170,6 +170,14 @@ Status ConsistencyGate::Switch(const std::string& text) {
   auto spec = Controllers().Parse(text);
   if (!spec.ok()) return spec.status();
   if (Status s = CheckCombination(aggregator_, *spec); !s.ok()) return s;
+  const ApplySchedule now = Controllers().EntryFor(consistency_.name()).schedule;
+  const ApplySchedule to = Controllers().EntryFor(spec->name()).schedule;
+  if ((SchedulerRunsRounds(now) || SchedulerRunsRounds(to)) && now != to) {
+    return Status::InvalidArgument(fmt::format(
+        "{} -> {}: a live switch cannot move into, out of or between the modes whose rounds the "
+        "scheduler runs (the clients' loop and the scheduler's differ); restart the run instead",
+        consistency_.Full(), spec->Full()));
+  }
   if (!controller_) return Status::Unavailable("the cluster has not formed yet");
   std::vector<int32_t> workers;
   for (const auto& [w, c] : controller_->clocks().all()) workers.push_back(w);

@@ -73,6 +73,10 @@ class ConsistencyGate {
   int64_t slowest_clock() const { return controller_->clocks().min(); }
   // For reports: the running spec with every parameter, parked requests, dropped pushes.
   std::string consistency() const { return consistency_.Full(); }
+  // Whether the scheduler closes this controller's rounds (Policy.scheduler_rounds).
+  bool scheduler_rounds() const {
+    return SchedulerRunsRounds(Controllers().EntryFor(consistency_.name()).schedule);
+  }
   int64_t parked_reads() const { return static_cast<int64_t>(parked_reads_.size()); }
   int64_t parked_clocks() const { return static_cast<int64_t>(parked_clocks_.size()); }
   int64_t dropped() const { return dropped_; }

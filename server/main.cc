@@ -111,10 +111,12 @@ int main(int argc, char** argv) {
   o.auth = std::move(*auth);
   hetps::ReloadAllowListOnHangup(signals, o.auth);
   o.insecure = hetps::InsecureListening();
+  o.on_joined = hetps::NotifyReady;
   hetps::Status s = hetps::ServerNode(o, signals.stop()).Run();
+  hetps::NotifyStopping();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());
-    return s.code() == hetps::proto::INVALID_ARGUMENT ? 2 : 1;
+    return s.code() == hetps::StatusCode::kInvalidArgument ? 2 : 1;
   }
   return 0;
 }

@@ -206,6 +206,7 @@ Status ServerLoop::Setup() {
   link_ = std::make_unique<SchedulerLink>(control_ctx_, options_.scheduler, proto::SERVER, address,
                                           options_.heartbeat_interval_ms, options_.auth);
   link_->registration().mutable_policy()->set_consistency(gate_->consistency());
+  link_->registration().mutable_policy()->set_scheduler_rounds(gate_->scheduler_rounds());
   if (Status s = OpenDataDir(); !s.ok()) return s;
   spdlog::info("listening on {} (advertised {}; {}), {} apply threads, optimizer {} ({})", endpoint,
                address, options_.auth.Describe(), options_.threads,
@@ -236,8 +237,11 @@ Status ServerLoop::Run() {
     }
   }
   spdlog::info("consistency {}, aggregator {}", gate_->consistency(), aggregator_->Full());
-  spdlog::info("joined: {} servers, {} workers", link_->view().num_servers(),
-               link_->view().num_workers());
+  const std::string joined =
+      fmt::format("joined as server {}: {} servers, {} workers", link_->rank(),
+                  link_->view().num_servers(), link_->view().num_workers());
+  spdlog::info("{}", joined);
+  if (options_.on_joined) options_.on_joined(joined);
 
   while (!shutdown_ && !stop_.load() && fatal_.ok()) {
     Poll();
@@ -445,9 +449,7 @@ void ServerLoop::AttachShm(Envelope& env) {
   const proto::Header& h = env.message.header;
   if (Status s = CheckSender(env); !s.ok()) return Reject(env, s);
   Status s;
-  if (options_.auth.curve) {
-    s = Status::FailedPrecondition("no shared memory transport with --auth=curve");
-  } else if (h.shm_length() <= 0 || h.shm_length() > (int64_t{1} << 32)) {
+  if (h.shm_length() <= 0 || h.shm_length() > (int64_t{1} << 32)) {
     s = Status::InvalidArgument(fmt::format("a shared memory segment of {} bytes", h.shm_length()));
   } else {
     auto segment = ShmSegment::Open(h.shm_name(), static_cast<size_t>(h.shm_length()));
@@ -467,9 +469,7 @@ void ServerLoop::AttachCma(Envelope& env) {
   if (Status s = CheckSender(env); !s.ok()) return Reject(env, s);
   proto::Header r = ReplyTo(h, proto::CMA_ATTACH_REPLY, link_->id());
   Status s;
-  if (options_.auth.curve) {
-    s = Status::FailedPrecondition("no cross memory attach with --auth=curve");
-  } else if (h.cma_probe() == 0) {  // the claim: answered with a probe to put there
+  if (h.cma_probe() == 0) {  // the claim: answered with a probe to put there
     auto probe = cma_.Challenge(h.sender(), static_cast<pid_t>(h.cma_pid()), h.pid_namespace(),
                                 h.cma_address());
     if (probe.ok()) {
@@ -571,7 +571,7 @@ Status ServerLoop::RestoreShards() {
   if (!durable_->meta()) {
     proto::DurableMeta meta;
     meta.set_server_rank(link_->rank());
-    *meta.mutable_shard_map() = map_->ToProto();
+    *meta.mutable_shard_map() = ToProto(*map_);
     return durable_->SetMeta(meta);
   }
   const proto::DurableMeta& meta = *durable_->meta();
@@ -580,7 +580,7 @@ Status ServerLoop::RestoreShards() {
         fmt::format("data dir {} belongs to server rank {}, but this server joined as rank {}", dir,
                     meta.server_rank(), link_->rank()));
   }
-  if (!SameMessage(meta.shard_map(), map_->ToProto())) {
+  if (!SameMessage(meta.shard_map(), ToProto(*map_))) {
     return Status::FailedPrecondition(fmt::format(
         "data dir {} holds another model ({} tensors, {} partitions; the cluster declared {} "
         "and {}); start this server on an empty data dir, or declare the same tensors",
@@ -652,7 +652,7 @@ Status ServerLoop::RestoreCut() {
   auto reader = CutReader::Open(dir, link_->rank());
   if (!reader.ok()) return reader.status();
   const proto::CutFileMeta& meta = (*reader)->meta();
-  if (meta.clock() != restore_->clock() || !SameMessage(meta.shard_map(), map_->ToProto())) {
+  if (meta.clock() != restore_->clock() || !SameMessage(meta.shard_map(), ToProto(*map_))) {
     return Status::FailedPrecondition(fmt::format(
         "checkpoint {} holds another model ({} tensors, {} partitions at clock {}; the cluster "
         "declared {} and {})",
@@ -739,7 +739,7 @@ void ServerLoop::ProgressCut() {
     meta.set_format(kCutFileFormat);
     meta.set_server_rank(link_->rank());
     meta.set_clock(clock);
-    *meta.mutable_shard_map() = map_->ToProto();
+    *meta.mutable_shard_map() = ToProto(*map_);
     for (const proto::NodeInfo& w : link_->view().workers()) *meta.add_workers() = w;
     cut_->writing_since = std::chrono::steady_clock::now();
     cut_->job = std::make_shared<CutJob>(cut_->cut.dir(), std::move(meta), 1 + options_.threads);
@@ -780,7 +780,7 @@ void ServerLoop::ReleaseDeferred(std::deque<Envelope> deferred) {
 
 Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
   if (map_) return Status::FailedPrecondition("a shard map is already installed");
-  auto map = ShardMap::FromProto(proto_map);
+  auto map = ShardMapFromProto(proto_map);
   if (!map.ok()) return map.status();
   for (const Partition& p : map->partitions()) {
     const int64_t bytes = p.length * static_cast<int64_t>(sizeof(float));
@@ -907,7 +907,7 @@ void ServerLoop::HandleControl(Envelope& env) {
     case proto::HEARTBEAT:
       break;
     case proto::ERROR:
-      if (h.error() == proto::UNREGISTERED) {
+      if (h.error() == StatusCode::kUnregistered) {
         // Declared dead while alive (it stalled past the heartbeat timeout): the cluster has
         // stopped routing to it, so it stops too; restarted on its data dir it takes its rank
         // over again (hetps launch --restart does that).

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/auth.h"
@@ -29,6 +30,8 @@ namespace hetps {
 
 struct ServerOptions {
   std::string scheduler;  // tcp://host:port of the scheduler
+  // Optional: called once the server has joined the cluster, with a line saying so.
+  std::function<void(const std::string& status)> on_joined;
   std::string bind = "tcp://127.0.0.1:*";
   std::string
       advertise;    // address workers dial; default: the bound endpoint; "tcp://H:*": H, bound port

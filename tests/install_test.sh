@@ -3,8 +3,9 @@
 # installed headers alone; the out-of-tree example (examples/cpp) builds against it with
 # find_package(hetps) and trains through a cluster of the installed daemons; the installed
 # `hetps launch` runs a cluster whose scheduler finds the installed dashboard. The .deb made by
-# deploy/package.sh (as the image makes it): the package's declared dependencies are installed
-# Debian packages here, and the binaries unpacked from it (dpkg-deb -x into a scratch root) run a cluster the same way. Everything
+# deploy/package.sh (as the image makes it), split into hetps and hetps-dev: the runtime
+# package's declared dependencies are installed Debian packages here, and the binaries unpacked
+# from it (dpkg-deb -x into a scratch root) run a cluster the same way. Everything
 # lives under one scratch folder, removed at the end, also on failure.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -21,9 +22,16 @@ trap cleanup EXIT
 
 prefix=$scratch/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
-echo '#include "worker/client.h"' |
-  c++ -std=c++20 -fsyntax-only -I"$prefix/include/hetps" -x c++ - ||
-  { echo "FAIL: worker/client.h needs headers that are not installed"; exit 1; }
+# The public API: <hetps/client.h> compiles from the installed headers alone, and they are all
+# there is under include/: no generated protobuf header, no internal folder.
+echo '#include <hetps/client.h>' |
+  c++ -std=c++20 -fsyntax-only -I"$prefix/include" -x c++ - ||
+  { echo "FAIL: hetps/client.h needs headers that are not installed"; exit 1; }
+extra=$(cd "$prefix/include" && find . -type f ! -path './hetps/*.h' -o -type d -path './hetps/*')
+[ -z "$extra" ] || { echo "FAIL: installed beside the public headers: $extra"; exit 1; }
+if grep -rl 'pb\.h\|"common/\|"worker/' "$prefix/include/hetps"; then
+  echo "FAIL: a public header includes an internal one"; exit 1
+fi
 test -f "$prefix/share/hetps/dashboard/index.html" || { echo "FAIL: no installed dashboard"; exit 1; }
 
 cmake -S "$src/examples/cpp" -B "$scratch/example" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
@@ -76,6 +84,22 @@ echo "PASS: installed tree, example and launch"
 # Made the way the image's build stage makes it (deploy/package.sh: every target, then cpack).
 "$src/deploy/package.sh" "$build" "$scratch/pkg" >/dev/null
 deb=$(ls "$scratch"/pkg/hetps_*_amd64.deb)
+dev=$(ls "$scratch"/pkg/hetps-dev_*_amd64.deb)
+# Runtime and development files apart: the binaries in hetps, the headers, static libraries
+# and CMake package in hetps-dev, which needs hetps of its own version.
+dpkg-deb -c "$deb" | awk '{print $NF}' >"$scratch/runtime.files"
+dpkg-deb -c "$dev" | awk '{print $NF}' >"$scratch/dev.files"
+grep -qx './usr/bin/hetps-server' "$scratch/runtime.files" || { echo "FAIL: no daemons in $deb"; exit 1; }
+if grep -E '^./usr/include/|\.a$' "$scratch/runtime.files"; then
+  echo "FAIL: $(basename "$deb") holds development files"; exit 1
+fi
+grep -qx './usr/include/hetps/client.h' "$scratch/dev.files" || { echo "FAIL: no client.h in $dev"; exit 1; }
+grep -qx './usr/lib/cmake/hetps/hetpsConfig.cmake' "$scratch/dev.files" ||
+  { echo "FAIL: no CMake package in $dev"; exit 1; }
+if grep '^./usr/bin/' "$scratch/dev.files"; then echo "FAIL: $(basename "$dev") holds binaries"; exit 1; fi
+version=$(dpkg-deb -f "$deb" Version)
+dpkg-deb -f "$dev" Depends | grep -q "hetps (= $version)" ||
+  { echo "FAIL: $(basename "$dev") does not depend on hetps (= $version)"; exit 1; }
 # What is installed here: package names and the virtual names they provide.
 dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Provides}\n' |
   awk '$1 == "ii" { print $2; for (i = 3; i <= NF; ++i) if ($i !~ /^[(=<>]/ && $i !~ /\)/) print $i }' |

@@ -1,4 +1,4 @@
-#include "worker/client.h"
+#include "hetps/client.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -10,6 +10,7 @@
 
 #include "common/allocator.h"
 #include "common/compress/codec.h"
+#include "common/shard_map.h"
 #include "worker/client_io.h"
 #include "worker/client_report.h"
 #include "worker/transport.h"
@@ -141,6 +142,10 @@ int32_t Client::id() const { return impl_->io.id(); }
 int Client::rank() const { return impl_->io.rank(); }
 int Client::num_workers() const { return impl_->io.view().num_workers(); }
 int Client::num_servers() const { return impl_->io.view().num_servers(); }
+bool Client::scheduler_runs_rounds() const {
+  return impl_->io.view().proto().policy().scheduler_rounds();
+}
+
 std::string Client::consistency() const { return impl_->io.view().proto().policy().consistency(); }
 int64_t Client::clock() const { return impl_->clock.load(); }
 const ShardMap& Client::shard_map() const { return *impl_->map; }
@@ -155,7 +160,7 @@ Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
   for (const TensorSpec& t : tensors) *h.add_tensors() = ToProto(t);
   auto reply = impl_->io.Call(std::move(h));
   if (!reply.ok()) return reply.status();
-  auto map = ShardMap::FromProto(reply->shard_map());
+  auto map = ShardMapFromProto(reply->shard_map());
   if (!map.ok()) return map.status();
   for (const TensorSpec& t : tensors) {
     if (map->TensorId(t.name) < 0) {
@@ -476,7 +481,7 @@ Status Client::Finish() {
   h.set_type(proto::LEAVE);
   Status s = impl_->io.Call(std::move(h), kStopGraceMs).status();
   impl_->io.Stop(grace_left_ms);
-  return s.code() == proto::ABORTED ? Status() : s;  // a cluster already shut down is fine
+  return s.code() == StatusCode::kAborted ? Status() : s;  // a cluster already shut down is fine
 }
 
 }  // namespace hetps

@@ -275,7 +275,9 @@ Status ClientIo::Connect(const proto::NodeInfo& server) {
 
 void ClientIo::AttachTransports() {
   transports_.resize(servers_.size());
-  if (auth_.curve || options_.link.enabled()) return;  // the socket's guarantees or timing
+  // Under --auth=curve too: the headers stay on the authenticated socket, and the payloads go
+  // where only this user can reach them (a 0600 segment; ptrace rights over this process).
+  if (options_.link.enabled()) return;  // the link's timing is the socket's
   auto choices = TransportsFor(options_.transport);
   const proto::NodeInfo* self = link_.view().Node(link_.id());
   if (!choices.ok() || choices->empty() || self == nullptr) return;
@@ -294,7 +296,7 @@ void ClientIo::AttachTransports() {
       }
       why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", t->name, opened.status().ToString());
       // A server that does not answer at all (dying, restarting) is not asked again.
-      if (opened.status().code() == proto::DEADLINE_EXCEEDED) break;
+      if (opened.status().code() == StatusCode::kDeadlineExceeded) break;
     }
     if (!transports_[rank]) {
       spdlog::info("server rank {} is on this host; its payloads stay on the socket ({})", rank,
@@ -324,7 +326,7 @@ StatusOr<proto::Header> ClientIo::Ask(int rank, proto::Header h) {
     if (r.request_id() != h.request_id()) continue;
     if (r.type() != proto::ERROR) return r;
     Status s = StatusOf(r);
-    if (s.code() != proto::UNREGISTERED || steady_clock::now() > deadline) return s;
+    if (s.code() != StatusCode::kUnregistered || steady_clock::now() > deadline) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     hetps::Send(servers_[rank], h, {});  // it did not know this worker yet: ask again
   }

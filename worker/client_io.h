@@ -31,8 +31,10 @@
 #include "common/compress/codec.h"
 #include "common/message.h"
 #include "common/scheduler_link.h"
-#include "worker/client.h"
+#include "common/shard_map.h"
+#include "hetps/client.h"
 #include "worker/client_report.h"
+#include "worker/link_shaper.h"
 #include "worker/transport.h"
 
 namespace hetps {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "hetps.pb.h"
-#include "worker/client.h"
+#include "hetps/client.h"
 
 namespace hetps {
 

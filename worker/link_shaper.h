@@ -17,25 +17,9 @@
 #include <random>
 
 #include "common/status.h"
+#include "hetps/link.h"
 
 namespace hetps {
-
-struct LinkOptions {
-  double up_mbps = 0;     // client -> servers (0: unlimited)
-  double down_mbps = 0;   // servers -> client (0: unlimited)
-  double latency_ms = 0;  // one way, each direction
-  double jitter_ms = 0;
-  double loss = 0;  // per packet
-  double rto_ms = 200;
-  uint64_t seed = 1;
-  // The link is emulated outside the client (hetps launch --links=netns: tc and a delaying
-  // proxy): the client reports it but does not shape its own transport.
-  bool outside = false;
-
-  bool enabled() const {
-    return up_mbps > 0 || down_mbps > 0 || latency_ms > 0 || jitter_ms > 0 || loss > 0;
-  }
-};
 
 // What LinkShaper refuses: negative figures, a loss of 1 or more.
 Status ValidateLinkOptions(const LinkOptions& options);

@@ -15,7 +15,7 @@
 #include "common/int_list.h"
 #include "common/logging.h"
 #include "common/signals.h"
-#include "worker/client.h"
+#include "hetps/client.h"
 #include "worker/edge/availability.h"
 #include "worker/edge/edge_client.h"
 #include "worker/link_table.h"
@@ -110,7 +110,7 @@ DEFINE_int32(server_recovery_timeout_ms, 0,
              "when a server dies, how long its requests wait for it to be restarted on its "
              "--data_dir (then they are resent, each update applied once); 0: they fail at once");
 DEFINE_string(transport, "auto",
-              "co-located servers (this machine and network namespace, no --auth=curve): how "
+              "co-located servers (this machine and network namespace): how "
               "large payloads skip the socket: cma (the server reads and writes this process's "
               "arrays), shm (a shared memory segment per server), auto (shm, else cma), socket "
               "(neither)");
@@ -424,9 +424,11 @@ int main(int argc, char** argv) {
     spdlog::error("cannot join the cluster: {}", client.status().ToString());
     return 1;
   }
+  hetps::NotifyReady(
+      fmt::format("joined as worker {} of {}", (*client)->rank(), (*client)->num_workers()));
   // Federated rounds are asked for and reported by edge clients only; another workload's
   // pushes would be held for rounds that never close.
-  const bool rounds = hetps::RoundsRunByScheduler((*client)->consistency());
+  const bool rounds = (*client)->scheduler_runs_rounds();
   hetps::Status s =
       rounds && FLAGS_workload != "edge"
           ? hetps::Status::InvalidArgument(fmt::format(
@@ -436,6 +438,7 @@ int main(int argc, char** argv) {
       : FLAGS_workload == "train" ? hetps::RunTraining(**client, *train, signals.stop())
       : FLAGS_workload == "edge"  ? hetps::RunEdgeClient(**client, *edge, signals.stop())
                                   : hetps::RunSynthetic(**client, *synthetic, signals.stop());
+  hetps::NotifyStopping();
   hetps::Status left = (*client)->Finish();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());

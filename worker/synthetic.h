@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "worker/client.h"
+#include "hetps/client.h"
 
 namespace hetps {
 

@@ -25,7 +25,7 @@
 
 #include "common/status.h"
 #include "hetps.pb.h"
-#include "worker/client.h"
+#include "hetps/client.h"
 #include "worker/client_report.h"
 
 namespace hetps {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/client.h"
+#include "hetps/client.h"
 
 int main(int argc, char** argv) {
   const char* env = std::getenv("HETPS_SCHEDULER");

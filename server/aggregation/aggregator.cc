@@ -60,25 +60,22 @@ Status LoadByWorker(const proto::FloatsByWorker& in, ReadSnapshots& snapshots) {
 
 Status CheckCombination(const AlgorithmSpec& aggregator, const AlgorithmSpec& consistency) {
   const ApplySchedule schedule = Controllers().EntryFor(consistency.name()).schedule;
-  Status s = Aggregators().EntryFor(aggregator.name()).fits(aggregator, schedule);
+  const AggregatorEntry& entry = Aggregators().EntryFor(aggregator.name());
+  Status s;
+  if (std::find(entry.schedules.begin(), entry.schedules.end(), schedule) ==
+      entry.schedules.end()) {
+    std::string known;
+    for (ApplySchedule k : entry.schedules)
+      known += (known.empty() ? "" : ", ") + std::string(ScheduleName(k));
+    s = Status::InvalidArgument(fmt::format("{} is defined only for {}; this controller has {}",
+                                            aggregator.name(), known, ScheduleName(schedule)));
+  } else if (entry.refine) {
+    s = entry.refine(aggregator, schedule);
+  }
   if (s.ok()) return s;
   return Status::InvalidArgument(
       fmt::format("aggregator {} does not combine with consistency {}: {}", aggregator.Full(),
                   consistency.Full(), s.message()));
-}
-
-std::function<Status(const AlgorithmSpec&, ApplySchedule)> OnlyUnder(
-    std::vector<ApplySchedule> schedules) {
-  return [schedules](const AlgorithmSpec& spec, ApplySchedule schedule) {
-    if (std::find(schedules.begin(), schedules.end(), schedule) != schedules.end()) {
-      return Status();
-    }
-    std::string known;
-    for (ApplySchedule k : schedules)
-      known += (known.empty() ? "" : ", ") + std::string(ScheduleName(k));
-    return Status::InvalidArgument(fmt::format("{} is defined only for {}; this controller has {}",
-                                               spec.name(), known, ScheduleName(schedule)));
-  };
 }
 
 }  // namespace hetps

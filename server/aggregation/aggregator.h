@@ -2,7 +2,7 @@
 // orthogonal to the consistency controller, which decides *when*. One instance per partition,
 // driven only by the partition's owning thread. Chosen by a spec string
 // (--aggregator=fedbuff:k=8,exponent=0.5) from the registry below; each aggregator declares
-// which of the controllers' apply schedules it is defined for (Fits), and every other
+// which of the controllers' apply schedules it is defined for (schedules), and every other
 // combination is refused at start and on a live switch. `hetps-server --list` prints them all.
 // Staleness sigma = the partition's version now - the version the push was computed from.
 #pragma once
@@ -80,18 +80,18 @@ Status LoadByWorker(const proto::FloatsByWorker& in, ReadSnapshots& snapshots);
 struct AggregatorEntry {
   // REQUIRES: `optimizer` outlives the aggregator.
   std::function<std::unique_ptr<Aggregator>(const AlgorithmSpec&, const Optimizer&)> make;
-  // Whether the aggregator, as `spec` configures it, is defined under `schedule`; an error
-  // says why not.
-  std::function<Status(const AlgorithmSpec& spec, ApplySchedule schedule)> fits;
+  // The controllers' apply schedules the aggregator is defined for; every other combination is
+  // refused (and the tests derive what they expect from this list).
+  std::vector<ApplySchedule> schedules;
+  // Optional: what the aggregator's parameters leave undefined under one of `schedules` (an
+  // error says why), e.g. a per-push option under rounds.
+  std::function<Status(const AlgorithmSpec& spec, ApplySchedule schedule)> refine = nullptr;
 };
 using AggregatorRegistry = Registry<AggregatorEntry>;
 // Every aggregator (aggregators.def).
 const AggregatorRegistry& Aggregators();
 // `aggregator` under the controller `consistency` (both validated specs), or why not.
 Status CheckCombination(const AlgorithmSpec& aggregator, const AlgorithmSpec& consistency);
-// A Fits for aggregators defined under the listed schedules only.
-std::function<Status(const AlgorithmSpec&, ApplySchedule)> OnlyUnder(
-    std::vector<ApplySchedule> schedules);
 
 #define HETPS_AGGREGATOR(Name) void Register##Name(AggregatorRegistry& r);
 #include "server/aggregation/aggregators.def"

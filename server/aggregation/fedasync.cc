@@ -77,7 +77,7 @@ void RegisterFedAsync(AggregatorRegistry& r) {
         ParamDef::Real("b", "2", 0, 1e6, "hinge: staleness with full weight")
             .OnlyWith("staleness", {"hinge"})}},
       {[](const AlgorithmSpec& spec, const Optimizer&) { return std::make_unique<FedAsync>(spec); },
-       OnlyUnder({ApplySchedule::kOnArrival, ApplySchedule::kCommitted})});
+       {ApplySchedule::kOnArrival, ApplySchedule::kCommitted}});
 }
 
 }  // namespace hetps

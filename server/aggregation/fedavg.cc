@@ -59,7 +59,7 @@ void RegisterFedAvg(AggregatorRegistry& r) {
         {[](const AlgorithmSpec&, const Optimizer& optimizer) {
            return std::make_unique<FedAvg>(optimizer);
          },
-         OnlyUnder({ApplySchedule::kLockstepRounds, ApplySchedule::kScheduledRounds})});
+         {ApplySchedule::kLockstepRounds, ApplySchedule::kScheduledRounds}});
 }
 
 }  // namespace hetps

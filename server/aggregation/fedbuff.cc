@@ -61,7 +61,7 @@ void RegisterFedBuff(AggregatorRegistry& r) {
         {[](const AlgorithmSpec& spec, const Optimizer& optimizer) {
            return std::make_unique<FedBuff>(spec, optimizer);
          },
-         OnlyUnder({ApplySchedule::kOnArrival, ApplySchedule::kCommitted})});
+         {ApplySchedule::kOnArrival, ApplySchedule::kCommitted}});
 }
 
 }  // namespace hetps

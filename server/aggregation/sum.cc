@@ -98,10 +98,10 @@ class Sum final : public Aggregator {
   int64_t in_window_ = 0;
 };
 
-// Committed uploads (committed) go through it one by one, as on arrival. Rounds (bsp, backup,
-// semi_async) combine held gradients themselves (RoundSpec): every
+// Defined under every schedule. Committed uploads (committed) go through it one by one, as on
+// arrival. Rounds (bsp, backup, semi_async) combine held gradients themselves (RoundSpec): every
 // gradient of a round shares its base, and neither 1/sigma nor DC-ASGD's correction apply.
-Status SumFits(const AlgorithmSpec& spec, ApplySchedule schedule) {
+Status PerPushOptionsOnly(const AlgorithmSpec& spec, ApplySchedule schedule) {
   const bool per_push = schedule == ApplySchedule::kOnArrival ||
                         schedule == ApplySchedule::kWindowed ||
                         schedule == ApplySchedule::kCommitted;
@@ -129,7 +129,7 @@ void RegisterSum(AggregatorRegistry& r) {
         {[](const AlgorithmSpec& spec, const Optimizer& optimizer) {
            return std::make_unique<Sum>(spec, optimizer);
          },
-         SumFits});
+         EverySchedule(), PerPushOptionsOnly});
 }
 
 }  // namespace hetps

@@ -125,7 +125,7 @@ void RegisterTemporal(AggregatorRegistry& r) {
          "(e/2)^-(rounds since upload) (Chen, Sun, Jin, TNNLS'19)",
          {}},
         {[](const AlgorithmSpec&, const Optimizer&) { return std::make_unique<Temporal>(); },
-         OnlyUnder({ApplySchedule::kLockstepRounds, ApplySchedule::kScheduledRounds})});
+         {ApplySchedule::kLockstepRounds, ApplySchedule::kScheduledRounds}});
 }
 
 }  // namespace hetps

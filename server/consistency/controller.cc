@@ -20,6 +20,16 @@ const char* ScheduleName(ApplySchedule schedule) {
   return "?";
 }
 
+std::vector<ApplySchedule> EverySchedule() {
+  return {ApplySchedule::kOnArrival,       ApplySchedule::kWindowed,
+          ApplySchedule::kLockstepRounds,  ApplySchedule::kQuorumRounds,
+          ApplySchedule::kScheduledRounds, ApplySchedule::kCommitted};
+}
+
+bool SchedulerRunsRounds(ApplySchedule schedule) {
+  return schedule == ApplySchedule::kScheduledRounds || schedule == ApplySchedule::kCommitted;
+}
+
 const ControllerRegistry& Controllers() {
   static const ControllerRegistry* r = [] {
     auto* r = new ControllerRegistry("consistency");
@@ -34,10 +44,7 @@ const ControllerRegistry& Controllers() {
 std::vector<std::string> ClockDrivenControllers() {
   std::vector<std::string> names;
   for (const std::string& name : Controllers().Names()) {
-    const ApplySchedule schedule = Controllers().EntryFor(name).schedule;
-    if (schedule != ApplySchedule::kScheduledRounds && schedule != ApplySchedule::kCommitted) {
-      names.push_back(name);
-    }
+    if (!SchedulerRunsRounds(Controllers().EntryFor(name).schedule)) names.push_back(name);
   }
   return names;
 }

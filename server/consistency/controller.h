@@ -111,6 +111,10 @@ enum class ApplySchedule {
   kCommitted,        // held; each upload the scheduler commits goes on as on arrival (committed)
 };
 const char* ScheduleName(ApplySchedule schedule);
+std::vector<ApplySchedule> EverySchedule();
+// Whether the scheduler closes the rounds or uploads (kScheduledRounds, kCommitted): then only
+// federated clients, which ask for work, can run under it.
+bool SchedulerRunsRounds(ApplySchedule schedule);
 
 struct ControllerEntry {
   std::function<std::unique_ptr<ConsistencyController>(const AlgorithmSpec&,

@@ -62,9 +62,9 @@ TEST(NodeFailureTest, DeadServerFailsRequestsInsteadOfHanging) {
       std::async(std::launch::async, [&] { return c.Push("w", g.data(), 100000).Wait(); });
   ASSERT_EQ(pushed.wait_for(15s), std::future_status::ready) << "push hung on a dead server";
   Status s = pushed.get();
-  EXPECT_EQ(s.code(), proto::UNAVAILABLE) << s.ToString();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   // Later requests to it fail at once.
-  EXPECT_EQ(c.Pull("w", g.data(), 100000).Wait().code(), proto::UNAVAILABLE);
+  EXPECT_EQ(c.Pull("w", g.data(), 100000).Wait().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(c.Finish().ok());
 }
 
@@ -76,7 +76,7 @@ TEST(NodeFailureTest, LostSchedulerIsAnErrorNotAHang) {
   cluster.scheduler().Signal(SIGKILL);
   auto barrier = std::async(std::launch::async, [&] { return clients[0]->Barrier(); });
   ASSERT_EQ(barrier.wait_for(15s), std::future_status::ready) << "barrier hung without a scheduler";
-  EXPECT_EQ(barrier.get().code(), proto::UNAVAILABLE);
+  EXPECT_EQ(barrier.get().code(), StatusCode::kUnavailable);
   auto st = cluster.server(0).WaitExit(15s);
   ASSERT_TRUE(st.has_value()) << "server kept running without a scheduler";
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1);
@@ -130,7 +130,7 @@ TEST(NodeFailureTest, ArraysLentToAStalledServerComeBackOnlyOnceItExits) {
   // The framed pull fails once the server is declared dead; the lent one waits.
   auto declared = std::async(std::launch::async, [&] { return framed.Wait(); });
   ASSERT_EQ(declared.wait_for(15s), std::future_status::ready) << "never declared dead";
-  EXPECT_EQ(declared.get().code(), proto::UNAVAILABLE);
+  EXPECT_EQ(declared.get().code(), StatusCode::kUnavailable);
   std::this_thread::sleep_for(300ms);
   EXPECT_FALSE(lent.Done()) << "an array handed back while the server could still write it";
   cluster.server(0).Signal(SIGCONT);  // it runs again, hears it was declared dead and exits
@@ -140,7 +140,7 @@ TEST(NodeFailureTest, ArraysLentToAStalledServerComeBackOnlyOnceItExits) {
   });
   ASSERT_EQ(failed.wait_for(15s), std::future_status::ready) << "the pull never came back";
   const auto [status, exited] = failed.get();
-  EXPECT_EQ(status.code(), proto::UNAVAILABLE) << status.ToString();
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
   EXPECT_TRUE(exited) << "handed back before the server exited";
   EXPECT_TRUE(cluster.server(0).WaitExit(10s).has_value());
   EXPECT_TRUE(c.Finish().ok());

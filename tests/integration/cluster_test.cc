@@ -252,7 +252,7 @@ TEST_P(CallerIoTest, CallsDuringAndAfterFinishFailAtOnce) {
   std::vector<float> values(100000, 0.0f);
   const auto start = std::chrono::steady_clock::now();
   auto expect_finished = [](const Status& s, const char* call) {
-    EXPECT_EQ(s.code(), proto::FAILED_PRECONDITION) << call << ": " << s.ToString();
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << call << ": " << s.ToString();
     EXPECT_NE(s.message().find("Finish()"), std::string::npos) << call << ": " << s.ToString();
   };
   Ticket push = c.Push("big", values.data(), 100000);
@@ -351,9 +351,9 @@ TEST_P(SmallTensorsTest, ExactSumsAndFewerMessages) {
                  ->Pull(std::vector<Client::TensorView>{{"t0", buffer.data(), 50},
                                                         {"nope", buffer.data(), 50}})
                  .Wait();
-  EXPECT_EQ(s.code(), proto::NOT_FOUND) << s.ToString();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
   s = clients[0]->Push(std::vector<Client::ConstTensorView>{{"t0", buffer.data(), 49}}).Wait();
-  EXPECT_EQ(s.code(), proto::SIZE_MISMATCH) << s.ToString();
+  EXPECT_EQ(s.code(), StatusCode::kSizeMismatch) << s.ToString();
   EXPECT_EQ(clients[0]->stats().requests, before);
   for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
 }
@@ -448,7 +448,7 @@ TEST(ClusterTest, WorkerInitializesAndTheFirstInitWins) {
   LocalCluster::RunEach(2, [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(tensors).ok()); });
   std::vector<float> out(50000);
   Status before = clients[0]->Pull("w", out.data(), 50000).Wait();
-  EXPECT_EQ(before.code(), proto::FAILED_PRECONDITION) << before.ToString();
+  EXPECT_EQ(before.code(), StatusCode::kFailedPrecondition) << before.ToString();
 
   std::vector<float> first(50000), second(50000, 9.0f);
   std::iota(first.begin(), first.end(), 0.0f);
@@ -527,7 +527,7 @@ TEST(ClusterTest, ClientReportsBadRequestsAsStatus) {
   LocalCluster cluster({.servers = 1, .workers = 2});
   auto clients = cluster.ConnectClients(2);
   std::vector<float> buf(10);
-  EXPECT_EQ(clients[0]->Push("x", buf.data(), 10).Wait().code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(clients[0]->Push("x", buf.data(), 10).Wait().code(), StatusCode::kFailedPrecondition);
   // Conflicting declarations: the second is refused; a corrected retry completes the collective.
   Status first, conflicting, retried;
   LocalCluster::RunEach(2, [&](int i) {
@@ -540,11 +540,11 @@ TEST(ClusterTest, ClientReportsBadRequestsAsStatus) {
     }
   });
   EXPECT_TRUE(first.ok()) << first.ToString();
-  EXPECT_EQ(conflicting.code(), proto::INVALID_ARGUMENT) << conflicting.ToString();
+  EXPECT_EQ(conflicting.code(), StatusCode::kInvalidArgument) << conflicting.ToString();
   EXPECT_TRUE(retried.ok()) << retried.ToString();
-  EXPECT_EQ(clients[0]->Push("y", buf.data(), 10).Wait().code(), proto::NOT_FOUND);
-  EXPECT_EQ(clients[0]->Push("x", buf.data(), 9).Wait().code(), proto::SIZE_MISMATCH);
-  EXPECT_EQ(clients[0]->Pull("x", nullptr, 10).Wait().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(clients[0]->Push("y", buf.data(), 10).Wait().code(), StatusCode::kNotFound);
+  EXPECT_EQ(clients[0]->Push("x", buf.data(), 9).Wait().code(), StatusCode::kSizeMismatch);
+  EXPECT_EQ(clients[0]->Pull("x", nullptr, 10).Wait().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(clients[0]->Push("x", buf.data(), 10).Wait().ok());
 }
 

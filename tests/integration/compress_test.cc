@@ -220,16 +220,16 @@ TEST_F(CompressTest, PushEncodedAsksForEachPartitionAndRefusesBadEncodings) {
   Status failed = c.PushEncoded("b", 50, [](const Client::PartitionSlice&, std::vector<uint8_t>&) {
                      return Status::Internal("the device failed");
                    }).Wait();
-  EXPECT_EQ(failed.code(), proto::INTERNAL);
+  EXPECT_EQ(failed.code(), StatusCode::kInternal);
   EXPECT_EQ(failed.message(), "the device failed");
   Status short_raw =
       c.PushEncoded("b", 50, [](const Client::PartitionSlice& s, std::vector<uint8_t>& out) {
          out.assign(s.length * sizeof(float) - 4, 0);
          return Status();
        }).Wait();
-  EXPECT_EQ(short_raw.code(), proto::SIZE_MISMATCH) << short_raw.message();
-  EXPECT_EQ(c.PushEncoded("nope", 50, recording).Wait().code(), proto::NOT_FOUND);
-  EXPECT_EQ(c.PushEncoded("b", 49, recording).Wait().code(), proto::SIZE_MISMATCH);
+  EXPECT_EQ(short_raw.code(), StatusCode::kSizeMismatch) << short_raw.message();
+  EXPECT_EQ(c.PushEncoded("nope", 50, recording).Wait().code(), StatusCode::kNotFound);
+  EXPECT_EQ(c.PushEncoded("b", 49, recording).Wait().code(), StatusCode::kSizeMismatch);
   ASSERT_TRUE(c.Pull("b", after.data(), 50).Wait().ok());
   EXPECT_EQ(after, before);
   for (auto& client : clients) EXPECT_TRUE(client->Finish().ok());

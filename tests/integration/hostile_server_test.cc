@@ -232,7 +232,8 @@ TEST(HostileServerTest, BadRepliesFailTheirOperationAndTheClientStaysUsable) {
     std::fill(buffer.begin(), buffer.end(), -1.0f);
     Status s = pull(bad);
     EXPECT_FALSE(s.ok()) << "answer " << static_cast<int>(bad) << " was accepted";
-    EXPECT_TRUE(s.code() == proto::MALFORMED || s.code() == proto::SIZE_MISMATCH) << s.ToString();
+    EXPECT_TRUE(s.code() == StatusCode::kMalformed || s.code() == StatusCode::kSizeMismatch)
+        << s.ToString();
     EXPECT_EQ(buffer.front(), -1.0f);
     EXPECT_EQ(buffer.back(), -1.0f);
     if (bad == Answer::kWrongPartition) {  // the message names the asked and the answered one
@@ -253,10 +254,10 @@ TEST(HostileServerTest, BadRepliesFailTheirOperationAndTheClientStaysUsable) {
   // A push answered about another partition fails too.
   server.Queue(Answer::kWrongPartition);
   std::vector<float> g(8, 0.5f);
-  EXPECT_EQ(c.Push("w", g.data(), 8).Wait().code(), proto::MALFORMED);
+  EXPECT_EQ(c.Push("w", g.data(), 8).Wait().code(), StatusCode::kMalformed);
   // A clock may not be sent backwards.
   server.Queue(Answer::kClockBackwards);
-  EXPECT_EQ(c.Clock().code(), proto::MALFORMED);
+  EXPECT_EQ(c.Clock().code(), StatusCode::kMalformed);
 
   // Still usable: an honest round trip works.
   ASSERT_TRUE(c.Push("w", g.data(), 8).Wait().ok());

@@ -25,8 +25,8 @@
 #include "common/local_cluster.h"
 #include "common/subprocess.h"
 #include "common/supervisor.h"
+#include "hetps/client.h"
 #include "tests/scratch_dir.h"
-#include "worker/client.h"
 
 namespace hetps::testing {
 

@@ -19,6 +19,7 @@
 #include "common/batch.h"
 #include "common/cross_memory.h"
 #include "common/message.h"
+#include "common/shard_map.h"
 #include "common/shm_segment.h"
 #include "common/subprocess.h"
 #include "tests/integration/local_cluster.h"
@@ -63,7 +64,7 @@ class RawWorker {
     *declare.add_tensors() = ToProto(tensor);
     reply = Call(sched_, declare);
     ASSERT_EQ(reply.type(), proto::SHARD_MAP) << reply.error_message();
-    auto map = ShardMap::FromProto(reply.shard_map());
+    auto map = ShardMapFromProto(reply.shard_map());
     ASSERT_TRUE(map.ok());
     map_ = std::move(*map);
     // Server rank 0's address is in the cluster view a retried REGISTER returns too.
@@ -137,7 +138,7 @@ proto::Header PartitionRequest(int32_t sender, proto::MsgType type, int64_t len)
   return h;
 }
 
-void ExpectError(const proto::Header& r, proto::ErrorCode code, const char* what) {
+void ExpectError(const proto::Header& r, StatusCode code, const char* what) {
   EXPECT_EQ(r.type(), proto::ERROR) << what;
   EXPECT_EQ(r.error(), code) << what << ": " << r.error_message();
   EXPECT_FALSE(r.error_message().empty()) << what;
@@ -176,18 +177,18 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
 
   // 1. Frame 0 is not a header.
   (void)srv.send(zmq::buffer(std::string("\x08\xff\xff garbage")), zmq::send_flags::none);
-  ExpectError(raw.Next(srv), proto::MALFORMED, "garbage");
+  ExpectError(raw.Next(srv), StatusCode::kMalformed, "garbage");
   // 2. No such partition; 3. a partition another server holds.
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(10));
-    ExpectError(raw.Call(srv, push(9999, 10), std::move(p)), proto::NOT_FOUND, "no partition");
+    ExpectError(raw.Call(srv, push(9999, 10), std::move(p)), StatusCode::kNotFound, "no partition");
   }
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(map->partitions()[on1].length));
     proto::Header r = raw.Call(srv, push(on1, map->partitions()[on1].length), std::move(p));
-    ExpectError(r, proto::NOT_FOUND, "other server");
+    ExpectError(r, StatusCode::kNotFound, "other server");
     EXPECT_NE(r.error_message().find("server rank 1"), std::string::npos);
   }
   // 4. Header size disagrees with the partition; 5. payload disagrees with the header;
@@ -195,21 +196,22 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len0 - 1));
-    ExpectError(raw.Call(srv, push(on0, len0 - 1), std::move(p)), proto::SIZE_MISMATCH,
+    ExpectError(raw.Call(srv, push(on0, len0 - 1), std::move(p)), StatusCode::kSizeMismatch,
                 "header size");
   }
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len0 - 1));
-    ExpectError(raw.Call(srv, push(on0, len0), std::move(p)), proto::SIZE_MISMATCH,
+    ExpectError(raw.Call(srv, push(on0, len0), std::move(p)), StatusCode::kSizeMismatch,
                 "short payload");
   }
-  ExpectError(raw.Call(srv, push(on0, len0)), proto::SIZE_MISMATCH, "no payload");
+  ExpectError(raw.Call(srv, push(on0, len0)), StatusCode::kSizeMismatch, "no payload");
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len0));
     p.push_back(Floats(1));
-    ExpectError(raw.Call(srv, push(on0, len0), std::move(p)), proto::SIZE_MISMATCH, "two frames");
+    ExpectError(raw.Call(srv, push(on0, len0), std::move(p)), StatusCode::kSizeMismatch,
+                "two frames");
   }
   // 8. Wrong dtype.
   {
@@ -217,14 +219,14 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     h.set_dtype(proto::DTYPE_UNKNOWN);
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len0));
-    ExpectError(raw.Call(srv, h, std::move(p)), proto::DTYPE_MISMATCH, "dtype");
+    ExpectError(raw.Call(srv, h, std::move(p)), StatusCode::kDtypeMismatch, "dtype");
   }
   // 9. A message type servers do not take.
   {
     proto::Header h;
     h.set_type(proto::BARRIER);
     h.set_sender(me);
-    ExpectError(raw.Call(srv, h), proto::INVALID_ARGUMENT, "barrier to a server");
+    ExpectError(raw.Call(srv, h), StatusCode::kInvalidArgument, "barrier to a server");
   }
   // 10. Claiming another node's id; 11. a stranger that never registered.
   {
@@ -232,7 +234,7 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     h.set_sender(client->id());
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len0));
-    ExpectError(raw.Call(srv, h, std::move(p)), proto::UNREGISTERED, "spoofed sender");
+    ExpectError(raw.Call(srv, h, std::move(p)), StatusCode::kUnregistered, "spoofed sender");
   }
   {
     zmq::socket_t stranger(raw.ctx_, zmq::socket_type::dealer);
@@ -242,11 +244,11 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     stranger.connect(address0);
     proto::Header h = push(on0, len0);
     h.set_sender(4242);
-    ExpectError(raw.Call(stranger, h), proto::UNREGISTERED, "stranger");
+    ExpectError(raw.Call(stranger, h), StatusCode::kUnregistered, "stranger");
   }
   // 12. Garbage to the scheduler, and a request from a node it never admitted.
   (void)raw.sched_.send(zmq::buffer(std::string("junk")), zmq::send_flags::none);
-  ExpectError(raw.Next(raw.sched_), proto::MALFORMED, "scheduler garbage");
+  ExpectError(raw.Next(raw.sched_), StatusCode::kMalformed, "scheduler garbage");
   {
     zmq::socket_t stranger(raw.ctx_, zmq::socket_type::dealer);
     stranger.set(zmq::sockopt::linger, 0);
@@ -254,7 +256,7 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     stranger.connect(cluster.endpoint());
     proto::Header h;
     h.set_type(proto::BARRIER);
-    ExpectError(raw.Call(stranger, h), proto::UNREGISTERED, "unregistered at scheduler");
+    ExpectError(raw.Call(stranger, h), StatusCode::kUnregistered, "unregistered at scheduler");
   }
 
   // 13. Compressed payloads: an unknown codec, an encoding of the wrong size, indices outside
@@ -264,14 +266,14 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     h.set_codec("zip");
     std::vector<zmq::message_t> p;
     p.push_back(Floats(4));
-    ExpectError(raw.Call(srv, h, std::move(p)), proto::INVALID_ARGUMENT, "unknown codec");
+    ExpectError(raw.Call(srv, h, std::move(p)), StatusCode::kInvalidArgument, "unknown codec");
   }
   {
     proto::Header h = push(on0, len0);
     h.set_codec("topk:density=0.01");  // k = 10: 80 bytes
     std::vector<zmq::message_t> p;
     p.push_back(Floats(19));
-    ExpectError(raw.Call(srv, h, std::move(p)), proto::SIZE_MISMATCH, "short encoding");
+    ExpectError(raw.Call(srv, h, std::move(p)), StatusCode::kSizeMismatch, "short encoding");
   }
   {
     proto::Header h = push(on0, len0);
@@ -280,7 +282,7 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     for (int j = 0; j < 10; ++j) bytes[j] = static_cast<uint32_t>(len0 + j);  // out of range
     std::vector<zmq::message_t> p;
     p.emplace_back(bytes.data(), bytes.size() * 4);
-    ExpectError(raw.Call(srv, h, std::move(p)), proto::MALFORMED, "index out of range");
+    ExpectError(raw.Call(srv, h, std::move(p)), StatusCode::kMalformed, "index out of range");
   }
   {
     proto::Header h;
@@ -288,7 +290,7 @@ TEST(MalformedTest, BadMessagesGetTypedErrorsAndServingGoesOn) {
     h.set_sender(me);
     h.set_partition(on0);
     h.set_codec("topk:density=0.5");
-    ExpectError(raw.Call(srv, h), proto::INVALID_ARGUMENT, "pull codec");
+    ExpectError(raw.Call(srv, h), StatusCode::kInvalidArgument, "pull codec");
   }
 
   // The server still serves: a valid push from the raw worker, then the real client sees it.
@@ -346,33 +348,33 @@ TEST(MalformedTest, SharedMemorySlotsAreCheckedAndServingGoesOn) {
   };
 
   // Slots before any segment was mapped; segments that are not ours, missing or mis-sized.
-  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes)), proto::FAILED_PRECONDITION,
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes)), StatusCode::kFailedPrecondition,
               "slot without a segment");
-  ExpectError(attach("/etc/passwd", 1 << 20), proto::INVALID_ARGUMENT, "a foreign name");
-  ExpectError(attach(name + "-missing", 1 << 20), proto::UNAVAILABLE, "a missing segment");
-  ExpectError(attach(name, 4096), proto::INVALID_ARGUMENT, "a wrong size");
-  ExpectError(attach(name, -1), proto::INVALID_ARGUMENT, "a negative size");
+  ExpectError(attach("/etc/passwd", 1 << 20), StatusCode::kInvalidArgument, "a foreign name");
+  ExpectError(attach(name + "-missing", 1 << 20), StatusCode::kUnavailable, "a missing segment");
+  ExpectError(attach(name, 4096), StatusCode::kInvalidArgument, "a wrong size");
+  ExpectError(attach(name, -1), StatusCode::kInvalidArgument, "a negative size");
   ASSERT_EQ(attach(name, 1 << 20).type(), proto::SHM_ATTACH_REPLY);
 
   // Slots outside the segment, overflowing it, negative, with a frame besides; a pull whose
   // slot is not the partition's size.
-  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, (1 << 20) - 64, bytes)), proto::MALFORMED,
-              "slot past the end");
-  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, INT64_MAX - 8, bytes)), proto::MALFORMED,
-              "offset overflowing");
-  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, -64, bytes)), proto::MALFORMED,
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, (1 << 20) - 64, bytes)),
+              StatusCode::kMalformed, "slot past the end");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, INT64_MAX - 8, bytes)),
+              StatusCode::kMalformed, "offset overflowing");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, -64, bytes)), StatusCode::kMalformed,
               "negative offset");
-  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, -bytes)), proto::MALFORMED,
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, -bytes)), StatusCode::kMalformed,
               "negative length");
   {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len));
-    ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes), std::move(p)), proto::MALFORMED,
-                "slot and frame");
+    ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes), std::move(p)),
+                StatusCode::kMalformed, "slot and frame");
   }
-  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes - 4)), proto::SIZE_MISMATCH,
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 0, bytes - 4)), StatusCode::kSizeMismatch,
               "short push slot");
-  ExpectError(raw.Call(raw.srv_, request(proto::PULL, 0, bytes - 4)), proto::SIZE_MISMATCH,
+  ExpectError(raw.Call(raw.srv_, request(proto::PULL, 0, bytes - 4)), StatusCode::kSizeMismatch,
               "short pull slot");
 
   // Good slots: a push of ones read from the segment, then a pull written into it.
@@ -441,13 +443,13 @@ TEST(MalformedTest, CrossMemoryClaimsAndAddressesAreCheckedAndServingGoesOn) {
   const auto into_at = reinterpret_cast<uintptr_t>(into.data());
 
   // Requests naming memory before any attach.
-  ExpectError(raw.Call(raw.srv_, request(proto::PULL, into_at, bytes)), proto::MALFORMED,
+  ExpectError(raw.Call(raw.srv_, request(proto::PULL, into_at, bytes)), StatusCode::kMalformed,
               "not attached");
   // Claims: no pid, another pid namespace, an answer to no challenge.
   const int64_t me = getpid();
-  ExpectError(claim(0, PidNamespace()), proto::INVALID_ARGUMENT, "pid 0");
-  ExpectError(claim(me, PidNamespace() + 1), proto::FAILED_PRECONDITION, "another namespace");
-  ExpectError(claim(me, PidNamespace(), 12345), proto::FAILED_PRECONDITION, "no challenge");
+  ExpectError(claim(0, PidNamespace()), StatusCode::kInvalidArgument, "pid 0");
+  ExpectError(claim(me, PidNamespace() + 1), StatusCode::kFailedPrecondition, "another namespace");
+  ExpectError(claim(me, PidNamespace(), 12345), StatusCode::kFailedPrecondition, "no challenge");
   // A process that is not the worker: its memory does not hold the probe.
   struct Reaped {  // killed and reaped however the test ends
     pid_t pid;
@@ -468,11 +470,11 @@ TEST(MalformedTest, CrossMemoryClaimsAndAddressesAreCheckedAndServingGoesOn) {
   probe[0] = 0;
   r = claim(me, PidNamespace());
   ASSERT_EQ(r.type(), proto::CMA_ATTACH_REPLY) << r.error_message();
-  ExpectError(claim(me, PidNamespace(), r.cma_probe()), proto::FAILED_PRECONDITION,
+  ExpectError(claim(me, PidNamespace(), r.cma_probe()), StatusCode::kFailedPrecondition,
               "probe not in place");
   r = claim(me, PidNamespace());
   probe[0] = r.cma_probe();
-  ExpectError(claim(me, PidNamespace(), r.cma_probe() + 1), proto::FAILED_PRECONDITION,
+  ExpectError(claim(me, PidNamespace(), r.cma_probe() + 1), StatusCode::kFailedPrecondition,
               "a wrong probe");
   EXPECT_EQ(probe[1], 0u) << "written before the claim was proven";
   // A proven claim.
@@ -488,17 +490,17 @@ TEST(MalformedTest, CrossMemoryClaimsAndAddressesAreCheckedAndServingGoesOn) {
     std::vector<zmq::message_t> p;
     p.push_back(Floats(len));
     ExpectError(raw.Call(raw.srv_, request(proto::PUSH, ones_at, bytes), std::move(p)),
-                proto::MALFORMED, "address and frame");
+                StatusCode::kMalformed, "address and frame");
   }
-  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, ones_at, -bytes)), proto::MALFORMED,
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, ones_at, -bytes)), StatusCode::kMalformed,
               "negative length");
-  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, ones_at, bytes - 4)), proto::SIZE_MISMATCH,
-              "short push");
-  ExpectError(raw.Call(raw.srv_, request(proto::PULL, into_at, bytes + 4)), proto::SIZE_MISMATCH,
-              "long pull");
-  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 64, bytes)), proto::INVALID_ARGUMENT,
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, ones_at, bytes - 4)),
+              StatusCode::kSizeMismatch, "short push");
+  ExpectError(raw.Call(raw.srv_, request(proto::PULL, into_at, bytes + 4)),
+              StatusCode::kSizeMismatch, "long pull");
+  ExpectError(raw.Call(raw.srv_, request(proto::PUSH, 64, bytes)), StatusCode::kInvalidArgument,
               "push from an unmapped address");
-  ExpectError(raw.Call(raw.srv_, request(proto::PULL, 64, bytes)), proto::INVALID_ARGUMENT,
+  ExpectError(raw.Call(raw.srv_, request(proto::PULL, 64, bytes)), StatusCode::kInvalidArgument,
               "pull into an unmapped address");
 
   // Good requests: a push of ones read from this process, a pull written into it.
@@ -517,7 +519,7 @@ TEST(MalformedTest, CrossMemoryClaimsAndAddressesAreCheckedAndServingGoesOn) {
   revoke.set_sender(raw.me_);
   EXPECT_EQ(raw.Call(raw.srv_, revoke).type(), proto::CMA_REVOKE_REPLY);
   std::fill(into.begin(), into.end(), 7.0f);
-  ExpectError(raw.Call(raw.srv_, request(proto::PULL, into_at, bytes)), proto::MALFORMED,
+  ExpectError(raw.Call(raw.srv_, request(proto::PULL, into_at, bytes)), StatusCode::kMalformed,
               "revoked");
   EXPECT_EQ(into[0], 7.0f);
 
@@ -572,7 +574,7 @@ TEST(MalformedTest, MalformedBatchesAreRefusedAndServingGoesOn) {
   };
   auto expect_malformed = [&](const proto::Header& r, const char* what) {
     EXPECT_EQ(r.type(), proto::ERROR) << what;
-    EXPECT_EQ(r.error(), proto::MALFORMED) << what << ": " << r.error_message();
+    EXPECT_EQ(r.error(), StatusCode::kMalformed) << what << ": " << r.error_message();
     EXPECT_EQ(r.request_id(), 99u) << what;
   };
 
@@ -612,7 +614,7 @@ TEST(MalformedTest, MalformedBatchesAreRefusedAndServingGoesOn) {
   ASSERT_EQ(answers.size(), 3u);
   EXPECT_EQ(answers[0].message.header.type(), proto::PUSH_REPLY);
   EXPECT_EQ(answers[1].message.header.type(), proto::ERROR);
-  EXPECT_EQ(answers[1].message.header.error(), proto::NOT_FOUND);
+  EXPECT_EQ(answers[1].message.header.error(), StatusCode::kNotFound);
   EXPECT_EQ(answers[1].message.header.request_id(), 2u);
   EXPECT_EQ(answers[2].message.header.type(), proto::PULL_REPLY);
   ASSERT_EQ(answers[2].message.payload.size(), 1u);
@@ -729,7 +731,7 @@ TEST(MalformedTest, RegistrationsFromOneAddressAreRateLimited) {
   EXPECT_GE(admitted, 2);
   EXPECT_LE(admitted, 4);
   ASSERT_EQ(refusal.type(), proto::ERROR) << refusal.DebugString();
-  EXPECT_EQ(refusal.error(), proto::UNAVAILABLE);
+  EXPECT_EQ(refusal.error(), StatusCode::kUnavailable);
   EXPECT_NE(refusal.error_message().find("too many registrations from 127.0.0.1"),
             std::string::npos)
       << refusal.error_message();

@@ -196,12 +196,29 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
   }
 
   // hetps status: the same picture as a table.
-  auto [code, table] = Shell(Bin("hetps") + " status --scheduler=" + endpoint);
+  // The run's own keys and endpoint, found in its folder (a default launch runs with keys).
+  auto [code, table] = Shell(Bin("hetps") + " status --run_dir=" + (tmp / "run").string());
   EXPECT_EQ(code, 0) << table;
   std::smatch row;
   ASSERT_TRUE(std::regex_search(table, row, std::regex("\n +1 +[0-9]+ alive[^\n]*"))) << table;
   EXPECT_NE(row.str().find("STRAGGLER (slow"), std::string::npos) << table;
   EXPECT_NE(table.find("stragglers 1"), std::string::npos) << table;
+
+  // Secure by default: without the run's keys nobody joins the cluster, reads its status or
+  // switches its policy; with them (found in the run's folder) the operator does.
+  auto [join_code, join_out] =
+      Shell(Bin("hetps-worker") + " --scheduler=" + endpoint + " --join_timeout_ms=1500");
+  EXPECT_NE(join_code, 0) << join_out;
+  auto [open_code, open_out] =
+      Shell(Bin("hetps") + " status --timeout_ms=1500 --scheduler=" + endpoint);
+  EXPECT_NE(open_code, 0) << open_out;
+  const std::string same_policy = " set consistency=ssp:staleness=2";
+  auto [ctl_code, ctl_out] =
+      Shell(Bin("hetps") + " ctl --timeout_ms=1500 --scheduler=" + endpoint + same_policy);
+  EXPECT_NE(ctl_code, 0) << ctl_out;
+  auto [keyed_code, keyed_out] =
+      Shell(Bin("hetps") + " ctl --run_dir=" + (tmp / "run").string() + same_policy);
+  EXPECT_EQ(keyed_code, 0) << keyed_out;
 
   EXPECT_EQ(launch.Stop(), 128 + SIGTERM);
   fs::remove_all(tmp);

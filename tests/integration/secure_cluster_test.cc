@@ -164,7 +164,7 @@ TEST(SecureClusterTest, PeersWithoutAListedKeyOrInTheWrongRoleAreRefused) {
     ASSERT_TRUE(Send(dealer, reg));
     auto reply = Receive(dealer, zmq::recv_flags::none, /*routed=*/false);
     ASSERT_TRUE(reply.has_value());
-    EXPECT_EQ(StatusOf(reply->message.header).code(), proto::PERMISSION_DENIED)
+    EXPECT_EQ(StatusOf(reply->message.header).code(), StatusCode::kPermissionDenied)
         << reply->message.header.DebugString();
   }
 
@@ -247,7 +247,7 @@ TEST(SecureClusterTest, ASighupReloadsTheAllowList) {
   old.join_timeout_ms = 1500;
   EXPECT_FALSE(Client::Connect(old).ok()) << "a removed key";
   const Status cut = (*veteran)->Push("w", g.data(), 3000).Wait();
-  EXPECT_EQ(cut.code(), proto::PERMISSION_DENIED) << cut.ToString();
+  EXPECT_EQ(cut.code(), StatusCode::kPermissionDenied) << cut.ToString();
   EXPECT_NE(cut.message().find("no longer a worker key of the allow-list"), std::string::npos)
       << cut.ToString();
   EXPECT_TRUE((*added)->Push("w", g.data(), 3000).Wait().ok()) << "a key still listed";
@@ -301,7 +301,7 @@ TEST(SecureClusterTest, ANodeIsPinnedToTheKeyItRegisteredWith) {
   const proto::Header registered = call("worker", proto::REGISTER);
   ASSERT_EQ(registered.type(), proto::REGISTER_REPLY);
   const proto::Header other = call("edge-7", proto::HEARTBEAT);
-  EXPECT_EQ(StatusOf(other).code(), proto::PERMISSION_DENIED) << other.DebugString();
+  EXPECT_EQ(StatusOf(other).code(), StatusCode::kPermissionDenied) << other.DebugString();
   EXPECT_NE(other.error_message().find("registered with another key"), std::string::npos);
   EXPECT_EQ(call("worker", proto::HEARTBEAT).type(), proto::HEARTBEAT);
 
@@ -333,10 +333,10 @@ TEST(SecureClusterTest, ANodeIsPinnedToTheKeyItRegisteredWith) {
     return reply ? StatusOf(reply->message.header) : Status::DeadlineExceeded("no reply");
   };
   const Status impostor = pull_as("edge-7");
-  EXPECT_EQ(impostor.code(), proto::PERMISSION_DENIED) << impostor.ToString();
+  EXPECT_EQ(impostor.code(), StatusCode::kPermissionDenied) << impostor.ToString();
   std::this_thread::sleep_for(300ms);
   const Status own = pull_as("worker");  // passes the key check; no shard map is installed yet
-  EXPECT_EQ(own.code(), proto::UNAVAILABLE) << own.ToString();
+  EXPECT_EQ(own.code(), StatusCode::kUnavailable) << own.ToString();
 }
 
 TEST(SecureClusterTest, TheQuickstartModelTrainsWithKeys) {
@@ -448,10 +448,10 @@ size_t PatternSeenInCapture(const Keys* keys) {
                         .server_own_flags = {{fmt::format("--bind=tcp://127.0.0.1:{}", port)}}});
   LoopbackCapture capture(port);
   EXPECT_TRUE(capture.ok());
-  // Without keys the tensors are sent over TCP too (not a co-located transport), so that the
-  // capture sees them; with keys the client must not use one on its own.
+  // The tensors go over TCP (not a co-located transport, which keys leave on), so that the
+  // capture sees what the socket carries.
   ClientOptions options = keys ? keys->Client(cluster.ClientOpts()) : cluster.ClientOpts();
-  if (!keys) options.transport = "socket";
+  options.transport = "socket";
   auto client = Client::Connect(options);
   EXPECT_TRUE(client.ok()) << client.status().ToString();
   if (!client.ok()) return 0;
@@ -482,6 +482,31 @@ TEST(SecureClusterTest, LoopbackTrafficOfAKeyedClusterHoldsNoTensorInTheClear) {
   EXPECT_EQ(PatternSeenInCapture(&keys), 0u) << "tensor bytes in the clear with --auth=curve";
   // The same pushes without keys: the capture does show them, so the check above can fail.
   EXPECT_GT(PatternSeenInCapture(nullptr), 1000u);
+}
+
+// Keys leave the co-located transports on (the headers stay on the authenticated socket; the
+// payloads go through a segment only this user can open): the pushes and pulls are exact, take
+// the shared memory path, and none of the tensor crosses the socket.
+TEST(SecureClusterTest, AKeyedClusterKeepsItsCoLocatedTransport) {
+  Keys keys;
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .scheduler_flags = keys.Flags(),
+                        .server_flags = With({"--optimizer=sgd:lr=1", "--init=zeros"}, keys.Flags())});
+  ClientOptions options = keys.Client(cluster.ClientOpts());
+  options.transport = "shm";
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const int64_t n = 1 << 16;
+  ASSERT_TRUE((*client)->DeclareTensors({{"w", {n}, 0}}).ok());
+  std::vector<float> grad(n);
+  for (int64_t i = 0; i < n; ++i) grad[i] = static_cast<float>(i % 7);
+  ASSERT_TRUE((*client)->Push("w", grad.data(), n).Wait().ok());
+  std::vector<float> values(n);
+  ASSERT_TRUE((*client)->Pull("w", values.data(), n).Wait().ok());
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(values[i], -grad[i]) << i;
+  EXPECT_GE((*client)->stats().shared_memory_bytes, 2 * n * int64_t{sizeof(float)});
+  EXPECT_TRUE((*client)->Finish().ok());
 }
 
 TEST(SecureClusterTest, DaemonsRefuseToListenOffLoopbackWithoutKeysUnlessInsecure) {

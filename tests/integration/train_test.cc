@@ -176,7 +176,14 @@ TEST(TrainTest, LaunchWritesTheRunFolder) {
                           " --init=worker --iterations=40 --eval_every=20 > " +
                           dir + ".log 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << Slurp(dir + ".log");
-  EXPECT_NE(Slurp(dir + "/flags.txt").find("server: --consistency=bsp"), std::string::npos);
+  // Every role ran with the run's own keys (secure by default) and the flags given.
+  const std::string flags = Slurp(dir + "/flags.txt");
+  for (const char* role : {"scheduler", "server", "worker"}) {
+    EXPECT_NE(flags.find(std::string(role) + ": --auth=curve --keys=" + dir + "/keys"),
+              std::string::npos)
+        << flags;
+  }
+  EXPECT_NE(flags.find("--consistency=bsp"), std::string::npos) << flags;
   const std::string metrics = Slurp(dir + "/metrics.csv");
   EXPECT_EQ(metrics.rfind("wall_s,clock,worker,loss,test_accuracy,staleness\n", 0), 0u);
   EXPECT_GE(std::count(metrics.begin(), metrics.end(), '\n'), 1 + 2 * 4);  // every 10 clocks

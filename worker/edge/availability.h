@@ -14,7 +14,8 @@
 //                               a long run
 // A client that is offline does not check in; one that goes offline while it is selected
 // abandons the round (it never reports the upload, so the round does not keep it). A new
-// process is one Register function here and its test.
+// process is one file in availabilities/ with its Register function, its line in
+// availabilities/availabilities.def, and its test.
 //
 // Thread-safety: none; owned by the client's thread.
 #pragma once
@@ -51,9 +52,14 @@ struct AvailabilityEntry {
 };
 using AvailabilityRegistry = Registry<AvailabilityEntry>;
 
+// Every availability process (availabilities/availabilities.def).
 const AvailabilityRegistry& Availabilities();
 // Fails on a bad spec, or a trace that cannot be read or gives some client no online period.
 StatusOr<std::unique_ptr<Availability>> MakeAvailability(const std::string& spec, uint64_t seed,
                                                          int client = 0);
+
+#define HETPS_AVAILABILITY(Name) void Register##Name(AvailabilityRegistry& r);
+#include "worker/edge/availabilities/availabilities.def"
+#undef HETPS_AVAILABILITY
 
 }  // namespace hetps

@@ -344,10 +344,6 @@ Status EdgeClient::Finish() {
 
 }  // namespace
 
-bool RoundsRunByScheduler(const std::string& consistency) {
-  return consistency.starts_with("selected") || consistency.starts_with("committed");
-}
-
 Status ValidateEdgeOptions(const EdgeOptions& o) {
   if (o.rounds < 1 || o.eval_every < 1 || o.local.epochs < 1 || o.local.batch < 1) {
     return Status::InvalidArgument("rounds, eval_every, local_epochs and batch must be >= 1");
@@ -384,7 +380,7 @@ Status RunEdgeClient(Client& client, const EdgeOptions& o, const std::atomic<boo
   if (Status s = edge.Prepare(); !s.ok()) return s;
   // Servers running selected or committed: the scheduler hands out rounds (or tasks) and says when
   // the run's rounds are done; otherwise every client takes part in every round.
-  const bool federated = RoundsRunByScheduler(client.consistency());
+  const bool federated = client.scheduler_runs_rounds();
   if ((o.evaluators > 0 || o.fail_fraction > 0 || o.availability != "always") && !federated) {
     return Status::InvalidArgument(
         "evaluators, fail_fraction and availability need federated rounds (servers running "

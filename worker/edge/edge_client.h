@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "worker/client.h"
+#include "hetps/client.h"
 #include "worker/edge/local_training.h"
 #include "worker/train/idx.h"
 
@@ -59,9 +59,6 @@ struct EdgeOptions {
 // Runs rounds until the client's clock reaches options.rounds; rank 0 prints the final test
 // accuracy. Fails if the data cannot be loaded or a request fails.
 Status RunEdgeClient(Client& client, const EdgeOptions& options, const std::atomic<bool>& stop);
-// Whether servers of consistency `consistency` take their rounds or commits from the scheduler
-// (selected, committed): only edge clients, which ask for and report them, can run under them.
-bool RoundsRunByScheduler(const std::string& consistency);
 // What RunEdgeClient refuses before it starts, checked without a cluster.
 Status ValidateEdgeOptions(const EdgeOptions& options);
 

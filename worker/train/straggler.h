@@ -13,7 +13,8 @@
 //                                     than its compute
 // The trainer sleeps (factor - 1) times the iteration's measured compute after computing, so a
 // straggler leaves the CPU to the others (on a machine with fewer cores than workers a spinning
-// straggler would slow everyone). A new process is one Register function here and its test.
+// straggler would slow everyone). A new process is one file in stragglers/ with its Register
+// function, its line in stragglers/stragglers.def, and its test.
 //
 // Thread-safety: none; owned by the training thread.
 #pragma once
@@ -44,8 +45,18 @@ struct StragglerEntry {
 };
 using StragglerRegistry = Registry<StragglerEntry>;
 
+// Every straggler process (stragglers/stragglers.def).
 const StragglerRegistry& Stragglers();
 StatusOr<std::unique_ptr<Straggler>> MakeStraggler(const std::string& spec, uint64_t seed,
                                                    int rank);
+
+// For the processes' files: one random stream per (seed, rank), whatever the other workers
+// draw; and a constant slowdown.
+uint64_t StragglerStreamSeed(const StragglerContext& context);
+std::unique_ptr<Straggler> ConstantStraggler(double factor);
+
+#define HETPS_STRAGGLER(Name) void Register##Name(StragglerRegistry& r);
+#include "worker/train/stragglers/stragglers.def"
+#undef HETPS_STRAGGLER
 
 }  // namespace hetps

@@ -8,7 +8,7 @@
 
 #include "common/shard_map.h"
 #include "common/status.h"
-#include "worker/client.h"
+#include "hetps/client.h"
 #include "worker/train/model.h"
 
 namespace hetps {

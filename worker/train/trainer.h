@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "worker/client.h"
+#include "hetps/client.h"
 #include "worker/train/idx.h"
 
 namespace hetps {

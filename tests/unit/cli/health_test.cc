@@ -38,7 +38,7 @@ TEST(HealthTest, ANamedNodeMustBeAlive) {
   args.rank = 1;
   EXPECT_EQ(CheckHealth(args, doc).message(), "server 1 is recovering");
   args.rank = 2;
-  EXPECT_EQ(CheckHealth(args, doc).code(), proto::NOT_FOUND);
+  EXPECT_EQ(CheckHealth(args, doc).code(), StatusCode::kNotFound);
   args.role = "worker";
   args.rank = 0;
   EXPECT_FALSE(CheckHealth(args, doc).ok());

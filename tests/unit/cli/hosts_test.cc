@@ -58,7 +58,7 @@ TEST(HostsTest, ReadsHostsFilesInBothStylesNamingTheBadLine) {
   EXPECT_NE(bad.status().message().find(path + ":2:"), std::string::npos) << bad.status().message();
   std::ofstream(path) << "# nothing\n";
   EXPECT_FALSE(ReadHostsFile(path).ok());
-  EXPECT_EQ(ReadHostsFile(path + ".absent").status().code(), proto::NOT_FOUND);
+  EXPECT_EQ(ReadHostsFile(path + ".absent").status().code(), StatusCode::kNotFound);
   std::filesystem::remove(path);
 }
 

@@ -25,7 +25,7 @@ TEST(LaunchArgsTest, RejectsBadValuesAndStrayArguments) {
   EXPECT_FALSE(ParseLaunchArgs({"--workers=two"}).ok());
   EXPECT_FALSE(ParseLaunchArgs({"--servers"}).ok());
   EXPECT_FALSE(ParseLaunchArgs({"workers"}).ok());
-  EXPECT_EQ(ParseLaunchArgs({"--flagfile=/nonexistent/x"}).status().code(), proto::NOT_FOUND);
+  EXPECT_EQ(ParseLaunchArgs({"--flagfile=/nonexistent/x"}).status().code(), StatusCode::kNotFound);
 }
 
 TEST(LaunchArgsTest, FlagfileComesFirstSoTheCommandLineWins) {
@@ -41,7 +41,7 @@ TEST(LaunchArgsTest, FlagfileComesFirstSoTheCommandLineWins) {
     std::ofstream f(path);
     f << "lr=0.5\n";
   }
-  EXPECT_EQ(ParseLaunchArgs({"--flagfile", path}).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(ParseLaunchArgs({"--flagfile", path}).status().code(), StatusCode::kInvalidArgument);
   std::remove(path.c_str());
 }
 
@@ -54,7 +54,7 @@ TEST(LaunchArgsTest, LinksAreTheLaunchsOwnFromAFlagfileTooAndTheCommandLineWins)
   EXPECT_TRUE(a->extra_flags.empty());  // never routed to the workers
   for (const char* bad :
        {"--links=tc", "--netns_subnet=10", "--netns_subnet=10.300", "--netns_subnet=10.1.2"}) {
-    EXPECT_EQ(ParseLaunchArgs({bad}).status().code(), proto::INVALID_ARGUMENT) << bad;
+    EXPECT_EQ(ParseLaunchArgs({bad}).status().code(), StatusCode::kInvalidArgument) << bad;
   }
   const std::string path = ::testing::TempDir() + "/launch_args_links.flags";
   {
@@ -94,7 +94,7 @@ TEST(LaunchArgsTest, RoutesFlagsToTheRolesThatDefineThem) {
             (std::vector<std::string>{"--lr=0.1", "--log_level=debug", "--noverbose"}));
   EXPECT_EQ((*routed)["worker"], (std::vector<std::string>{"--log_level=debug", "--iterations=3"}));
   auto unknown = RouteFlags({"--lrr=0.1"}, roles);
-  EXPECT_EQ(unknown.status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("--lrr"), std::string::npos);
   // One RocksDB folder per process: --data_dir without {i} gets one added, for the scheduler
   // and the servers; given with {i}, it is kept.
@@ -197,7 +197,7 @@ TEST(LaunchArgsTest, HostsRefuseBadValuesAndWhatOnlyWorksOnOneMachine) {
   EXPECT_FALSE(ParseLaunchArgs({"-H"}).ok());
   EXPECT_FALSE(ParseLaunchArgs({"-H=a", "--scheduler_port=70000"}).ok());
   EXPECT_FALSE(ParseLaunchArgs({"-H=a", "--ssh= "}).ok());
-  EXPECT_EQ(ParseLaunchArgs({"--hosts=/nonexistent/hosts"}).status().code(), proto::NOT_FOUND);
+  EXPECT_EQ(ParseLaunchArgs({"--hosts=/nonexistent/hosts"}).status().code(), StatusCode::kNotFound);
   auto netns = ParseLaunchArgs({"-H=a:2", "--links=netns"});
   ASSERT_FALSE(netns.ok());
   EXPECT_NE(netns.status().message().find("--links=transport"), std::string::npos);

@@ -126,9 +126,9 @@ TEST(StatusRenderTest, FederatedRoundsShowTheirClientsByState) {
 }
 
 TEST(StatusRenderTest, RejectsWhatIsNotAStatus) {
-  EXPECT_EQ(RenderStatus("not json").status().code(), proto::MALFORMED);
-  EXPECT_EQ(RenderStatus("{\"workers\": []}").status().code(), proto::MALFORMED);
-  EXPECT_EQ(RenderStatus("[1, 2]").status().code(), proto::MALFORMED);
+  EXPECT_EQ(RenderStatus("not json").status().code(), StatusCode::kMalformed);
+  EXPECT_EQ(RenderStatus("{\"workers\": []}").status().code(), StatusCode::kMalformed);
+  EXPECT_EQ(RenderStatus("[1, 2]").status().code(), StatusCode::kMalformed);
 }
 
 // Found by fuzz/status_json_fuzz: an integer field holding a float far outside int's range was
@@ -137,11 +137,11 @@ TEST(StatusRenderTest, IntegerFieldsOutOfRangeAreRefused) {
   ClusterStats stats(1, 2);
   Json j = Json::parse(stats.StatusJson(1));
   j["cluster"]["workers"] = 6.66667e+121;
-  EXPECT_EQ(RenderStatus(j.dump()).status().code(), proto::MALFORMED);
+  EXPECT_EQ(RenderStatus(j.dump()).status().code(), StatusCode::kMalformed);
   j["cluster"]["workers"] = -1e19;
-  EXPECT_EQ(RenderStatus(j.dump()).status().code(), proto::MALFORMED);
+  EXPECT_EQ(RenderStatus(j.dump()).status().code(), StatusCode::kMalformed);
   j["cluster"]["workers"] = 18446744073709551615u;
-  EXPECT_EQ(RenderStatus(j.dump()).status().code(), proto::MALFORMED);
+  EXPECT_EQ(RenderStatus(j.dump()).status().code(), StatusCode::kMalformed);
   j["cluster"]["workers"] = 2.0;
   auto text = RenderStatus(j.dump());
   ASSERT_TRUE(text.ok()) << text.status().ToString();

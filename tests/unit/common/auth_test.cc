@@ -97,7 +97,7 @@ TEST(KeyFileTest, RefusesATamperedOrMalformedFile) {
   EXPECT_FALSE(ReadCurveKey(path.string(), true).ok());
   EXPECT_TRUE(ReadCurveKey(path.string(), false).ok());
   EXPECT_EQ(ReadCurveKey((dir.path() / "missing.key").string(), true).status().code(),
-            proto::NOT_FOUND);
+            StatusCode::kNotFound);
 
   const auto allow = dir.path() / "allow";
   Write(allow, "worker " + a->public_key + " a\nworker " + a->public_key + " again\n");
@@ -137,7 +137,7 @@ TEST(KeyFileTest, AReloadedAllowListIsSeenByEveryCopyAndABadFileChangesNothing) 
   EXPECT_TRUE(copy.Find(b->public_key).has_value()) << "a bad file changes nothing";
   EXPECT_EQ(copy.size(), 1u);
   std::filesystem::remove(path);
-  EXPECT_EQ(list->Reload().status().code(), proto::NOT_FOUND);
+  EXPECT_EQ(list->Reload().status().code(), StatusCode::kNotFound);
   EXPECT_EQ(copy.size(), 1u);
   done = true;
   reader.join();

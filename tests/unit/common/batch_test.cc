@@ -131,26 +131,26 @@ TEST_F(BatchTest, MalformedBatchesYieldNothing) {
   };
   proto::Header h;
   h.set_type(proto::BATCH);
-  EXPECT_EQ(unbatch(h, 0).code(), proto::MALFORMED);  // no parts
+  EXPECT_EQ(unbatch(h, 0).code(), StatusCode::kMalformed);  // no parts
 
   *h.add_batch() = Part(proto::PUSH, 0);
   h.add_batch_frames(1);
   *h.add_batch() = Part(proto::PUSH, 1);
   h.add_batch_frames(1);
   EXPECT_TRUE(unbatch(h, 2).ok());
-  EXPECT_EQ(unbatch(h, 1).code(), proto::MALFORMED);  // fewer frames than named
-  EXPECT_EQ(unbatch(h, 3).code(), proto::MALFORMED);  // more
+  EXPECT_EQ(unbatch(h, 1).code(), StatusCode::kMalformed);  // fewer frames than named
+  EXPECT_EQ(unbatch(h, 3).code(), StatusCode::kMalformed);  // more
 
   proto::Header counts = h;
   counts.add_batch_frames(0);  // a count without a part
-  EXPECT_EQ(unbatch(counts, 2).code(), proto::MALFORMED);
+  EXPECT_EQ(unbatch(counts, 2).code(), StatusCode::kMalformed);
 
   proto::Header nested = h;
   nested.mutable_batch(1)->set_type(proto::BATCH);
-  EXPECT_EQ(unbatch(nested, 2).code(), proto::MALFORMED);
+  EXPECT_EQ(unbatch(nested, 2).code(), StatusCode::kMalformed);
   proto::Header unknown = h;
   unknown.mutable_batch(0)->set_type(proto::MSG_UNKNOWN);
-  EXPECT_EQ(unbatch(unknown, 2).code(), proto::MALFORMED);
+  EXPECT_EQ(unbatch(unknown, 2).code(), StatusCode::kMalformed);
 
   proto::Header huge;
   huge.set_type(proto::BATCH);
@@ -158,7 +158,7 @@ TEST_F(BatchTest, MalformedBatchesYieldNothing) {
     *huge.add_batch() = Part(proto::PULL, i);
     huge.add_batch_frames(0);
   }
-  EXPECT_EQ(unbatch(huge, 0).code(), proto::MALFORMED);
+  EXPECT_EQ(unbatch(huge, 0).code(), StatusCode::kMalformed);
 }
 
 }  // namespace

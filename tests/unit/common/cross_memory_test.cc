@@ -33,9 +33,9 @@ TEST(CrossMemoryTest, ReadsAndWritesAProcessesMemoryAcrossPages) {
 TEST(CrossMemoryTest, AnAddressNotMappedOrAProcessGoneIsAnError) {
   uint64_t word = 0;
   Status s = ReadProcessMemory(getpid(), 64, &word, sizeof(word));
-  EXPECT_EQ(s.code(), proto::INVALID_ARGUMENT) << s.ToString();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   s = WriteProcessMemory(getpid(), 64, &word, sizeof(word));
-  EXPECT_EQ(s.code(), proto::INVALID_ARGUMENT) << s.ToString();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   // Mapped at the start, not at the end: short of all the bytes is an error too.
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   auto* two = static_cast<uint8_t*>(
@@ -44,7 +44,7 @@ TEST(CrossMemoryTest, AnAddressNotMappedOrAProcessGoneIsAnError) {
   ASSERT_EQ(munmap(two + page, page), 0);
   uint64_t pair[2] = {0, 0};
   s = ReadProcessMemory(getpid(), At(two + page - 8), pair, sizeof(pair));
-  EXPECT_EQ(s.code(), proto::INVALID_ARGUMENT) << s.ToString();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   munmap(two, page);
 
   const pid_t child = fork();
@@ -52,7 +52,7 @@ TEST(CrossMemoryTest, AnAddressNotMappedOrAProcessGoneIsAnError) {
   ASSERT_GT(child, 0);
   ASSERT_EQ(waitpid(child, nullptr, 0), child);
   s = ReadProcessMemory(child, At(&word), &word, sizeof(word));
-  EXPECT_EQ(s.code(), proto::UNAVAILABLE) << s.ToString();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
 }
 
 TEST(CrossMemoryTest, ThePidNamespaceIsKnown) { EXPECT_NE(PidNamespace(), 0u); }

@@ -55,7 +55,7 @@ TEST_F(CutTest, ManifestRoundTripsAndFoldersSortByClock) {
 }
 
 TEST_F(CutTest, LatestIsTheNewestCompleteCut) {
-  EXPECT_EQ(LatestCut(dir_.string()).status().code(), proto::NOT_FOUND);
+  EXPECT_EQ(LatestCut(dir_.string()).status().code(), StatusCode::kNotFound);
   MakeCut(100, true);
   const std::string newest = MakeCut(200, true);
   MakeCut(300, false);  // interrupted: never read

@@ -14,7 +14,7 @@ TEST(IntListTest, ParsesPositiveIntegers) {
 TEST(IntListTest, RejectsBadItemsNamingThem) {
   for (const char* bad : {"", "1,,2", "0", "-3", "4x", "x", "1,2,", "99999999999999999999"}) {
     auto v = ParsePositiveList(bad);
-    EXPECT_EQ(v.status().code(), proto::INVALID_ARGUMENT) << bad;
+    EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument) << bad;
   }
   auto over = ParsePositiveList("5,4097", 4096);
   EXPECT_NE(over.status().message().find("'4097'"), std::string::npos);

@@ -68,7 +68,7 @@ TEST_F(MessageTest, GarbageHeaderIsMalformedAndDrained) {
   (void)dealer_.send(zmq::buffer(std::string("payload")), zmq::send_flags::none);
   auto env = Receive(router_, zmq::recv_flags::none, true);
   ASSERT_TRUE(env.has_value());
-  EXPECT_EQ(env->status.code(), proto::MALFORMED);
+  EXPECT_EQ(env->status.code(), StatusCode::kMalformed);
   EXPECT_EQ(env->identity, "node-5");  // still answerable
   // The next message is read cleanly: the bad one's frames were all consumed.
   proto::Header h;
@@ -87,7 +87,7 @@ TEST(MessageHelpersTest, ErrorReplyCarriesStatus) {
   EXPECT_EQ(err.type(), proto::ERROR);
   EXPECT_EQ(err.request_id(), 42u);
   Status s = StatusOf(err);
-  EXPECT_EQ(s.code(), proto::DTYPE_MISMATCH);
+  EXPECT_EQ(s.code(), StatusCode::kDtypeMismatch);
   EXPECT_EQ(s.message(), "float32 only");
   EXPECT_TRUE(StatusOf(req).ok());
 }

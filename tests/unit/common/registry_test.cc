@@ -95,7 +95,7 @@ TEST_F(RegistryTest, ErrorsNameWhatIsKnownAndTheRange) {
   for (const auto& [text, message] : bad) {
     auto s = registry_.Parse(text);
     ASSERT_FALSE(s.ok()) << text;
-    EXPECT_EQ(s.status().code(), proto::INVALID_ARGUMENT);
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.status().message().find(message), std::string::npos)
         << text << ": " << s.status().message();
   }

@@ -66,32 +66,32 @@ TEST(ShardMapTest, DeterministicWhateverTheDeclarationOrder) {
   std::reverse(tensors.begin(), tensors.end());
   auto b = ShardMap::Build(tensors, 3, 16 * 1024);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(a->ToProto().SerializeAsString(), b->ToProto().SerializeAsString());
+  EXPECT_EQ(ToProto(*a).SerializeAsString(), ToProto(*b).SerializeAsString());
   EXPECT_EQ(a->tensors()[0].name, "embed");  // ids follow name order
   EXPECT_EQ(a->TensorId("fc2.w"), 4);
   EXPECT_EQ(a->TensorId("nope"), -1);
 }
 
 TEST(ShardMapTest, RejectsBadDeclarations) {
-  EXPECT_EQ(ShardMap::Build({{"", {3}, 0}}, 1).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(ShardMap::Build({{"", {3}, 0}}, 1).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ShardMap::Build({{"a", {3}, 0}, {"a", {3}, 0}}, 1).status().code(),
-            proto::INVALID_ARGUMENT);
-  EXPECT_EQ(ShardMap::Build({{"a", {3, 0}, 0}}, 1).status().code(), proto::INVALID_ARGUMENT);
-  EXPECT_EQ(ShardMap::Build({{"a", {}, 0}}, 1).status().code(), proto::INVALID_ARGUMENT);
-  EXPECT_EQ(ShardMap::Build({{"a", {-2}, 0}}, 1).status().code(), proto::INVALID_ARGUMENT);
-  EXPECT_EQ(ShardMap::Build({{"a", {3}, 0}}, 0).status().code(), proto::INVALID_ARGUMENT);
-  EXPECT_EQ(ShardMap::Build({{"a", {3}, 0}}, 1, 2).status().code(), proto::INVALID_ARGUMENT);
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShardMap::Build({{"a", {3, 0}, 0}}, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShardMap::Build({{"a", {}, 0}}, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShardMap::Build({{"a", {-2}, 0}}, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShardMap::Build({{"a", {3}, 0}}, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShardMap::Build({{"a", {3}, 0}}, 1, 2).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ShardMapTest, ProtoRoundTripAndTamperDetection) {
   auto map = ShardMap::Build(SomeTensors(), 2, 16 * 1024);
   ASSERT_TRUE(map.ok());
-  proto::ShardMap p = map->ToProto();
-  auto back = ShardMap::FromProto(p);
+  proto::ShardMap p = ToProto(*map);
+  auto back = ShardMapFromProto(p);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->partitions().size(), map->partitions().size());
   p.mutable_partitions(1)->set_server_rank(1 - p.partitions(1).server_rank());
-  EXPECT_EQ(ShardMap::FromProto(p).status().code(), proto::MALFORMED);
+  EXPECT_EQ(ShardMapFromProto(p).status().code(), StatusCode::kMalformed);
 }
 
 // "The same model" is decided on the values, not on serialized bytes, which are not canonical:
@@ -100,7 +100,7 @@ TEST(ShardMapTest, ProtoRoundTripAndTamperDetection) {
 TEST(SameMessageTest, ValuesDecideNotBytes) {
   auto map = ShardMap::Build({{"w", {1000}, 0}, {"b", {10}, 1}}, 2, 1024);
   ASSERT_TRUE(map.ok());
-  const proto::ShardMap plain = map->ToProto();
+  const proto::ShardMap plain = ToProto(*map);
   std::string bytes = plain.SerializeAsString();
   bytes += std::string("\xf8\x3e\x01", 3);  // field 999 (varint 1): unknown to this build
   proto::ShardMap newer;

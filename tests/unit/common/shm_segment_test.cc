@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -22,7 +23,7 @@ TEST(ShmSegmentTest, OnlyProjectNamesAreValid) {
   EXPECT_FALSE(ShmSegment::ValidName("/hetps-../etc"));
   EXPECT_FALSE(ShmSegment::ValidName("/hetps-a/b"));
   EXPECT_FALSE(ShmSegment::ValidName("/hetps-" + std::string(200, 'a')));
-  EXPECT_EQ(ShmSegment::Open("/tmp/x", 4096).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(ShmSegment::Open("/tmp/x", 4096).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ShmSegmentTest, TheOpenerSeesTheCreatorsBytesBothWays) {
@@ -41,7 +42,7 @@ TEST(ShmSegmentTest, TheOpenerSeesTheCreatorsBytesBothWays) {
   EXPECT_FALSE(InDevShm(name));
   (*opened)->data()[0] = 1;
   EXPECT_EQ((*created)->data()[0], 1);
-  EXPECT_EQ(ShmSegment::Open(name, 1 << 20).status().code(), proto::UNAVAILABLE);
+  EXPECT_EQ(ShmSegment::Open(name, 1 << 20).status().code(), StatusCode::kUnavailable);
 }
 
 TEST(ShmSegmentTest, AWrongSizeOrAnExistingNameIsRefused) {
@@ -50,9 +51,24 @@ TEST(ShmSegmentTest, AWrongSizeOrAnExistingNameIsRefused) {
   ASSERT_TRUE(created.ok());
   auto opened = ShmSegment::Open(name, 4096);
   ASSERT_FALSE(opened.ok());
-  EXPECT_EQ(opened.status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(opened.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(opened.status().message().find("not 4096 bytes"), std::string::npos);
   EXPECT_FALSE(ShmSegment::Create(name, 8192).ok());  // O_EXCL
+}
+
+// Payloads pass through segments under --auth=curve too: one another user could reach (group or
+// other permissions) is refused, never mapped.
+TEST(ShmSegmentTest, ASegmentOthersCanReachIsRefused) {
+  const std::string name = TestName("open");
+  auto created = ShmSegment::Create(name, 4096);
+  ASSERT_TRUE(created.ok());
+  ASSERT_TRUE(ShmSegment::Open(name, 4096).ok());
+  ASSERT_EQ(chmod(("/dev/shm" + name).c_str(), 0644), 0);
+  auto opened = ShmSegment::Open(name, 4096);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(opened.status().message().find("not private to this user"), std::string::npos)
+      << opened.status().message();
 }
 
 TEST(ShmSegmentTest, TheCreatorLeavesNothingInDevShm) {
@@ -80,7 +96,7 @@ TEST(ShmSegmentTest, ReservationGrowsUpToTheSizeAndOnlyTheCreatorReserves) {
   EXPECT_EQ((*created)->reserved(), size_t{1} << 20);
   auto opened = ShmSegment::Open(name, 1 << 20);
   ASSERT_TRUE(opened.ok());
-  EXPECT_EQ((*opened)->Reserve(4096).code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ((*opened)->Reserve(4096).code(), StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

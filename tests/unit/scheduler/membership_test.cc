@@ -45,9 +45,11 @@ TEST(MembershipTest, RetriedRegistrationKeepsItsId) {
 TEST(MembershipTest, RefusesExtraNodesAndBadRequests) {
   Membership m(1, 1, 1);
   ASSERT_TRUE(m.Register("a", Reg(proto::WORKER), {}).ok());
-  EXPECT_EQ(m.Register("b", Reg(proto::WORKER), {}).status().code(), proto::FAILED_PRECONDITION);
-  EXPECT_EQ(m.Register("c", Reg(proto::SERVER), {}).status().code(), proto::INVALID_ARGUMENT);
-  EXPECT_EQ(m.Register("d", Reg(proto::SCHEDULER), {}).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(m.Register("b", Reg(proto::WORKER), {}).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m.Register("c", Reg(proto::SERVER), {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.Register("d", Reg(proto::SCHEDULER), {}).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(MembershipTest, SilentNodesExpireAndOnlyOnce) {
@@ -93,7 +95,7 @@ TEST(MembershipTest, HonoursRequestedRanks) {
   want9.set_rank(9);
   auto out_of_range = m.Register("d", want9, {});
   ASSERT_FALSE(out_of_range.ok());
-  EXPECT_EQ(out_of_range.status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(out_of_range.status().code(), StatusCode::kInvalidArgument);
   auto c = m.Register("e", Reg(proto::WORKER), {});  // refusals took nothing
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)->info.rank(), 1);
@@ -126,9 +128,9 @@ TEST(MembershipTest, WorkersJoinTheFormedClusterUpToMaxWorkers) {
   EXPECT_EQ(m.LiveWorkers().size(), 3u);
   auto full = m.Register("w3", Reg(proto::WORKER), {});
   ASSERT_FALSE(full.ok());
-  EXPECT_EQ(full.status().code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(full.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(full.status().message().find("maximum of 3 workers"), std::string::npos);
-  EXPECT_EQ(m.Register("w9", RegRank(3), {}).status().code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(m.Register("w9", RegRank(3), {}).status().code(), StatusCode::kFailedPrecondition);
   m.MarkLeft((*late)->info.id());  // a departure frees a place, and its rank
   auto again = m.Register("w4", Reg(proto::WORKER), {});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
@@ -141,7 +143,7 @@ TEST(MembershipTest, ARestartedWorkerTakesItsRankOnceTheOldOneIsDead) {
   Membership m = Formed(4);
   auto early = m.Register("w1-again", RegRank(1), {});
   ASSERT_FALSE(early.ok());
-  EXPECT_EQ(early.status().code(), proto::UNAVAILABLE);  // w1 is alive: retry later
+  EXPECT_EQ(early.status().code(), StatusCode::kUnavailable);  // w1 is alive: retry later
   m.Touch("s", SteadyTime{} + milliseconds(2000));
   m.Touch("w0", SteadyTime{} + milliseconds(2000));
   ASSERT_EQ(m.ExpireSilent(SteadyTime{} + milliseconds(2500), milliseconds(1000)),
@@ -159,7 +161,7 @@ TEST(MembershipTest, ARestartedWorkerTakesItsRankOnceTheOldOneIsDead) {
   const proto::ClusterView view = m.View();
   for (const proto::NodeInfo& n : view.nodes()) rank1 += n.role() == proto::WORKER && n.rank() == 1;
   EXPECT_EQ(rank1, 1) << "the dead rank-1 worker is superseded in the view";
-  EXPECT_EQ(m.Register("x", RegRank(4), {}).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(m.Register("x", RegRank(4), {}).status().code(), StatusCode::kInvalidArgument);
 }
 
 // Registration never takes a rank from a live node: neither while the cluster forms nor once it
@@ -171,15 +173,16 @@ TEST(MembershipTest, RegistrationNeverTakesTheRankOfALiveNode) {
   s0.set_rank(0);
   ASSERT_TRUE(forming.Register("s0", s0, {}).ok());
   s0.set_address("tcp://evil:1");
-  EXPECT_EQ(forming.Register("evil-s", s0, {}).status().code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(forming.Register("evil-s", s0, {}).status().code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(forming.Register("w0", RegRank(0), {}).ok());
-  EXPECT_EQ(forming.Register("evil-w", RegRank(0), {}).status().code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(forming.Register("evil-w", RegRank(0), {}).status().code(),
+            StatusCode::kFailedPrecondition);
 
   Membership m = Formed(4);  // s (id 1, rank 0), w0, w1 alive
   proto::Header server = Reg(proto::SERVER, "tcp://evil:2");
   server.set_rank(0);
-  EXPECT_EQ(m.Register("evil-s", server, {}).status().code(), proto::UNAVAILABLE);
-  EXPECT_EQ(m.Register("evil-w", RegRank(0), {}).status().code(), proto::UNAVAILABLE);
+  EXPECT_EQ(m.Register("evil-s", server, {}).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(m.Register("evil-w", RegRank(0), {}).status().code(), StatusCode::kUnavailable);
   const proto::ClusterView view = m.View();
   ASSERT_EQ(view.nodes_size(), 3);
   for (const proto::NodeInfo& n : view.nodes()) {

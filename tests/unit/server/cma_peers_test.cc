@@ -61,22 +61,22 @@ TEST(CmaPeersTest, AClaimIsProvenBeforeAnythingIsWritten) {
   CmaPeers peers;
   // Not another process, not this namespace, no challenge, a wrong probe.
   EXPECT_EQ(peers.Challenge(1, getpid(), PidNamespace(), At(probe)).status().code(),
-            proto::INVALID_ARGUMENT);
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(peers.Challenge(1, worker.pid(), PidNamespace() + 1, At(probe)).status().code(),
-            proto::FAILED_PRECONDITION);
-  EXPECT_EQ(peers.Confirm(1, 42).code(), proto::FAILED_PRECONDITION);
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(peers.Confirm(1, 42).code(), StatusCode::kFailedPrecondition);
   auto challenge = peers.Challenge(1, worker.pid(), PidNamespace(), At(probe));
   ASSERT_TRUE(challenge.ok()) << challenge.status().ToString();
   worker.Store(&probe[0], *challenge);
-  EXPECT_EQ(peers.Confirm(1, *challenge + 1).code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(peers.Confirm(1, *challenge + 1).code(), StatusCode::kFailedPrecondition);
   EXPECT_FALSE(peers.Attached(1));
   // The probe in place but the claim spent: a new challenge is needed.
-  EXPECT_EQ(peers.Confirm(1, *challenge).code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(peers.Confirm(1, *challenge).code(), StatusCode::kFailedPrecondition);
   // A challenge not put where the worker said: this process's memory, not the child's, holds it.
   challenge = peers.Challenge(1, worker.pid(), PidNamespace(), At(probe));
   ASSERT_TRUE(challenge.ok());
   probe[0] = *challenge;
-  EXPECT_EQ(peers.Confirm(1, *challenge).code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(peers.Confirm(1, *challenge).code(), StatusCode::kFailedPrecondition);
   EXPECT_FALSE(peers.Attached(1));
   // Proven: the complement is written after the probe, in the child.
   challenge = peers.Challenge(1, worker.pid(), PidNamespace(), At(probe));
@@ -99,7 +99,7 @@ TEST(CmaPeersTest, CopiesGoToTheAttachedWorkerUntilRevoked) {
   std::array<float, 1024> values;
   values.fill(2.5f);
   EXPECT_EQ(peers.Write(3, At(array.data()), values.data(), sizeof(values)).code(),
-            proto::FAILED_PRECONDITION)
+            StatusCode::kFailedPrecondition)
       << "not attached";
   auto challenge = peers.Challenge(3, worker.pid(), PidNamespace(), At(probe));
   ASSERT_TRUE(challenge.ok());
@@ -110,16 +110,16 @@ TEST(CmaPeersTest, CopiesGoToTheAttachedWorkerUntilRevoked) {
   ASSERT_TRUE(peers.Read(3, At(array.data()), back.data(), sizeof(back)).ok());
   EXPECT_EQ(back, values);
   EXPECT_EQ(array[0], 0.0f) << "this process's copy is not the worker's";
-  EXPECT_EQ(peers.Read(3, 64, back.data(), sizeof(back)).code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(peers.Read(3, 64, back.data(), sizeof(back)).code(), StatusCode::kInvalidArgument);
   // Another worker id is not attached through this one.
   EXPECT_EQ(peers.Read(4, At(array.data()), back.data(), sizeof(back)).code(),
-            proto::FAILED_PRECONDITION);
+            StatusCode::kFailedPrecondition);
   peers.Revoke(3);
   EXPECT_FALSE(peers.Attached(3));
   EXPECT_EQ(peers.Write(3, At(array.data()), values.data(), sizeof(values)).code(),
-            proto::FAILED_PRECONDITION);
+            StatusCode::kFailedPrecondition);
   EXPECT_EQ(peers.Read(3, At(array.data()), back.data(), sizeof(back)).code(),
-            proto::FAILED_PRECONDITION);
+            StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -41,13 +41,13 @@ TEST(ConsistencyGateTest, AWorkerParksAtMostItsLimitOfRequests) {
   gate.Admit(over);
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[0].type(), proto::ERROR);
-  EXPECT_EQ(replies[0].error(), proto::UNAVAILABLE);
+  EXPECT_EQ(replies[0].error(), StatusCode::kUnavailable);
   EXPECT_EQ(replies[0].request_id(), 4u);
   EXPECT_NE(replies[0].error_message().find("3 requests waiting"), std::string::npos);
   Envelope clock = Request(proto::CLOCK, 1, 0, 5);
   gate.OnClock(clock);
   ASSERT_EQ(replies.size(), 2u);
-  EXPECT_EQ(replies[1].error(), proto::UNAVAILABLE);
+  EXPECT_EQ(replies[1].error(), StatusCode::kUnavailable);
   EXPECT_EQ(gate.parked_clocks(), 0);
   EXPECT_EQ(gate.parked_reads(), 3);
 
@@ -62,6 +62,33 @@ TEST(ConsistencyGateTest, AWorkerParksAtMostItsLimitOfRequests) {
   gate.Admit(again);
   EXPECT_EQ(served, 5);
   EXPECT_EQ(replies.size(), 2u);
+}
+
+// A live switch never moves into, out of or between the modes whose rounds the scheduler runs
+// (the clients' loops differ, and Policy.scheduler_rounds never changes); between clock-driven
+// controllers it goes through.
+TEST(ConsistencyGateTest, ALiveSwitchNeverCrossesBetweenClocksAndSchedulerRounds) {
+  for (const std::string& from : Controllers().Names()) {
+    ConsistencyGate gate(
+        *Controllers().Parse(from), *Aggregators().Parse("sum"),
+        ConsistencyGate::Actions{[](const std::string&, const proto::Header&) {},
+                                 [](DataRequest) {}, [](const RoundSpec&) {}, [] { return 0.0; }});
+    gate.Start({1, 2});
+    const bool rounds = gate.scheduler_rounds();
+    EXPECT_EQ(rounds, SchedulerRunsRounds(Controllers().EntryFor(from).schedule));
+    for (const std::string& to : Controllers().Names()) {
+      const ApplySchedule a = Controllers().EntryFor(from).schedule;
+      const ApplySchedule b = Controllers().EntryFor(to).schedule;
+      const bool crosses = (SchedulerRunsRounds(a) || SchedulerRunsRounds(b)) && a != b;
+      Status s = gate.Switch(to);
+      EXPECT_EQ(s.ok(), !crosses) << from << " -> " << to << ": " << s.ToString();
+      if (crosses) {
+        EXPECT_NE(s.message().find("cannot move into, out of or between"), std::string::npos)
+            << s.message();
+      }
+      EXPECT_EQ(gate.scheduler_rounds(), rounds) << from << " -> " << to;
+    }
+  }
 }
 
 }  // namespace

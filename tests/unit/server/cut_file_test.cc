@@ -44,7 +44,7 @@ class CutFileTest : public ::testing::Test {
     meta.set_format(kCutFileFormat);
     meta.set_server_rank(1);
     meta.set_clock(42);
-    *meta.mutable_shard_map() = map_.ToProto();
+    *meta.mutable_shard_map() = ToProto(map_);
     return meta;
   }
   // Writes partitions {0, 1} as owner 0 and {2} as owner 1, like two owner threads would.
@@ -85,7 +85,7 @@ TEST_F(CutFileTest, PartitionsComeBackWhole) {
   }
   EXPECT_EQ(restored->Find(1)->held_clocks(), 1u);
   EXPECT_EQ(restored->Find(0)->version(), 2);
-  EXPECT_EQ((*reader)->Read(9).status().code(), proto::NOT_FOUND);
+  EXPECT_EQ((*reader)->Read(9).status().code(), StatusCode::kNotFound);
   EXPECT_FALSE(CutReader::Open(dir_.string(), 0).ok()) << "no file of rank 0";
 }
 

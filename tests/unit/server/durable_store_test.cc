@@ -66,7 +66,7 @@ class Node {
     if (!durable_->meta()) {
       proto::DurableMeta meta;
       meta.set_server_rank(0);
-      *meta.mutable_shard_map() = map_.ToProto();
+      *meta.mutable_shard_map() = ToProto(map_);
       return durable_->SetMeta(meta);
     }
     for (int32_t id : state_.owned[0]) {
@@ -231,7 +231,7 @@ TEST_F(DurableStoreTest, UpdatesHeldForRoundsAreBoundedPerWorker) {
   }
   const proto::Header refused = node.Push(2, Filled(40, 1), 0, 0, true, most, 1);
   EXPECT_EQ(refused.type(), proto::ERROR);
-  EXPECT_EQ(refused.error(), proto::UNAVAILABLE);
+  EXPECT_EQ(refused.error(), StatusCode::kUnavailable);
   EXPECT_NE(refused.error_message().find("the most one worker may"), std::string::npos);
   EXPECT_EQ(node.Push(2, Filled(40, 1), 0, 0, true, 0, /*worker=*/2).type(), proto::PUSH_REPLY);
   EXPECT_EQ(node.held_by(2, 1), most);

@@ -16,7 +16,7 @@ Initializer Make(const std::string& mode, double scale = 0.1, uint64_t seed = 3)
 
 TEST(InitializerTest, UnknownModeIsAnError) {
   auto bad = Initializer::Make({"xavier", 0.1, 1});
-  EXPECT_EQ(bad.status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(InitializerTest, ValuesDoNotDependOnHowTheTensorIsCut) {

@@ -17,7 +17,7 @@ std::unique_ptr<Optimizer> Make(const std::string& spec) {
 
 TEST(OptimizerTest, UnknownNameAndBadLrAreErrors) {
   auto bad = MakeOptimizer("rmsprop");
-  EXPECT_EQ(bad.status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("sgd"), std::string::npos);  // lists the known ones
   EXPECT_FALSE(MakeOptimizer("sgd:lr=0").ok());
   EXPECT_FALSE(MakeOptimizer("adam:beta1=1").ok());  // the bias correction would divide by 0

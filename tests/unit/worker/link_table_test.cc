@@ -45,7 +45,7 @@ TEST(LinkTableTest, ClientsDrawRowsByShareAndAlwaysTheSame) {
 }
 
 TEST(LinkTableTest, ABadTableIsRefusedNamingTheLine) {
-  EXPECT_EQ(ReadLinkTable("/nonexistent.csv").status().code(), proto::NOT_FOUND);
+  EXPECT_EQ(ReadLinkTable("/nonexistent.csv").status().code(), StatusCode::kNotFound);
   EXPECT_FALSE(ParseLinkTable("name,share,up_mbps\nx,1,2\n", "t.csv").ok()) << "missing columns";
   auto bad = ParseLinkTable("name,share,up_mbps,down_mbps,latency_ms\nx,1,fast,2,3\n", "t.csv");
   ASSERT_FALSE(bad.ok());

@@ -37,7 +37,7 @@ TEST(TransportTest, OneByNameNoneForTheSocketAndUnknownWordsRefused) {
   for (const char* bad : {"", "tcp", "SHM", "cma,shm"}) {
     auto refused = TransportsFor(bad);
     ASSERT_FALSE(refused.ok()) << "'" << bad << "'";
-    EXPECT_EQ(refused.status().code(), proto::INVALID_ARGUMENT);
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(refused.status().message().find("auto, socket, shm, cma"), std::string::npos)
         << refused.status().message();
   }
@@ -49,7 +49,7 @@ TEST(TransportTest, ConnectRefusesAnUnknownTransportBeforeJoining) {
   o.transport = "rdma";
   auto client = Client::Connect(o);
   ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(client.status().message().find("rdma"), std::string::npos);
 }
 

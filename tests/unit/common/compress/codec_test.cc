@@ -68,7 +68,7 @@ TEST(CodecSpecTest, RefusesBadSpecsWithClearErrors) {
   for (const auto& [text, message] : bad) {
     auto s = ParseCodecSpec(text);
     ASSERT_FALSE(s.ok()) << text;
-    EXPECT_EQ(s.status().code(), proto::INVALID_ARGUMENT);
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.status().message().find(message), std::string::npos) << s.status().message();
   }
 }
@@ -250,7 +250,7 @@ TEST(CodecTest, SparseIndicesAreChecked) {
                           encode({0, 1}, {NAN, 1})}) {
     auto s = topk->Decode(bad.data(), bad.size(), n, ctx, y.data());
     ASSERT_FALSE(s.ok());
-    EXPECT_EQ(s.code(), proto::MALFORMED) << s.message();
+    EXPECT_EQ(s.code(), StatusCode::kMalformed) << s.message();
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "server/partition_store.h"
@@ -12,14 +13,12 @@
 namespace hetps {
 namespace {
 
-// The combinations hetps defines; every other pair must be refused.
+// The combinations hetps defines, as each aggregator declares them by the controllers' apply
+// schedules (with its parameters at their defaults); every other pair must be refused.
 bool Defined(const std::string& aggregator, const std::string& consistency) {
-  static const std::set<std::string> per_push = {"asp", "ssp", "dssp", "committed"};
-  if (aggregator == "sum") return true;
-  if (aggregator == "fedavg" || aggregator == "temporal") {
-    return consistency == "bsp" || consistency == "selected";
-  }
-  return per_push.contains(consistency);  // fedbuff, fedasync
+  const std::vector<ApplySchedule>& defined = Aggregators().EntryFor(aggregator).schedules;
+  const ApplySchedule schedule = Controllers().EntryFor(consistency).schedule;
+  return std::find(defined.begin(), defined.end(), schedule) != defined.end();
 }
 
 struct Outcome {
@@ -76,7 +75,7 @@ TEST(AggregatorTest, EveryCombinationIsDefinedOrRefusedWithAReason) {
       Status s = CheckCombination(*Aggregators().Parse(a), *Controllers().Parse(c));
       EXPECT_EQ(s.ok(), Defined(a, c)) << a << " under " << c << ": " << s.ToString();
       if (!s.ok()) {
-        EXPECT_EQ(s.code(), proto::INVALID_ARGUMENT);
+        EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
         EXPECT_NE(s.message().find("does not combine with consistency " + c), std::string::npos)
             << s.message();
         continue;
@@ -91,7 +90,10 @@ TEST(AggregatorTest, EveryCombinationIsDefinedOrRefusedWithAReason) {
 TEST(AggregatorTest, PerPushOptionsOfSumAreRefusedWhereRoundsCombine) {
   for (const char* option : {"sum:staleness_lr=inverse", "sum:compensation=dcasgd"}) {
     for (const std::string& c : Controllers().Names()) {
-      const bool rounds = c == "bsp" || c == "backup" || c == "semi_async" || c == "selected";
+      const ApplySchedule schedule = Controllers().EntryFor(c).schedule;
+      const bool rounds = schedule == ApplySchedule::kLockstepRounds ||
+                          schedule == ApplySchedule::kQuorumRounds ||
+                          schedule == ApplySchedule::kScheduledRounds;
       Status s = CheckCombination(*Aggregators().Parse(option), *Controllers().Parse(c));
       EXPECT_EQ(s.ok(), !rounds) << option << " under " << c << ": " << s.ToString();
     }

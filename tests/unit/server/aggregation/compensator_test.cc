@@ -113,7 +113,7 @@ TEST(CompensatorTest, LcasgdKeepsItsReportsAcrossSaveAndLoad) {
   proto::AggregatorState broken = saved;
   (*(*broken.mutable_per_worker())["lcasgd_reports"].mutable_floats())[1] = "abc";
   OnePartition b(spec, {0, 0});
-  EXPECT_EQ(b.state->aggregator()->Load(broken).code(), proto::MALFORMED);
+  EXPECT_EQ(b.state->aggregator()->Load(broken).code(), StatusCode::kMalformed);
 }
 
 // DC-ASGD's loops run vectorized (server/vectorized.h). Over 1003 elements (lanes of 8 and 4 and

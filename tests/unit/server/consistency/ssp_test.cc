@@ -63,10 +63,11 @@ TEST(SspTest, PausedWorkerBlocksSspUntilItIsRemoved) {
 }
 
 TEST(SspTest, UnknownNameAndBadParametersAreErrors) {
-  EXPECT_EQ(MakeController("bulk", Ids(2)).status().code(), proto::INVALID_ARGUMENT);
-  EXPECT_EQ(MakeController("ssp:staleness=-1", Ids(2)).status().code(), proto::INVALID_ARGUMENT);
+  EXPECT_EQ(MakeController("bulk", Ids(2)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeController("ssp:staleness=-1", Ids(2)).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(MakeController("dssp:lower=-1,range=3", Ids(2)).status().code(),
-            proto::INVALID_ARGUMENT);
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ TEST(GpuCodecTest, UnavailableWithoutAGpuSaysWhy) {
   EXPECT_FALSE(why.empty());
   auto e = Encoder::Create(*ParseCodecSpec("fp16"), 10);
   ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), proto::FAILED_PRECONDITION);
+  EXPECT_EQ(e.status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST(GpuCodecTest, EncodingsAreByteIdenticalToTheCpu) {

@@ -97,7 +97,8 @@ TEST(AvailabilityTest, ATraceGivesEachClientItsOnlinePeriods) {
 }
 
 TEST(AvailabilityTest, ABadTraceIsRefusedNamingTheLine) {
-  EXPECT_EQ(MakeAvailability("trace:file=/nonexistent.csv", 1).status().code(), proto::NOT_FOUND);
+  EXPECT_EQ(MakeAvailability("trace:file=/nonexistent.csv", 1).status().code(),
+            StatusCode::kNotFound);
   EXPECT_FALSE(MakeAvailability("trace", 1).ok()) << "no file given";
   const auto bad = MakeAvailability("trace:file=" + WriteTrace("bad.csv", "0,5,3\n"), 1);
   ASSERT_FALSE(bad.ok());

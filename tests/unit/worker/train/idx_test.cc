@@ -43,14 +43,14 @@ TEST(IdxTest, ReadsPlainAndGzipFiles) {
 }
 
 TEST(IdxTest, RefusesCorruptFilesWithAClearMessage) {
-  EXPECT_EQ(ReadIdx("/nonexistent/x.gz").status().code(), proto::NOT_FOUND);
+  EXPECT_EQ(ReadIdx("/nonexistent/x.gz").status().code(), StatusCode::kNotFound);
   auto bad_magic = ReadIdx(Write("m", {1, 2, 8, 1, 0, 0, 0, 1, 7}, false));
-  EXPECT_EQ(bad_magic.status().code(), proto::MALFORMED);
+  EXPECT_EQ(bad_magic.status().code(), StatusCode::kMalformed);
   EXPECT_NE(bad_magic.status().message().find("magic"), std::string::npos);
   auto floats = ReadIdx(Write("f", Idx({1}, {0, 0, 0, 0}, 0x0D), false));
   EXPECT_NE(floats.status().message().find("unsigned byte"), std::string::npos);
   auto truncated = ReadIdx(Write("t.gz", Idx({4, 4}, std::vector<uint8_t>(10)), true));
-  EXPECT_EQ(truncated.status().code(), proto::MALFORMED);
+  EXPECT_EQ(truncated.status().code(), StatusCode::kMalformed);
   EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos);
   auto header = ReadIdx(Write("h", {0, 0, 8, 3, 0, 0}, false));
   EXPECT_NE(header.status().message().find("truncated header"), std::string::npos);
@@ -70,9 +70,9 @@ TEST(IdxTest, PairsImagesWithLabelsAndStandardizes) {
   EXPECT_NEAR(mean, 0, 1e-6);
   EXPECT_NEAR(std::sqrt(sq / 4), 1, 1e-5);
   EXPECT_EQ(LoadIdxPair(images, Write("l3", Idx({3}, {1, 2, 3}), false)).status().code(),
-            proto::MALFORMED);
+            StatusCode::kMalformed);
   EXPECT_EQ(LoadIdxPair(images, Write("l10", Idx({2}, {1, 10}), false)).status().code(),
-            proto::MALFORMED);
+            StatusCode::kMalformed);
 }
 
 TEST(IdxTest, LoadsTheRealFashionMnistTestSet) {

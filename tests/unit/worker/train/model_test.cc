@@ -205,7 +205,7 @@ TEST(ModelTest, DeviceChoice) {
     EXPECT_EQ((*any)->device(), "cpu");
     auto cuda = MakeModel(a, "cuda");
     ASSERT_FALSE(cuda.ok());
-    EXPECT_EQ(cuda.status().code(), proto::FAILED_PRECONDITION);
+    EXPECT_EQ(cuda.status().code(), StatusCode::kFailedPrecondition);
     EXPECT_NE(cuda.status().message().find(why), std::string::npos);
   }
 }

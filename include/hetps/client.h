@@ -1,4 +1,4 @@
-// hetps worker client: the whole user API.
+// hetps worker client: the whole user API (installed as <hetps/client.h>; link hetps::client).
 //
 //   hetps::ClientOptions options;
 //   options.scheduler = "tcp://127.0.0.1:7000";
@@ -48,9 +48,9 @@
 #include <string>
 #include <vector>
 
-#include "common/shard_map.h"
-#include "common/status.h"
-#include "worker/link_shaper.h"
+#include "hetps/link.h"
+#include "hetps/shard_map.h"
+#include "hetps/status.h"
 
 namespace hetps {
 
@@ -64,27 +64,27 @@ struct ClientOptions {
   // are not applied twice. 0: they fail at once with UNAVAILABLE.
   int server_recovery_timeout_ms = 0;
   const std::atomic<bool>* stop = nullptr;  // optional: abort Connect/waits when set
-  // Gradient compression of pushes (common/compress/codec.h): one spec for every layer,
+  // Gradient compression of pushes (docs/algorithms.md, codecs): one spec for every layer,
   // "topk:density=0.01,ef=1", or per layer, "default=topk:density=0.01;layer0=none". Each
   // partition is encoded on the pushing thread; error-feedback residuals live here, per
   // partition.
   std::string push_codec = "none";
   std::string pull_codec = "none";  // codec of pull replies: none or fp16
-  // An emulated edge link to the servers (worker/link_shaper.h): requests are held until the
+  // An emulated edge link to the servers (hetps/link.h): requests are held until the
   // link would have delivered them, replies until they would have arrived. Off by default;
   // the scheduler's control messages are not shaped.
   LinkOptions link;
   // Federated clients: the compute slowdown this client emulates; sent with its round requests
   // (with the link above) so that the scheduler's clients.csv describes every client.
   double device_slowdown = 1;
-  // Authentication (common/auth.h). "curve": every connection is CURVE-encrypted and proves
+  // Authentication (docs/security.md). "curve": every connection is CURVE-encrypted and proves
   // this worker's key, keys_dir/<key_name>.key (key_name default "worker"; made by `hetps
   // keygen`), and accepts only the scheduler of keys_dir/scheduler.pub and the servers whose
   // keys the scheduler announces. "none": plain TCP (clusters on loopback).
   std::string auth = "none";
   std::string keys_dir;
   std::string key_name;
-  // Connect tunes this process's malloc for transfers (common/allocator.h: glibc's mmap
+  // Connect tunes this process's malloc for transfers (glibc's mmap
   // threshold to 32 MiB, its trim threshold to 1 GiB). ZeroMQ receives every message into a
   // buffer it allocates; with glibc's defaults a partition-sized buffer (up to 4 MiB) is a
   // fresh mmap whose pages fault in and are unmapped again for every message, which costs up
@@ -99,7 +99,7 @@ struct ClientOptions {
   // before they apply it). 64 MiB is many times the bandwidth-delay product of a datacenter
   // link; a request larger than the window goes alone. 0: unbounded.
   int64_t max_in_flight_bytes = int64_t{64} << 20;
-  // Co-located transports (worker/transport.h): to a server on this machine (the same host
+  // Co-located transports (docs/client.md): to a server on this machine (the same host
   // name in the cluster view, and an address of this network namespace) large payloads skip
   // the socket; headers, replies and their order stay on it. "auto" tries "shm", then "cma"
   // (where no segment can be made), and keeps the first the server accepts; "socket" uses
@@ -116,11 +116,13 @@ struct ClientOptions {
   //    The caller's arrays are lent until the server answers: a request that fails
   //    unanswered (the client stopped, the cluster closed) hands its array back only once the
   //    server answered a revocation or exited, so a stop may wait for a hung server.
-  // Neither is used with auth "curve" (its guarantees are the socket's), over an emulated
-  // link, or to a server restarted during the run.
+  // Both are used with auth "curve" too: the headers stay on the authenticated socket, and the
+  // payloads go where only this user can reach them (a segment of mode 0600, which the server
+  // checks; ptrace rights over this process). Neither is used over an emulated link, or to a
+  // server restarted during the run.
   std::string transport = "auto";
   int64_t shared_memory_bytes = int64_t{64} << 20;
-  // Batching (common/batch.h): requests to one server whose payload is smaller than this, sent
+  // Batching: requests to one server whose payload is smaller than this, sent
   // together (a step's pushes of many small tensors, its pulls, its clock), leave as one message
   // of up to this many payload bytes, and the server answers what it answers at once as one
   // message. Nothing waits to be batched: a batch holds the requests of one call (with
@@ -201,6 +203,9 @@ class Client {
   // The consistency spec the servers ran when this worker joined, every parameter spelled out
   // (e.g. "ssp:staleness=2"; `hetps ctl` may have switched it since).
   std::string consistency() const;
+  // Whether the scheduler runs this cluster's federated rounds (the servers' consistency is
+  // selected or committed): a client then asks for work with AwaitRound instead of clocking.
+  bool scheduler_runs_rounds() const;
 
   // Declares the tensors this worker uses and blocks until the shard map is installed on every
   // server. Collective: returns once every live worker has declared (the map holds the union).
@@ -216,7 +221,7 @@ class Client {
   // live on a GPU) or that the caller compresses itself. `encode` is called once per partition
   // of the tensor, in order, on this thread, before PushEncoded returns; it must write into
   // `out` the partition's encoding by `slice.codec` with the context the CPU codec would be
-  // given (common/compress/codec.h: key {seed, slice.partition, slice.step}, cols slice.cols),
+  // given (the codec context: key {seed, slice.partition, slice.step}, cols slice.cols),
   // so that servers decode it with the CPU codec, or slice.length raw float32 values when
   // slice.codec is "none". Error feedback is then the caller's to keep, per partition: do not
   // mix Push and PushEncoded on one tensor with an error-feedback codec. The client owns the
