@@ -40,6 +40,7 @@ cleanup() {
   set +e
   if [ -n "${DOCKER_HOST:-}" ] || [ -n "$dockerd_pid" ]; then
     "${compose[@]}" --profile edge down -v --remove-orphans >/dev/null 2>&1
+    docker rm -f "$project-systemd" >/dev/null 2>&1
   fi
   if [ -n "$dockerd_pid" ]; then
     say "stopping the private dockerd (pid $dockerd_pid)"
@@ -92,6 +93,8 @@ docker build -q --network host -f deploy/docker/Dockerfile --build-arg BASE="$HE
   --target runtime -t hetps:latest . >/dev/null
 docker build -q --network host -f deploy/docker/Dockerfile --build-arg BASE="$HETPS_BASE_IMAGE" \
   --target prometheus -t hetps-prometheus:latest . >/dev/null
+docker build -q --network host -f deploy/docker/Dockerfile --build-arg BASE="$HETPS_BASE_IMAGE" \
+  --target systemd -t hetps-systemd:latest . >/dev/null
 say "images built in $(($(date +%s) - start)) s: $(docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep hetps | tr '\n' ' ')"
 
 "${compose[@]}" up -d --no-build
@@ -173,3 +176,49 @@ for _ in $(seq 600); do
 done
 [ -n "$edge" ] || { say "FAIL: the edge run did not finish"; logs edge-scheduler | tail; exit 1; }
 say "PASS: edge profile: $edge"
+
+# The package's systemd units for real: systemd as a container's init, the roles started with
+# systemctl from flags in /etc/hetps (with keys), each unit active only once its daemon said
+# READY=1, the workers' units ending in success with the model trained.
+"${compose[@]}" --profile edge down -v --remove-orphans >/dev/null 2>&1
+docker run -d --name "$project-systemd" --privileged --tmpfs /run --tmpfs /run/lock \
+  -v /sys/fs/cgroup:/sys/fs/cgroup hetps-systemd:latest >/dev/null
+in_systemd() { docker exec "$project-systemd" "$@"; }
+state=""
+for _ in $(seq 60); do
+  state=$(in_systemd systemctl is-system-running 2>/dev/null || true)
+  case "$state" in running | degraded) break ;; esac
+  sleep 0.5
+done
+case "$state" in
+  running | degraded) say "systemd is the container's init ($state)" ;;
+  *) say "FAIL: systemd did not start in its container ($state)"; docker logs "$project-systemd" | tail; exit 1 ;;
+esac
+in_systemd sh -ec '
+  mkdir -p /etc/hetps
+  hetps keygen --out=/etc/hetps/keys >/dev/null && chown -R hetps:hetps /etc/hetps/keys
+  printf "HETPS_SCHEDULER=tcp://127.0.0.1:7340\nHETPS_AUTH=curve\nHETPS_KEYS=/etc/hetps/keys\n" >/etc/hetps/hetps.env
+  printf "HETPS_BIND=tcp://127.0.0.1:7340\nHETPS_NUM_SERVERS=1\nHETPS_NUM_WORKERS=2\n" >/etc/hetps/scheduler.env
+  printf "HETPS_OPTIMIZER=adam:lr=0.001\nHETPS_INIT=worker\nHETPS_CONSISTENCY=ssp:staleness=2\n" >/etc/hetps/server.env
+  printf "HETPS_WORKLOAD=train\nHETPS_MODEL=mlp\nHETPS_ITERATIONS=600\nHETPS_EVAL_EVERY=600\n" >/etc/hetps/worker.env'
+in_systemd systemctl start hetps-scheduler  # returns once the scheduler said READY=1
+in_systemd systemctl start --no-block hetps-server@0 hetps-worker@0 hetps-worker@1
+for _ in $(seq 600); do
+  [ "$(in_systemd systemctl is-active hetps-worker@0 hetps-worker@1 | sort -u)" = inactive ] && break
+  sleep 1
+done
+for unit in hetps-worker@0 hetps-worker@1 hetps-server@0; do
+  result=$(in_systemd systemctl show -p Result --value "$unit")
+  [ "$result" = success ] ||
+    { say "FAIL: $unit: $result"; in_systemd journalctl -u 'hetps-*' --no-pager | tail -30; exit 1; }
+done
+ready=$(in_systemd journalctl -u hetps-server@0 --no-pager | grep -c "joined as server 0" || true)
+systemd_accuracy=$(in_systemd journalctl -u hetps-worker@0 --no-pager |
+  grep -o 'final test accuracy [0-9.]*' | awk '{print $4}' | tail -1)
+if [ "$ready" -ge 1 ] && awk -v a="$systemd_accuracy" 'BEGIN { exit !(a > 0.80) }'; then
+  say "PASS: systemd units: scheduler active, server and workers ready once joined, final test accuracy $systemd_accuracy"
+else
+  say "FAIL: systemd units: joined $ready, accuracy '$systemd_accuracy'"
+  in_systemd journalctl -u 'hetps-*' --no-pager | tail -30
+  exit 1
+fi
