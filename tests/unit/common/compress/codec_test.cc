@@ -162,6 +162,7 @@ TEST(CodecTest, EveryCodecRoundTripsWithinItsError) {
       {"powersgd:rank=2", 1.0},
   };
   for (const auto& text : kAll) {
+    ASSERT_TRUE(bound.contains(text)) << text << ": a new codec: give its error bound above";
     auto codec = Make(text);
     auto state = codec->NewState(n);
     std::vector<uint8_t> out;
