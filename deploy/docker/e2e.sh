@@ -181,8 +181,8 @@ say "PASS: edge profile: $edge"
 # systemctl from flags in /etc/hetps (with keys), each unit active only once its daemon said
 # READY=1, the workers' units ending in success with the model trained.
 "${compose[@]}" --profile edge down -v --remove-orphans >/dev/null 2>&1
-docker run -d --name "$project-systemd" --privileged --tmpfs /run --tmpfs /run/lock \
-  -v /sys/fs/cgroup:/sys/fs/cgroup hetps-systemd:latest >/dev/null
+docker run -d --name "$project-systemd" --cap-add SYS_ADMIN --security-opt seccomp=unconfined \
+  --tmpfs /run --tmpfs /run/lock -v /sys/fs/cgroup:/sys/fs/cgroup:ro hetps-systemd:latest >/dev/null
 in_systemd() { docker exec "$project-systemd" "$@"; }
 state=""
 for _ in $(seq 60); do
@@ -197,10 +197,10 @@ esac
 in_systemd sh -ec '
   mkdir -p /etc/hetps
   hetps keygen --out=/etc/hetps/keys >/dev/null && chown -R hetps:hetps /etc/hetps/keys
-  printf "HETPS_SCHEDULER=tcp://127.0.0.1:7340\nHETPS_AUTH=curve\nHETPS_KEYS=/etc/hetps/keys\n" >/etc/hetps/hetps.env
+  printf "HETPS_AUTH=curve\nHETPS_KEYS=/etc/hetps/keys\n" >/etc/hetps/hetps.env
   printf "HETPS_BIND=tcp://127.0.0.1:7340\nHETPS_NUM_SERVERS=1\nHETPS_NUM_WORKERS=2\n" >/etc/hetps/scheduler.env
-  printf "HETPS_OPTIMIZER=adam:lr=0.001\nHETPS_INIT=worker\nHETPS_CONSISTENCY=ssp:staleness=2\n" >/etc/hetps/server.env
-  printf "HETPS_WORKLOAD=train\nHETPS_MODEL=mlp\nHETPS_ITERATIONS=600\nHETPS_EVAL_EVERY=600\n" >/etc/hetps/worker.env'
+  printf "HETPS_SCHEDULER=tcp://127.0.0.1:7340\nHETPS_OPTIMIZER=adam:lr=0.001\nHETPS_INIT=worker\n" >/etc/hetps/server.env
+  printf "HETPS_SCHEDULER=tcp://127.0.0.1:7340\nHETPS_WORKLOAD=train\nHETPS_ITERATIONS=600\n" >/etc/hetps/worker.env'
 in_systemd systemctl start hetps-scheduler  # returns once the scheduler said READY=1
 in_systemd systemctl start --no-block hetps-server@0 hetps-worker@0 hetps-worker@1
 for _ in $(seq 600); do

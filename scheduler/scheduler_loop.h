@@ -1,0 +1,184 @@
+// SchedulerLoop: the scheduler's event loop (one thread, one ROUTER socket): membership,
+// barriers, the shard map, failure detection, federated rounds, checkpoints and the policy.
+// SchedulerNode (scheduler.h) runs one. Its members are defined by concept:
+//   scheduler_loop.cc       the loop: its state on disk, dispatch of messages, progress, shutdown
+//   scheduler_joins.cc      who may say what (keys), registration, late workers, restarted
+//                           servers, nodes leaving and dying
+//   scheduler_shard_map.cc  the tensors the workers declare, the shard map built and checked
+//   scheduler_policy.cc     live policy switches, straggler figures and hints to the servers
+//
+// Thread-safety: none; Run() owns it.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "common/cluster_view.h"
+#include "common/connection_guard.h"
+#include "common/cut.h"
+#include "common/message.h"
+#include "common/routed_outbox.h"
+#include "common/same_message.h"
+#include "scheduler/barrier.h"
+#include "scheduler/checkpoints.h"
+#include "scheduler/cluster_stats.h"
+#include "scheduler/fed_rounds.h"
+#include "scheduler/http_status.h"
+#include "scheduler/join_limiter.h"
+#include "scheduler/membership.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_store.h"
+
+namespace hetps {
+
+class SchedulerLoop {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  SchedulerLoop(const SchedulerOptions& options, const std::atomic<bool>& stop)
+      : options_(options),
+        stop_(stop),
+        members_(options.num_servers, options.num_workers,
+                 options.max_workers > 0 ? options.max_workers : kMaxWorkerRanks),
+        stats_(options.num_servers, options.num_workers, {.straggler = options.straggler}),
+        checkpoints_({.dir = options.checkpoint_dir,
+                      .every_clocks = options.checkpoint_every_clocks,
+                      .keep = options.keep_checkpoints},
+                     CheckpointActions()),
+        fed_(options.fed, FedActions()),
+        joins_(options.join_rate, options.join_burst),
+        router_(ctx_, zmq::socket_type::router) {}
+
+  Status Run();
+
+ private:
+  // --data_dir: resumes the saved cluster (returns the endpoint to bind), or claims a new dir.
+  StatusOr<std::string> OpenDataDir();
+  // --resume_from: the checkpoint this run starts from.
+  Status OpenResume();
+  Checkpoints::Actions CheckpointActions();
+  FedRounds::Actions FedActions();
+  int LiveWorkers() const { return static_cast<int>(members_.LiveWorkers().size()); }
+  // Saves what a restarted scheduler needs, before any node hears of the change.
+  void Save();
+  // With a data dir, what FedRounds sends waits in fed_outgoing_ until its state is saved:
+  // saves it (when it changed) and sends them. Called once per turn of the loop.
+  void CommitFed();
+  // Sends a FedRounds message now (no data dir) or after the next CommitFed.
+  void FedSend(const std::string& identity, proto::Header h) {
+    if (!store_) return Reply(identity, std::move(h));
+    fed_outgoing_.push_back({identity, std::move(h)});
+  }
+  void Handle(Envelope& env);
+  void HandleMember(const Envelope& env, Member& member);
+  void OnNodeError(const Member& member, const proto::Header& h);
+  Status Authorize(const Envelope& env);
+  void HandleRegister(const Envelope& env);
+  void HandleDeclare(const Envelope& env, const Member& m);
+  void HandleLeave(const Envelope& env, const Member& m);
+  void OnDead(int32_t id);
+  // Live policy switch: fan SET_POLICY out to every server, answer the operator once all did.
+  void StartPolicyChange(const Envelope& env);
+  void OnPolicyAnswer(const Member& server, const proto::Header& h);
+  void FinishPolicyChanges();
+  void Progress();  // releases whatever can be released now
+  void BuildShardMap(const std::vector<Arrival>& waiting);
+  Status CheckAgainstMap(const proto::Header& declare) const;
+  // Every message carries this scheduler's incarnation: a node that sees it change knows the
+  // scheduler was restarted and asks again what it had not been answered.
+  // A message to a live node that cannot take it yet (after a restart, before its connection
+  // is back) is held and sent once it can.
+  void Reply(const std::string& identity, proto::Header h) {
+    h.set_incarnation(incarnation_);
+    outbox_.Send(identity, h, [&] {
+      const Member* m = members_.ByIdentity(identity);
+      return m != nullptr && m->state == Member::State::kAlive;
+    });
+  }
+  void Broadcast(proto::Header h);
+  void AdmitRestartedServer(const Envelope& env, const Member& m);
+  // A worker joining the running cluster: every live server starts counting it, then it gets
+  // the view with the clock it starts at.
+  void AdmitLateWorker(const Member& m);
+  void OnJoinAck(const Member& server, const proto::Header& h);
+  void SendJoins();
+  void FinishJoins();
+  void AnnounceServerBack(const Member& m);
+  proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
+  // NODE_DEAD / NODE_LEFT: a message of `type` about node `id`.
+  static proto::Header AboutNode(proto::MsgType type, int32_t id) {
+    proto::Header h;
+    h.set_type(type);
+    h.set_sender(kSchedulerId);
+    h.set_node(id);
+    return h;
+  }
+  void Shutdown(bool everyone);
+  // Straggler flags and figures: recomputed, hinted to the servers, published over HTTP (every
+  // 200 ms).
+  void Observe();
+  void SetFigures();
+  void SendHints();
+  double Now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  const SchedulerOptions& options_;
+  const std::atomic<bool>& stop_;
+  Membership members_;
+  ClusterStats stats_;
+  std::unique_ptr<StatusHttp> http_;
+  const Clock::time_point start_ = Clock::now();
+  std::unique_ptr<SchedulerStore> store_;
+  Checkpoints checkpoints_;
+  FedRounds fed_;
+  JoinLimiter joins_;
+  int64_t joins_refused_ = 0;
+  struct Outgoing {
+    std::string identity;
+    proto::Header header;
+  };
+  std::vector<Outgoing> fed_outgoing_;
+  std::optional<proto::CutManifest> resume_;
+  const uint64_t incarnation_ =
+      std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  double last_observed_ = -1;
+  std::vector<int32_t> hinted_stragglers_;
+  int64_t hinted_quorum_ = -1;
+  zmq::context_t ctx_{1};
+  zmq::socket_t router_;
+  std::optional<ZapHandler> zap_;         // auth.curve: admits keys to router_
+  std::optional<ConnectionGuard> guard_;  // before router_ goes
+  int64_t refused_ = 0;                   // messages Authorize refused
+  RoutedOutbox outbox_{router_};
+  std::string endpoint_;  // bound
+  bool view_sent_ = false;
+  std::set<int32_t> restoring_;  // restarted servers installing the shard map
+  struct Joining {
+    std::string identity;
+    proto::NodeInfo info;
+    double sent_at = -1;        // when WORKER_JOINED last went to the waiting servers
+    std::set<int32_t> waiting;  // live servers yet to count the worker
+    int64_t clock = 0;          // the highest clock a server starts it at
+  };
+  std::map<int32_t, Joining> joining_;  // late workers by id
+  bool done_ = false;
+  Barrier barrier_;
+  Barrier declare_;
+  std::map<std::string, TensorSpec> declared_;
+  std::optional<ShardMap> map_;
+  std::set<int32_t> pending_acks_;
+  std::vector<Arrival> waiting_for_map_;
+  struct PolicyChange {
+    Arrival requester;
+    std::set<int32_t> waiting;  // servers yet to answer
+    Status status;              // the first refusal, if any
+    proto::Policy policy;
+  };
+  std::optional<proto::Policy> policy_;              // what the servers run
+  std::map<uint64_t, PolicyChange> policy_changes_;  // by the request id sent to the servers
+  uint64_t next_policy_id_ = 1;
+};
+
+}  // namespace hetps

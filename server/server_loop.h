@@ -1,0 +1,163 @@
+// ServerLoop: a server's network thread (ServerNode, server.h, runs one). Its members are
+// defined by concept:
+//   server_loop.cc        set-up, the loop, reports, the scheduler's control messages, the map
+//   server_requests.cc    the workers' requests: checked, gated, served, answered (batched)
+//   server_transports.cc  the co-located transports (shared memory, cross memory attach)
+//   server_durability.cc  the data dir: restore, checkpoints, whole-run cuts
+#pragma once
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/batch.h"
+#include "common/cluster_view.h"
+#include "common/compress/codec.h"
+#include "common/connection_guard.h"
+#include "common/cut.h"
+#include "common/logging.h"
+#include "common/message.h"
+#include "common/same_message.h"
+#include "common/scheduler_link.h"
+#include "common/shard_map.h"
+#include "common/shm_segment.h"
+#include "server/apply_threads.h"
+#include "server/cma_peers.h"
+#include "server/consistency_gate.h"
+#include "server/cut_file.h"
+#include "server/durable_store.h"
+#include "server/fault_point.h"
+#include "server/server.h"
+#include "server/serving.h"
+
+namespace hetps {
+
+// Answers of one batch go back together up to this many payload bytes per message (a pull of a
+// larger partition goes alone).
+constexpr int64_t kAnswerBatchBytes = int64_t{256} << 10;
+
+// The network thread: owns the sockets to the workers and the scheduler, validates every
+// request, and serves the small partitions itself; the consistency gate decides when, the
+// apply threads own the large partitions.
+class ServerLoop {
+ public:
+  ServerLoop(const ServerOptions& options, const std::atomic<bool>& stop)
+      : options_(options), stop_(stop) {}
+
+  Status Run();
+
+ private:
+  Status Setup();
+  void Poll();  // one turn: replies from the apply threads, requests, control messages
+  void HandleWorker(Envelope& env);
+  void HandleControl(Envelope& env);
+  void OnWorkerJoined(const proto::Header& h);
+  Status InstallShardMap(const proto::ShardMap& proto_map);
+  Status OpenDataDir();
+  Status RestoreShards();
+  Status RestoreCut();
+  void MaybeCheckpoint();
+  // Whole-run checkpoints: the scheduler's request, and on every turn, writing the cut once
+  // every live worker reached its clock and answering once every owner wrote its part.
+  void OnCheckpoint(const proto::Header& h);
+  void ProgressCut();
+  void ReleaseDeferred(std::deque<Envelope> deferred);
+  Status CheckSender(const Envelope& env) const;
+  void Reject(const Envelope& env, const Status& s);
+  Status CheckRequest(const Envelope& env) const;
+  // The co-located transport (worker/shm_channel.h): a worker's SHM_ATTACH maps its segment;
+  // a data request with shm_length gets the slot it names, checked to lie within the segment,
+  // as its payload frame (which keeps the mapping alive while anything holds it).
+  void AttachShm(Envelope& env);
+  Status BorrowShm(Envelope& env);
+  // The cross memory attach transport (server/cma_peers.h): CMA_ATTACH probes the worker's
+  // memory, CMA_REVOKE ends it; a data request with cma_length is checked to come from an
+  // attached worker, and its apply thread makes the copy.
+  void AttachCma(Envelope& env);
+  void RevokeCma(Envelope& env);
+  void Serve(DataRequest&& request);  // on the partition's owning thread
+  void ApplyRound(const RoundSpec& round);
+  int Owner(const Partition& p) const {
+    return p.length * static_cast<int64_t>(sizeof(float)) <= options_.inline_apply_bytes
+               ? 0
+               : 1 + p.id % options_.threads;
+  }
+  double Now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void Reply(const std::string& identity, proto::Header header) {
+    header.set_sender(link_->id());
+    Answer(identity, std::move(header), std::vector<zmq::message_t>{});
+  }
+  // Batches (common/batch.h): the parts of a worker's batch go through HandleWorker one by one;
+  // what they are answered at once goes back to it as one batch (SendAnswers after the last).
+  void HandleBatch(Envelope& env);
+  void Answer(const std::string& identity, proto::Header&& header,
+              std::vector<zmq::message_t>&& payload);
+  void SendAnswers();
+  void FillReport(proto::Header& h) const;
+
+  const ServerOptions& options_;
+  const std::atomic<bool>& stop_;
+  zmq::context_t ctx_{1};
+  // The scheduler link has its own I/O thread: heartbeats must not queue behind a GiB of pushes
+  // arriving on the data plane (the scheduler would declare a busy server dead).
+  zmq::context_t control_ctx_{1};
+  std::optional<zmq::socket_t> router_;
+  std::optional<ZapHandler> zap_;         // auth.curve: admits worker keys to router_
+  std::optional<ConnectionGuard> guard_;  // before router_ goes
+  std::optional<ApplyThreads> apply_threads_;
+  std::unique_ptr<SchedulerLink> link_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::optional<AlgorithmSpec> aggregator_;
+  std::optional<Initializer> initializer_;
+  std::optional<ShardMap> map_;
+  compress::CodecCache codecs_;
+  ServingState state_;
+  std::vector<float> scratch_;
+  std::unordered_set<int32_t> dead_;
+  std::unordered_map<int32_t, std::shared_ptr<ShmSegment>> shm_;  // by worker node id
+  CmaPeers cma_;
+  std::optional<ConsistencyGate> gate_;
+  std::unique_ptr<DurableStore> durable_;
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
+  Status fatal_;  // set when the server cannot go on (its data dir does not fit the cluster)
+  std::optional<proto::CutManifest> restore_;  // --restore_from's manifest
+  // A whole-run checkpoint at cut.clock: requests of that clock or later wait in `deferred`
+  // (in arrival order) until every owner has its part in hand (the network thread's written,
+  // the apply threads' queued ahead of them), so it holds every update of the clocks before and
+  // none after.
+  struct PendingCut {
+    uint64_t request_id = 0;
+    proto::Cut cut;
+    std::deque<Envelope> deferred;
+    std::shared_ptr<CutJob> job;  // writing, once every live worker reached cut.clock
+    std::chrono::steady_clock::time_point writing_since;
+  };
+  std::optional<PendingCut> cut_;
+  // While a batch is served: its worker and the answers collected for it.
+  struct Answers {
+    std::string identity;
+    Batch batch;
+  };
+  std::optional<Answers> answers_;
+  int64_t max_clock_seen_ = -1;  // the furthest clock of any request served
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  int64_t pushes_ = 0, pulls_ = 0, errors_ = 0;
+  std::unordered_map<std::string, int> errors_to_strangers_;  // by identity, see Reject
+  bool shutdown_ = false;
+};
+
+}  // namespace hetps
