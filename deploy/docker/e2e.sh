@@ -4,8 +4,10 @@
 # 12 base image with debootstrap when none can be pulled, builds the hetps and Prometheus images,
 # brings deploy/docker/docker-compose.yml up, waits for the training to finish above 85%,
 # checks that Prometheus scrapes the scheduler, SIGKILLs one server mid-run and sees Compose
-# restart it and the run go on, then runs the edge profile (tc-capped clients) to its end, and
-# tears everything down, also on failure.
+# restart it and the run go on, then runs the edge profile (tc-capped clients) to its end, then
+# the package's systemd units under systemd as a container's init (each unit ready once its
+# daemon said so, the workers' units ending in success), and tears everything down, also on
+# failure.
 #
 #   sudo deploy/docker/e2e.sh [WORK_DIR]   # default /var/tmp/hetps-docker-e2e (kept: image cache)
 #
