@@ -110,4 +110,11 @@ void NotifyReady(const std::string& status) {
 
 void NotifyStopping() { sd_notify(0, "STOPPING=1"); }
 
+int DaemonExit(const Status& run) {
+  NotifyStopping();
+  if (run.ok()) return 0;
+  spdlog::error("{}", run.ToString());
+  return run.code() == StatusCode::kInvalidArgument ? 2 : 1;
+}
+
 }  // namespace hetps

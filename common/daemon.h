@@ -27,6 +27,9 @@ bool InsecureListening();
 // STOPPING=1 when it starts shutting down.
 void NotifyReady(const std::string& status);
 void NotifyStopping();
+// How a listening daemon's run ended, as its exit code: tells systemd it stops, logs an error,
+// and returns 0 for OK, 2 for a bad argument (INVALID_ARGUMENT), 1 otherwise.
+int DaemonExit(const Status& run);
 // A listening daemon's SIGHUP: with --auth=curve, `auth`'s allow-list is read again from its
 // file (AllowList::Reload; every copy of it, the ZAP handler's included, sees the new one) and
 // what changed is logged, or, for a bad file, why the old list stays.

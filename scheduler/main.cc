@@ -154,11 +154,5 @@ int main(int argc, char** argv) {
   o.on_listening = [](const std::string& endpoint) {
     hetps::NotifyReady("listening on " + endpoint);
   };
-  hetps::Status s = hetps::SchedulerNode(o, signals.stop()).Run();
-  hetps::NotifyStopping();
-  if (!s.ok()) {
-    spdlog::error("{}", s.ToString());
-    return s.code() == hetps::StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  return 0;
+  return hetps::DaemonExit(hetps::SchedulerNode(o, signals.stop()).Run());
 }

@@ -112,11 +112,5 @@ int main(int argc, char** argv) {
   hetps::ReloadAllowListOnHangup(signals, o.auth);
   o.insecure = hetps::InsecureListening();
   o.on_joined = hetps::NotifyReady;
-  hetps::Status s = hetps::ServerNode(o, signals.stop()).Run();
-  hetps::NotifyStopping();
-  if (!s.ok()) {
-    spdlog::error("{}", s.ToString());
-    return s.code() == hetps::StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  return 0;
+  return hetps::DaemonExit(hetps::ServerNode(o, signals.stop()).Run());
 }
