@@ -12,8 +12,7 @@
 
 namespace hetps {
 
-// A server's error reaches the user unchanged: these are the numbers of the wire's ErrorCode
-// (common/status.h converts and checks that they agree).
+// A server's error reaches the user unchanged: these are the numbers of the wire's error codes.
 enum class StatusCode : int32_t {
   kOk = 0,
   kInvalidArgument = 1,
