@@ -489,10 +489,11 @@ TEST(SecureClusterTest, LoopbackTrafficOfAKeyedClusterHoldsNoTensorInTheClear) {
 // the shared memory path, and none of the tensor crosses the socket.
 TEST(SecureClusterTest, AKeyedClusterKeepsItsCoLocatedTransport) {
   Keys keys;
-  LocalCluster cluster({.servers = 1,
-                        .workers = 1,
-                        .scheduler_flags = keys.Flags(),
-                        .server_flags = With({"--optimizer=sgd:lr=1", "--init=zeros"}, keys.Flags())});
+  LocalCluster cluster(
+      {.servers = 1,
+       .workers = 1,
+       .scheduler_flags = keys.Flags(),
+       .server_flags = With({"--optimizer=sgd:lr=1", "--init=zeros"}, keys.Flags())});
   ClientOptions options = keys.Client(cluster.ClientOpts());
   options.transport = "shm";
   auto client = Client::Connect(options);
