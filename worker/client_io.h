@@ -34,7 +34,7 @@
 #include "common/shard_map.h"
 #include "hetps/client.h"
 #include "worker/client_report.h"
-#include "worker/link_shaper.h"
+#include "worker/delayed_link.h"
 #include "worker/transport.h"
 
 namespace hetps {
@@ -99,6 +99,9 @@ OpPtr FailedOp(const Status& s);
 // ZeroMQ calls this (from its I/O thread) when it no longer needs a caller's buffer; `hint` is
 // a heap-allocated OpPtr whose operation counts the release.
 void ReleaseCallerBuffer(void* data, void* hint);
+// Completes `o`'s operation with `s`, releasing the caller's buffers first.
+struct Outgoing;
+void FailOutgoing(Outgoing& o, const Status& s);
 // Ticket::Wait: while no other thread drives op's client, this one does (IoGate) until op is
 // done or the client stops; the caller then waits on op's condition variable (for what the
 // driving thread completes).
@@ -206,6 +209,12 @@ class ClientIo {
   // first leaves none dirty, so each descriptor signals anything that arrives later.
   // `unlocked`: the gate's lock, let go while the turn sleeps (the I/O thread's).
   void Turn(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* unlocked);
+  // A turn's sleep on the sockets' descriptors; sets look_ for those that signalled.
+  void Sleep(int timeout_ms, int extra_fd, std::unique_lock<std::mutex>* unlocked);
+  // Receive until empty: a server's socket, the scheduler's, every dirty one.
+  void DrainServer(int rank);
+  void DrainScheduler();
+  void DrainDirty();
   // Whether a turn looks at server `rank`'s socket: alive, or answering a revocation.
   bool Heard(int rank) const;
   // A socket a turn looks at was sent on since it was last found empty.
@@ -214,8 +223,6 @@ class ClientIo {
   void Watched(std::vector<zmq::pollitem_t>& items, std::vector<int>& ranks);
   // Wakes the I/O thread out of its sleep.
   void Nudge();
-  // The emulated link (options.link): what waits for its time, and the poll timeout until the
-  // first of it is due.
   void SendToServer(int rank, proto::Header&& header, std::vector<zmq::message_t> payload);
   // Batches (options.batch_bytes, common/batch.h): sends what waits in a server's batch.
   void FlushBatch(int rank);
@@ -223,6 +230,8 @@ class ClientIo {
   void DropBatch(int rank);
   // Sends one message now, or hands it to the emulated link.
   void Emit(int rank, const proto::Header& header, std::vector<zmq::message_t> payload);
+  // The emulated link (options.link): hands over what is due, and the poll timeout until the
+  // first of what it holds is due.
   void ReleaseDue();
   int PollTimeoutMs() const;
   void SendQueued();
@@ -295,16 +304,7 @@ class ClientIo {
   std::vector<void*> polled_, woke_;
   std::vector<char> dirty_;  // per server rank: sent on since last found empty
   bool link_dirty_ = true;
-  std::optional<LinkShaper> shaper_;  // options.link enabled
-  struct Delayed {
-    double due = 0;
-    int rank = 0;
-    proto::Header header;                 // a request (outbound)
-    std::vector<zmq::message_t> payload;  // a request (outbound)
-    std::optional<Envelope> reply;        // a reply (inbound)
-  };
-  std::deque<Delayed> outbound_, inbound_;  // each in due order
-  double Now() const;
+  std::optional<DelayedLink> delayed_;  // options.link enabled
   // Exactly-once numbering of updates (Header.incarnation, seq): drawn per connection, and per
   // partition in the order the updates go out.
   const uint64_t incarnation_;
