@@ -18,7 +18,8 @@ corpus=build-fuzz/corpus
 findings=build-fuzz/findings
 mkdir -p "$corpus" "$findings"
 build-fuzz/bin/hetps-fuzz-seeds "$corpus"
-targets=(codec_decode_fuzz spec_fuzz wire_fuzz idx_fuzz status_json_fuzz launch_args_fuzz)
+targets=(codec_decode_fuzz spec_fuzz wire_fuzz idx_fuzz status_json_fuzz launch_args_fuzz
+  log_record_fuzz checkpoint_file_fuzz)
 failed=()
 for t in "${targets[@]}"; do
   mkdir -p "$findings/$t"

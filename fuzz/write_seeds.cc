@@ -16,6 +16,8 @@
 #include "common/compress/codec.h"
 #include "common/message.h"
 #include "fuzz/fuzz_specs.h"
+#include "server/checkpoint_file.h"
+#include "server/log_record.h"
 
 namespace {
 
@@ -128,6 +130,34 @@ void LaunchSeeds(const fs::path& dir) {
   Write(dir, "restart", "--restart=on-failure:3\0--data_dir=/var/lib/hetps/{i}\0--links=netns"s);
 }
 
+// A log record of each kind as the durable store writes it, with and without floats.
+void LogRecordSeeds(const fs::path& dir) {
+  hetps::proto::LogRecord push;
+  push.set_kind(hetps::proto::LogRecord::PUSH);
+  push.set_worker(3);
+  push.set_clock(7);
+  push.set_incarnation(0x1234);
+  push.set_seq(9);
+  Write(dir, "push", hetps::EncodeLogPrefix(push) + std::string(64, '\x01'));
+  hetps::proto::LogRecord ref = push;
+  ref.mutable_value_ref()->set_length(1 << 20);
+  ref.mutable_value_ref()->set_hash(42);
+  Write(dir, "value_ref", hetps::EncodeLogPrefix(ref));
+  hetps::proto::LogRecord round;
+  round.set_kind(hetps::proto::LogRecord::ROUND);
+  Write(dir, "round", hetps::EncodeLogPrefix(round));
+}
+
+// A checkpoint file of two arrays of 16 floats, as the fuzz target's partition keeps.
+void CheckpointFileSeeds(const fs::path& dir) {
+  fs::create_directories(dir);
+  std::vector<float> values(16, 0.5f), slots(16, 0.25f);
+  hetps::proto::PartitionCheckpoint meta;
+  meta.set_lsn(12);
+  (void)hetps::WriteCheckpointFile((dir / "two-arrays").string(), meta,
+                                   {values.data(), slots.data()}, 16 * sizeof(float), false);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,5 +172,7 @@ int main(int argc, char** argv) {
   IdxSeeds(root / "idx_fuzz");
   StatusSeeds(root / "status_json_fuzz");
   LaunchSeeds(root / "launch_args_fuzz");
+  LogRecordSeeds(root / "log_record_fuzz");
+  CheckpointFileSeeds(root / "checkpoint_file_fuzz");
   return 0;
 }

@@ -8,7 +8,6 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxh_x86dispatch.h>  // XXH3 with the widest vector unit this CPU has
 
 #include <cerrno>
 #include <cstring>
@@ -17,7 +16,10 @@
 #include <string_view>
 
 #include "common/data_dir.h"
+#include "server/checkpoint_file.h"
 #include "server/fault_point.h"
+#include "server/file_io.h"
+#include "server/log_record.h"
 #include "server/partition_store.h"
 #include "server/value_log.h"
 
@@ -31,77 +33,14 @@ constexpr char kValueLogDir[] = "values";
 // less than a record of their own.
 constexpr int64_t kValueLogMinBytes = 64 << 10;
 
-// Keys sort by partition, then by log sequence number: "c" pid, "l" pid lsn (big-endian).
-void PutBigEndian(std::string& key, uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i) key.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-std::string CheckpointKey(int32_t pid) {
-  std::string key = "c";
-  PutBigEndian(key, static_cast<uint32_t>(pid), 4);
-  return key;
-}
-std::string LogKey(int32_t pid, uint64_t lsn) {
-  std::string key = "l";
-  PutBigEndian(key, static_cast<uint32_t>(pid), 4);
-  PutBigEndian(key, lsn, 8);
-  return key;
-}
-uint64_t LsnOf(const rocksdb::Slice& key) {
-  uint64_t lsn = 0;
-  for (size_t i = 5; i < 13 && i < key.size(); ++i) {
-    lsn = (lsn << 8) | static_cast<uint8_t>(key[i]);
-  }
-  return lsn;
-}
-
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return Status();
   return Status::Internal(fmt::format("{}: {}", what, s.ToString()));
 }
 
-// A checkpoint file: this header, the checkpoint without values and slots (meta_bytes), then
-// the arrays raw (array_bytes); `hash` is XXH3 over everything after the header.
 constexpr char kCheckpointDir[] = "checkpoints";
 constexpr char kSpillDir[] = "spill";
-constexpr uint32_t kFileMagic = 0x66634548;  // "HEcf"
-struct FileHeader {
-  uint32_t magic;
-  uint32_t reserved;
-  uint64_t meta_bytes;
-  uint64_t array_bytes;
-  uint64_t hash;
-};
 constexpr size_t kFileChunk = 1 << 20;
-
-using HashState = std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)>;
-HashState NewHash() {
-  HashState state(XXH3_createState(), &XXH3_freeState);
-  if (state == nullptr) throw std::bad_alloc();
-  XXH3_64bits_reset(state.get());
-  return state;
-}
-
-bool WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
 
 // The pid of checkpoint file "<pid>-<at>", or -1.
 int32_t FilePid(const std::string& name) {
@@ -262,12 +201,12 @@ StatusOr<proto::ValueRef> DurableStore::Spill(int32_t pid, const void* data, int
         fmt::format("data dir {}: opening {}: {}", dir_, path, strerror(errno)));
   }
   const int64_t offset = spill_offset_[pid];
-  HashState hash = NewHash();
+  StreamHash hash;
   const char* from = static_cast<const char*>(data);
   bool ok = true;
   for (size_t at = 0, total = static_cast<size_t>(bytes); ok && at < total; at += kFileChunk) {
     const size_t n = std::min(kFileChunk, total - at);
-    XXH3_64bits_update_dispatch(hash.get(), from + at, n);
+    hash.Update(from + at, n);
     for (size_t done = 0; ok && done < n;) {
       const ssize_t w = pwrite(fd, from + at + done, n - done, offset + at + done);
       if (w < 0 && errno == EINTR) continue;
@@ -284,7 +223,7 @@ StatusOr<proto::ValueRef> DurableStore::Spill(int32_t pid, const void* data, int
   ref.set_spilled(true);
   ref.set_offset(offset);
   ref.set_length(bytes);
-  ref.set_hash(XXH3_64bits_digest(hash.get()));
+  ref.set_hash(hash.Digest());
   return ref;
 }
 
@@ -295,15 +234,15 @@ Status DurableStore::ReadSpilled(int32_t pid, const proto::ValueRef& ref,
   if (fd < 0) return Status::Malformed(fmt::format("{}: {}", path, strerror(errno)));
   out.resize(ref.length() / sizeof(float));
   char* to = reinterpret_cast<char*>(out.data());
-  HashState hash = NewHash();
+  StreamHash hash;
   bool ok = ref.length() % sizeof(float) == 0;
   for (size_t at = 0; ok && at < ref.length(); at += kFileChunk) {
     const size_t n = std::min<size_t>(kFileChunk, ref.length() - at);
     ok = pread(fd, to + at, n, static_cast<off_t>(ref.offset() + at)) == static_cast<ssize_t>(n);
-    if (ok) XXH3_64bits_update_dispatch(hash.get(), to + at, n);
+    if (ok) hash.Update(to + at, n);
   }
   close(fd);
-  if (!ok || XXH3_64bits_digest(hash.get()) != ref.hash()) {
+  if (!ok || hash.Digest() != ref.hash()) {
     return Status::Malformed(fmt::format(
         "{}: the value of {} bytes at {} does not match its hash (it never reached the disk, or "
         "was damaged)",
@@ -319,49 +258,17 @@ StatusOr<std::string> DurableStore::WriteCheckpointFile(int32_t pid, uint64_t ls
   // again in place could leave its record pointing at half a file).
   if (name == checkpoint_files_[pid]) return name;
   const std::string folder = (std::filesystem::path(dir_) / kCheckpointDir).string();
-  const std::string path = folder + "/" + name;
   proto::PartitionCheckpoint meta;
   part.SaveMeta(meta);
   meta.set_lsn(lsn);
-  const std::string meta_bytes = meta.SerializeAsString();
-  const std::vector<const float*> arrays = part.Arrays();
-  const size_t array_bytes = static_cast<size_t>(part.info().length) * sizeof(float);
-  FileHeader header{kFileMagic, 0, meta_bytes.size(), array_bytes * arrays.size(), 0};
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  auto failed = [&](const char* what) {
-    const std::string why = strerror(errno);
-    if (fd >= 0) close(fd);
-    unlink(path.c_str());
-    return Status::Internal(
-        fmt::format("data dir {}: {} checkpoint file {}: {}", dir_, what, name, why));
-  };
-  if (fd < 0) return failed("creating");
-  HashState hash = NewHash();
-  XXH3_64bits_update_dispatch(hash.get(), meta_bytes.data(), meta_bytes.size());
-  if (!WriteAll(fd, reinterpret_cast<const char*>(&header), sizeof(header)) ||
-      !WriteAll(fd, meta_bytes.data(), meta_bytes.size())) {
-    return failed("writing");
+  const bool sync = durability_ == Durability::kMachine;
+  if (Status s =
+          hetps::WriteCheckpointFile(folder + "/" + name, meta, part.Arrays(),
+                                     static_cast<size_t>(part.info().length) * sizeof(float), sync);
+      !s.ok()) {
+    return Status(s.code(), fmt::format("data dir {}: {}", dir_, s.message()));
   }
-  for (const float* array : arrays) {
-    const char* bytes = reinterpret_cast<const char*>(array);
-    for (size_t at = 0; at < array_bytes; at += kFileChunk) {
-      const size_t n = std::min(kFileChunk, array_bytes - at);
-      XXH3_64bits_update_dispatch(hash.get(), bytes + at, n);
-      if (!WriteAll(fd, bytes + at, n)) return failed("writing");
-    }
-  }
-  header.hash = XXH3_64bits_digest(hash.get());
-  if (pwrite(fd, &header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header))) {
-    return failed("writing");
-  }
-  if (durability_ == Durability::kMachine && fdatasync(fd) != 0) return failed("syncing");
-  if (close(fd) != 0) {
-    const std::string why = strerror(errno);
-    unlink(path.c_str());
-    return Status::Internal(
-        fmt::format("data dir {}: writing checkpoint file {}: {}", dir_, name, why));
-  }
-  if (durability_ == Durability::kMachine) {  // the file's name too, before its record
+  if (sync) {  // the file's name too, before its record
     const int dir_fd = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd >= 0) {
       fsync(dir_fd);
@@ -374,46 +281,10 @@ StatusOr<std::string> DurableStore::WriteCheckpointFile(int32_t pid, uint64_t ls
 Status DurableStore::ReadCheckpointFile(const std::string& name, PartitionState& part,
                                         proto::PartitionCheckpoint& meta) const {
   const std::string path = (std::filesystem::path(dir_) / kCheckpointDir / name).string();
-  const std::string what = fmt::format("data dir {}: checkpoint file {}", dir_, path);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Malformed(fmt::format("{}: {}", what, strerror(errno)));
-  std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
-    close(*f);
-    delete f;
-  });
-  std::vector<float*> arrays = part.MutableArrays();
-  const size_t array_bytes = static_cast<size_t>(part.info().length) * sizeof(float);
-  struct stat st;
-  FileHeader header;
-  if (fstat(fd, &st) != 0 || !ReadAll(fd, reinterpret_cast<char*>(&header), sizeof(header)) ||
-      header.magic != kFileMagic) {
-    return Status::Malformed(what + " is damaged (no checkpoint header)");
-  }
-  if (header.array_bytes != array_bytes * arrays.size() || header.meta_bytes > (1u << 30) ||
-      static_cast<uint64_t>(st.st_size) !=
-          sizeof(header) + header.meta_bytes + header.array_bytes) {
-    return Status::Malformed(fmt::format(
-        "{} is damaged: {} bytes holding {} bytes of arrays, where this partition keeps {}", what,
-        st.st_size, header.array_bytes, array_bytes * arrays.size()));
-  }
-  HashState hash = NewHash();
-  std::string meta_bytes(header.meta_bytes, '\0');
-  if (!ReadAll(fd, meta_bytes.data(), meta_bytes.size())) {
-    return Status::Malformed(what + " is damaged (short)");
-  }
-  XXH3_64bits_update_dispatch(hash.get(), meta_bytes.data(), meta_bytes.size());
-  for (float* array : arrays) {
-    char* bytes = reinterpret_cast<char*>(array);
-    for (size_t at = 0; at < array_bytes; at += kFileChunk) {
-      const size_t n = std::min(kFileChunk, array_bytes - at);
-      if (!ReadAll(fd, bytes + at, n)) return Status::Malformed(what + " is damaged (short)");
-      XXH3_64bits_update_dispatch(hash.get(), bytes + at, n);
-    }
-  }
-  if (XXH3_64bits_digest(hash.get()) != header.hash || !meta.ParseFromString(meta_bytes)) {
-    return Status::Malformed(what + " is damaged (its hash does not match)");
-  }
-  return Status();
+  Status s = hetps::ReadCheckpointFile(path, meta, part.MutableArrays(),
+                                       static_cast<size_t>(part.info().length) * sizeof(float));
+  if (s.ok()) return s;
+  return Status(s.code(), fmt::format("data dir {}: {}", dir_, s.message()));
 }
 
 void DurableStore::RemoveCheckpointFiles(int32_t pid, const std::string& keep) {
@@ -463,20 +334,17 @@ Status DurableStore::Append(int32_t pid, const proto::LogRecord& record, const f
     n = 0;
     FaultPoint("update.value_logged");
   }
-  // [header length, 4 bytes little-endian][header][values], gathered without a copy of the
-  // values (RocksDB copies them once, into its log and memtable).
-  const std::string header = logged->SerializeAsString();
-  const uint32_t length = static_cast<uint32_t>(header.size());
-  char prefix[4];
-  for (int i = 0; i < 4; ++i) prefix[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  // The record's prefix and the values, gathered without a copy of the values (RocksDB copies
+  // them once, into its log and memtable).
+  const std::string prefix = EncodeLogPrefix(*logged);
   const std::string key = LogKey(pid, lsn);
   const rocksdb::Slice key_slice(key);
-  const rocksdb::Slice parts[] = {rocksdb::Slice(prefix, 4), rocksdb::Slice(header),
+  const rocksdb::Slice parts[] = {rocksdb::Slice(prefix),
                                   rocksdb::Slice(reinterpret_cast<const char*>(values),
                                                  static_cast<size_t>(n) * sizeof(float))};
   rocksdb::WriteBatch batch;
   rocksdb::Status put =
-      batch.Put(rocksdb::SliceParts(&key_slice, 1), rocksdb::SliceParts(parts, 3));
+      batch.Put(rocksdb::SliceParts(&key_slice, 1), rocksdb::SliceParts(parts, 2));
   if (!put.ok()) return FromRocks(put, fmt::format("data dir {}: partition {}", dir_, pid));
   rocksdb::WriteOptions options;
   options.sync = durability_ == Durability::kMachine;
@@ -484,65 +352,46 @@ Status DurableStore::Append(int32_t pid, const proto::LogRecord& record, const f
                    fmt::format("data dir {}: logging an update of partition {}", dir_, pid));
 }
 
-Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
-  // The checkpoint as its state without the arrays, then each array as its field (tag, length,
-  // raw floats): protobuf reads fields in any order, so this is the message Save would build,
-  // copied once into the value log instead of into a message and then out of it.
-  proto::PartitionCheckpoint checkpoint;
-  part.SaveMeta(checkpoint);
-  const uint64_t lsn = last_lsn_[pid];
-  checkpoint.set_lsn(lsn);
-  FaultPoint("checkpoint.saved");
-  const std::vector<const float*> arrays = part.Arrays();
-  const size_t array_bytes = static_cast<size_t>(part.info().length) * sizeof(float);
-  const std::string meta = checkpoint.SerializeAsString();
+namespace {
+
+// A checkpoint as one value-log entry: its state without the arrays (`meta`), then each array
+// as its field (tag, length, raw floats). Protobuf reads fields in any order, so these bytes
+// are the message PartitionState::Save would build, copied once into the value log instead of
+// into a message and then out of it.
+struct CheckpointParts {
   std::vector<std::string> fields;  // per array: its tag and length
-  std::vector<std::string_view> parts = {meta};
-  int64_t size = static_cast<int64_t>(meta.size());
-  fields.reserve(arrays.size());
+  std::vector<std::string_view> parts;
+  int64_t size = 0;
+};
+
+void ArraysAsFields(const std::string& meta, const std::vector<const float*>& arrays,
+                    size_t array_bytes, CheckpointParts& out) {
+  out.parts = {meta};
+  out.size = static_cast<int64_t>(meta.size());
+  out.fields.reserve(arrays.size());
   for (size_t k = 0; k < arrays.size(); ++k) {
-    std::string& field = fields.emplace_back(1, k == 0 ? '\x22' : '\x2a');  // values 4, slots 5
+    std::string& field = out.fields.emplace_back(1, k == 0 ? '\x22' : '\x2a');  // values 4, slots 5
     for (uint64_t v = array_bytes; true; v >>= 7) {
       field.push_back(static_cast<char>(v >= 0x80 ? (v & 0x7f) | 0x80 : v));
       if (v < 0x80) break;
     }
-    size += static_cast<int64_t>(field.size() + array_bytes);
+    out.size += static_cast<int64_t>(field.size() + array_bytes);
   }
   for (size_t k = 0; k < arrays.size(); ++k) {
-    parts.push_back(fields[k]);
-    parts.emplace_back(reinterpret_cast<const char*>(arrays[k]), array_bytes);
+    out.parts.push_back(out.fields[k]);
+    out.parts.emplace_back(reinterpret_cast<const char*>(arrays[k]), array_bytes);
   }
-  std::string bytes, file;
-  if (values_ && size >= kValueLogMinBytes) {
-    auto ref = values_->Append(pid, lsn + 1, parts);
-    if (!ref.ok()) return ref.status();
-    if (*ref) {  // else the ring is full: the checkpoint goes into a file of its own
-      if (durability_ == Durability::kMachine) {
-        if (Status s = values_->Sync(**ref); !s.ok()) return s;
-      }
-      proto::PartitionCheckpoint stub;
-      stub.set_lsn(lsn);
-      *stub.mutable_stored() = std::move(**ref);
-      bytes = stub.SerializeAsString();
-    }
-  }
-  if (bytes.empty() && size >= kValueLogMinBytes) {
-    auto written = WriteCheckpointFile(pid, lsn, part);
-    if (!written.ok()) return written.status();
-    file = *written;
-    proto::PartitionCheckpoint stub;
-    stub.set_lsn(lsn);
-    stub.set_file(file);
-    bytes = stub.SerializeAsString();
-  }
-  if (bytes.empty()) {
-    proto::PartitionCheckpoint full;
-    part.Save(full);
-    full.set_lsn(lsn);
-    bytes = full.SerializeAsString();
-  }
+}
+
+}  // namespace
+
+Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
+  const uint64_t lsn = last_lsn_[pid];
+  std::string file;
+  auto bytes = CheckpointRecord(pid, lsn, part, file);
+  if (!bytes.ok()) return bytes.status();
   rocksdb::WriteBatch batch;
-  batch.Put(CheckpointKey(pid), bytes);
+  batch.Put(CheckpointKey(pid), *bytes);
   batch.DeleteRange(LogKey(pid, 0), LogKey(pid, lsn + 1));
   rocksdb::WriteOptions options;
   options.sync = durability_ == Durability::kMachine;
@@ -559,94 +408,119 @@ Status DurableStore::Checkpoint(int32_t pid, const PartitionState& part) {
   return Status();
 }
 
+StatusOr<std::string> DurableStore::CheckpointRecord(int32_t pid, uint64_t lsn,
+                                                     const PartitionState& part,
+                                                     std::string& file) {
+  proto::PartitionCheckpoint checkpoint;
+  part.SaveMeta(checkpoint);
+  checkpoint.set_lsn(lsn);
+  FaultPoint("checkpoint.saved");
+  const std::string meta = checkpoint.SerializeAsString();
+  CheckpointParts parts;
+  ArraysAsFields(meta, part.Arrays(), static_cast<size_t>(part.info().length) * sizeof(float),
+                 parts);
+  proto::PartitionCheckpoint stub;  // where a large one is
+  stub.set_lsn(lsn);
+  if (parts.size < kValueLogMinBytes) {
+    proto::PartitionCheckpoint full;
+    part.Save(full);
+    full.set_lsn(lsn);
+    return full.SerializeAsString();
+  }
+  if (values_) {
+    auto ref = values_->Append(pid, lsn + 1, parts.parts);
+    if (!ref.ok()) return ref.status();
+    if (*ref) {  // else the ring is full: the checkpoint goes into a file of its own
+      if (durability_ == Durability::kMachine) {
+        if (Status s = values_->Sync(**ref); !s.ok()) return s;
+      }
+      *stub.mutable_stored() = std::move(**ref);
+      return stub.SerializeAsString();
+    }
+  }
+  auto written = WriteCheckpointFile(pid, lsn, part);
+  if (!written.ok()) return written.status();
+  file = *written;
+  stub.set_file(file);
+  return stub.SerializeAsString();
+}
+
 StatusOr<int64_t> DurableStore::Recover(int32_t pid, PartitionState& part, const Replay& replay) {
+  auto lsn = LoadCheckpoint(pid, part);
+  if (!lsn.ok()) return lsn.status();
+  checkpoint_lsn_[pid].store(*lsn);
+  last_lsn_[pid] = *lsn;
+  return ReplayLog(pid, *lsn, replay);
+}
+
+StatusOr<uint64_t> DurableStore::LoadCheckpoint(int32_t pid, PartitionState& part) {
   const std::string where = fmt::format("data dir {}, partition {}", dir_, pid);
   std::string bytes;
   rocksdb::Status got = db_->Get(rocksdb::ReadOptions(), CheckpointKey(pid), &bytes);
-  uint64_t lsn = 0;
-  if (got.ok()) {
-    proto::PartitionCheckpoint checkpoint;
-    if (!checkpoint.ParseFromString(bytes)) {
-      return Status::Malformed(where + ": the checkpoint is damaged");
-    }
-    if (checkpoint.has_stored()) {  // in the value log
-      const proto::ValueRef ref = checkpoint.stored();
-      const uint64_t at = checkpoint.lsn() + 1;
-      auto read = values_ ? values_->Read(ref, pid, at)
-                          : StatusOr<const char*>(Status::Malformed(
-                                "its checkpoint is in a value log the data dir lacks"));
-      if (!read.ok()) return Status(read.status().code(), where + ": " + read.status().message());
-      if (!checkpoint.ParseFromArray(*read, static_cast<int>(ref.length()))) {
-        return Status::Malformed(where + ": the checkpoint in the value log is damaged");
-      }
-      values_->Hold(ref, pid, at);
-    }
-    const std::string file = checkpoint.file();
-    Status loaded;
-    if (!file.empty()) {
-      proto::PartitionCheckpoint meta;
-      loaded = ReadCheckpointFile(file, part, meta);
-      if (loaded.ok()) loaded = part.LoadMeta(meta);
-    } else {
-      loaded = part.Load(checkpoint);
-    }
-    if (!loaded.ok()) {
-      return Status(loaded.code(), fmt::format("{}: {}", where, loaded.message()));
-    }
-    RemoveCheckpointFiles(pid, file);  // any a crash left behind
-    lsn = checkpoint.lsn();
-  } else if (!got.IsNotFound()) {
-    return FromRocks(got, where + ": reading the checkpoint");
-  } else {
+  if (got.IsNotFound()) {
     RemoveCheckpointFiles(pid, "");
+    return uint64_t{0};
   }
-  checkpoint_lsn_[pid].store(lsn);
-  last_lsn_[pid] = lsn;
+  if (!got.ok()) return FromRocks(got, where + ": reading the checkpoint");
+  proto::PartitionCheckpoint checkpoint;
+  if (!checkpoint.ParseFromString(bytes)) {
+    return Status::Malformed(where + ": the checkpoint is damaged");
+  }
+  if (checkpoint.has_stored()) {  // in the value log
+    const proto::ValueRef ref = checkpoint.stored();
+    const uint64_t at = checkpoint.lsn() + 1;
+    auto read = values_ ? values_->Read(ref, pid, at)
+                        : StatusOr<const char*>(Status::Malformed(
+                              "its checkpoint is in a value log the data dir lacks"));
+    if (!read.ok()) return Status(read.status().code(), where + ": " + read.status().message());
+    if (!checkpoint.ParseFromArray(*read, static_cast<int>(ref.length()))) {
+      return Status::Malformed(where + ": the checkpoint in the value log is damaged");
+    }
+    values_->Hold(ref, pid, at);
+  }
+  const std::string file = checkpoint.file();
+  Status loaded;
+  if (!file.empty()) {
+    proto::PartitionCheckpoint meta;
+    loaded = ReadCheckpointFile(file, part, meta);
+    if (loaded.ok()) loaded = part.LoadMeta(meta);
+  } else {
+    loaded = part.Load(checkpoint);
+  }
+  if (!loaded.ok()) return Status(loaded.code(), fmt::format("{}: {}", where, loaded.message()));
+  RemoveCheckpointFiles(pid, file);  // any a crash left behind
+  return checkpoint.lsn();
+}
+
+StatusOr<int64_t> DurableStore::ReplayLog(int32_t pid, uint64_t after, const Replay& replay) {
+  const std::string where = fmt::format("data dir {}, partition {}", dir_, pid);
   int64_t replayed = 0;
   rocksdb::ReadOptions read;
   const std::string end = LogKey(pid + 1, 0);
   rocksdb::Slice upper(end);
   read.iterate_upper_bound = &upper;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
-  for (it->Seek(LogKey(pid, lsn + 1)); it->Valid(); it->Next()) {
-    const rocksdb::Slice v = it->value();
-    uint32_t length = 0;
-    for (int i = 0; i < 4 && i < static_cast<int>(v.size()); ++i) {
-      length |= static_cast<uint32_t>(static_cast<uint8_t>(v[i])) << (8 * i);
-    }
+  for (it->Seek(LogKey(pid, after + 1)); it->Valid(); it->Next()) {
+    const std::optional<uint64_t> lsn = LsnOf(it->key().ToStringView());
     proto::LogRecord record;
-    const size_t rest = v.size() < 4 + static_cast<size_t>(length) ? 0 : v.size() - 4 - length;
-    if (v.size() < 4 + static_cast<size_t>(length) || rest % sizeof(float) != 0 ||
-        !record.ParseFromArray(v.data() + 4, static_cast<int>(length))) {
-      return Status::Malformed(
-          fmt::format("{}: log record {} is damaged", where, LsnOf(it->key())));
+    std::string_view raw;
+    Status decoded = lsn ? DecodeLogRecord(it->value().ToStringView(), record, raw)
+                         : Status::Malformed("a key that is not a log record's");
+    if (!decoded.ok()) {
+      return Status::Malformed(fmt::format("{}: log record {} is damaged: {}", where,
+                                           lsn.value_or(0), decoded.message()));
     }
-    const uint64_t at = LsnOf(it->key());
+    const uint64_t at = *lsn;
     // RocksDB's values are not aligned for floats in general: copy them out. The value log's
     // are (and are read in place).
-    std::vector<float> copied(rest / sizeof(float));
-    if (rest > 0) std::memcpy(copied.data(), v.data() + 4 + length, rest);
+    std::vector<float> copied(raw.size() / sizeof(float));
+    if (!raw.empty()) std::memcpy(copied.data(), raw.data(), raw.size());
     const float* values = copied.data();
     int64_t n = static_cast<int64_t>(copied.size());
     if (record.has_value_ref()) {
-      const proto::ValueRef& ref = record.value_ref();
-      StatusOr<const char*> read = Status::Malformed(
-          fmt::format("log record {} refers to a value log the data dir lacks", at));
-      if (ref.spilled()) {
-        Status s = ReadSpilled(pid, ref, copied);
-        read = s.ok() ? StatusOr<const char*>(reinterpret_cast<const char*>(copied.data()))
-                      : StatusOr<const char*>(s);
-        if (s.ok()) {
-          spill_offset_[pid] = std::max<int64_t>(spill_offset_[pid],
-                                                 static_cast<int64_t>(ref.offset() + ref.length()));
-        }
-      } else if (values_) {
-        read = values_->Read(ref, pid, at);
-      }
-      if (!read.ok() && durability_ != Durability::kMachine) {
-        // Below machine durability a machine crash may lose acknowledged values: the log ends
-        // before the first one lost, and what followed it is dropped.
-        spdlog::warn("{}: {}; the partition's log ends before it", where, read.status().message());
+      auto value = ReadLoggedValue(pid, at, record.value_ref(), copied);
+      if (!value.ok()) return value.status();
+      if (*value == nullptr) {  // lost in a machine crash below machine durability
         if (Status s = FromRocks(db_->DeleteRange(rocksdb::WriteOptions(),
                                                   db_->DefaultColumnFamily(), LogKey(pid, at), end),
                                  where + ": dropping the log after a lost value");
@@ -655,10 +529,8 @@ StatusOr<int64_t> DurableStore::Recover(int32_t pid, PartitionState& part, const
         }
         break;
       }
-      if (!read.ok()) return Status(read.status().code(), where + ": " + read.status().message());
-      values = reinterpret_cast<const float*>(*read);
-      n = static_cast<int64_t>(ref.length() / sizeof(float));
-      if (!ref.spilled()) values_->Hold(ref, pid, at);
+      values = *value;
+      n = static_cast<int64_t>(record.value_ref().length() / sizeof(float));
     }
     if (Status s = replay(record, values, n); !s.ok()) {
       return Status(s.code(),
@@ -669,6 +541,34 @@ StatusOr<int64_t> DurableStore::Recover(int32_t pid, PartitionState& part, const
   }
   if (!it->status().ok()) return FromRocks(it->status(), where + ": reading the log");
   return replayed;
+}
+
+StatusOr<const float*> DurableStore::ReadLoggedValue(int32_t pid, uint64_t at,
+                                                     const proto::ValueRef& ref,
+                                                     std::vector<float>& copied) {
+  const std::string where = fmt::format("data dir {}, partition {}", dir_, pid);
+  StatusOr<const char*> read =
+      Status::Malformed(fmt::format("log record {} refers to a value log the data dir lacks", at));
+  if (ref.spilled()) {
+    Status s = ReadSpilled(pid, ref, copied);
+    read = s.ok() ? StatusOr<const char*>(reinterpret_cast<const char*>(copied.data()))
+                  : StatusOr<const char*>(s);
+    if (s.ok()) {
+      spill_offset_[pid] =
+          std::max<int64_t>(spill_offset_[pid], static_cast<int64_t>(ref.offset() + ref.length()));
+    }
+  } else if (values_) {
+    read = values_->Read(ref, pid, at);
+  }
+  if (!read.ok() && durability_ != Durability::kMachine) {
+    // Below machine durability a machine crash may lose acknowledged values: the log ends
+    // before the first one lost, and what followed it is dropped.
+    spdlog::warn("{}: {}; the partition's log ends before it", where, read.status().message());
+    return static_cast<const float*>(nullptr);
+  }
+  if (!read.ok()) return Status(read.status().code(), where + ": " + read.status().message());
+  if (!ref.spilled()) values_->Hold(ref, pid, at);
+  return reinterpret_cast<const float*>(*read);
 }
 
 }  // namespace hetps

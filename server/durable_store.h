@@ -98,6 +98,20 @@ class DurableStore {
   DurableStore(std::string dir, Durability durability);
 
   Status OpenValueLog(int64_t segment_bytes);
+  // The bytes of `part`'s checkpoint record after log record `lsn`: the whole checkpoint when
+  // it is small; else a reference to it in the value log or, the ring being full, in a
+  // checkpoint file (whose name goes to `file`).
+  StatusOr<std::string> CheckpointRecord(int32_t pid, uint64_t lsn, const PartitionState& part,
+                                         std::string& file);
+  // Recover's two steps: loads `pid`'s checkpoint (returning the lsn it covers; 0 for none),
+  // then replays the log records after `after`.
+  StatusOr<uint64_t> LoadCheckpoint(int32_t pid, PartitionState& part);
+  StatusOr<int64_t> ReplayLog(int32_t pid, uint64_t after, const Replay& replay);
+  // The values of log record `at`, kept apart (`ref`): read in place from the value log, or
+  // into `copied` from the spill file. Null when they were lost below machine durability (the
+  // log ends before them).
+  StatusOr<const float*> ReadLoggedValue(int32_t pid, uint64_t at, const proto::ValueRef& ref,
+                                         std::vector<float>& copied);
   // An update value the ring has no room for: written to partition `pid`'s spill file at its
   // next offset (from 0 again after each checkpoint, so the file's blocks are overwritten, not
   // new), hashed a chunk at a time, synced under kMachine.

@@ -13,6 +13,8 @@
 #include <memory>
 #include <new>
 
+#include "server/file_io.h"
+
 namespace hetps {
 namespace {
 
@@ -121,23 +123,19 @@ StatusOr<std::optional<proto::ValueRef>> ValueLog::Append(
   // Hashed and written a chunk at a time, so the write reads what the hash just left in the
   // cache instead of the whole value again from memory (the same hash as in one pass).
   constexpr size_t kChunk = 64 << 10;
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                 &XXH3_freeState);
-  if (state == nullptr) throw std::bad_alloc();
-  XXH3_64bits_reset(state.get());
+  StreamHash hash;
   off_t to = static_cast<off_t>(offset + kAlign);
   for (std::string_view part : parts) {
     for (size_t done = 0; done < part.size(); done += kChunk) {
       const size_t n = std::min(kChunk, part.size() - done);
-      XXH3_64bits_update_dispatch(state.get(), part.data() + done, n);
+      hash.Update(part.data() + done, n);
       if (pwrite(fds_[segment], part.data() + done, n, to) != static_cast<ssize_t>(n)) {
         return Status::Internal("pwrite");
       }
       to += static_cast<off_t>(n);
     }
   }
-  EntryHeader header{kMagic, pid, lsn, static_cast<uint64_t>(bytes),
-                     static_cast<uint64_t>(XXH3_64bits_digest(state.get()))};
+  EntryHeader header{kMagic, pid, lsn, static_cast<uint64_t>(bytes), hash.Digest()};
   if (pwrite(fds_[segment], &header, sizeof(header), static_cast<off_t>(offset)) !=
       static_cast<ssize_t>(sizeof(header))) {
     return Status::Internal("pwrite");
