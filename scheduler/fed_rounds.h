@@ -64,6 +64,7 @@
 #include "durable.pb.h"
 #include "hetps.pb.h"
 #include "scheduler/barrier.h"
+#include "scheduler/fed_rounds_log.h"
 #include "scheduler/ratio/ratio.h"
 #include "scheduler/selection/selection.h"
 
@@ -168,15 +169,24 @@ class FedRounds {
 
  private:
   enum class State { kWaiting, kOpen, kClosing };
+  // Save's and Restore's parts (fed_rounds_state.cc); `at` maps a saved time onto this run's.
+  void SaveClients(proto::FedRoundsState& s) const;
+  void SaveTasks(proto::FedRoundsState& s) const;
+  void RestoreClient(const proto::FedClientState& p, double selected_at);
+  void RestoreTasks(const proto::FedRoundsState& s, const std::function<double(double)>& at);
   // Every answer goes through these: the last one per client is kept for Resent.
   void AnswerCheckin(const Arrival& a, const proto::FedRound& r);
   void AnswerUpload(const Arrival& a, const proto::FedRound& r);
+  // Synchronous rounds (fed_rounds_sync.cc).
   void MaybeOpen(int live_workers, double now);
+  void UploadedSync(const Arrival& a, int64_t round, bool in_time, ClientRecord& c);
   void MaybeClose(int live_workers, double now);
   void Close(int live_workers, double now);
   void FinishEveryone();
   void AnswerWatchers();
-  // Asynchronous mode.
+  // Asynchronous mode (fed_rounds_async.cc).
+  void OnAppliedAsync(int32_t server, int64_t task, int live_workers, double now);
+  void TickAsync(int live_workers, double now);
   struct Task {
     int64_t id = 0;
     double opened = 0;
@@ -204,8 +214,6 @@ class FedRounds {
                size_t late = 0);
   void ApplyGroup(const std::vector<Upload>& uploads, double now);  // asynchronous mode
   void Dropped(int32_t worker);
-  // Writes the held rows no evaluator may still measure (all: every held row).
-  void WriteRows(bool all);
   // The first round (or task) waits for every live client, but no longer than the deadline
   // after the first check-in (clients that start offline would hold it up).
   bool WaitedLongEnough(double now) const {
@@ -221,48 +229,20 @@ class FedRounds {
   Actions actions_;
   std::unique_ptr<SelectionPolicy> policy_;
   std::mt19937_64 rng_;
-  std::FILE* csv_ = nullptr;  // opened at the first row
-  bool csv_failed_ = false;
-  struct Row {
-    int64_t aggregation = 0;
-    double wall_s = 0;
-    std::vector<int> kept, dropped;  // ranks
-    std::vector<int64_t> staleness;  // per kept upload
-    size_t late = 0;                 // kept uploads that came late (--late_rounds)
-    int64_t bytes_up = 0, bytes_down = 0;
-    bool measured = false;
-    double loss = 0, accuracy = 0;
-  };
-  std::deque<Row> rows_;                   // applied, not yet written (only with a CSV path)
-  std::vector<int> dropped_;               // ranks of the uploads dropped since the last row
-  std::map<int32_t, int64_t> measuring_;   // per evaluator: the first aggregation it may report
-  int64_t bytes_up_ = 0, bytes_down_ = 0;  // every client's, as reported
-  int64_t kept_total_ = 0, dropped_total_ = 0;
-  double started_ = -1;        // when the first round opened or task was granted
+  FedRoundsLog log_;
   double first_checkin_ = -1;  // when the first client checked in
-  struct Point {
-    int64_t aggregation;
-    double wall_s, accuracy;
-    int64_t bytes_up;
-  };
-  std::deque<Point> measured_;  // the evaluators' measurements, the latest 500
-  std::deque<Point> applied_;   // the latest 4096 aggregations (no accuracy)
   State state_ = State::kWaiting;
   int64_t round_ = 0;
   double opened_at_ = 0;
-  int keep_ = 0;                       // K of the open round
-  std::map<int32_t, Arrival> idle_;    // checked in, by id
-  std::set<int32_t> selected_;         // of the open round, still alive
-  std::vector<int32_t> selected_all_;  // of the open round, as selected
-  std::vector<int32_t> uploads_;       // of the open round, in arrival order
-  struct LateUpload {
-    int32_t worker;
-    int64_t round;
-  };
-  std::vector<LateUpload> late_;          // accepted late, for the next close
-  std::vector<LateUpload> closing_late_;  // those the closing round takes
-  std::set<int32_t> closing_servers_;     // yet to answer ROUND_CLOSE
-  proto::FedRound closing_;               // the closing round's ROUND_CLOSE
+  int keep_ = 0;                                 // K of the open round
+  std::map<int32_t, Arrival> idle_;              // checked in, by id
+  std::set<int32_t> selected_;                   // of the open round, still alive
+  std::vector<int32_t> selected_all_;            // of the open round, as selected
+  std::vector<int32_t> uploads_;                 // of the open round, in arrival order
+  std::vector<proto::LateUpload> late_;          // accepted late, for the next close
+  std::vector<proto::LateUpload> closing_late_;  // those the closing round takes
+  std::set<int32_t> closing_servers_;            // yet to answer ROUND_CLOSE
+  proto::FedRound closing_;                      // the closing round's ROUND_CLOSE
   std::map<int32_t, ClientRecord> clients_;
   std::set<int32_t> evaluators_;
   std::set<int32_t> left_;  // clients that died or left (and did not check in since)
@@ -294,9 +274,6 @@ class FedRounds {
     proto::FedRound answer;
   };
   std::map<int32_t, Answered> answered_;  // per client, its last answered request
-  // The rounds log's last aggregation already written (a restored run appends after it).
-  int64_t written_ = 0;
-  bool csv_append_ = false;
 };
 
 // What FedRounds refuses: counts below 0, overcommit below 1, an unknown selection policy.

@@ -1,20 +1,18 @@
 // FedRounds' durable state (FedRounds::Save, Restore, Resume): what a scheduler with --data_dir
-// keeps so that, restarted, it goes on with the same round.
+// keeps so that, restarted, it goes on with the same round. What is kept as a message already
+// (the rounds log's rows and points, late uploads, the closing round, answers) is saved as it
+// is; times are kept as the saving scheduler's and mapped onto the restarted one's.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <sstream>
 
 #include "scheduler/fed_rounds.h"
 
 namespace hetps {
 namespace {
-
-// Rows the scheduler keeps of the aggregations applied: enough for the evaluators that lag.
-constexpr size_t kAppliedKept = 64;
 
 double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -29,20 +27,8 @@ proto::FedTaskState TaskState(int32_t worker, int64_t id, double opened_at, int6
   return t;
 }
 
-// The aggregation on the last line of the rounds log at `path` (0: none, or no log).
-int64_t LastLoggedAggregation(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  std::getline(in, line);  // the header
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  if (last.empty()) return 0;
-  try {
-    return std::stoll(last.substr(0, last.find(',')));
-  } catch (const std::exception&) {
-    return 0;
-  }
+const char* ModeName(bool async) {
+  return async ? "asynchronous uploads (--concurrency)" : "synchronous rounds";
 }
 
 }  // namespace
@@ -57,16 +43,24 @@ proto::FedRoundsState FedRounds::Save(double now) const {
   s.mutable_selected()->Add(selected_.begin(), selected_.end());
   s.mutable_selected_all()->Add(selected_all_.begin(), selected_all_.end());
   s.mutable_uploads()->Add(uploads_.begin(), uploads_.end());
-  auto late = [](const LateUpload& l) {
-    proto::LateUpload p;
-    p.set_worker(l.worker);
-    p.set_round(l.round);
-    return p;
-  };
-  for (const LateUpload& l : late_) *s.add_late() = late(l);
-  for (const LateUpload& l : closing_late_) *s.add_closing_late() = late(l);
+  s.mutable_late()->Add(late_.begin(), late_.end());
+  s.mutable_closing_late()->Add(closing_late_.begin(), closing_late_.end());
   if (state_ == State::kClosing) *s.mutable_closing() = closing_;
   s.mutable_closing_servers()->Add(closing_servers_.begin(), closing_servers_.end());
+  SaveClients(s);
+  s.mutable_evaluators()->Add(evaluators_.begin(), evaluators_.end());
+  s.set_first_checkin_at_s(first_checkin_);
+  std::ostringstream rng;
+  rng << rng_;
+  s.set_rng(rng.str());
+  SaveTasks(s);
+  log_.Save(s);
+  s.set_saved_unix_s(UnixNow());
+  s.set_saved_now_s(now);
+  return s;
+}
+
+void FedRounds::SaveClients(proto::FedRoundsState& s) const {
   for (const auto& [id, c] : clients_) {
     proto::FedClientState* p = s.add_clients();
     p->set_id(c.id);
@@ -95,17 +89,9 @@ proto::FedRoundsState FedRounds::Save(double now) const {
       *p->mutable_answer() = a->second.answer;
     }
   }
-  s.mutable_evaluators()->Add(evaluators_.begin(), evaluators_.end());
-  s.set_bytes_up(bytes_up_);
-  s.set_bytes_down(bytes_down_);
-  s.set_kept_total(kept_total_);
-  s.set_dropped_total(dropped_total_);
-  s.set_started_at_s(started_);
-  s.set_first_checkin_at_s(first_checkin_);
-  s.mutable_dropped()->Add(dropped_.begin(), dropped_.end());
-  std::ostringstream rng;
-  rng << rng_;
-  s.set_rng(rng.str());
+}
+
+void FedRounds::SaveTasks(proto::FedRoundsState& s) const {
   for (const auto& [worker, t] : tasks_) {
     *s.add_tasks() = TaskState(worker, t.id, t.opened, t.base);
   }
@@ -123,37 +109,6 @@ proto::FedRoundsState FedRounds::Save(double now) const {
     for (const Upload& u : a.uploads) *p->add_uploads() = TaskState(u.worker, u.task, 0, u.base);
   }
   s.mutable_recent_drops()->Add(recent_drops_.begin(), recent_drops_.end());
-  for (const Row& r : rows_) {
-    proto::FedRowState* p = s.add_rows();
-    p->set_aggregation(r.aggregation);
-    p->set_wall_s(r.wall_s);
-    p->mutable_kept()->Add(r.kept.begin(), r.kept.end());
-    p->mutable_dropped()->Add(r.dropped.begin(), r.dropped.end());
-    p->mutable_staleness()->Add(r.staleness.begin(), r.staleness.end());
-    p->set_late(static_cast<int64_t>(r.late));
-    p->set_bytes_up(r.bytes_up);
-    p->set_bytes_down(r.bytes_down);
-    p->set_measured(r.measured);
-    p->set_loss(r.loss);
-    p->set_accuracy(r.accuracy);
-  }
-  for (const auto& [worker, from] : measuring_) (*s.mutable_measuring())[worker] = from;
-  auto point = [](const Point& p) {
-    proto::FedPointState q;
-    q.set_aggregation(p.aggregation);
-    q.set_wall_s(p.wall_s);
-    q.set_accuracy(p.accuracy);
-    q.set_bytes_up(p.bytes_up);
-    return q;
-  };
-  for (const Point& p : measured_) *s.add_measured() = point(p);
-  const size_t skip = applied_.size() > kAppliedKept ? applied_.size() - kAppliedKept : 0;
-  for (auto it = applied_.begin() + static_cast<std::ptrdiff_t>(skip); it != applied_.end(); ++it) {
-    *s.add_applied() = point(*it);
-  }
-  s.set_saved_unix_s(UnixNow());
-  s.set_saved_now_s(now);
-  return s;
 }
 
 Status FedRounds::Restore(const proto::FedRoundsState& s, double now) {
@@ -164,9 +119,8 @@ Status FedRounds::Restore(const proto::FedRoundsState& s, double now) {
   }
   if (s.async() != async()) {
     return Status::FailedPrecondition(
-        fmt::format("its federated state is of {} and this scheduler runs {}",
-                    s.async() ? "asynchronous uploads (--concurrency)" : "synchronous rounds",
-                    async() ? "asynchronous uploads (--concurrency)" : "synchronous rounds"));
+        fmt::format("its federated state is of {} and this scheduler runs {}", ModeName(s.async()),
+                    ModeName(async())));
   }
   if (s.state() < 0 || s.state() > static_cast<int32_t>(State::kClosing)) {
     return Status::Malformed(fmt::format("its federated state has round state {}", s.state()));
@@ -182,48 +136,54 @@ Status FedRounds::Restore(const proto::FedRoundsState& s, double now) {
   selected_ = {s.selected().begin(), s.selected().end()};
   selected_all_ = {s.selected_all().begin(), s.selected_all().end()};
   uploads_ = {s.uploads().begin(), s.uploads().end()};
-  for (const proto::LateUpload& l : s.late()) late_.push_back({l.worker(), l.round()});
-  for (const proto::LateUpload& l : s.closing_late()) {
-    closing_late_.push_back({l.worker(), l.round()});
-  }
+  late_ = {s.late().begin(), s.late().end()};
+  closing_late_ = {s.closing_late().begin(), s.closing_late().end()};
   closing_ = s.closing();
   closing_servers_ = {s.closing_servers().begin(), s.closing_servers().end()};
-  for (const proto::FedClientState& p : s.clients()) {
-    ClientRecord& c = clients_[p.id()];
-    c.id = p.id();
-    c.rank = p.rank();
-    c.selected = p.selected();
-    c.kept = p.kept();
-    c.missed = p.missed();
-    c.consecutive_missed = p.consecutive_missed();
-    c.last_round = p.last_round();
-    c.last_missed = p.last_missed();
-    c.selected_at = at(p.selected_at_s());
-    c.train_s = {p.train_s().begin(), p.train_s().end()};
-    c.missed_rounds = {p.missed_rounds().begin(), p.missed_rounds().end()};
-    c.bytes_up = p.bytes_up();
-    c.bytes_down = p.bytes_down();
-    c.slowdown = p.profile().slowdown();
-    c.up_mbps = p.profile().up_mbps();
-    c.down_mbps = p.profile().down_mbps();
-    c.latency_ms = p.profile().latency_ms();
-    c.loss = p.profile().loss();
-    if (p.left()) left_.insert(p.id());
-    if (p.answered_request() != 0) {
-      answered_[p.id()] = {p.answered_request(), p.answered_type(), p.answer()};
-    }
-  }
+  for (const proto::FedClientState& p : s.clients()) RestoreClient(p, at(p.selected_at_s()));
   evaluators_ = {s.evaluators().begin(), s.evaluators().end()};
-  bytes_up_ = s.bytes_up();
-  bytes_down_ = s.bytes_down();
-  kept_total_ = s.kept_total();
-  dropped_total_ = s.dropped_total();
-  started_ = s.started_at_s() < 0 ? -1 : at(s.started_at_s()) - down;
   first_checkin_ = s.first_checkin_at_s() < 0 ? -1 : at(s.first_checkin_at_s());
-  dropped_ = {s.dropped().begin(), s.dropped().end()};
   std::istringstream rng(s.rng());
   rng >> rng_;
   if (rng.fail()) return Status::Malformed("its federated state has a damaged generator state");
+  RestoreTasks(s, at);
+  log_.Restore(s, at, down);
+  spdlog::info("federated {} resumed: {} aggregations applied, {} clients known{}",
+               async() ? "uploads" : "rounds", round_, clients_.size(),
+               state_ == State::kOpen      ? fmt::format(", round {} open", round_)
+               : state_ == State::kClosing ? fmt::format(", round {} closing", round_)
+                                           : "");
+  return Status();
+}
+
+void FedRounds::RestoreClient(const proto::FedClientState& p, double selected_at) {
+  ClientRecord& c = clients_[p.id()];
+  c.id = p.id();
+  c.rank = p.rank();
+  c.selected = p.selected();
+  c.kept = p.kept();
+  c.missed = p.missed();
+  c.consecutive_missed = p.consecutive_missed();
+  c.last_round = p.last_round();
+  c.last_missed = p.last_missed();
+  c.selected_at = selected_at;
+  c.train_s = {p.train_s().begin(), p.train_s().end()};
+  c.missed_rounds = {p.missed_rounds().begin(), p.missed_rounds().end()};
+  c.bytes_up = p.bytes_up();
+  c.bytes_down = p.bytes_down();
+  c.slowdown = p.profile().slowdown();
+  c.up_mbps = p.profile().up_mbps();
+  c.down_mbps = p.profile().down_mbps();
+  c.latency_ms = p.profile().latency_ms();
+  c.loss = p.profile().loss();
+  if (p.left()) left_.insert(p.id());
+  if (p.answered_request() != 0) {
+    answered_[p.id()] = {p.answered_request(), p.answered_type(), p.answer()};
+  }
+}
+
+void FedRounds::RestoreTasks(const proto::FedRoundsState& s,
+                             const std::function<double(double)>& at) {
   for (const proto::FedTaskState& t : s.tasks()) {
     tasks_[t.worker()] = {t.id(), at(t.opened_at_s()), t.base()};
   }
@@ -242,38 +202,6 @@ Status FedRounds::Restore(const proto::FedRoundsState& s, double now) {
     }
   }
   recent_drops_ = {s.recent_drops().begin(), s.recent_drops().end()};
-  for (const proto::FedRowState& p : s.rows()) {
-    Row r;
-    r.aggregation = p.aggregation();
-    r.wall_s = p.wall_s();
-    r.kept = {p.kept().begin(), p.kept().end()};
-    r.dropped = {p.dropped().begin(), p.dropped().end()};
-    r.staleness = {p.staleness().begin(), p.staleness().end()};
-    r.late = static_cast<size_t>(std::max<int64_t>(0, p.late()));
-    r.bytes_up = p.bytes_up();
-    r.bytes_down = p.bytes_down();
-    r.measured = p.measured();
-    r.loss = p.loss();
-    r.accuracy = p.accuracy();
-    rows_.push_back(std::move(r));
-  }
-  for (const auto& [worker, from] : s.measuring()) measuring_[worker] = from;
-  for (const proto::FedPointState& p : s.measured()) {
-    measured_.push_back({p.aggregation(), p.wall_s(), p.accuracy(), p.bytes_up()});
-  }
-  for (const proto::FedPointState& p : s.applied()) {
-    applied_.push_back({p.aggregation(), p.wall_s(), p.accuracy(), p.bytes_up()});
-  }
-  if (!options_.csv_path.empty()) {
-    csv_append_ = true;
-    written_ = LastLoggedAggregation(options_.csv_path);
-  }
-  spdlog::info("federated {} resumed: {} aggregations applied, {} clients known{}",
-               async() ? "uploads" : "rounds", round_, clients_.size(),
-               state_ == State::kOpen      ? fmt::format(", round {} open", round_)
-               : state_ == State::kClosing ? fmt::format(", round {} closing", round_)
-                                           : "");
-  return Status();
 }
 
 void FedRounds::Resume(double now) {
