@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-
 namespace hetps {
 
 Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
