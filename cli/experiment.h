@@ -108,6 +108,13 @@ double SweepScore(const TrainOutcome& outcome);
 // listed first in --sweep_lr). A setting and algorithm missing a trial at some rate gets none.
 ChosenRates ChooseRates(const ExperimentArgs& args, const std::vector<RateTrial>& trials);
 
+// sweep.csv (one row per setting, algorithm and rate) and the report's section on the rates.
+struct SweepTables {
+  std::string csv, markdown;
+};
+SweepTables DescribeSweep(const ExperimentArgs& args, const std::vector<RateTrial>& trials,
+                          const ChosenRates& chosen);
+
 // The experiment as one flag file (written to <root>/experiment.flags; `report` reads it).
 std::string ExperimentFlagFile(const ExperimentArgs& args);
 

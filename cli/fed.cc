@@ -366,16 +366,11 @@ int RunFed(const FedArgs& args, const std::string& self) {
     SeriesRun run;
     run.label = item;
     run.dir = dir;
-    run.argv = {self,
-                "launch",
-                fmt::format("--servers={}", args.servers),
-                fmt::format("--workers={}", workers),
-                "--run_dir=" + dir,
-                fmt::format("--grace_ms={}", args.grace_ms)};
-    if (!args.bin_dir.empty()) run.argv.push_back("--bin_dir=" + args.bin_dir);
-    run.argv.insert(run.argv.end(), args.scenario_flags.begin(), args.scenario_flags.end());
-    run.argv.insert(run.argv.end(), extra.begin(), extra.end());
-    run.argv.insert(run.argv.end(), algorithm.begin(), algorithm.end());
+    std::vector<std::string> launch_flags = args.scenario_flags;
+    launch_flags.insert(launch_flags.end(), extra.begin(), extra.end());
+    launch_flags.insert(launch_flags.end(), algorithm.begin(), algorithm.end());
+    run.argv =
+        LaunchArgv(self, {args.servers, workers, dir, args.bin_dir, args.grace_ms}, launch_flags);
     run.headline = fmt::format("{} clients, {} aggregations", args.clients, aggregations);
     Progress progress;
     run.progress = [&] {

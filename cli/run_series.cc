@@ -148,4 +148,17 @@ RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) 
   return End::kFinished;
 }
 
+std::vector<std::string> LaunchArgv(const std::string& self, const LaunchShape& shape,
+                                    const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {self,
+                                   "launch",
+                                   fmt::format("--servers={}", shape.servers),
+                                   fmt::format("--workers={}", shape.workers),
+                                   "--run_dir=" + shape.run_dir,
+                                   fmt::format("--grace_ms={}", shape.grace_ms)};
+  if (!shape.bin_dir.empty()) argv.push_back("--bin_dir=" + shape.bin_dir);
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return argv;
+}
+
 }  // namespace hetps

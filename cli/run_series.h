@@ -24,6 +24,16 @@ std::string Timestamp();
 // A folder name for `item`: letters, digits, '-' and '.' kept, anything else '_'.
 std::string DirName(const std::string& item);
 
+// The command line of one run of a series: `self launch --servers=S --workers=W --run_dir=DIR
+// --grace_ms=G [--bin_dir=B]`, then `flags` in order (the last value of a flag wins).
+struct LaunchShape {
+  int servers = 1, workers = 1;
+  std::string run_dir, bin_dir;
+  int grace_ms = 10000;
+};
+std::vector<std::string> LaunchArgv(const std::string& self, const LaunchShape& shape,
+                                    const std::vector<std::string>& flags);
+
 struct SeriesRun {
   std::string label;              // what progress lines call it
   std::string dir;                // its folder (created)
