@@ -196,10 +196,10 @@ hetps::StatusOr<hetps::SyntheticOptions> SyntheticFromFlags() {
   return o;
 }
 
-hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
+// What both workloads take from the flags: the data, its split and the model.
+hetps::Status SetWorkload(hetps::WorkloadOptions& o) {
   auto hidden = hetps::ParsePositiveList(FLAGS_hidden, 1 << 16);
   if (!hidden.ok()) return hetps::Status::InvalidArgument("--hidden: " + hidden.status().message());
-  hetps::TrainOptions o;
   o.hidden.assign(hidden->begin(), hidden->end());
   o.dataset_dir = FLAGS_dataset_dir;
   o.train_images = FLAGS_train_images;
@@ -209,19 +209,26 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   o.data_cache = FLAGS_data_cache;
   o.partition = FLAGS_partition;
   o.dirichlet_alpha = FLAGS_dirichlet_alpha;
+  o.shards_per_client = FLAGS_shards_per_client;
+  o.model = FLAGS_model;
+  o.device = FLAGS_device;
+  o.compute_threads = FLAGS_compute_threads;
+  o.seed = FLAGS_data_seed;
+  o.run_dir = FLAGS_run_dir;
+  return hetps::Status();
+}
+
+hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
+  hetps::TrainOptions o;
+  if (hetps::Status s = SetWorkload(o); !s.ok()) return s;
   o.batch = FLAGS_batch;
   o.iterations = FLAGS_iterations;
   o.eval_every = FLAGS_eval_every;
   o.eval_deferred = FLAGS_eval_mode == "deferred";
   o.validation = FLAGS_validation;
   o.progress_every = std::max(1, FLAGS_progress_every);
-  o.seed = FLAGS_data_seed;
   o.slowdown = FLAGS_slowdown;
   o.straggler = FLAGS_straggler;
-  o.run_dir = FLAGS_run_dir;
-  o.model = FLAGS_model;
-  o.device = FLAGS_device;
-  o.compute_threads = FLAGS_compute_threads;
   return o;
 }
 
@@ -241,22 +248,9 @@ double DeviceSlowdown() {
 }
 
 hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
-  auto hidden = hetps::ParsePositiveList(FLAGS_hidden, 1 << 16);
-  if (!hidden.ok()) return hetps::Status::InvalidArgument("--hidden: " + hidden.status().message());
   hetps::EdgeOptions o;
-  o.hidden.assign(hidden->begin(), hidden->end());
-  o.dataset_dir = FLAGS_dataset_dir;
-  o.train_images = FLAGS_train_images;
-  o.train_labels = FLAGS_train_labels;
-  o.test_images = FLAGS_test_images;
-  o.test_labels = FLAGS_test_labels;
-  o.data_cache = FLAGS_data_cache;
-  o.partition = FLAGS_partition;
-  o.dirichlet_alpha = FLAGS_dirichlet_alpha;
-  o.shards_per_client = FLAGS_shards_per_client;
-  o.model = FLAGS_model;
-  o.device = FLAGS_device == "auto" ? "cpu" : FLAGS_device;
-  o.compute_threads = FLAGS_compute_threads;
+  if (hetps::Status s = SetWorkload(o); !s.ok()) return s;
+  if (FLAGS_device == "auto") o.device = "cpu";
   o.local.epochs = FLAGS_local_epochs;
   o.local.batch = FLAGS_batch;
   o.local.lr = FLAGS_local_lr;
@@ -269,9 +263,7 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.deep_from = FLAGS_deep_from;
   o.deep_period = FLAGS_deep_period;
   o.deep_rounds = FLAGS_deep_rounds;
-  o.seed = FLAGS_data_seed;
   o.slowdown = DeviceSlowdown();
-  o.run_dir = FLAGS_run_dir;
   return o;
 }
 

@@ -89,10 +89,7 @@ class EdgeClient {
 };
 
 Status EdgeClient::LoadData() {
-  const std::string cache = o_.data_cache.empty() ? SharedImages::DefaultCacheDir() : o_.data_cache;
-  auto train = SharedImages::Open(
-      PathOr(o_.train_images, FashionMnistImages(o_.dataset_dir, "train")),
-      PathOr(o_.train_labels, FashionMnistLabels(o_.dataset_dir, "train")), cache);
+  auto train = OpenTrainSet(o_);
   if (!train.ok()) return train.status();
   const int clients = Clients();
   if (clients < 1) {
@@ -100,15 +97,8 @@ Status EdgeClient::LoadData() {
         fmt::format("{} evaluators leave no training client among {} workers", o_.evaluators,
                     client_.num_workers()));
   }
-  std::vector<std::vector<int64_t>> parts;
-  if (o_.partition == "dirichlet") {
-    parts =
-        PartitionDirichlet(train->labels(), train->classes(), clients, o_.dirichlet_alpha, o_.seed);
-  } else if (o_.partition == "shards") {
-    parts = PartitionShards(train->labels(), clients, o_.shards_per_client, o_.seed);
-  } else {
-    parts = PartitionIid(train->size(), clients, o_.seed);
-  }
+  const std::vector<std::vector<int64_t>> parts =
+      SplitSamples(o_, train->labels(), train->classes(), clients);
   if (evaluator()) {
     shard_ = train->Gather({});  // the shape only
   } else {
@@ -118,23 +108,16 @@ Status EdgeClient::LoadData() {
                  client_.rank(), shard_.size, fmt::join(histogram[0], " "), o_.slowdown);
   }
   if (client_.rank() == 0 || evaluator()) {
-    auto test = SharedImages::Open(
-        PathOr(o_.test_images, FashionMnistImages(o_.dataset_dir, "t10k")),
-        PathOr(o_.test_labels, FashionMnistLabels(o_.dataset_dir, "t10k")), cache);
+    auto test = LoadTestSet(o_);
     if (!test.ok()) return test.status();
-    std::vector<int64_t> all(test->size());
-    std::iota(all.begin(), all.end(), 0);
-    test_ = test->Gather(all);
+    test_ = std::move(*test);
   }
   return Status();
 }
 
 Status EdgeClient::Prepare() {
   if (Status s = LoadData(); !s.ok()) return s;
-  auto arch = BuildArchitecture(o_.model, {1, shard_.rows, shard_.cols}, shard_.classes, o_.hidden);
-  if (!arch.ok()) return arch.status();
-  SetComputeThreads(o_.compute_threads);
-  auto made = MakeModel(std::move(*arch), o_.device);
+  auto made = MakeWorkloadModel(o_, shard_.rows, shard_.cols, shard_.classes);
   if (!made.ok()) return made.status();
   model_ = std::move(*made);
   tensors_ = model_->Tensors();

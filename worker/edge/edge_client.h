@@ -21,27 +21,18 @@
 #include "common/status.h"
 #include "hetps/client.h"
 #include "worker/edge/local_training.h"
-#include "worker/train/idx.h"
+#include "worker/train/workload.h"
 
 namespace hetps {
 
-struct EdgeOptions {
-  std::string dataset_dir = kFashionMnistDir;
-  std::string train_images, train_labels, test_images, test_labels;  // override dataset_dir
-  std::string data_cache;         // SharedImages' folder; empty: its default
-  std::string partition = "iid";  // iid | dirichlet | shards
-  double dirichlet_alpha = 0.5;   // dirichlet
-  int shards_per_client = 2;      // shards
-  std::string model = "mlp";      // mlp | cnn
-  std::vector<int> hidden = {256, 128};
-  std::string device = "cpu";
-  int compute_threads = 1;
+// What an edge client trains and how (its data and model: WorkloadOptions; its device is the
+// CPU unless told).
+struct EdgeOptions : WorkloadOptions {
+  EdgeOptions() { device = "cpu"; }
   LocalTraining local;
   int rounds = 20;
-  int eval_every = 5;     // rounds between rank 0's evaluations
-  int evaluators = 0;     // ranks 0..evaluators-1 evaluate and do not train (selected only)
-  uint64_t seed = 1;      // the split, the initial model, each client's sample order
-  double slowdown = 1.0;  // multiplies local training time (a slower device)
+  int eval_every = 5;  // rounds between rank 0's evaluations
+  int evaluators = 0;  // ranks 0..evaluators-1 evaluate and do not train (selected only)
   // Federated rounds only (selected): when the client is reachable (worker/edge/availability.h)
   // and the chance that a selected client fails in the middle of its work: it trains, uploads
   // part of its delta and never reports the upload, so no round keeps it.
@@ -53,7 +44,6 @@ struct EdgeOptions {
   int deep_from = -1;
   int deep_period = 15;
   int deep_rounds = 5;
-  std::string run_dir;  // when set: metrics, summary.json, plot.png and model.bin go there
 };
 
 // Runs rounds until the client's clock reaches options.rounds; rank 0 prints the final test

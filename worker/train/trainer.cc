@@ -167,10 +167,7 @@ class Trainer {
 // keeps only its shard as floats, in the split's order, so its batches are those it would
 // draw from the whole set.
 Status Trainer::LoadData() {
-  const std::string cache = o_.data_cache.empty() ? SharedImages::DefaultCacheDir() : o_.data_cache;
-  auto train = SharedImages::Open(
-      PathOr(o_.train_images, FashionMnistImages(o_.dataset_dir, "train")),
-      PathOr(o_.train_labels, FashionMnistLabels(o_.dataset_dir, "train")), cache);
+  auto train = OpenTrainSet(o_);
   if (!train.ok()) return train.status();
   // The training pool: every sample, less a held-out validation split (a seeded draw of its
   // own, so the workers' split of the rest is still seeded by o_.seed alone).
@@ -189,25 +186,16 @@ Status Trainer::LoadData() {
       eval_set_ = "validation";
     }
   } else if (client_.rank() == 0) {
-    auto t = SharedImages::Open(PathOr(o_.test_images, FashionMnistImages(o_.dataset_dir, "t10k")),
-                                PathOr(o_.test_labels, FashionMnistLabels(o_.dataset_dir, "t10k")),
-                                cache);
-    if (!t.ok()) return t.status();
-    std::vector<int64_t> all(t->size());
-    std::iota(all.begin(), all.end(), 0);
-    eval_ = t->Gather(all);
+    auto test = LoadTestSet(o_);
+    if (!test.ok()) return test.status();
+    eval_ = std::move(*test);
   }
   // The split is of positions in the pool; they become sample indices below.
-  std::vector<std::vector<int64_t>> parts;
-  if (o_.partition == "dirichlet") {
-    std::vector<int32_t> pool_labels;
-    pool_labels.reserve(pool.size());
-    for (int64_t i : pool) pool_labels.push_back(train->labels()[i]);
-    parts = PartitionDirichlet(pool_labels, train->classes(), client_.num_workers(),
-                               o_.dirichlet_alpha, o_.seed);
-  } else {
-    parts = PartitionIid(static_cast<int64_t>(pool.size()), client_.num_workers(), o_.seed);
-  }
+  std::vector<int32_t> pool_labels;
+  pool_labels.reserve(pool.size());
+  for (int64_t i : pool) pool_labels.push_back(train->labels()[i]);
+  std::vector<std::vector<int64_t>> parts =
+      SplitSamples(o_, pool_labels, train->classes(), client_.num_workers());
   for (auto& part : parts) {
     for (int64_t& i : part) i = pool[i];
   }
@@ -224,11 +212,7 @@ Status Trainer::Prepare() {
   if (!straggler.ok()) return straggler.status();
   straggler_ = std::move(*straggler);
   if (Status s = LoadData(); !s.ok()) return s;
-  auto arch =
-      BuildArchitecture(o_.model, {1, train_->rows, train_->cols}, train_->classes, o_.hidden);
-  if (!arch.ok()) return arch.status();
-  SetComputeThreads(o_.compute_threads);
-  auto made = MakeModel(std::move(*arch), o_.device);
+  auto made = MakeWorkloadModel(o_, train_->rows, train_->cols, train_->classes);
   if (!made.ok()) return made.status();
   model_ = std::move(*made);
   tensors_ = model_->Tensors();

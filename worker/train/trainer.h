@@ -12,20 +12,12 @@
 
 #include "common/status.h"
 #include "hetps/client.h"
-#include "worker/train/idx.h"
+#include "worker/train/workload.h"
 
 namespace hetps {
 
-struct TrainOptions {
-  std::string dataset_dir = kFashionMnistDir;
-  std::string train_images, train_labels, test_images, test_labels;  // override dataset_dir
-  std::string data_cache;         // SharedImages' folder; empty: its default
-  std::string partition = "iid";  // iid | dirichlet
-  double dirichlet_alpha = 0.5;
-  std::string model = "mlp";             // mlp | cnn
-  std::vector<int> hidden = {256, 128};  // mlp
-  std::string device = "auto";           // auto | cpu | cuda
-  int compute_threads = 1;
+// What a step-by-step worker trains and how (its data and model: WorkloadOptions).
+struct TrainOptions : WorkloadOptions {
   int batch = 64;
   int iterations = 1000;  // clocks
   int eval_every = 200;
@@ -40,13 +32,10 @@ struct TrainOptions {
   // the spot. Live (false): evaluated at once, the accuracy printed as training goes.
   bool eval_deferred = false;
   int progress_every = 100;
-  uint64_t seed = 1;
-  double slowdown = 1.0;  // multiplies compute time (a reproducible straggler)
   // A straggler process (worker/train/straggler.h), seeded by (seed, rank); its factor
   // multiplies `slowdown` per iteration.
   std::string straggler = "none";
-  std::string run_dir;  // when set: metrics, summary.json and plot.png go there
-  int log_every = 10;   // clocks between rows of the run's metrics
+  int log_every = 10;  // clocks between rows of the run's metrics
 };
 
 // Trains until the worker's clock reaches `iterations`; rank 0 prints the final test accuracy.
