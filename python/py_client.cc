@@ -1,0 +1,281 @@
+#include "python/py_client.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "python/py_errors.h"
+
+namespace py = pybind11;
+
+namespace hetps {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+void PyTicket::Wait() {
+  Status s;
+  {
+    py::gil_scoped_release unlocked;
+    s = p_->ticket.Wait();
+  }
+  Check(s);
+}
+
+std::string PyTicket::Repr() const {
+  return "<hetps.Ticket " + p_->op + " '" + p_->tensor + "' " + (Done() ? "done" : "in flight") +
+         ">";
+}
+
+PyClient::PyClient(std::string scheduler, std::optional<int> rank, std::string push_codec,
+                   std::string pull_codec, int heartbeat_interval_ms, int join_timeout_ms,
+                   int server_recovery_timeout_ms, std::string auth, std::string keys_dir,
+                   std::string key_name, int64_t shared_memory_bytes, int64_t batch_bytes,
+                   std::string transport) {
+  ClientOptions o;
+  o.scheduler = scheduler.empty() ? Env("HETPS_SCHEDULER") : scheduler;
+  if (o.scheduler.empty()) {
+    Raise(Status::InvalidArgument(
+        "no scheduler: pass scheduler='tcp://host:port' or set HETPS_SCHEDULER"));
+  }
+  if (rank) {
+    o.rank = *rank;
+  } else if (std::string r = Env("HETPS_RANK"); !r.empty()) {
+    try {
+      o.rank = std::stoi(r);
+    } catch (const std::exception&) {
+      Raise(Status::InvalidArgument("HETPS_RANK is not an integer: '" + r + "'"));
+    }
+  }
+  o.push_codec = push_codec;
+  o.pull_codec = pull_codec;
+  o.heartbeat_interval_ms = heartbeat_interval_ms;
+  o.join_timeout_ms = join_timeout_ms;
+  o.server_recovery_timeout_ms = server_recovery_timeout_ms;
+  if (shared_memory_bytes < 0) {
+    Raise(Status::InvalidArgument("shared_memory_bytes must be >= 0"));
+  }
+  o.shared_memory_bytes = shared_memory_bytes;
+  if (batch_bytes < 0) Raise(Status::InvalidArgument("batch_bytes must be >= 0"));
+  o.batch_bytes = batch_bytes;
+  o.transport = transport;
+  o.auth = auth.empty() ? (Env("HETPS_AUTH").empty() ? "none" : Env("HETPS_AUTH")) : auth;
+  o.keys_dir = keys_dir.empty() ? Env("HETPS_KEYS") : keys_dir;
+  o.key_name = key_name.empty() ? Env("HETPS_KEY") : key_name;
+  StatusOr<std::unique_ptr<Client>> connected = Status::Internal("not connected");
+  {
+    py::gil_scoped_release unlocked;
+    connected = Client::Connect(o);
+  }
+  Check(connected.status());
+  client_ = std::move(*connected);
+}
+
+PyClient::~PyClient() {
+  if (client_) {
+    py::gil_scoped_release unlocked;
+    client_.reset();  // no other thread can be inside a call: each holds the Python object
+  }
+  pending_.clear();
+}
+
+std::shared_ptr<Client> PyClient::client() {
+  if (!client_) Raise(Status::FailedPrecondition("the client has finished"));
+  return client_;
+}
+
+void PyClient::Declare(const py::iterable& tensors) {
+  std::vector<TensorSpec> specs;
+  for (py::handle t : tensors) {
+    TensorSpec spec;
+    if (py::isinstance<py::dict>(t)) {
+      auto d = py::reinterpret_borrow<py::dict>(t);
+      spec.name = py::cast<std::string>(d["name"]);
+      spec.shape = py::cast<std::vector<int64_t>>(d["shape"]);
+      if (d.contains("layer")) spec.layer = py::cast<int32_t>(d["layer"]);
+    } else {
+      auto seq = py::cast<py::sequence>(t);
+      if (seq.size() < 2 || seq.size() > 3) {
+        Raise(Status::InvalidArgument(
+            "declare: each tensor is (name, shape) or (name, shape, layer)"));
+      }
+      spec.name = py::cast<std::string>(seq[0]);
+      spec.shape = py::cast<std::vector<int64_t>>(seq[1]);
+      if (seq.size() == 3) spec.layer = py::cast<int32_t>(seq[2]);
+    }
+    specs.push_back(std::move(spec));
+  }
+  const std::shared_ptr<Client> held = client();
+  Client& c = *held;
+  Status s;
+  {
+    py::gil_scoped_release unlocked;
+    s = c.DeclareTensors(specs);
+  }
+  Check(s);
+}
+
+PyTicket PyClient::Start(const std::string& op, const std::string& tensor, py::object array,
+                         double weight) {
+  const std::shared_ptr<Client> held = client();
+  Client& c = *held;
+  Sweep();
+  auto p = std::make_shared<Pending>();
+  p->op = op;
+  p->tensor = tensor;
+  p->memory.push_back(std::make_unique<Borrowed>(std::move(array), op == "pull", op.c_str()));
+  float* data = p->memory[0]->data();
+  const int64_t n = p->memory[0]->size();
+  p->data_ptr = reinterpret_cast<int64_t>(data);
+  {
+    py::gil_scoped_release unlocked;  // a push with a codec encodes here
+    if (op == "push") {
+      p->ticket = c.Push(tensor, data, n, weight);
+    } else if (op == "pull") {
+      p->ticket = c.Pull(tensor, data, n);
+    } else {
+      p->ticket = c.Init(tensor, data, n);
+    }
+  }
+  pending_.push_back(p);
+  return PyTicket(p);
+}
+
+PyTicket PyClient::StartMany(const std::string& op, py::object tensors, double weight) {
+  const std::shared_ptr<Client> held = client();
+  Client& c = *held;
+  Sweep();
+  auto p = std::make_shared<Pending>();
+  p->op = op;
+  std::vector<std::string> names;
+  py::object pairs = py::isinstance<py::dict>(tensors) ? tensors.attr("items")() : tensors;
+  for (py::handle item : py::iter(pairs)) {
+    auto pair = py::cast<py::sequence>(item);
+    if (pair.size() != 2) {
+      Raise(Status::InvalidArgument(op + "_all: each entry is a (name, array) pair"));
+    }
+    names.push_back(py::cast<std::string>(pair[0]));
+    p->memory.push_back(std::make_unique<Borrowed>(py::reinterpret_borrow<py::object>(pair[1]),
+                                                   op == "pull", op.c_str()));
+  }
+  p->tensor = std::to_string(names.size()) + " tensors";
+  if (!p->memory.empty()) p->data_ptr = reinterpret_cast<int64_t>(p->memory[0]->data());
+  {
+    py::gil_scoped_release unlocked;  // pushes with a codec encode here
+    if (op == "push") {
+      std::vector<Client::ConstTensorView> views;
+      for (size_t i = 0; i < names.size(); ++i) {
+        views.push_back({names[i], p->memory[i]->data(), p->memory[i]->size()});
+      }
+      p->ticket = c.Push(views, weight);
+    } else {
+      std::vector<Client::TensorView> views;
+      for (size_t i = 0; i < names.size(); ++i) {
+        views.push_back({names[i], p->memory[i]->data(), p->memory[i]->size()});
+      }
+      p->ticket = c.Pull(views);
+    }
+  }
+  pending_.push_back(p);
+  return PyTicket(p);
+}
+
+void PyClient::Clock() {
+  const std::shared_ptr<Client> held = client();
+  Client& c = *held;
+  Status s;
+  {
+    py::gil_scoped_release unlocked;
+    s = c.Clock();
+  }
+  Sweep();
+  Check(s);
+}
+
+void PyClient::Barrier() {
+  const std::shared_ptr<Client> held = client();
+  Client& c = *held;
+  Status s;
+  {
+    py::gil_scoped_release unlocked;
+    s = c.Barrier();
+  }
+  Check(s);
+}
+
+void PyClient::Finish() {
+  if (!client_) return;
+  std::shared_ptr<Client> held = std::move(client_);
+  Status s;
+  {
+    py::gil_scoped_release unlocked;
+    s = held->Finish();  // waits for every pending ticket
+  }
+  {
+    py::gil_scoped_release unlocked;
+    held.reset();
+  }
+  Sweep();
+  Check(s);
+}
+
+void PyClient::ReportMetrics(const std::map<std::string, double>& metrics) {
+  client()->ReportMetrics(metrics);
+}
+
+py::dict PyClient::Stats() {
+  ClientStats s = client()->stats();
+  py::dict d;
+  d["bytes_pushed"] = s.bytes_pushed;
+  d["raw_bytes_pushed"] = s.raw_bytes_pushed;
+  d["bytes_pulled"] = s.bytes_pulled;
+  d["requests"] = s.requests;
+  d["messages"] = s.messages;
+  d["shared_memory_bytes"] = s.shared_memory_bytes;
+  d["reads"] = s.reads;
+  d["max_staleness"] = s.max_staleness;
+  d["mean_staleness"] = s.mean_staleness();
+  d["pushes"] = s.pushes;
+  d["max_push_staleness"] = s.max_push_staleness;
+  d["mean_push_staleness"] = s.mean_push_staleness();
+  d["dropped_pushes"] = s.dropped_pushes;
+  return d;
+}
+
+void PyClient::Sweep() {
+  std::erase_if(pending_, [](const std::shared_ptr<Pending>& p) { return p->ticket.Done(); });
+}
+
+size_t PyClient::pending() {
+  Sweep();
+  return pending_.size();
+}
+
+std::pair<int64_t, double> PyClient::NativeLoop(const std::string& op, const std::string& tensor,
+                                                py::object array, double seconds) {
+  const std::shared_ptr<Client> held = client();
+  Client& c = *held;
+  Borrowed memory(std::move(array), op == "pull", op.c_str());
+  int64_t ops = 0;
+  double elapsed = 0;
+  Status s;
+  {
+    py::gil_scoped_release unlocked;
+    auto start = std::chrono::steady_clock::now();
+    while (s.ok() && elapsed < seconds) {
+      Ticket t = op == "push" ? c.Push(tensor, memory.data(), memory.size())
+                              : c.Pull(tensor, memory.data(), memory.size());
+      s = t.Wait();
+      ++ops;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  }
+  Check(s);
+  return {ops, elapsed};
+}
+
+}  // namespace hetps
