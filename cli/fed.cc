@@ -314,6 +314,64 @@ StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
   return a;
 }
 
+namespace {
+
+// The launch flags of repeat `repeat` of `item`: the scenario's, `extra`, then the algorithm's,
+// the command line's role flags and the item's own parts; a repeat after the first draws its
+// selection with the next seed.
+StatusOr<std::vector<std::string>> RunFlags(const FedArgs& args, const std::string& item,
+                                            int repeat, const std::vector<std::string>& extra) {
+  auto flags = ItemFlags(item, args);
+  if (!flags.ok()) return flags.status();
+  std::vector<std::string> algorithm = flags->algorithm;
+  algorithm.insert(algorithm.end(), args.role_flags.begin(), args.role_flags.end());
+  algorithm.insert(algorithm.end(), flags->own.begin(), flags->own.end());
+  if (repeat > 0) {  // another draw of the selection, the same scenario
+    std::vector<std::string> all = args.scenario_flags;
+    all.insert(all.end(), algorithm.begin(), algorithm.end());
+    const std::string seed = LastFlagValue(all, "selection_seed");
+    algorithm.push_back(
+        fmt::format("--selection_seed={}", (seed.empty() ? 1 : std::atoll(seed.c_str())) + repeat));
+  }
+  std::vector<std::string> launch = args.scenario_flags;
+  launch.insert(launch.end(), extra.begin(), extra.end());
+  launch.insert(launch.end(), algorithm.begin(), algorithm.end());
+  return launch;
+}
+
+// A finished run's outcome from its rounds log, said; nullopt (said) when it does not parse.
+std::optional<FedOutcome> Outcome(const RunSeries& series, const FedArgs& args,
+                                  const std::string& item, const std::string& dir) {
+  auto outcome = ParseFedOutcome(Slurp(dir + "/rounds.csv"), args.target);
+  if (!outcome.ok()) {
+    series.Say(fmt::format("{}: {}", item, outcome.status().message()));
+    return std::nullopt;
+  }
+  const auto& t = outcome->at_target;
+  series.Say(
+      fmt::format("{}: {}; final accuracy {:.4f} after {} aggregations in {:.1f} s", item,
+                  t ? fmt::format("{} reached after {:.1f} s and {:.1f} MB uplink", args.target,
+                                  t->wall_s, static_cast<double>(t->bytes_up) / 1e6)
+                    : fmt::format("{} not reached", args.target),
+                  outcome->final_accuracy().value_or(0), outcome->aggregations, outcome->wall_s));
+  return std::move(*outcome);
+}
+
+// The whole comparison's report in `root`.
+Status WriteReport(const FedArgs& args, const std::string& root,
+                   const std::vector<FedOutcome>& outcomes) {
+  const std::string how = fmt::format(
+      "Scenario `{}`, {} clients, {} servers; {} clients training at once, {} uploads per "
+      "aggregation where an algorithm groups them, {} applied uploads per run, the evaluator "
+      "measuring every {} uploads; {} run(s) per algorithm. Extra flags: {}.",
+      args.flagfile, args.clients, args.servers, args.parallel, args.per_round, args.uploads,
+      args.eval_uploads, args.repeats,
+      args.role_flags.empty() ? "none" : fmt::format("`{}`", fmt::join(args.role_flags, " ")));
+  return WriteFedReport(root, outcomes, args.target, how);
+}
+
+}  // namespace
+
 int RunFed(const FedArgs& args, const std::string& self) {
   const std::string root =
       fs::absolute(args.run_dir.empty() ? "runs/fed-" + Timestamp() : args.run_dir)
@@ -332,7 +390,6 @@ int RunFed(const FedArgs& args, const std::string& self) {
     evaluators = 1;
     extra.push_back("--evaluators=1");
   }
-  const int workers = args.clients + evaluators;
   RunSeries series("fed", "fed.item");
   std::vector<FedOutcome> outcomes;
   bool failed = false;
@@ -346,31 +403,17 @@ int RunFed(const FedArgs& args, const std::string& self) {
       dir += fmt::format("/r{}", repeat + 1);
       item += fmt::format(" #{}", repeat + 1);
     }
-    auto flags = ItemFlags(base_item, args);
+    auto flags = RunFlags(args, base_item, repeat, extra);
     if (!flags.ok()) {
       std::fprintf(stderr, "hetps fed: %s\n", flags.status().message().c_str());
       return 2;
     }
-    std::vector<std::string> algorithm = flags->algorithm;
-    algorithm.insert(algorithm.end(), args.role_flags.begin(), args.role_flags.end());
-    algorithm.insert(algorithm.end(), flags->own.begin(), flags->own.end());
-    if (repeat > 0) {  // another draw of the selection, the same scenario
-      std::vector<std::string> all = args.scenario_flags;
-      all.insert(all.end(), algorithm.begin(), algorithm.end());
-      const std::string seed = LastFlagValue(all, "selection_seed");
-      algorithm.push_back(fmt::format("--selection_seed={}",
-                                      (seed.empty() ? 1 : std::atoll(seed.c_str())) + repeat));
-    }
-    const int64_t aggregations = std::atoll(LastFlagValue(algorithm, "rounds").c_str());
-    // Scenario, then the algorithm, then the command line; the item's own parts win.
+    const int64_t aggregations = std::atoll(LastFlagValue(*flags, "rounds").c_str());
     SeriesRun run;
     run.label = item;
     run.dir = dir;
-    std::vector<std::string> launch_flags = args.scenario_flags;
-    launch_flags.insert(launch_flags.end(), extra.begin(), extra.end());
-    launch_flags.insert(launch_flags.end(), algorithm.begin(), algorithm.end());
-    run.argv =
-        LaunchArgv(self, {args.servers, workers, dir, args.bin_dir, args.grace_ms}, launch_flags);
+    run.argv = LaunchArgv(
+        self, {args.servers, args.clients + evaluators, dir, args.bin_dir, args.grace_ms}, *flags);
     run.headline = fmt::format("{} clients, {} aggregations", args.clients, aggregations);
     Progress progress;
     run.progress = [&] {
@@ -379,40 +422,22 @@ int RunFed(const FedArgs& args, const std::string& self) {
     const RunSeries::End end = series.Run(run, i + 1, runs);
     if (end == RunSeries::End::kInterrupted) return series.InterruptedCode();
     if (end == RunSeries::End::kRefused) return 2;
-    if (end == RunSeries::End::kFailed) {
-      failed = true;
-      continue;
-    }
-    auto outcome = ParseFedOutcome(Slurp(dir + "/rounds.csv"), args.target);
-    if (!outcome.ok()) {
-      series.Say(fmt::format("{}: {}", item, outcome.status().message()));
+    std::optional<FedOutcome> outcome;
+    if (end != RunSeries::End::kFailed) outcome = Outcome(series, args, item, dir);
+    if (!outcome) {
       failed = true;
       continue;
     }
     outcome->name = base_item;
     outcome->repeat = repeat;
     outcome->dir = dir;
-    const auto& t = outcome->at_target;
-    series.Say(
-        fmt::format("{}: {}; final accuracy {:.4f} after {} aggregations in {:.1f} s", item,
-                    t ? fmt::format("{} reached after {:.1f} s and {:.1f} MB uplink", args.target,
-                                    t->wall_s, static_cast<double>(t->bytes_up) / 1e6)
-                      : fmt::format("{} not reached", args.target),
-                    outcome->final_accuracy().value_or(0), outcome->aggregations, outcome->wall_s));
     if (args.compare || args.repeats > 1) {
       (void)WriteFedReport(dir, {*outcome}, args.target, "One run of " + item + ".");
     }
     outcomes.push_back(std::move(*outcome));
   }
   if (outcomes.empty()) return 1;
-  const std::string how = fmt::format(
-      "Scenario `{}`, {} clients, {} servers; {} clients training at once, {} uploads per "
-      "aggregation where an algorithm groups them, {} applied uploads per run, the evaluator "
-      "measuring every {} uploads; {} run(s) per algorithm. Extra flags: {}.",
-      args.flagfile, args.clients, args.servers, args.parallel, args.per_round, args.uploads,
-      args.eval_uploads, args.repeats,
-      args.role_flags.empty() ? "none" : fmt::format("`{}`", fmt::join(args.role_flags, " ")));
-  if (Status s = WriteFedReport(root, outcomes, args.target, how); !s.ok()) {
+  if (Status s = WriteReport(args, root, outcomes); !s.ok()) {
     std::fprintf(stderr, "hetps fed: %s\n", s.message().c_str());
     return 1;
   }

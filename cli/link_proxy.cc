@@ -179,100 +179,141 @@ Status LinkProxy::Start() {
   return Status();
 }
 
+namespace {
+
+// The proxy's thread: its connections, each served when its sockets are ready or what it holds
+// is due.
+class ProxyLoop {
+ public:
+  ProxyLoop(int epoll_fd, const std::map<uint32_t, LinkOptions>& clients,
+            std::atomic<int64_t>& connections)
+      : epoll_fd_(epoll_fd), clients_(clients), connections_(connections) {}
+  ~ProxyLoop() {
+    for (const auto& c : all_) {
+      close(c->up.from);
+      close(c->down.from);
+    }
+  }
+
+  // Accepts every waiting connection on `fd` and dials its target on 127.0.0.1:`port`; with
+  // `delay`, a client with a link gets its delay (its bandwidth is tc's).
+  void Accept(int fd, int port, bool delay);
+  // Moves what can move in both directions; closes a connection that is done or failed.
+  void Service(const std::shared_ptr<Connection>& c, double now);
+  // How long epoll may wait: until the first held bytes are due (-1: none held).
+  int TimeoutMs() const;
+  // The connections of `events`, and those whose held bytes are due.
+  std::set<std::shared_ptr<Connection>> Ready(const std::vector<int>& fds, double now) const;
+
+ private:
+  const int epoll_fd_;
+  const std::map<uint32_t, LinkOptions>& clients_;
+  std::atomic<int64_t>& connections_;
+  std::unordered_map<int, std::shared_ptr<Connection>> by_fd_;
+  std::set<std::shared_ptr<Connection>> all_;
+  uint64_t accepted_ = 0;
+};
+
+void ProxyLoop::Accept(int fd, int port, bool delay) {
+  while (true) {
+    sockaddr_in peer{};
+    socklen_t len = sizeof(peer);
+    const int client =
+        accept4(fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (client < 0) return;  // EAGAIN, or a connection that went away meanwhile
+    const int server = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in target{};
+    target.sin_family = AF_INET;
+    target.sin_port = htons(static_cast<uint16_t>(port));
+    target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (server < 0 || (connect(server, reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0 &&
+                       errno != EINPROGRESS)) {
+      close(client);  // nobody listens there (yet): the client's transport retries
+      if (server >= 0) close(server);
+      continue;
+    }
+    NoDelay(client);
+    NoDelay(server);
+    auto c = std::make_shared<Connection>();
+    if (auto it = clients_.find(peer.sin_addr.s_addr); delay && it != clients_.end()) {
+      LinkOptions link = it->second;
+      link.up_mbps = link.down_mbps = 0;  // tc tbf limits the bandwidth
+      link.seed = link.seed * 7919 + ++accepted_;
+      c->shaper.emplace(link);
+    }
+    c->up.from = c->down.to = client;
+    c->up.to = c->down.from = server;
+    c->down.up = false;
+    for (int end : {client, server}) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+      ev.data.fd = end;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, end, &ev);
+      by_fd_[end] = c;
+    }
+    all_.insert(c);
+    ++connections_;
+  }
+}
+
+void ProxyLoop::Service(const std::shared_ptr<Connection>& c, double now) {
+  for (Direction* d : {&c->up, &c->down}) {
+    Read(*c, *d, now);
+    Write(*c, *d, now);
+    // Reading stopped at the queue's limit resumes once writing made room.
+    if (!c->failed && !d->eof && d->queued < kMaxQueued) Read(*c, *d, now);
+  }
+  if (c->failed || (c->up.done && c->down.done)) {
+    for (int fd : {c->up.from, c->down.from}) {
+      by_fd_.erase(fd);
+      close(fd);
+    }
+    all_.erase(c);
+  }
+}
+
+int ProxyLoop::TimeoutMs() const {
+  double next = 1e300;
+  for (const auto& c : all_) next = std::min({next, NextRelease(c->up), NextRelease(c->down)});
+  if (next >= 1e300) return -1;
+  return static_cast<int>(std::clamp((next - Now()) * 1000 + 0.999, 0.0, 1000.0));
+}
+
+std::set<std::shared_ptr<Connection>> ProxyLoop::Ready(const std::vector<int>& fds,
+                                                       double now) const {
+  std::set<std::shared_ptr<Connection>> ready;
+  for (int fd : fds) {
+    if (auto c = by_fd_.find(fd); c != by_fd_.end()) ready.insert(c->second);
+  }
+  for (const auto& c : all_) {
+    if (std::min(NextRelease(c->up), NextRelease(c->down)) <= now) ready.insert(c);
+  }
+  return ready;
+}
+
+}  // namespace
+
 void LinkProxy::Loop() {
   std::unordered_map<int, const Listener*> listeners;
   for (const Listener& l : listeners_) listeners[l.fd] = &l;
-  std::unordered_map<int, std::shared_ptr<Connection>> by_fd;
-  std::set<std::shared_ptr<Connection>> all;
-  uint64_t accepted = 0;
-
-  auto accept_from = [&](const Listener& l) {
-    while (true) {
-      sockaddr_in peer{};
-      socklen_t len = sizeof(peer);
-      const int client =
-          accept4(l.fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (client < 0) return;  // EAGAIN, or a connection that went away meanwhile
-      const int server = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      sockaddr_in target{};
-      target.sin_family = AF_INET;
-      target.sin_port = htons(static_cast<uint16_t>(l.port));
-      target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (server < 0 ||
-          (connect(server, reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0 &&
-           errno != EINPROGRESS)) {
-        close(client);  // nobody listens there (yet): the client's transport retries
-        if (server >= 0) close(server);
-        continue;
-      }
-      NoDelay(client);
-      NoDelay(server);
-      auto c = std::make_shared<Connection>();
-      if (auto it = clients_.find(peer.sin_addr.s_addr); l.delay && it != clients_.end()) {
-        LinkOptions link = it->second;
-        link.up_mbps = link.down_mbps = 0;  // tc tbf limits the bandwidth
-        link.seed = link.seed * 7919 + ++accepted;
-        c->shaper.emplace(link);
-      }
-      c->up.from = c->down.to = client;
-      c->up.to = c->down.from = server;
-      c->down.up = false;
-      for (int fd : {client, server}) {
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-        ev.data.fd = fd;
-        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-        by_fd[fd] = c;
-      }
-      all.insert(c);
-      ++connections_;
-    }
-  };
-  auto service = [&](const std::shared_ptr<Connection>& c, double now) {
-    for (Direction* d : {&c->up, &c->down}) {
-      Read(*c, *d, now);
-      Write(*c, *d, now);
-      // Reading stopped at the queue's limit resumes once writing made room.
-      if (!c->failed && !d->eof && d->queued < kMaxQueued) Read(*c, *d, now);
-    }
-    if (c->failed || (c->up.done && c->down.done)) {
-      for (int fd : {c->up.from, c->down.from}) {
-        by_fd.erase(fd);
-        close(fd);
-      }
-      all.erase(c);
-    }
-  };
-
+  ProxyLoop loop(epoll_fd_, clients_, connections_);
   std::vector<epoll_event> events(256);
   while (!stop_) {
-    double next = 1e300;
-    for (const auto& c : all) next = std::min({next, NextRelease(c->up), NextRelease(c->down)});
-    const double now = Now();
-    int timeout_ms = -1;
-    if (next < 1e300)
-      timeout_ms = static_cast<int>(std::clamp((next - now) * 1000 + 0.999, 0.0, 1000.0));
-    const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
+    const int n =
+        epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), loop.TimeoutMs());
     if (n < 0 && errno != EINTR) break;
-    std::set<std::shared_ptr<Connection>> ready;
+    std::vector<int> fds;
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
       if (fd == wake_fd_) continue;
       if (auto l = listeners.find(fd); l != listeners.end()) {
-        accept_from(*l->second);
-      } else if (auto c = by_fd.find(fd); c != by_fd.end()) {
-        ready.insert(c->second);
+        loop.Accept(fd, l->second->port, l->second->delay);
+      } else {
+        fds.push_back(fd);
       }
     }
-    const double after = Now();
-    for (const auto& c : all) {
-      if (std::min(NextRelease(c->up), NextRelease(c->down)) <= after) ready.insert(c);
-    }
-    for (const auto& c : ready) service(c, after);
-  }
-  for (const auto& c : all) {
-    close(c->up.from);
-    close(c->down.from);
+    const double now = Now();
+    for (const auto& c : loop.Ready(fds, now)) loop.Service(c, now);
   }
 }
 
