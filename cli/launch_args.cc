@@ -235,25 +235,21 @@ StatusOr<LaunchArgs> ParseResume(const std::string& dir, const std::vector<std::
 
 }  // namespace
 
-StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
-  std::vector<std::string> rest;
-  std::string resume;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (FlagName(args[i]) != "resume") {
-      rest.push_back(args[i]);
-    } else if (args[i].find('=') != std::string::npos) {
-      resume = args[i].substr(args[i].find('=') + 1);
-    } else if (i + 1 < args.size()) {
-      resume = args[++i];
-    } else {
-      return Status::InvalidArgument("--resume needs a run folder");
-    }
-  }
-  if (!resume.empty()) return ParseResume(resume, rest);
-  LaunchArgs out;
-  bool workers_given = false;
-  std::vector<std::string> command_line;
-  std::string flagfile;
+namespace {
+
+bool IsOwnOption(const std::string& name) {
+  static const std::set<std::string> own = {
+      "servers",     "workers",        "flagfile",       "bin_dir",      "grace_ms", "run_dir",
+      "slow_worker", "restart",        "links",          "netns_subnet", "H",        "hosts",
+      "ssh",         "scheduler_port", "remote_bin_dir", "worker_cmd"};
+  return own.contains(name);
+}
+
+// The command line's own options into `out` (--links and --netns_subnet, which a flag file may
+// set too, into `command_line`, in order), every other flag into `command_line`.
+Status ReadOwnOptions(const std::vector<std::string>& args, LaunchArgs& out,
+                      std::vector<std::string>& command_line, std::string& flagfile,
+                      bool& workers_given) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     const std::string name = a == "-H" || a.starts_with("-H=") ? "H" : FlagName(a);
@@ -261,12 +257,7 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
       return Status::InvalidArgument(
           fmt::format("unexpected argument '{}' (flags are --name=value)", a));
     }
-    const bool own = name == "servers" || name == "workers" || name == "flagfile" ||
-                     name == "bin_dir" || name == "grace_ms" || name == "run_dir" ||
-                     name == "slow_worker" || name == "restart" || name == "links" ||
-                     name == "netns_subnet" || name == "H" || name == "hosts" || name == "ssh" ||
-                     name == "scheduler_port" || name == "remote_bin_dir" || name == "worker_cmd";
-    if (!own) {
+    if (!IsOwnOption(name)) {
       command_line.push_back(a);
       continue;
     }
@@ -287,13 +278,12 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
       return s;
     }
   }
-  if (!flagfile.empty()) {
-    if (Status s = ReadFlagfile(flagfile, out.extra_flags); !s.ok()) return s;
-  }
-  // The command line comes after the flagfile, so it wins (gflags keeps the last value).
-  out.extra_flags.insert(out.extra_flags.end(), command_line.begin(), command_line.end());
-  // A flagfile (a scenario) may choose the links: they are this command's to set up, and each
-  // client in a namespace gets --links=netns from it.
+  return Status();
+}
+
+// A flag file (a scenario) may choose the links: they are this command's to set up, and each
+// client in a namespace gets --links=netns from it. Takes them out of out.extra_flags.
+Status TakeLinkOptions(LaunchArgs& out) {
   std::vector<std::string> role_flags;
   for (const std::string& f : out.extra_flags) {
     const std::string name = FlagName(f);
@@ -304,6 +294,11 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
     }
   }
   out.extra_flags = std::move(role_flags);
+  return Status();
+}
+
+// What the options must hold together; the workers default to the hosts' slots.
+Status CheckLaunch(LaunchArgs& out, bool workers_given) {
   for (const std::string& f : out.extra_flags) {
     if (FlagName(f) == "rank") {
       return Status::InvalidArgument("hetps launch gives each worker its rank; drop --rank");
@@ -326,6 +321,40 @@ StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
                       out.workers, out.workers - 1));
     }
   }
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<LaunchArgs> ParseLaunchArgs(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  std::string resume;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (FlagName(args[i]) != "resume") {
+      rest.push_back(args[i]);
+    } else if (args[i].find('=') != std::string::npos) {
+      resume = args[i].substr(args[i].find('=') + 1);
+    } else if (i + 1 < args.size()) {
+      resume = args[++i];
+    } else {
+      return Status::InvalidArgument("--resume needs a run folder");
+    }
+  }
+  if (!resume.empty()) return ParseResume(resume, rest);
+  LaunchArgs out;
+  bool workers_given = false;
+  std::vector<std::string> command_line;
+  std::string flagfile;
+  if (Status s = ReadOwnOptions(args, out, command_line, flagfile, workers_given); !s.ok()) {
+    return s;
+  }
+  if (!flagfile.empty()) {
+    if (Status s = ReadFlagfile(flagfile, out.extra_flags); !s.ok()) return s;
+  }
+  // The command line comes after the flagfile, so it wins (gflags keeps the last value).
+  out.extra_flags.insert(out.extra_flags.end(), command_line.begin(), command_line.end());
+  if (Status s = TakeLinkOptions(out); !s.ok()) return s;
+  if (Status s = CheckLaunch(out, workers_given); !s.ok()) return s;
   return out;
 }
 
