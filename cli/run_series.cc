@@ -61,6 +61,32 @@ void RunSeries::Say(const std::string& line) const {
 
 RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) {
   if (signals_.stop().load()) return End::kInterrupted;  // a signal between two runs
+  if (std::optional<End> end = Claim(run, index, count)) return *end;
+  std::string left;
+  if (ran_ > 0) {  // this run and the rest, at the pace so far
+    const double s = ran_seconds_ / ran_ * static_cast<double>(count - index + 1);
+    left = s < 120 ? fmt::format("; about {:.0f} s left", s)
+                   : fmt::format("; about {:.0f} min left", s / 60);
+  }
+  Say(fmt::format("{} ({}/{}): {}; folder {} (output: launch.log){}", run.label, index, count,
+                  run.headline, run.dir, left));
+  const auto started = std::chrono::steady_clock::now();
+  int status = 0;
+  if (std::optional<End> end = Launch(run, status)) return *end;
+  ++ran_;
+  ran_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    Say(fmt::format("{}: the run failed ({}); see {}/launch.log", run.label, DescribeExit(status),
+                    run.dir));
+    return End::kFailed;
+  }
+  if (Status s = WriteText(run.dir + "/done", "finished\n"); !s.ok()) {  // a rerun would redo it
+    Say(fmt::format("{}: finished, but {}", run.label, s.message()));
+  }
+  return End::kFinished;
+}
+
+std::optional<RunSeries::End> RunSeries::Claim(const SeriesRun& run, size_t index, size_t count) {
   const std::string& dir = run.dir;
   // The marker names the run and its command (less the program's path and --bin_dir: where
   // the programs are, not what they run), so that a finished run is kept only for the same
@@ -97,21 +123,16 @@ RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) 
     Say(s.message());
     return End::kRefused;
   }
-  std::string left;
-  if (ran_ > 0) {  // this run and the rest, at the pace so far
-    const double s = ran_seconds_ / ran_ * static_cast<double>(count - index + 1);
-    left = s < 120 ? fmt::format("; about {:.0f} s left", s)
-                   : fmt::format("; about {:.0f} min left", s / 60);
-  }
-  Say(fmt::format("{} ({}/{}): {}; folder {} (output: launch.log){}", run.label, index, count,
-                  run.headline, dir, left));
-  const auto started = std::chrono::steady_clock::now();
+  return std::nullopt;
+}
+
+std::optional<RunSeries::End> RunSeries::Launch(const SeriesRun& run, int& status) {
   sigset_t shutdown;
   sigemptyset(&shutdown);
   sigaddset(&shutdown, SIGINT);
   sigaddset(&shutdown, SIGTERM);
   SpawnOptions spawn;
-  spawn.output_file = dir + "/launch.log";
+  spawn.output_file = run.dir + "/launch.log";
   spawn.truncate = true;
   spawn.unblock = &shutdown;
   spawn.die_with_parent = true;
@@ -120,7 +141,6 @@ RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) 
     Say(fmt::format("{}: {}", run.label, pid.status().ToString()));
     return End::kFailed;
   }
-  int status = 0;
   bool stopping = false;
   while (true) {
     const pid_t done = waitpid(*pid, &status, WNOHANG);
@@ -135,17 +155,7 @@ RunSeries::End RunSeries::Run(const SeriesRun& run, size_t index, size_t count) 
   }
   if (run.progress) run.progress();
   if (stopping) return End::kInterrupted;
-  ++ran_;
-  ran_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    Say(fmt::format("{}: the run failed ({}); see {}/launch.log", run.label, DescribeExit(status),
-                    dir));
-    return End::kFailed;
-  }
-  if (Status s = WriteText(dir + "/done", "finished\n"); !s.ok()) {  // a rerun would redo it
-    Say(fmt::format("{}: finished, but {}", run.label, s.message()));
-  }
-  return End::kFinished;
+  return std::nullopt;
 }
 
 std::vector<std::string> LaunchArgv(const std::string& self, const LaunchShape& shape,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,13 @@ class RunSeries {
   int InterruptedCode() const { return 128 + signals_.signal(); }
 
  private:
+  // Makes the run's folder its own (its marker); an end when the run goes no further (kept,
+  // refused).
+  std::optional<End> Claim(const SeriesRun& run, size_t index, size_t count);
+  // Runs the launch to its end (`status`: waitpid's); kFailed or kInterrupted when it did not
+  // run to an exit.
+  std::optional<End> Launch(const SeriesRun& run, int& status);
+
   std::string prefix_;
   std::string marker_;
   SignalWatcher signals_;
