@@ -176,17 +176,13 @@ void SchedulerLoop::CommitFed() {
   fed_outgoing_.clear();
 }
 
-Status SchedulerLoop::Run() {
-  if (Status s = ValidateSchedulerOptions(options_); !s.ok()) return s;
-  if (Status s = OpenResume(); !s.ok()) return s;
-  auto bind = OpenDataDir();
-  if (!bind.ok()) return bind.status();
+Status SchedulerLoop::Bind(const std::string& bind) {
   router_.set(zmq::sockopt::linger, 2000);  // let SHUTDOWN reach the nodes on exit
   // Every message to the scheduler is a header (the largest, a declaration of the model's
   // tensors, holds about 50 bytes per tensor): a larger frame closes its connection unread.
   router_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
   guard_.emplace(router_, options_.max_connections_per_address, "scheduler");
-  if (Status s = CheckListenEndpoint(*bind, options_.auth, options_.insecure); !s.ok()) return s;
+  if (Status s = CheckListenEndpoint(bind, options_.auth, options_.insecure); !s.ok()) return s;
   if (options_.auth.curve) {
     zap_.emplace(
         ctx_, options_.auth.allow,
@@ -196,12 +192,21 @@ Status SchedulerLoop::Run() {
     options_.auth.SecureServer(router_, "scheduler");
   }
   try {
-    router_.bind(*bind);
+    router_.bind(bind);
   } catch (const zmq::error_t& e) {
-    return Status::InvalidArgument(fmt::format("cannot bind '{}': {}", *bind, e.what()));
+    return Status::InvalidArgument(fmt::format("cannot bind '{}': {}", bind, e.what()));
   }
-  const std::string endpoint = BoundEndpoint(router_);
-  endpoint_ = endpoint;
+  endpoint_ = BoundEndpoint(router_);
+  return Status();
+}
+
+Status SchedulerLoop::Run() {
+  if (Status s = ValidateSchedulerOptions(options_); !s.ok()) return s;
+  if (Status s = OpenResume(); !s.ok()) return s;
+  auto bind = OpenDataDir();
+  if (!bind.ok()) return bind.status();
+  if (Status s = Bind(*bind); !s.ok()) return s;
+  const std::string endpoint = endpoint_;
   Save();
   if (!options_.endpoint_file.empty()) {
     if (Status s = WriteEndpointFile(options_.endpoint_file, endpoint); !s.ok()) return s;
@@ -220,7 +225,11 @@ Status SchedulerLoop::Run() {
         options_.dashboard_dir.empty() ? DefaultDashboardDir() : options_.dashboard_dir);
     if (Status s = http_->Start(); !s.ok()) return s;
   }
+  Serve();
+  return Status();
+}
 
+void SchedulerLoop::Serve() {
   const auto timeout = std::chrono::milliseconds(options_.heartbeat_timeout_ms);
   zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
   while (!done_) {
@@ -243,7 +252,6 @@ Status SchedulerLoop::Run() {
     fed_.Tick(LiveWorkers(), Now());
     CommitFed();
   }
-  return Status();
 }
 
 void SchedulerLoop::Handle(Envelope& env) {
@@ -333,28 +341,9 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
       if (!worker) return OnJoinAck(*m, h);
       break;
     case proto::ROUND_CHECKIN:
-      if (worker) {
-        if (fed_.Resent({m->info.id(), h.request_id(), env.identity})) return;
-        fed_.Report(m->info.id(), h.fed_round());
-        return fed_.CheckIn({m->info.id(), h.request_id(), env.identity}, LiveWorkers(), Now());
-      }
-      break;
     case proto::ROUND_UPLOADED:
-      if (worker) {
-        if (fed_.Resent({m->info.id(), h.request_id(), env.identity})) return;
-        fed_.Report(m->info.id(), h.fed_round());
-        return fed_.Uploaded({m->info.id(), h.request_id(), env.identity}, h.fed_round().round(),
-                             LiveWorkers(), Now());
-      }
-      break;
     case proto::ROUND_WATCH:
-      if (worker) {
-        if (h.fed_round().has_evaluation()) {
-          fed_.Measured(m->info.id(), h.fed_round().evaluation());
-        }
-        return fed_.Watch({m->info.id(), h.request_id(), env.identity}, h.fed_round().round(),
-                          LiveWorkers(), Now());
-      }
+      if (worker) return HandleRound(env, *m);
       break;
     case proto::ROUND_CLOSED:
       if (!worker) return fed_.OnClosed(m->info.id(), h.fed_round().round(), LiveWorkers(), Now());
@@ -375,6 +364,20 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
                                                        proto::MsgType_Name(h.type()),
                                                        proto::Role_Name(m->info.role()))),
                    kSchedulerId));
+}
+
+// A federated client's (or evaluator's) round request.
+void SchedulerLoop::HandleRound(const Envelope& env, const Member& m) {
+  const proto::Header& h = env.message.header;
+  const Arrival arrival{m.info.id(), h.request_id(), env.identity};
+  if (h.type() == proto::ROUND_WATCH) {
+    if (h.fed_round().has_evaluation()) fed_.Measured(m.info.id(), h.fed_round().evaluation());
+    return fed_.Watch(arrival, h.fed_round().round(), LiveWorkers(), Now());
+  }
+  if (fed_.Resent(arrival)) return;
+  fed_.Report(m.info.id(), h.fed_round());
+  if (h.type() == proto::ROUND_CHECKIN) return fed_.CheckIn(arrival, LiveWorkers(), Now());
+  fed_.Uploaded(arrival, h.fed_round().round(), LiveWorkers(), Now());
 }
 
 // A node's ERROR that answers no policy change: logged, and a rejected shard map fails every

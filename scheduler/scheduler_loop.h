@@ -74,6 +74,11 @@ class SchedulerLoop {
   }
   void Handle(Envelope& env);
   void HandleMember(const Envelope& env, Member& member);
+  void HandleRound(const Envelope& env, const Member& member);
+  // Run's parts: binds the router at `bind` (secured as the options say), then serves until
+  // the cluster is done or stopped.
+  Status Bind(const std::string& bind);
+  void Serve();
   void OnNodeError(const Member& member, const proto::Header& h);
   Status Authorize(const Envelope& env);
   void HandleRegister(const Envelope& env);
