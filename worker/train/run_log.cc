@@ -74,14 +74,17 @@ Status WriteWorkerTraffic(const std::string& dir, int rank, const WorkerTraffic&
   return Status();
 }
 
-Status FinishRun(const std::string& dir, const RunSummary& s) {
+namespace {
+
+// What the workers left in `dir`, taken out of it: their metrics rows (unix time, the rest of
+// the row), in time order, and their traffic summed.
+void GatherWorkers(const std::string& dir, std::vector<std::pair<double, std::string>>& rows,
+                   WorkerTraffic& traffic, int& traffic_workers) {
   namespace fs = std::filesystem;
-  std::vector<std::pair<double, std::string>> rows;  // (unix time, rest of the row)
-  WorkerTraffic traffic;
-  int traffic_workers = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("worker-", 0) == 0 && entry.path().extension() == ".traffic") {
+    if (name.rfind("worker-", 0) != 0) continue;
+    if (entry.path().extension() == ".traffic") {
       std::ifstream in(entry.path());
       WorkerTraffic t;
       if (in >> t.partition_pushes >> t.bytes_pushed >> t.bytes_pulled >> t.dropped_pushes >>
@@ -99,7 +102,7 @@ Status FinishRun(const std::string& dir, const RunSummary& s) {
       fs::remove(entry.path());
       continue;
     }
-    if (name.rfind("worker-", 0) != 0 || entry.path().extension() != ".csv") continue;
+    if (entry.path().extension() != ".csv") continue;
     std::ifstream in(entry.path());
     for (std::string line; std::getline(in, line);) {
       // A worker killed mid-write leaves a partial last line: skip what does not parse.
@@ -114,45 +117,65 @@ Status FinishRun(const std::string& dir, const RunSummary& s) {
     fs::remove(entry.path());
   }
   std::sort(rows.begin(), rows.end());
-  const std::string metrics = dir + "/metrics.csv";
-  {
-    std::ofstream out(metrics);
-    out << fmt::format(kHeader, s.eval_set) << "\n";
-    for (const auto& [t, rest] : rows)
-      out << fmt::format("{:.3f},{}\n", t - rows.front().first, rest);
-    if (!out) return Status::InvalidArgument(fmt::format("cannot write {}", metrics));
-  }
-  {
-    std::ofstream out(dir + "/summary.json");
-    out << fmt::format(
-        "{{\"{}_accuracy\":{:.4f},\"eval_set\":\"{}\",\"wall_s\":{:.2f},\"iterations\":{},"
-        "\"workers\":{},"
-        "\"samples_per_s\":{:.1f},\"consistency\":\"{}\",\"device\":\"{}\","
-        "\"device_encoded_partitions\":{},\"step_s\":{{\"pull\":{:.6f},\"push_wait\":{:.6f},"
-        "\"compute\":{:.6f},\"encode\":{:.6f},\"clock\":{:.6f}}},\"traffic_workers\":{},"
-        "\"partition_pushes\":{},\"bytes_pushed\":{},\"bytes_pulled\":{},\"dropped_pushes\":{},"
-        "\"mean_push_staleness\":{:.4f},\"max_push_staleness\":{}}}\n",
-        s.eval_set, s.accuracy, s.eval_set, s.wall_s, s.iterations, s.workers,
-        s.wall_s > 0 ? static_cast<double>(s.samples) / s.wall_s : 0.0, s.consistency, s.device,
-        s.device_encoded_partitions, s.step.pull, s.step.push_wait, s.step.compute, s.step.encode,
-        s.step.clock, traffic_workers, traffic.partition_pushes, traffic.bytes_pushed,
-        traffic.bytes_pulled, traffic.dropped_pushes,
-        traffic.partition_pushes > 0 ? static_cast<double>(traffic.push_staleness_sum) /
-                                           static_cast<double>(traffic.partition_pushes)
-                                     : 0.0,
-        traffic.max_push_staleness);
-  }
+}
+
+std::string SummaryJson(const RunSummary& s, const WorkerTraffic& traffic, int traffic_workers) {
+  return fmt::format(
+      "{{\"{}_accuracy\":{:.4f},\"eval_set\":\"{}\",\"wall_s\":{:.2f},\"iterations\":{},"
+      "\"workers\":{},"
+      "\"samples_per_s\":{:.1f},\"consistency\":\"{}\",\"device\":\"{}\","
+      "\"device_encoded_partitions\":{},\"step_s\":{{\"pull\":{:.6f},\"push_wait\":{:.6f},"
+      "\"compute\":{:.6f},\"encode\":{:.6f},\"clock\":{:.6f}}},\"traffic_workers\":{},"
+      "\"partition_pushes\":{},\"bytes_pushed\":{},\"bytes_pulled\":{},\"dropped_pushes\":{},"
+      "\"mean_push_staleness\":{:.4f},\"max_push_staleness\":{}}}\n",
+      s.eval_set, s.accuracy, s.eval_set, s.wall_s, s.iterations, s.workers,
+      s.wall_s > 0 ? static_cast<double>(s.samples) / s.wall_s : 0.0, s.consistency, s.device,
+      s.device_encoded_partitions, s.step.pull, s.step.push_wait, s.step.compute, s.step.encode,
+      s.step.clock, traffic_workers, traffic.partition_pushes, traffic.bytes_pushed,
+      traffic.bytes_pulled, traffic.dropped_pushes,
+      traffic.partition_pushes > 0 ? static_cast<double>(traffic.push_staleness_sum) /
+                                         static_cast<double>(traffic.partition_pushes)
+                                   : 0.0,
+      traffic.max_push_staleness);
+}
+
+void Plot(const std::string& dir, const std::string& metrics, const std::string& eval_set) {
   const std::string script = fmt::format(
       "set terminal pngcairo size 900,500; set output '{0}/plot.png';"
       "set datafile separator ','; set key top center; set xlabel 'wall time (s)';"
       "set ylabel 'training loss'; set y2label '{2} accuracy'; set ytics nomirror; set y2tics;"
       "plot '{1}' every ::1 using 1:4 with points pt 7 ps 0.3 title 'loss (every worker)',"
       " '' every ::1 using 1:5 axes x1y2 with linespoints lw 2 title '{2} accuracy'",
-      dir, metrics, s.eval_set);
+      dir, metrics, eval_set);
   const std::string cmd = fmt::format("gnuplot -e \"{}\" 2>&1", script);
   if (std::system(cmd.c_str()) != 0) {
     spdlog::warn("no plot: gnuplot failed or is not installed (apt-get install gnuplot-nox)");
   }
+}
+
+}  // namespace
+
+Status FinishRun(const std::string& dir, const RunSummary& s) {
+  std::vector<std::pair<double, std::string>> rows;  // (unix time, rest of the row)
+  WorkerTraffic traffic;
+  int traffic_workers = 0;
+  GatherWorkers(dir, rows, traffic, traffic_workers);
+  const std::string metrics = dir + "/metrics.csv";
+  {
+    std::ofstream out(metrics);
+    out << fmt::format(kHeader, s.eval_set) << "\n";
+    for (const auto& [t, rest] : rows) {
+      out << fmt::format("{:.3f},{}\n", t - rows.front().first, rest);
+    }
+    if (!out) return Status::InvalidArgument(fmt::format("cannot write {}", metrics));
+  }
+  {
+    const std::string path = dir + "/summary.json";
+    std::ofstream out(path);
+    out << SummaryJson(s, traffic, traffic_workers);
+    if (!out) return Status::InvalidArgument(fmt::format("cannot write {}", path));
+  }
+  Plot(dir, metrics, s.eval_set);
   return Status();
 }
 

@@ -117,6 +117,12 @@ class Trainer {
 
  private:
   Status LoadData();
+  // Finish's parts: this worker's traffic (printed, and its file for the run's summary); rank
+  // 0's deferred evaluations, each logged at the time its copy was taken; the run's summary.
+  Status ReportTraffic();
+  Status EvaluateSnapshots();
+  RunSummary Summary(double accuracy, double wall) const;
+
   // The data shard this worker trains on: one per worker the cluster formed with; a worker
   // that joined beyond them shares shard rank mod num_workers.
   int Shard() const { return client_.rank() % client_.num_workers(); }
@@ -361,6 +367,31 @@ Status Trainer::Finish() {
   for (const Ticket& t : in_flight_) {
     if (Status s = t.Wait(); !s.ok()) return s;
   }
+  if (Status s = ReportTraffic(); !s.ok()) return s;
+  // Every worker's file is closed before the barrier: rank 0 merges them after it. Rank 0's own
+  // stays open for its deferred evaluations, done after the barrier so that they never hold up
+  // the run's end.
+  if (snapshots_.empty()) log_->Close();
+  if (Status s = client_.Barrier(); !s.ok()) return s;
+  // Until every worker finished: under asp a straggler ends long after rank 0.
+  const double wall = std::chrono::duration<double>(Clock::now() - start_).count();
+  if (Status s = EvaluateSnapshots(); !s.ok()) return s;
+  log_->Close();
+  if (!eval_) return Status();
+  if (Status s = PullModel(client_, tensors_, params_); !s.ok()) return s;
+  auto evaluated = model_->Accuracy(params_, eval_->x.data(), eval_->y.data(), eval_->size);
+  if (!evaluated.ok()) return evaluated.status();
+  std::printf("final %s accuracy %.4f after %d iterations per worker in %.1f s\n",
+              eval_set_.c_str(), *evaluated, o_.iterations, wall);
+  if (!o_.run_dir.empty()) {
+    if (Status s = FinishRun(o_.run_dir, Summary(*evaluated, wall)); !s.ok()) return s;
+    std::printf("run files in %s: metrics.csv, plot.png, summary.json\n", o_.run_dir.c_str());
+  }
+  std::fflush(stdout);
+  return Status();
+}
+
+Status Trainer::ReportTraffic() {
   const ClientStats stats = client_.stats();
   std::printf(
       "rank %d pushed %lld bytes (%lld as float32: %.1fx less)\n", client_.rank(),
@@ -371,23 +402,16 @@ Status Trainer::Finish() {
                 model_->device().c_str(), static_cast<long long>(encoders_->device_partitions()));
   }
   std::fflush(stdout);
-  if (Status s = WriteWorkerTraffic(o_.run_dir, client_.rank(),
-                                    {.partition_pushes = stats.pushes,
-                                     .bytes_pushed = stats.bytes_pushed,
-                                     .bytes_pulled = stats.bytes_pulled,
-                                     .dropped_pushes = stats.dropped_pushes,
-                                     .push_staleness_sum = stats.push_staleness_sum,
-                                     .max_push_staleness = stats.max_push_staleness});
-      !s.ok()) {
-    return s;
-  }
-  // Every worker's file is closed before the barrier: rank 0 merges them after it. Rank 0's own
-  // stays open for its deferred evaluations, done after the barrier so that they never hold up
-  // the run's end.
-  if (snapshots_.empty()) log_->Close();
-  if (Status s = client_.Barrier(); !s.ok()) return s;
-  // Until every worker finished: under asp a straggler ends long after rank 0.
-  const double wall = std::chrono::duration<double>(Clock::now() - start_).count();
+  return WriteWorkerTraffic(o_.run_dir, client_.rank(),
+                            {.partition_pushes = stats.pushes,
+                             .bytes_pushed = stats.bytes_pushed,
+                             .bytes_pulled = stats.bytes_pulled,
+                             .dropped_pushes = stats.dropped_pushes,
+                             .push_staleness_sum = stats.push_staleness_sum,
+                             .max_push_staleness = stats.max_push_staleness});
+}
+
+Status Trainer::EvaluateSnapshots() {
   double last_accuracy = 0;
   for (const Snapshot& s : snapshots_) {  // each row at the time its copy was taken
     auto a = model_->Accuracy(s.params, eval_->x.data(), eval_->y.data(), eval_->size);
@@ -403,36 +427,28 @@ Status Trainer::Finish() {
         eval_set_.c_str(), last_accuracy);
     snapshots_.clear();
   }
-  log_->Close();
-  if (!eval_) return Status();
-  if (Status s = PullModel(client_, tensors_, params_); !s.ok()) return s;
-  auto evaluated = model_->Accuracy(params_, eval_->x.data(), eval_->y.data(), eval_->size);
-  if (!evaluated.ok()) return evaluated.status();
-  std::printf("final %s accuracy %.4f after %d iterations per worker in %.1f s\n",
-              eval_set_.c_str(), *evaluated, o_.iterations, wall);
-  if (!o_.run_dir.empty()) {
-    RunSummary summary;
-    summary.accuracy = *evaluated;
-    summary.eval_set = eval_set_;
-    summary.wall_s = wall;
-    summary.iterations = o_.iterations;
-    summary.workers = client_.num_workers();
-    summary.samples = static_cast<int64_t>(o_.iterations) * o_.batch * client_.num_workers();
-    summary.consistency = client_.consistency();
-    summary.device = model_->device();
-    summary.device_encoded_partitions = encoders_ ? encoders_->device_partitions() : 0;
-    if (steps_ > 0) {
-      summary.step = seconds_;
-      for (double* v : {&summary.step.pull, &summary.step.push_wait, &summary.step.compute,
-                        &summary.step.encode, &summary.step.clock}) {
-        *v /= static_cast<double>(steps_);
-      }
-    }
-    if (Status s = FinishRun(o_.run_dir, summary); !s.ok()) return s;
-    std::printf("run files in %s: metrics.csv, plot.png, summary.json\n", o_.run_dir.c_str());
-  }
-  std::fflush(stdout);
   return Status();
+}
+
+RunSummary Trainer::Summary(double accuracy, double wall) const {
+  RunSummary summary;
+  summary.accuracy = accuracy;
+  summary.eval_set = eval_set_;
+  summary.wall_s = wall;
+  summary.iterations = o_.iterations;
+  summary.workers = client_.num_workers();
+  summary.samples = static_cast<int64_t>(o_.iterations) * o_.batch * client_.num_workers();
+  summary.consistency = client_.consistency();
+  summary.device = model_->device();
+  summary.device_encoded_partitions = encoders_ ? encoders_->device_partitions() : 0;
+  if (steps_ > 0) {
+    summary.step = seconds_;
+    for (double* v : {&summary.step.pull, &summary.step.push_wait, &summary.step.compute,
+                      &summary.step.encode, &summary.step.clock}) {
+      *v /= static_cast<double>(steps_);
+    }
+  }
+  return summary;
 }
 
 }  // namespace
