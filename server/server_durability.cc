@@ -55,10 +55,15 @@ Status ServerLoop::RestoreShards() {
         dir, meta.shard_map().tensors_size(), meta.shard_map().partitions_size(),
         map_->tensors().size(), map_->partitions().size()));
   }
-  // Each owner's partitions are restored on a thread of their own (as they are served: one
-  // thread per partition, owners side by side), while this thread keeps the scheduler hearing
-  // from the server (a large model takes seconds, or it would be declared dead) and tells the
-  // operator how far it got.
+  return RecoverOwned();
+}
+
+// Each owner's partitions are restored on a thread of their own (as they are served: one
+// thread per partition, owners side by side), while this thread keeps the scheduler hearing
+// from the server (a large model takes seconds, or it would be declared dead) and tells the
+// operator how far it got.
+Status ServerLoop::RecoverOwned() {
+  const std::string& dir = durable_->dir();
   const auto start = std::chrono::steady_clock::now();
   auto last_progress = start;
   std::atomic<int64_t> replayed{0}, done{0};

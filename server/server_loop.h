@@ -67,6 +67,8 @@ class ServerLoop {
   Status InstallShardMap(const proto::ShardMap& proto_map);
   Status OpenDataDir();
   Status RestoreShards();
+  // RestoreShards' replay of every partition the data dir holds, owners side by side.
+  Status RecoverOwned();
   Status RestoreCut();
   void MaybeCheckpoint();
   // Whole-run checkpoints: the scheduler's request, and on every turn, writing the cut once
