@@ -233,9 +233,10 @@ void ClientIo::Submit(std::vector<Outgoing> batch) {
     }
   }
   if (!io.owns_lock()) return;
-  // Sends what is queued, in order, and receives from the sockets it sent on: no whole turn.
-  SendQueued();
-  FlushBatches();
+  // Sends what is queued, in order, and handles what is already there. Sending alone and
+  // draining only the sockets sent on measured 0.9x the pushes per second of this whole turn
+  // (hetps-bench pushpull --mb 1 --only push, six alternating runs).
+  Turn(0, -1, nullptr);
   LetGo();
 }
 
