@@ -218,20 +218,14 @@ const float* FloatsOf(const zmq::message_t& frame, std::vector<float>& scratch) 
 // Pulls may ask for these codecs (deterministic and stateless).
 bool PullCodecAllowed(const std::string& codec) { return codec == "none" || codec == "fp16"; }
 
-DataReply ServePull(const ServingState& shared, Message& m, int64_t min_clock,
-                    PartitionState& part) {
+// The values of a pull into `r`: through cross memory attach, into the worker's shared memory
+// slot, encoded, or (raw) as a frame that holds `snapshot` until ZeroMQ sent it.
+Status PullPayload(const ServingState& shared, Message& m, const Partition& p,
+                   std::shared_ptr<const std::vector<float>> snapshot, DataReply& r) {
   using Snapshot = std::shared_ptr<const std::vector<float>>;
   const proto::Header& h = m.header;
-  const Partition& p = part.info();
-  Snapshot snapshot = part.Snapshot();
   const size_t bytes = static_cast<size_t>(p.length) * sizeof(float);
   const bool coded = !h.codec().empty() && h.codec() != "none";
-  DataReply r;
-  r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
-  r.header.set_dtype(proto::FLOAT32);
-  r.header.set_num_elements(p.length);
-  r.header.set_version(part.version());
-  r.header.set_min_clock(min_clock);
   if (h.cma_length() != 0) {
     // Cross memory attach: written straight into the caller's array, before the reply says so.
     Status s = coded || h.cma_length() != static_cast<int64_t>(bytes)
@@ -241,18 +235,14 @@ DataReply ServePull(const ServingState& shared, Message& m, int64_t min_clock,
                : shared.cma == nullptr
                    ? Status::FailedPrecondition("no cross memory attach here")
                    : shared.cma->Write(h.sender(), h.cma_address(), snapshot->data(), bytes);
-    if (!s.ok()) return {ErrorReply(h, s, shared.self), {}};
+    if (!s.ok()) return s;
     r.header.set_cma_length(static_cast<int64_t>(bytes));
   } else if (h.shm_length() != 0) {
     // The co-located transport: the values go into the slot the worker named (the network
     // thread checked it lies within the worker's segment and attached it as the payload).
     if (coded || m.payload.size() != 1 || m.payload[0].size() != bytes) {
-      return {ErrorReply(h,
-                         Status::SizeMismatch(fmt::format(
-                             "partition {}: a shared memory pull needs a raw slot of {} bytes",
-                             p.id, bytes)),
-                         shared.self),
-              {}};
+      return Status::SizeMismatch(fmt::format(
+          "partition {}: a shared memory pull needs a raw slot of {} bytes", p.id, bytes));
     }
     std::memcpy(m.payload[0].data(), snapshot->data(), bytes);
     r.header.set_shm_length(static_cast<int64_t>(bytes));
@@ -261,7 +251,7 @@ DataReply ServePull(const ServingState& shared, Message& m, int64_t min_clock,
                      ? shared.codecs->Get(h.codec())
                      : StatusOr<std::shared_ptr<const compress::Codec>>(Status::InvalidArgument(
                            fmt::format("pulls may use codec none or fp16, not '{}'", h.codec())));
-    if (!codec.ok()) return {ErrorReply(h, codec.status(), shared.self), {}};
+    if (!codec.ok()) return codec.status();
     std::vector<uint8_t> encoded;
     (*codec)->Encode(snapshot->data(), p.length, {}, nullptr, encoded);
     r.header.set_codec(h.codec());
@@ -272,6 +262,24 @@ DataReply ServePull(const ServingState& shared, Message& m, int64_t min_clock,
         const_cast<float*>((*held)->data()), bytes,
         [](void*, void* hint) { delete static_cast<Snapshot*>(hint); }, held);
   }
+  return Status();
+}
+
+DataReply ServePull(const ServingState& shared, Message& m, int64_t min_clock,
+                    PartitionState& part) {
+  using Snapshot = std::shared_ptr<const std::vector<float>>;
+  const proto::Header& h = m.header;
+  const Partition& p = part.info();
+  Snapshot snapshot = part.Snapshot();
+  DataReply r;
+  r.header = ReplyTo(h, proto::PULL_REPLY, shared.self);
+  r.header.set_dtype(proto::FLOAT32);
+  r.header.set_num_elements(p.length);
+  r.header.set_version(part.version());
+  r.header.set_min_clock(min_clock);
+  if (Status st = PullPayload(shared, m, p, std::move(snapshot), r); !st.ok()) {
+    return {ErrorReply(h, st, shared.self), {}};
+  }
   if (part.aggregator()->tracks_reads()) {  // the aggregator remembers what each worker read
     proto::LogRecord record;
     record.set_kind(proto::LogRecord::PULL);
@@ -280,6 +288,24 @@ DataReply ServePull(const ServingState& shared, Message& m, int64_t min_clock,
     ApplyRecord(shared, part, record, nullptr, nullptr);
   }
   return r;
+}
+
+// The log record of a push or init: everything its application depends on.
+proto::LogRecord UpdateRecord(const DataRequest& req) {
+  const proto::Header& h = req.message.header;
+  proto::LogRecord record;
+  record.set_kind(h.type() == proto::PUSH ? proto::LogRecord::PUSH : proto::LogRecord::INIT);
+  record.set_worker(h.sender());
+  record.set_clock(h.clock());
+  record.set_base_version(h.version());
+  record.set_weight(h.weight());
+  record.set_layer(h.layer());
+  record.set_window(req.window);
+  if (h.has_loss()) record.set_loss(h.loss());
+  record.set_hold(req.hold);  // synchronous consistency: applied with its round (CompleteRound)
+  record.set_incarnation(h.incarnation());
+  record.set_seq(h.seq());
+  return record;
 }
 
 // A push (held for its round, or handed to the aggregator) or an init, after validation:
@@ -316,18 +342,7 @@ void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& p
   // Staleness of a push: versions applied since the one it was computed from (ALGORITHMS.md
   // §3), recorded in its reply. A base from the future (a confused client) counts as fresh.
   const int64_t staleness = std::max<int64_t>(0, part.version() - h.version());
-  proto::LogRecord record;
-  record.set_kind(push ? proto::LogRecord::PUSH : proto::LogRecord::INIT);
-  record.set_worker(h.sender());
-  record.set_clock(h.clock());
-  record.set_base_version(h.version());
-  record.set_weight(h.weight());
-  record.set_layer(h.layer());
-  record.set_window(req.window);
-  if (h.has_loss()) record.set_loss(h.loss());
-  record.set_hold(req.hold);  // synchronous consistency: applied with its round (CompleteRound)
-  record.set_incarnation(h.incarnation());
-  record.set_seq(h.seq());
+  const proto::LogRecord record = UpdateRecord(req);
   if (push || !part.initialized()) {  // a later init changes nothing: nothing to log
     if (Status s = Log(shared, part, record, data); !s.ok()) {
       spdlog::error("{}", s.ToString());
