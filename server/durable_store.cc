@@ -121,29 +121,34 @@ StatusOr<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& di
     const std::string name = entry.path().filename().string();
     store->files_at_open_[FilePid(name)].push_back(name);
   }
+  if (Status s = store->ReadMeta(fresh); !s.ok()) return s;
+  return store;
+}
+
+Status DurableStore::ReadMeta(bool fresh) {
   std::string meta;
-  rocksdb::Status got = raw->Get(rocksdb::ReadOptions(), kMetaKey, &meta);
+  rocksdb::Status got = db_->Get(rocksdb::ReadOptions(), kMetaKey, &meta);
   if (got.IsNotFound()) {
     // A data dir created by a server that stopped before it joined a cluster holds nothing.
-    std::unique_ptr<rocksdb::Iterator> any(raw->NewIterator(rocksdb::ReadOptions()));
+    std::unique_ptr<rocksdb::Iterator> any(db_->NewIterator(rocksdb::ReadOptions()));
     any->SeekToFirst();
     if (!fresh && any->Valid()) {
       return Status::FailedPrecondition(fmt::format(
-          "data dir {} has no hetps meta record (damaged, or not a hetps data dir)", dir));
+          "data dir {} has no hetps meta record (damaged, or not a hetps data dir)", dir_));
     }
-    return store;
+    return Status();
   }
-  if (!got.ok()) return FromRocks(got, fmt::format("data dir {}: reading its meta record", dir));
+  if (!got.ok()) return FromRocks(got, fmt::format("data dir {}: reading its meta record", dir_));
   proto::DurableMeta parsed;
   if (!parsed.ParseFromString(meta)) {
-    return Status::Malformed(fmt::format("data dir {}: its meta record is damaged", dir));
+    return Status::Malformed(fmt::format("data dir {}: its meta record is damaged", dir_));
   }
   if (parsed.format() != kFormat) {
     return Status::FailedPrecondition(fmt::format(
-        "data dir {} has layout {}; this server reads layout {}", dir, parsed.format(), kFormat));
+        "data dir {} has layout {}; this server reads layout {}", dir_, parsed.format(), kFormat));
   }
-  store->meta_ = std::move(parsed);
-  return store;
+  meta_ = std::move(parsed);
+  return Status();
 }
 
 // With per-update logging, or when an earlier run left values in one.

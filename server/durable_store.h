@@ -98,6 +98,8 @@ class DurableStore {
   DurableStore(std::string dir, Durability durability);
 
   Status OpenValueLog(int64_t segment_bytes);
+  // Reads the meta record into meta_ (none in a new data dir; `fresh`: the folder was empty).
+  Status ReadMeta(bool fresh);
   // The bytes of `part`'s checkpoint record after log record `lsn`: the whole checkpoint when
   // it is small; else a reference to it in the value log or, the ring being full, in a
   // checkpoint file (whose name goes to `file`).
