@@ -357,6 +357,24 @@ std::optional<FedOutcome> Outcome(const RunSeries& series, const FedArgs& args,
   return std::move(*outcome);
 }
 
+// Run `i` of the series: its algorithm item and repeat, its folder and the name it is said by.
+struct FedRunName {
+  std::string base_item, item, dir;
+  int repeat = 0;
+};
+FedRunName NameRun(const FedArgs& args, const std::string& root, size_t i) {
+  FedRunName n;
+  n.base_item = args.algorithms[i / static_cast<size_t>(args.repeats)];
+  n.repeat = static_cast<int>(i % static_cast<size_t>(args.repeats));
+  n.dir = args.compare ? root + "/" + DirName(n.base_item) : root;
+  n.item = n.base_item;
+  if (args.repeats > 1) {
+    n.dir += fmt::format("/r{}", n.repeat + 1);
+    n.item += fmt::format(" #{}", n.repeat + 1);
+  }
+  return n;
+}
+
 // The whole comparison's report in `root`.
 Status WriteReport(const FedArgs& args, const std::string& root,
                    const std::vector<FedOutcome>& outcomes) {
@@ -384,25 +402,21 @@ int RunFed(const FedArgs& args, const std::string& self) {
     return 1;
   }
   auto given = EvaluatorsOf(args);  // checked by ParseFedArgs
-  int evaluators = given.ok() ? *given : 0;
-  std::vector<std::string> extra;
-  if (evaluators <= 0) {  // the report needs the evaluator's accuracy
-    evaluators = 1;
-    extra.push_back("--evaluators=1");
-  }
+  // The report needs an evaluator's accuracy.
+  const int evaluators = given.ok() && *given > 0 ? *given : 1;
+  const std::vector<std::string> extra = given.ok() && *given > 0
+                                             ? std::vector<std::string>{}
+                                             : std::vector<std::string>{"--evaluators=1"};
   RunSeries series("fed", "fed.item");
   std::vector<FedOutcome> outcomes;
   bool failed = false;
   const size_t runs = args.algorithms.size() * static_cast<size_t>(args.repeats);
   for (size_t i = 0; i < runs; ++i) {
-    const std::string& base_item = args.algorithms[i / static_cast<size_t>(args.repeats)];
-    const int repeat = static_cast<int>(i % static_cast<size_t>(args.repeats));
-    std::string dir = args.compare ? root + "/" + DirName(base_item) : root;
-    std::string item = base_item;
-    if (args.repeats > 1) {
-      dir += fmt::format("/r{}", repeat + 1);
-      item += fmt::format(" #{}", repeat + 1);
-    }
+    const FedRunName named = NameRun(args, root, i);
+    const std::string& base_item = named.base_item;
+    const int repeat = named.repeat;
+    const std::string& dir = named.dir;
+    const std::string& item = named.item;
     auto flags = RunFlags(args, base_item, repeat, extra);
     if (!flags.ok()) {
       std::fprintf(stderr, "hetps fed: %s\n", flags.status().message().c_str());
