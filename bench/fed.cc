@@ -80,6 +80,92 @@ std::pair<int, double> RoundsSpan(const std::string& csv) {
   return {rounds, last};
 }
 
+// The cluster's memory while the clients run (peak PSS and RSS, the clients' share at the peak)
+// and the evaluator's CPU time, sampled every 200 ms on a thread of its own.
+class Sampler {
+ public:
+  // `pids`: scheduler, servers, then workers in rank order; the evaluator (rank 0) at
+  // `evaluator`, the clients after it.
+  Sampler(std::vector<pid_t> pids, size_t evaluator, Clock::time_point start)
+      : pids_(std::move(pids)), evaluator_(evaluator), start_(start) {
+    thread_ = std::thread([this] {
+      while (!done_.load()) {
+        SampleOnce();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    });
+  }
+  void Stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  ~Sampler() { Stop(); }
+
+  int64_t peak_pss_kb = 0, peak_rss_kb = 0, clients_pss_at_peak = 0, clients_rss_at_peak = 0;
+  int clients_alive_at_peak = 0;
+  std::vector<std::pair<double, double>> evaluator_cpu;  // (seconds since start, cpu seconds)
+
+ private:
+  void SampleOnce() {
+    int64_t pss = 0, rss = 0, client_pss = 0, client_rss = 0;
+    int clients_alive = 0;
+    for (size_t i = 0; i < pids_.size(); ++i) {
+      const ProcSample p = Sample(pids_[i]);
+      pss += p.pss_kb;
+      rss += p.rss_kb;
+      if (i > evaluator_ && p.alive) {
+        client_pss += p.pss_kb;
+        client_rss += p.rss_kb;
+        ++clients_alive;
+      }
+      if (i == evaluator_ && p.alive) {
+        evaluator_cpu.push_back(
+            {std::chrono::duration<double>(Clock::now() - start_).count(), p.cpu_s});
+      }
+    }
+    if (pss > peak_pss_kb) {
+      peak_pss_kb = pss;
+      clients_pss_at_peak = client_pss;
+      clients_rss_at_peak = client_rss;
+      clients_alive_at_peak = clients_alive;
+    }
+    peak_rss_kb = std::max(peak_rss_kb, rss);
+  }
+
+  const std::vector<pid_t> pids_;
+  const size_t evaluator_;
+  const Clock::time_point start_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// The evaluator's CPU rate between 30% and 90% of its samples: idle, like an unselected client
+// (-1: too few samples).
+double IdleCpuPercent(const std::vector<std::pair<double, double>>& cpu) {
+  if (cpu.size() < 4) return -1;
+  const auto& a = cpu[cpu.size() * 3 / 10];
+  const auto& b = cpu[cpu.size() * 9 / 10];
+  return b.first > a.first ? 100.0 * (b.second - a.second) / (b.first - a.first) : -1;
+}
+
+Status StartClients(BenchCluster& cluster, const FedBenchOptions& o) {
+  for (int i = 0; i <= o.clients; ++i) {
+    const std::vector<std::string> flags = {"--workload=edge",
+                                            fmt::format("--rank={}", i),
+                                            "--model=" + o.model,
+                                            "--device=cpu",
+                                            "--partition=dirichlet",
+                                            "--dirichlet_alpha=0.3",
+                                            "--evaluators=1",
+                                            fmt::format("--rounds={}", o.rounds),
+                                            fmt::format("--eval_every={}", o.rounds),
+                                            "--local_epochs=1",
+                                            "--batch=32"};
+    if (Status s = cluster.StartWorker(flags); !s.ok()) return s;
+  }
+  return Status();
+}
+
 }  // namespace
 
 int RunFedBench(const FedBenchOptions& o) {
@@ -111,79 +197,21 @@ int RunFedBench(const FedBenchOptions& o) {
     return 1;
   }
   const auto start = Clock::now();
-  for (int i = 0; i <= o.clients; ++i) {
-    const std::vector<std::string> flags = {"--workload=edge",
-                                            fmt::format("--rank={}", i),
-                                            "--model=" + o.model,
-                                            "--device=cpu",
-                                            "--partition=dirichlet",
-                                            "--dirichlet_alpha=0.3",
-                                            "--evaluators=1",
-                                            fmt::format("--rounds={}", o.rounds),
-                                            fmt::format("--eval_every={}", o.rounds),
-                                            "--local_epochs=1",
-                                            "--batch=32"};
-    if (Status s = (*cluster)->StartWorker(flags); !s.ok()) {
-      std::fprintf(stderr, "hetps-bench: %s\n", s.ToString().c_str());
-      return 1;
-    }
+  if (Status s = StartClients(**cluster, o); !s.ok()) {
+    std::fprintf(stderr, "hetps-bench: %s\n", s.ToString().c_str());
+    return 1;
   }
   // pids: scheduler, servers, then workers in rank order (rank 0 is the evaluator).
-  const std::vector<pid_t> pids = (*cluster)->Pids();
-  const size_t first_worker = 1 + static_cast<size_t>(o.servers);
-  std::atomic<bool> done = false;
-  std::mutex mu;
-  int64_t peak_pss_kb = 0, peak_rss_kb = 0, clients_pss_at_peak = 0, clients_rss_at_peak = 0;
-  int clients_alive_at_peak = 0;
-  std::vector<std::pair<double, double>> evaluator_cpu;  // (seconds since start, cpu seconds)
-  std::thread sampler([&] {
-    while (!done.load()) {
-      int64_t pss = 0, rss = 0, client_pss = 0, client_rss = 0;
-      int clients_alive = 0;
-      for (size_t i = 0; i < pids.size(); ++i) {
-        const ProcSample p = Sample(pids[i]);
-        pss += p.pss_kb;
-        rss += p.rss_kb;
-        if (i > first_worker && p.alive) {
-          client_pss += p.pss_kb;
-          client_rss += p.rss_kb;
-          ++clients_alive;
-        }
-        if (i == first_worker && p.alive) {
-          std::lock_guard<std::mutex> lock(mu);
-          evaluator_cpu.push_back(
-              {std::chrono::duration<double>(Clock::now() - start).count(), p.cpu_s});
-        }
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (pss > peak_pss_kb) {
-          peak_pss_kb = pss;
-          clients_pss_at_peak = client_pss;
-          clients_rss_at_peak = client_rss;
-          clients_alive_at_peak = clients_alive;
-        }
-        peak_rss_kb = std::max(peak_rss_kb, rss);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  });
+  Sampler sampler((*cluster)->Pids(), 1 + static_cast<size_t>(o.servers), start);
   const Status waited = (*cluster)->WaitWorkers();
-  done = true;
-  sampler.join();
+  sampler.Stop();
   const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   if (!waited.ok()) {
     std::fprintf(stderr, "hetps-bench: %s\n", waited.ToString().c_str());
     return 1;
   }
   const auto [rounds, rounds_s] = RoundsSpan(Slurp(rounds_csv));
-  // The evaluator's CPU rate between 30% and 90% of its samples: idle, like an unselected client.
-  double idle_cpu_percent = -1;
-  if (evaluator_cpu.size() >= 4) {
-    const auto& a = evaluator_cpu[evaluator_cpu.size() * 3 / 10];
-    const auto& b = evaluator_cpu[evaluator_cpu.size() * 9 / 10];
-    if (b.first > a.first) idle_cpu_percent = 100.0 * (b.second - a.second) / (b.first - a.first);
-  }
+  const double idle_cpu_percent = IdleCpuPercent(sampler.evaluator_cpu);
   const double mib = 1.0 / 1024;
   std::printf(
       "{\"bench\":\"fed\",\"clients\":%d,\"servers\":%d,\"clients_per_round\":%d,\"model\":\"%s\","
@@ -192,9 +220,14 @@ int RunFedBench(const FedBenchOptions& o) {
       "\"total_rss_mib\":%.1f,\"per_client_pss_mib\":%.2f,\"per_client_rss_mib\":%.2f,"
       "\"idle_client_cpu_percent\":%.2f}\n",
       o.clients, o.servers, o.clients_per_round, o.model.c_str(), o.heartbeat_timeout_ms, rounds,
-      wall_s, rounds_s > 0 ? rounds * 60.0 / rounds_s : 0.0, peak_pss_kb * mib, peak_rss_kb * mib,
-      clients_alive_at_peak > 0 ? clients_pss_at_peak * mib / clients_alive_at_peak : 0.0,
-      clients_alive_at_peak > 0 ? clients_rss_at_peak * mib / clients_alive_at_peak : 0.0,
+      wall_s, rounds_s > 0 ? rounds * 60.0 / rounds_s : 0.0, sampler.peak_pss_kb * mib,
+      sampler.peak_rss_kb * mib,
+      sampler.clients_alive_at_peak > 0
+          ? sampler.clients_pss_at_peak * mib / sampler.clients_alive_at_peak
+          : 0.0,
+      sampler.clients_alive_at_peak > 0
+          ? sampler.clients_rss_at_peak * mib / sampler.clients_alive_at_peak
+          : 0.0,
       idle_cpu_percent);
   std::fflush(stdout);
   std::error_code ec;
