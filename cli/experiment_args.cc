@@ -168,6 +168,9 @@ std::string LeadingComment(const std::string& path) {
 // run, the sweep's options only with a sweep, and a sweep only where every run has an
 // --optimizer whose lr it can set.
 Status CheckArms(const ExperimentArgs& a, const std::set<std::string>& own_given) {
+  if (const std::string seed = LastFlagValue(a.flags, "data_seed"); !seed.empty()) {
+    if (auto s = SeedArg("data_seed", seed); !s.ok()) return s.status();
+  }
   for (const auto* group : {&a.settings, &a.algorithms}) {
     for (const ExperimentArm& arm : *group) {
       for (const std::string& f : arm.flags) {

@@ -66,7 +66,8 @@ void GiveRate(ExperimentRun& run, const std::string& lr) {
 
 int64_t FirstSeed(const ExperimentArgs& a) {
   const std::string first = LastFlagValue(a.flags, "data_seed");
-  return first.empty() ? 1 : std::atoll(first.c_str());
+  auto seed = SeedArg("data_seed", first);  // checked by ParseExperimentArgs
+  return first.empty() || !seed.ok() ? 1 : *seed;
 }
 
 }  // namespace

@@ -309,6 +309,13 @@ StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
   for (const std::string& item : a.algorithms) {  // every item resolves before any run
     auto flags = ItemFlags(item, a);
     if (!flags.ok()) return flags.status();
+    std::vector<std::string> all = a.scenario_flags;
+    for (const auto* part : {&flags->algorithm, &a.role_flags, &flags->own}) {
+      all.insert(all.end(), part->begin(), part->end());
+    }
+    if (const std::string seed = LastFlagValue(all, "selection_seed"); !seed.empty()) {
+      if (auto s = SeedArg("selection_seed", seed); !s.ok()) return s.status();
+    }
   }
   if (auto evaluators = EvaluatorsOf(a); !evaluators.ok()) return evaluators.status();
   return a;

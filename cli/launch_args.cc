@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -160,6 +161,17 @@ StatusOr<int> IntArg(const std::string& name, const std::string& value, int min)
         fmt::format("--{} needs an integer >= {}, got '{}'", name, min, value));
   }
   return static_cast<int>(v);
+}
+
+StatusOr<int64_t> SeedArg(const std::string& name, const std::string& value) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < 0) {
+    return Status::InvalidArgument(
+        fmt::format("--{} needs a seed (an integer >= 0), got '{}'", name, value));
+  }
+  return static_cast<int64_t>(v);
 }
 
 std::string FlagName(const std::string& flag) {

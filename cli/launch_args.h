@@ -76,6 +76,8 @@ struct ArgParts {
 ArgParts SplitArg(const std::string& arg);
 // The value of argument --`name` as an integer in [min, 1e9]; an error naming it otherwise.
 StatusOr<int> IntArg(const std::string& name, const std::string& value, int min);
+// The value of argument --`name` as a seed: an integer >= 0; an error naming it otherwise.
+StatusOr<int64_t> SeedArg(const std::string& name, const std::string& value);
 
 // `s` without leading and trailing blanks (spaces, tabs, line ends).
 std::string Trim(const std::string& s);

@@ -81,6 +81,8 @@ TEST(ExperimentArgsTest, BadFilesAndArmsAreRefusedBeforeAnythingRuns) {
   EXPECT_NE(refused("--algorithm=a: --data_seed=3\n").find("per run"), std::string::npos);
   EXPECT_NE(refused("--algorithm=a:\n--repeats=0\n").find("repeats"), std::string::npos);
   EXPECT_NE(refused("--algorithm=a:\n--target=1.5\n").find("target"), std::string::npos);
+  EXPECT_NE(refused("--algorithm=a:\n--data_seed=one\n").find("--data_seed"), std::string::npos)
+      << "the seeds of the runs count up from it: no number must not become seed 0";
   EXPECT_NE(refused("--algorithm=a:\n", {"stray"}).find("not a flag"), std::string::npos);
   EXPECT_FALSE(ParseExperimentArgs({"run", files.Write("x.flags", "") + ".missing"}).ok());
   EXPECT_FALSE(ParseExperimentArgs({"walk", "x"}).ok());

@@ -71,6 +71,13 @@ TEST(FedArgsTest, ANumberThatIsNoNumberIsRefusedNamingItsFlag) {
   }
   EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + Scenario("--evaluators=two\n")}).ok());
   EXPECT_TRUE(ParseFedArgs({"run", "--flagfile=" + path, "--evaluators=2"}).ok());
+  // A repeat's seed is the given one plus the repeat: a seed that is no number never becomes 0.
+  for (const char* bad : {"--selection_seed=two", "--selection_seed=-3"}) {
+    auto a = ParseFedArgs({"run", "--flagfile=" + path, "--repeats=2", bad});
+    ASSERT_FALSE(a.ok()) << bad << " was accepted";
+    EXPECT_NE(a.status().message().find("--selection_seed"), std::string::npos)
+        << a.status().message();
+  }
 }
 
 TEST(FedArgsTest, TheScenarioSetsOptionsTheCommandLineOverrides) {
