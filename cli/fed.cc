@@ -259,6 +259,24 @@ StatusOr<int> EvaluatorsOf(const FedArgs& a) {
   return e.empty() ? 0 : IntArg("evaluators", e, 0);
 }
 
+namespace {
+
+// Whether `item` resolves to flags, its selection seed (a repeat counts up from it) included.
+Status CheckItem(const FedArgs& a, const std::string& item) {
+  auto flags = ItemFlags(item, a);
+  if (!flags.ok()) return flags.status();
+  std::vector<std::string> all = a.scenario_flags;
+  all.insert(all.end(), flags->algorithm.begin(), flags->algorithm.end());
+  all.insert(all.end(), a.role_flags.begin(), a.role_flags.end());
+  all.insert(all.end(), flags->own.begin(), flags->own.end());
+  if (const std::string seed = LastFlagValue(all, "selection_seed"); !seed.empty()) {
+    if (auto s = SeedArg("selection_seed", seed); !s.ok()) return s.status();
+  }
+  return Status();
+}
+
+}  // namespace
+
 StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
   if (args.empty() || (args[0] != "run" && args[0] != "compare")) {
     return Status::InvalidArgument("expected 'run' or 'compare'");
@@ -307,15 +325,7 @@ StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
     return Status::InvalidArgument("'run' runs one algorithm; use 'compare' for several");
   }
   for (const std::string& item : a.algorithms) {  // every item resolves before any run
-    auto flags = ItemFlags(item, a);
-    if (!flags.ok()) return flags.status();
-    std::vector<std::string> all = a.scenario_flags;
-    for (const auto* part : {&flags->algorithm, &a.role_flags, &flags->own}) {
-      all.insert(all.end(), part->begin(), part->end());
-    }
-    if (const std::string seed = LastFlagValue(all, "selection_seed"); !seed.empty()) {
-      if (auto s = SeedArg("selection_seed", seed); !s.ok()) return s.status();
-    }
+    if (Status s = CheckItem(a, item); !s.ok()) return s;
   }
   if (auto evaluators = EvaluatorsOf(a); !evaluators.ok()) return evaluators.status();
   return a;
@@ -382,6 +392,25 @@ FedRunName NameRun(const FedArgs& args, const std::string& root, size_t i) {
   return n;
 }
 
+// The launch of run `named` with `flags` and `workers` workers, its progress lines shown
+// through `progress` (which outlives the run).
+SeriesRun MakeSeriesRun(const FedArgs& args, const std::string& self, const FedRunName& named,
+                        const std::vector<std::string>& flags, int workers, const RunSeries& series,
+                        Progress& progress) {
+  const int64_t aggregations = std::atoll(LastFlagValue(flags, "rounds").c_str());
+  SeriesRun run;
+  run.label = named.item;
+  run.dir = named.dir;
+  run.argv =
+      LaunchArgv(self, {args.servers, workers, named.dir, args.bin_dir, args.grace_ms}, flags);
+  run.headline = fmt::format("{} clients, {} aggregations", args.clients, aggregations);
+  run.progress = [&series, &progress, &args, named, aggregations] {
+    ShowProgress(series, named.item, named.dir + "/rounds.csv", aggregations, args.target,
+                 progress);
+  };
+  return run;
+}
+
 // The whole comparison's report in `root`.
 Status WriteReport(const FedArgs& args, const std::string& root,
                    const std::vector<FedOutcome>& outcomes) {
@@ -429,17 +458,9 @@ int RunFed(const FedArgs& args, const std::string& self) {
       std::fprintf(stderr, "hetps fed: %s\n", flags.status().message().c_str());
       return 2;
     }
-    const int64_t aggregations = std::atoll(LastFlagValue(*flags, "rounds").c_str());
-    SeriesRun run;
-    run.label = item;
-    run.dir = dir;
-    run.argv = LaunchArgv(
-        self, {args.servers, args.clients + evaluators, dir, args.bin_dir, args.grace_ms}, *flags);
-    run.headline = fmt::format("{} clients, {} aggregations", args.clients, aggregations);
     Progress progress;
-    run.progress = [&] {
-      ShowProgress(series, item, dir + "/rounds.csv", aggregations, args.target, progress);
-    };
+    const SeriesRun run =
+        MakeSeriesRun(args, self, named, *flags, args.clients + evaluators, series, progress);
     const RunSeries::End end = series.Run(run, i + 1, runs);
     if (end == RunSeries::End::kInterrupted) return series.InterruptedCode();
     if (end == RunSeries::End::kRefused) return 2;
