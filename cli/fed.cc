@@ -346,9 +346,10 @@ StatusOr<std::vector<std::string>> RunFlags(const FedArgs& args, const std::stri
   if (repeat > 0) {  // another draw of the selection, the same scenario
     std::vector<std::string> all = args.scenario_flags;
     all.insert(all.end(), algorithm.begin(), algorithm.end());
-    const std::string seed = LastFlagValue(all, "selection_seed");
-    algorithm.push_back(
-        fmt::format("--selection_seed={}", (seed.empty() ? 1 : std::atoll(seed.c_str())) + repeat));
+    const std::string given = LastFlagValue(all, "selection_seed");
+    auto seed = given.empty() ? StatusOr<int64_t>(1) : SeedArg("selection_seed", given);
+    if (!seed.ok()) return seed.status();
+    algorithm.push_back(fmt::format("--selection_seed={}", *seed + repeat));
   }
   std::vector<std::string> launch = args.scenario_flags;
   launch.insert(launch.end(), extra.begin(), extra.end());
@@ -397,7 +398,9 @@ FedRunName NameRun(const FedArgs& args, const std::string& root, size_t i) {
 SeriesRun MakeSeriesRun(const FedArgs& args, const std::string& self, const FedRunName& named,
                         const std::vector<std::string>& flags, int workers, const RunSeries& series,
                         Progress& progress) {
-  const int64_t aggregations = std::atoll(LastFlagValue(flags, "rounds").c_str());
+  // For the progress line; the launch refuses a --rounds that is no number before it starts.
+  auto rounds = IntArg("rounds", LastFlagValue(flags, "rounds"), 0);
+  const int64_t aggregations = rounds.ok() ? *rounds : 0;
   SeriesRun run;
   run.label = named.item;
   run.dir = named.dir;
