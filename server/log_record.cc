@@ -35,11 +35,13 @@ std::optional<uint64_t> LsnOf(std::string_view key) {
 }
 
 std::string EncodeLogPrefix(const proto::LogRecord& record) {
-  const std::string header = record.SerializeAsString();
-  const uint32_t length = static_cast<uint32_t>(header.size());
+  // The record is serialized after the room for its length, into one string (this runs once
+  // per logged update).
   std::string out(kPrefixBytes, '\0');
+  record.AppendToString(&out);
+  const uint32_t length = static_cast<uint32_t>(out.size() - kPrefixBytes);
   for (size_t i = 0; i < kPrefixBytes; ++i) out[i] = static_cast<char>((length >> (8 * i)) & 0xff);
-  return out + header;
+  return out;
 }
 
 Status DecodeLogRecord(std::string_view value, proto::LogRecord& record, std::string_view& values) {

@@ -99,9 +99,6 @@ OpPtr FailedOp(const Status& s);
 // ZeroMQ calls this (from its I/O thread) when it no longer needs a caller's buffer; `hint` is
 // a heap-allocated OpPtr whose operation counts the release.
 void ReleaseCallerBuffer(void* data, void* hint);
-// Completes `o`'s operation with `s`, releasing the caller's buffers first.
-struct Outgoing;
-void FailOutgoing(Outgoing& o, const Status& s);
 // Ticket::Wait: while no other thread drives op's client, this one does (IoGate) until op is
 // done or the client stops; the caller then waits on op's condition variable (for what the
 // driving thread completes).
@@ -124,6 +121,9 @@ struct Outgoing {
   size_t src_bytes = 0;
   std::shared_ptr<const std::vector<uint8_t>> encoded;
 };
+
+// Completes `o`'s operation with `s`, releasing the caller's buffers first.
+void FailOutgoing(Outgoing& o, const Status& s);
 
 // What a pull reply must match and where its version goes; set before the first pull.
 struct PullState {
