@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -23,6 +24,17 @@ Status Validate(const std::vector<TensorSpec>& tensors, int num_servers, int64_t
     }
     if (t.shape.empty())
       return Status::InvalidArgument(fmt::format("tensor '{}' has no shape", t.name));
+    if (t.is_table()) {
+      if (Status s = t.table.Validate(t.name); !s.ok()) return s;
+      if (t.shape != std::vector<int64_t>{t.table.dim}) {
+        return Status::InvalidArgument(
+            fmt::format("table '{}' must have the shape [dim] = [{}], not [{}]", t.name,
+                        t.table.dim, fmt::join(t.shape, ",")));
+      }
+    } else if (t.table != TableOptions{}) {
+      return Status::InvalidArgument(
+          fmt::format("tensor '{}' has table options but no dim", t.name));
+    }
     int64_t n = 1;
     for (int64_t d : t.shape) {
       if (d <= 0 || n > std::numeric_limits<int64_t>::max() / 4 / d) {
@@ -36,6 +48,38 @@ Status Validate(const std::vector<TensorSpec>& tensors, int num_servers, int64_t
 }
 
 }  // namespace
+
+Status TableOptions::Validate(const std::string& table) const {
+  constexpr int64_t kMaxDim = 1 << 16;
+  auto bad = [&](const std::string& what) {
+    return Status::InvalidArgument(fmt::format("table '{}': {}", table, what));
+  };
+  if (dim <= 0 || dim > kMaxDim) return bad(fmt::format("dim {} is not in [1, {}]", dim, kMaxDim));
+  if (max_rows < 0 || max_rows >= (int64_t{1} << 32) - 1) {
+    return bad(fmt::format("max_rows {} is not in [0, 2^32 - 2]", max_rows));
+  }
+  if (min_count < 0) return bad(fmt::format("min_count {} < 0", min_count));
+  if (!(ttl_seconds >= 0) || ttl_clocks < 0) return bad("a ttl is negative");
+  if (ttl_seconds > 0 && ttl_clocks > 0) return bad("give ttl in seconds or in clocks, not both");
+  if (init != "zeros" && init != "uniform" && init != "normal") {
+    return bad(fmt::format("init '{}' is not zeros, uniform or normal", init));
+  }
+  if (!(init_scale >= 0) || !std::isfinite(init_scale)) {
+    return bad(fmt::format("init_scale {} is not a finite number >= 0", init_scale));
+  }
+  if (eviction.empty()) return bad("no eviction policy (\"none\" refuses new rows when full)");
+  return Status();
+}
+
+int32_t TableBucketOf(uint64_t key, int32_t buckets) {
+  // splitmix64's finalizer: every key bit reaches every output bit.
+  uint64_t z = key + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<int32_t>(
+      (static_cast<unsigned __int128>(z) * static_cast<uint64_t>(buckets)) >> 64);
+}
 
 int64_t TensorSpec::NumElements() const {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
@@ -53,6 +97,10 @@ StatusOr<ShardMap> ShardMap::Build(std::vector<TensorSpec> tensors, int num_serv
   map.partition_bytes_ = partition_bytes;
   const int64_t max_elems = partition_bytes / static_cast<int64_t>(sizeof(float));
   for (size_t t = 0; t < map.tensors_.size(); ++t) {
+    if (map.tensors_[t].is_table()) {
+      map.AddTableBuckets(static_cast<int32_t>(t));
+      continue;
+    }
     const int64_t n = map.tensors_[t].NumElements();
     const int64_t parts = (n + max_elems - 1) / max_elems;
     int64_t offset = 0;
@@ -77,12 +125,27 @@ StatusOr<ShardMap> ShardMap::Build(std::vector<TensorSpec> tensors, int num_serv
   });
   std::vector<int64_t> load(num_servers, 0);
   for (int32_t id : order) {
+    if (map.tensors_[map.partitions_[id].tensor_id].is_table()) continue;  // placed by bucket
     int best = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
     map.partitions_[id].server_rank = best;
     load[best] += map.partitions_[id].length;
   }
   map.Index();
   return map;
+}
+
+void ShardMap::AddTableBuckets(int32_t tensor_id) {
+  const int32_t buckets = kTableBucketsPerServer * num_servers_;
+  for (int32_t b = 0; b < buckets; ++b) {
+    Partition p;
+    p.id = static_cast<int32_t>(partitions_.size());
+    p.tensor_id = tensor_id;
+    p.index = b;
+    p.offset = b;
+    p.length = 0;
+    p.server_rank = b % num_servers_;
+    partitions_.push_back(p);
+  }
 }
 
 void ShardMap::Index() {
@@ -112,11 +175,39 @@ proto::TensorSpec ToProto(const TensorSpec& spec) {
   for (int64_t d : spec.shape) p.add_shape(d);
   p.set_layer(spec.layer);
   p.set_dtype(proto::FLOAT32);
+  if (spec.is_table()) {
+    const TableOptions& t = spec.table;
+    proto::TableSpec* out = p.mutable_table();
+    out->set_dim(t.dim);
+    out->set_max_rows(t.max_rows);
+    out->set_eviction(t.eviction);
+    out->set_min_count(t.min_count);
+    out->set_ttl_seconds(t.ttl_seconds);
+    out->set_ttl_clocks(t.ttl_clocks);
+    out->set_init(t.init);
+    out->set_init_scale(t.init_scale);
+    out->set_seed(t.seed);
+    out->set_optimizer(t.optimizer);
+  }
   return p;
 }
 
 TensorSpec FromProto(const proto::TensorSpec& spec) {
-  return TensorSpec{spec.name(), {spec.shape().begin(), spec.shape().end()}, spec.layer()};
+  TensorSpec t{spec.name(), {spec.shape().begin(), spec.shape().end()}, spec.layer()};
+  if (spec.has_table()) {
+    const proto::TableSpec& in = spec.table();
+    t.table = TableOptions{.dim = in.dim(),
+                           .max_rows = in.max_rows(),
+                           .eviction = in.eviction(),
+                           .min_count = in.min_count(),
+                           .ttl_seconds = in.ttl_seconds(),
+                           .ttl_clocks = in.ttl_clocks(),
+                           .init = in.init(),
+                           .init_scale = in.init_scale(),
+                           .seed = in.seed(),
+                           .optimizer = in.optimizer()};
+  }
+  return t;
 }
 
 proto::ShardMap ToProto(const ShardMap& map) {

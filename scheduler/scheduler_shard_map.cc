@@ -10,6 +10,19 @@
 #include "scheduler/scheduler_loop.h"
 
 namespace hetps {
+namespace {
+
+bool SameDeclaration(const TensorSpec& a, const TensorSpec& b) {
+  return a.shape == b.shape && a.layer == b.layer && a.table == b.table;
+}
+
+Status OtherDeclaration(const TensorSpec& t) {
+  return Status::InvalidArgument(
+      fmt::format("{} '{}' was declared with another {}", t.is_table() ? "table" : "tensor", t.name,
+                  t.is_table() ? "dim, layer or options" : "shape or layer"));
+}
+
+}  // namespace
 
 void SchedulerLoop::HandleDeclare(const Envelope& env, const Member& m) {
   const proto::Header& h = env.message.header;
@@ -28,12 +41,8 @@ void SchedulerLoop::HandleDeclare(const Envelope& env, const Member& m) {
   for (const proto::TensorSpec& p : h.tensors()) {
     TensorSpec t = FromProto(p);
     auto it = declared_.find(t.name);
-    if (it != declared_.end() && (it->second.shape != t.shape || it->second.layer != t.layer)) {
-      return Reply(env.identity,
-                   ErrorReply(h,
-                              Status::InvalidArgument(fmt::format(
-                                  "tensor '{}' was declared with another shape or layer", t.name)),
-                              kSchedulerId));
+    if (it != declared_.end() && !SameDeclaration(it->second, t)) {
+      return Reply(env.identity, ErrorReply(h, OtherDeclaration(t), kSchedulerId));
     }
   }
   for (const proto::TensorSpec& p : h.tensors()) declared_.emplace(p.name(), FromProto(p));
@@ -49,10 +58,7 @@ Status SchedulerLoop::CheckAgainstMap(const proto::Header& declare) const {
       return Status::FailedPrecondition(
           fmt::format("tensor '{}' is new, but the shard map was already built", t.name));
     }
-    if (map_->tensors()[id].shape != t.shape || map_->tensors()[id].layer != t.layer) {
-      return Status::InvalidArgument(
-          fmt::format("tensor '{}' was declared with another shape or layer", t.name));
-    }
+    if (!SameDeclaration(map_->tensors()[id], t)) return OtherDeclaration(t);
   }
   return Status();
 }

@@ -1,12 +1,15 @@
 #include "server/algorithms.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/compress/codec.h"
 #include "server/aggregation/aggregator.h"
 #include "server/aggregation/compensator.h"
 #include "server/consistency/controller.h"
 #include "server/optimizer/optimizer.h"
+#include "server/table/eviction.h"
+#include "server/table/table_serving.h"
 
 namespace hetps {
 namespace {
@@ -46,13 +49,20 @@ std::string AlgorithmCatalogue(bool markdown) {
                              {&Aggregators(), "--aggregator=NAME:key=value,..."},
                              {&Compensators(), "--aggregator=sum:compensation=NAME,key=value,..."},
                              {&Optimizers(), "--optimizer=NAME:key=value,..."},
-                             {&compress::Codecs(), "--codec=NAME:key=value,..."}},
+                             {&compress::Codecs(), "--codec=NAME:key=value,..."},
+                             {&Evictions(), "a table's eviction (TableOptions::eviction)"}},
                             markdown);
   s += markdown ? "Aggregators under each controller (with their defaults; sum's "
                   "staleness_lr=inverse and any compensation only where pushes apply one by "
                   "one):\n\n"
                 : "aggregator x consistency (defined combinations)\n";
   s += Combinations(markdown);
+  const std::string tables = fmt::format("{}", fmt::join(TableControllers(), ", "));
+  s += markdown ? fmt::format(
+                      "\nSparse tables are defined under consistency {} with the plain "
+                      "sum aggregator; their row-wise rule is the table's optimizer.\n",
+                      tables)
+                : fmt::format("sparse tables: consistency {}, aggregator sum\n", tables);
   return s;
 }
 

@@ -73,6 +73,8 @@ class ConsistencyGate {
   int64_t slowest_clock() const { return controller_->clocks().min(); }
   // For reports: the running spec with every parameter, parked requests, dropped pushes.
   std::string consistency() const { return consistency_.Full(); }
+  const AlgorithmSpec& consistency_spec() const { return consistency_; }
+  const AlgorithmSpec& aggregator_spec() const { return aggregator_; }
   // Whether the scheduler closes this controller's rounds (Policy.scheduler_rounds).
   bool scheduler_rounds() const {
     return SchedulerRunsRounds(Controllers().EntryFor(consistency_.name()).schedule);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "durable.pb.h"
+#include "server/table/table_bucket.h"
 
 namespace hetps {
 
@@ -17,6 +18,10 @@ PartitionState::PartitionState(const Partition& partition, int num_slots)
   for (int s = 0; s < num_slots; ++s) slots_.emplace_back(partition.length, 0.0f);
   for (auto& slot : slots_) slot_ptrs_.push_back(slot.data());
 }
+
+PartitionState::~PartitionState() = default;
+
+void PartitionState::set_table(std::unique_ptr<TableBucket> table) { table_ = std::move(table); }
 
 float* PartitionState::mutable_values() {
   // Only the owning thread creates references, and others only drop them, so a count of 1
@@ -153,6 +158,11 @@ int PartitionState::ApplyCommitted(const RoundSpec& round) {
 }
 
 int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& round) {
+  if (table_) {
+    const int steps = table_->ApplyRound(round, table_->Stamp(round.clock));
+    version_ += steps;
+    return steps;
+  }
   if (round.per_push) return ApplyCommitted(round);
   if (aggregator_ && aggregator_->rounds()) return HandOverRound(round);
   auto counts = [&](int32_t w) {
@@ -314,6 +324,24 @@ Status PartitionState::LoadMeta(const proto::PartitionCheckpoint& in) {
   return Status();
 }
 
+namespace {
+
+// A table bucket's share of its table's max_rows on this server: the server's cap spread over
+// its buckets of the table (keys spread evenly over buckets), the remainder to the first ones.
+int64_t BucketCap(const ShardMap& map, const Partition& p, int server_rank) {
+  const int64_t max_rows = map.tensors()[p.tensor_id].table.max_rows;
+  if (max_rows == 0) return 0;
+  int64_t here = 0, before = 0;
+  for (int32_t id : map.PartitionsOf(p.tensor_id)) {
+    if (map.partitions()[id].server_rank != server_rank) continue;
+    if (id < p.id) ++before;
+    ++here;
+  }
+  return std::max<int64_t>(1, max_rows / here + (before < max_rows % here ? 1 : 0));
+}
+
+}  // namespace
+
 PartitionStore::PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,
                                const Initializer& initializer, const AlgorithmSpec* aggregation)
     : by_id_(map.partitions().size()) {
@@ -350,6 +378,12 @@ PartitionStore::PartitionStore(const ShardMap& map, int server_rank, const Optim
   for (std::thread& h : helpers) h.join();
   for (size_t i = 0; i < local.size(); ++i) {
     const Partition& p = *local[i];
+    const TensorSpec& tensor = map.tensors()[p.tensor_id];
+    if (tensor.is_table()) {
+      built[i]->set_table(
+          std::make_unique<TableBucket>(tensor, BucketCap(map, p, server_rank), optimizer));
+      built[i]->MarkInitialized();
+    }
     built[i]->set_aggregator(Aggregators().EntryFor(spec.name()).make(spec, optimizer));
     bytes_ += p.length * static_cast<int64_t>(sizeof(float));
     ++count_;

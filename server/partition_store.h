@@ -23,12 +23,20 @@ namespace hetps {
 namespace proto {
 class PartitionCheckpoint;
 }
+class TableBucket;
 
 class PartitionState {
  public:
   PartitionState(const Partition& partition, int num_slots);
+  ~PartitionState();
   PartitionState(const PartitionState&) = delete;
   PartitionState& operator=(const PartitionState&) = delete;
+
+  // A sparse table's bucket (server/table/table_bucket.h): its rows live there, and this
+  // state keeps only the version and what was applied. Null for a dense partition.
+  TableBucket* table() { return table_.get(); }
+  void set_table(std::unique_ptr<TableBucket> table);
+  void CountUpdate() { ++version_; }  // a table push applied
 
   const Partition& info() const { return info_; }
   bool initialized() const { return initialized_; }
@@ -108,6 +116,7 @@ class PartitionState {
   std::map<int64_t, std::map<int32_t, std::vector<Held>>> held_;  // clock -> worker -> updates
   std::vector<float> sum_;                                        // scratch for ApplyHeld
   std::unique_ptr<Aggregator> aggregator_;
+  std::unique_ptr<TableBucket> table_;
   std::map<uint64_t, int64_t> applied_;  // client incarnation -> highest seq applied
 };
 

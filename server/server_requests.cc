@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/server_loop.h"
+#include "server/table/table_serving.h"
 
 namespace hetps {
 
@@ -42,7 +43,13 @@ Status ServerLoop::CheckRequest(const Envelope& env) const {
     return Status::InvalidArgument(
         fmt::format("a server does not take {} messages", proto::MsgType_Name(h.type())));
   }
-  if (state_.store->Find(h.partition()) == nullptr) {
+  PartitionState* part = state_.store->Find(h.partition());
+  if (part != nullptr && part->table() != nullptr) {
+    const TensorSpec& table = map_->tensors()[part->info().tensor_id];
+    if (Status s = CheckTableRequest(h, env.message, table); !s.ok()) return s;
+    return TablesDefinedUnder(gate_->consistency_spec(), gate_->aggregator_spec());
+  }
+  if (part == nullptr) {
     const int32_t id = h.partition();
     return id < 0 || static_cast<size_t>(id) >= map_->partitions().size()
                ? Status::NotFound(fmt::format("no partition {}", id))

@@ -10,6 +10,7 @@
 #include "durable.pb.h"
 #include "server/cma_peers.h"
 #include "server/fault_point.h"
+#include "server/table/table_serving.h"
 
 namespace hetps {
 namespace {
@@ -391,6 +392,7 @@ void ServeData(const ServingState& shared, DataRequest& req, std::vector<float>&
   Message& m = req.message;
   const proto::Header& h = m.header;
   PartitionState* part = shared.store->Find(h.partition());
+  if (part->table() != nullptr) return ServeTable(shared, req, *part, reply);
   if (!part->initialized() && h.type() != proto::INIT) {
     return reply({ErrorReply(h,
                              Status::FailedPrecondition(fmt::format(

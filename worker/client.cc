@@ -11,6 +11,7 @@
 #include "common/allocator.h"
 #include "common/compress/codec.h"
 #include "common/shard_map.h"
+#include "worker/client_impl.h"
 #include "worker/client_io.h"
 #include "worker/client_report.h"
 #include "worker/transport.h"
@@ -30,76 +31,6 @@ bool Ticket::Done() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->remaining <= 0;
 }
-
-// What the API keeps: the shard map, the push encoders, the clock and the report; the
-// connection and its thread are the ClientIo's.
-class Client::Impl {
- public:
-  Impl(const ClientOptions& options, Auth auth)
-      : device_slowdown(options.device_slowdown),
-        link(options.link),
-        io(options, std::move(auth), report, pulls) {}
-
-  const double device_slowdown;  // ClientOptions: what the round requests tell the scheduler
-  const LinkOptions link;
-
-  std::optional<ShardMap> map;
-  std::atomic<int64_t> clock{0};
-  std::atomic<double> loss{std::numeric_limits<double>::quiet_NaN()};  // SetLoss
-  // Compression: the push codec of each layer, and per partition its encoder (null: raw).
-  compress::LayerCodecs push_codecs;
-  struct Encoder {
-    std::mutex mu;
-    std::unique_ptr<compress::PartitionEncoder> encoder;
-    std::string wire_name;
-    int64_t cols = 0;
-  };
-  std::vector<std::unique_ptr<Encoder>> encoders;
-  // A push or init request for partition `pid`, its payload still to be added.
-  // Fills `o` (built in place in the request batch: a protobuf header is costly to move).
-  void UpdateRequest(Outgoing& o, proto::MsgType type, int32_t pid, const OpPtr& op, int64_t step,
-                     double weight) const {
-    const Partition& p = map->partitions()[pid];
-    o.target = p.server_rank;
-    o.op = op;
-    o.header.set_type(type);
-    o.header.set_partition(pid);
-    o.header.set_clock(step);
-    o.header.set_dtype(proto::FLOAT32);
-    o.header.set_num_elements(p.length);
-    o.header.set_weight(weight);
-    o.header.set_version(pulls.base_versions[pid].load(std::memory_order_relaxed));
-    o.header.set_layer(map->tensors()[p.tensor_id].layer);
-    if (const double l = loss.load(std::memory_order_relaxed);
-        type == proto::PUSH && !std::isnan(l)) {
-      o.header.set_loss(l);
-    }
-  }
-  std::atomic<bool> finished{false};
-  // Every call during or after Finish() fails at once with this.
-  Status Open() const {
-    if (!finished.load()) return Status();
-    return Status::FailedPrecondition("Finish() was called: the client has left the cluster");
-  }
-  ClientReport report;  // what stats() and the heartbeats tell
-  // Federated rounds: the payload bytes counted up to the last round request (-1: none yet;
-  // the first request sets them, so a model initialized by this client is not uplink).
-  std::mutex round_bytes_mu;
-  int64_t round_pushed = -1, round_pulled = -1;
-  // Puts the bytes pushed and pulled since the last round request into `r`.
-  void AttachRoundBytes(proto::FedRound* r) {
-    const ClientStats s = report.Stats();
-    std::lock_guard lock(round_bytes_mu);
-    if (round_pushed >= 0) {
-      r->set_bytes_up(s.bytes_pushed - round_pushed);
-      r->set_bytes_down(s.bytes_pulled - round_pulled);
-    }
-    round_pushed = s.bytes_pushed;
-    round_pulled = s.bytes_pulled;
-  }
-  PullState pulls;
-  ClientIo io;  // last: its thread stops before the state it uses goes away
-};
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -157,12 +88,17 @@ Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
   if (impl_->map) return Status::FailedPrecondition("tensors were already declared");
   proto::Header h;
   h.set_type(proto::DECLARE_TENSORS);
-  for (const TensorSpec& t : tensors) *h.add_tensors() = ToProto(t);
+  std::vector<TensorSpec> declared = tensors;
+  {
+    std::lock_guard lock(impl_->tables_mu);
+    declared.insert(declared.end(), impl_->tables.begin(), impl_->tables.end());
+  }
+  for (const TensorSpec& t : declared) *h.add_tensors() = ToProto(t);
   auto reply = impl_->io.Call(std::move(h));
   if (!reply.ok()) return reply.status();
   auto map = ShardMapFromProto(reply->shard_map());
   if (!map.ok()) return map.status();
-  for (const TensorSpec& t : tensors) {
+  for (const TensorSpec& t : declared) {
     if (map->TensorId(t.name) < 0) {
       return Status::Internal(fmt::format("the shard map lacks declared tensor '{}'", t.name));
     }
@@ -172,7 +108,7 @@ Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
   for (const Partition& p : map->partitions()) {
     const TensorSpec& t = map->tensors()[p.tensor_id];
     const compress::CodecSpec& spec = impl_->push_codecs.For(t.layer);
-    if (spec.name == "none") continue;
+    if (spec.name == "none" || t.is_table()) continue;  // tables push raw rows
     auto codec = compress::MakeCodec(spec);
     if (!codec.ok()) return codec.status();
     auto e = std::make_unique<Impl::Encoder>();
@@ -183,7 +119,7 @@ Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
   }
   impl_->map = std::move(*map);
   impl_->report.StartIterations();  // the first iteration starts now
-  return Status();
+  return CheckTables();
 }
 
 namespace {
@@ -194,6 +130,10 @@ StatusOr<int32_t> Resolve(const std::optional<ShardMap>& map, const std::string&
   if (!map) return Status::FailedPrecondition("DeclareTensors first");
   const int32_t id = map->TensorId(tensor);
   if (id < 0) return Status::NotFound(fmt::format("unknown tensor '{}'", tensor));
+  if (map->tensors()[id].is_table()) {
+    return Status::InvalidArgument(
+        fmt::format("'{}' is a sparse table: use PushRows and PullRows", tensor));
+  }
   const int64_t want = map->tensors()[id].NumElements();
   if (n != want) {
     return Status::SizeMismatch(

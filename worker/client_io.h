@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -66,6 +67,9 @@ struct Ticket::State {
   Status status;
   proto::Header reply;    // the last reply header (control operations read it)
   int64_t max_clock = 0;  // the largest clock any reply named (CLOCK: where to continue)
+  // Runs once, under `mu`, when the operation completes without error, before any waiter
+  // wakes (PullRows spreads the rows it fetched over the caller's positions).
+  std::function<void()> then;
   // Set by ClientIo::Submit when callers drive the I/O: Wait() may lead (LeadUntilDone).
   std::shared_ptr<IoGate> gate;
   bool led = false;  // a thread waiting on it is driving the sockets (guarded by mu)
@@ -79,6 +83,8 @@ struct Ticket::State {
       max_clock = std::max(max_clock, header->clock());
     }
     if (--remaining == 0) {
+      if (then && status.ok()) then();
+      then = nullptr;
       cv.notify_all();
       // The thread driving the sockets for this operation sleeps in their poll: wake it.
       if (led) WakeLeader();
@@ -120,6 +126,7 @@ struct Outgoing {
   const float* src = nullptr;
   size_t src_bytes = 0;
   std::shared_ptr<const std::vector<uint8_t>> encoded;
+  bool frames_only = false;  // never through a co-located transport (table requests)
 };
 
 // Completes `o`'s operation with `s`, releasing the caller's buffers first.

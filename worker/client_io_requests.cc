@@ -183,7 +183,8 @@ void ClientIo::Transmit(Outgoing& o, int64_t window_bytes) {
     p.src_bytes = o.src_bytes;
     p.encoded = o.encoded;
   }
-  if (o.target >= 0 && transports_[o.target] && transports_[o.target]->attached()) {
+  if (o.target >= 0 && !o.frames_only && transports_[o.target] &&
+      transports_[o.target]->attached()) {
     transports_[o.target]->Prepare(o, p.slot);
     if (p.slot.length > 0) p.via = transports_[o.target];
   }

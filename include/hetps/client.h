@@ -214,6 +214,23 @@ class Client {
   // REQUIRES: DeclareTensors succeeded.
   const ShardMap& shard_map() const;
 
+  // Sparse tables (docs/tables.md): declares table `name`, rows of options.dim floats keyed by
+  // any uint64 id. It joins the next DeclareTensors call, which is collective as for tensors (a
+  // model of tables only calls DeclareTensors({})); every worker declares it alike. Options that
+  // cannot be right (dims, counts, words) fail here; DeclareTensors then asks a server of each
+  // table to build it, so a bad optimizer or eviction spec fails there.
+  Status DeclareTable(const std::string& name, const TableOptions& options, int32_t layer = 0);
+  // Pushes n gradient rows, grads[i * dim ...] for keys[i], to the table's optimizer. Repeated
+  // keys are summed here first; the keys of each server's buckets go in one message (batched).
+  // Keys and rows are copied, grouped by bucket, before the call returns: the caller's arrays
+  // are free at once. A row a server cannot create (a full table without eviction) fails the
+  // Ticket with that server's error; rows of other buckets may have been applied.
+  Ticket PushRows(const std::string& table, const uint64_t* keys, int64_t n, const float* grads);
+  // Pulls the rows of n keys into out[i * dim ...] (a repeated key fills every position); a key
+  // without a row reads its initializer's values. `out` must stay valid until the Ticket is
+  // done; its contents are unspecified until then.
+  Ticket PullRows(const std::string& table, const uint64_t* keys, int64_t n, float* out);
+
   // Sends a gradient of `n` floats; the server applies its optimizer. `weight` is the number of
   // samples behind it (for weighting aggregators).
   Ticket Push(const std::string& tensor, const float* grad, int64_t n, double weight = 1.0);
@@ -330,6 +347,9 @@ class Client {
   // its encoding when the partition's layer has a codec (pushes only).
   enum class Update { kPush, kInit };
   Ticket Send(Update kind, const std::vector<ConstTensorView>& tensors, double weight);
+  // After DeclareTensors: an empty pull of one bucket of every table, so that a table its
+  // servers cannot build fails the declaration.
+  Status CheckTables();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -8,7 +8,11 @@
 //    (lengths differ by at most one element), each at most partition_bytes;
 //  - partitions are placed largest first on the server holding the fewest bytes so far (ties:
 //    lower tensor id, lower index, lower server rank), so max load - min load <= the largest
-//    partition.
+//    partition;
+//  - a sparse table (TensorSpec::table) is cut by key instead: kTableBucketsPerServer x
+//    num_servers buckets, bucket b on server b mod num_servers, and key k in bucket
+//    TableBucketOf(k, buckets) (a 64-bit mix of the key, so any key set spreads evenly). Each
+//    bucket is a partition of length 0: its rows live in the server's table store.
 //
 // Thread-safety: immutable after construction; safe to share.
 //
@@ -25,15 +29,54 @@
 namespace hetps {
 
 constexpr int64_t kDefaultPartitionBytes = 4 << 20;
+// Buckets of a sparse table per server: several, so that a server's apply threads share its
+// rows and a later re-sharding moves whole buckets.
+constexpr int kTableBucketsPerServer = 4;
+
+// A sparse embedding table (Client::DeclareTable, docs/tables.md): rows of `dim` floats keyed by
+// any uint64 id, each created on its first push from an initializer that depends only on
+// (seed, table name, key), and updated row by row by the table's optimizer (lazy: only pushed
+// rows change).
+struct TableOptions {
+  int64_t dim = 0;       // floats per row; 0: not a table
+  int64_t max_rows = 0;  // rows one server keeps at most; 0: no limit
+  // What makes room for a new row past max_rows, from the eviction registry: "lru", "lfu", or
+  // "none" (a push that needs a new row is refused).
+  std::string eviction = "none";
+  int64_t min_count = 0;   // admission: a key gets a row at its min_count-th push (0 or 1: first)
+  double ttl_seconds = 0;  // expiry: a row untouched this long is dropped (0: never) ...
+  int64_t ttl_clocks = 0;  // ... or untouched for this many clocks of the pushing workers
+  // A new row's values: "zeros", "uniform" in [-init_scale, init_scale], or "normal" with
+  // standard deviation init_scale.
+  std::string init = "normal";
+  double init_scale = 0.01;
+  uint64_t seed = 0;
+  // The row-wise optimizer spec (e.g. "adagrad:lr=0.05"); empty: the servers' --optimizer.
+  std::string optimizer;
+
+  bool operator==(const TableOptions&) const = default;
+  // Checks what can be checked without a server's registries (dims, counts, words).
+  Status Validate(const std::string& table) const;
+};
 
 struct TensorSpec {
+  TensorSpec() = default;
+  TensorSpec(std::string name, std::vector<int64_t> shape, int32_t layer = 0,
+             TableOptions table = {})
+      : name(std::move(name)), shape(std::move(shape)), layer(layer), table(std::move(table)) {}
+
   std::string name;
   std::vector<int64_t> shape;
   int32_t layer = 0;
+  TableOptions table;  // table.dim > 0: a sparse table, and shape is {table.dim}
 
+  bool is_table() const { return table.dim > 0; }
   int64_t NumElements() const;
   int64_t NumBytes() const { return NumElements() * static_cast<int64_t>(sizeof(float)); }
 };
+
+// The bucket of key `key` among `buckets` (> 0): a 64-bit mix of the key reduced to the range.
+int32_t TableBucketOf(uint64_t key, int32_t buckets);
 
 struct Partition {
   int32_t id = 0;  // global partition id
@@ -63,11 +106,17 @@ class ShardMap {
   const std::vector<int32_t>& PartitionsOf(int32_t tensor_id) const {
     return by_tensor_[tensor_id];
   }
-  // Bytes placed on each server.
+  // Bytes placed on each server (a table's buckets count 0: their rows come and go).
   std::vector<int64_t> ServerBytes() const;
+  // The partition that holds key `key` of table `tensor_id`. REQUIRES: that tensor is a table.
+  int32_t TablePartition(int32_t tensor_id, uint64_t key) const {
+    const std::vector<int32_t>& buckets = by_tensor_[tensor_id];
+    return buckets[TableBucketOf(key, static_cast<int32_t>(buckets.size()))];
+  }
 
  private:
   void Index();
+  void AddTableBuckets(int32_t tensor_id);
 
   std::vector<TensorSpec> tensors_;
   std::vector<Partition> partitions_;

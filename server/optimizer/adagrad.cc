@@ -25,6 +25,19 @@ class Adagrad final : public Optimizer {
       }
     });
   }
+  // Row-wise Adagrad (FBGEMM's): one accumulator per row, G += mean(g^2), w -= lr g / (sqrt(G)
+  // + eps).
+  int64_t RowStateFloats(int64_t) const override { return 1; }
+  void ApplyRow(float* w, const float* g, int64_t dim, float* state, float scale) const override {
+    float sum = 0;
+    for (int64_t i = 0; i < dim; ++i) {
+      const float gi = scale * g[i] + wd_ * w[i];
+      sum += gi * gi;
+    }
+    state[0] += sum / static_cast<float>(dim);
+    const float step = lr_ / (std::sqrt(state[0]) + eps_);
+    for (int64_t i = 0; i < dim; ++i) w[i] -= step * (scale * g[i] + wd_ * w[i]);
+  }
 
  private:
   float lr_, eps_, wd_;
@@ -35,7 +48,9 @@ class Adagrad final : public Optimizer {
 void RegisterAdagrad(OptimizerRegistry& r) {
   std::vector<ParamDef> params = CommonOptimizerParams();
   params.push_back(ParamDef::Real("epsilon", "1e-8", 0, 1, "denominator guard"));
-  r.Add({"adagrad", "Adagrad: per-coordinate lr / sqrt(sum of g^2)", params},
+  r.Add({"adagrad",
+         "Adagrad: per-coordinate lr / sqrt(sum of g^2); on tables row-wise (one sum per row)",
+         params},
         {[](const AlgorithmSpec& spec) {
           return std::make_unique<Adagrad>(OptimizerOptions::FromSpec(spec));
         }});

@@ -13,8 +13,20 @@ class Adam final : public Optimizer {
   int num_slots() const override { return 2; }
   void Apply(float* w, const float* g, int64_t n, float* const* slots, int64_t step,
              float scale) const override {
-    float* m = slots[0];
-    float* v = slots[1];
+    Update(w, g, n, slots[0], slots[1], step, scale);
+  }
+  // Lazy Adam: m and v of the pushed rows only, bias-corrected with the row's own step (how
+  // many pushes touched it; kept after m and v), not a global one.
+  int64_t RowStateFloats(int64_t dim) const override { return 2 * dim + 1; }
+  void ApplyRow(float* w, const float* g, int64_t dim, float* state, float scale) const override {
+    float& steps = state[2 * dim];
+    steps += 1;
+    Update(w, g, dim, state, state + dim, static_cast<int64_t>(steps), scale);
+  }
+
+ private:
+  void Update(float* w, const float* g, int64_t n, float* m, float* v, int64_t step,
+              float scale) const {
     const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
     const double t = static_cast<double>(step);
     const float alpha = static_cast<float>(o_.lr * std::sqrt(1 - std::pow(o_.beta2, t)) /
@@ -30,7 +42,6 @@ class Adam final : public Optimizer {
     });
   }
 
- private:
   OptimizerOptions o_;
 };
 
@@ -45,7 +56,8 @@ void RegisterAdam(OptimizerRegistry& r) {
     params.back().max_open = true;
   }
   params.push_back(ParamDef::Real("epsilon", "1e-8", 0, 1, "denominator guard"));
-  r.Add({"adam", "Adam with bias correction (Kingma and Ba)", params},
+  r.Add({"adam", "Adam with bias correction (Kingma and Ba); on tables lazy, with a step per row",
+         params},
         {[](const AlgorithmSpec& spec) {
           return std::make_unique<Adam>(OptimizerOptions::FromSpec(spec));
         }});

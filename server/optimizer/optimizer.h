@@ -43,6 +43,18 @@ class Optimizer {
   // `step` is the 1-based count of updates applied to this partition, this one included.
   virtual void Apply(float* w, const float* g, int64_t n, float* const* slots, int64_t step,
                      float scale) const = 0;
+
+  // Sparse tables (ALGORITHMS.md §10): the same rule applied row by row, lazily (only the rows
+  // of a push change). A row of `dim` floats keeps RowStateFloats(dim) floats of state (zero
+  // at first). The default keeps the dense rule's slots one after the other and applies the
+  // dense rule to the row, for rules whose step count does not matter; a rule with row-wise
+  // state of its own (row-wise Adagrad, lazy Adam's per-row step) overrides both.
+  virtual int64_t RowStateFloats(int64_t dim) const { return num_slots() * dim; }
+  virtual void ApplyRow(float* w, const float* g, int64_t dim, float* state, float scale) const {
+    float* slots[4];
+    for (int k = 0; k < num_slots() && k < 4; ++k) slots[k] = state + k * dim;
+    Apply(w, g, dim, slots, 1, scale);
+  }
 };
 
 struct OptimizerEntry {

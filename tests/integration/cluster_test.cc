@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include "tests/integration/local_cluster.h"
@@ -546,6 +547,111 @@ TEST(ClusterTest, ClientReportsBadRequestsAsStatus) {
   EXPECT_EQ(clients[0]->Push("x", buf.data(), 9).Wait().code(), StatusCode::kSizeMismatch);
   EXPECT_EQ(clients[0]->Pull("x", nullptr, 10).Wait().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(clients[0]->Push("x", buf.data(), 10).Wait().ok());
+}
+
+// Sparse tables (docs/tables.md): two workers push rows with repeated keys to a table spread
+// over two servers; every key's row is minus the exact sum of its gradients (sgd lr 1 from
+// zeros), under an asynchronous and a lockstep controller.
+class TableClusterTest : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Consistency, TableClusterTest, ::testing::Values("asp", "bsp"));
+
+float RowGrad(int worker, int round, uint64_t key, int j) {
+  return static_cast<float>((worker + 1) * ((key + round + j) % 5 + 1));
+}
+
+TEST_P(TableClusterTest, RowsAreTheExactSumsOfEveryPush) {
+  const int kWorkers = 2, kRounds = 3, kDim = 3;
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = kWorkers,
+       .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros", "--consistency=" + GetParam()}});
+  auto clients = cluster.ConnectClients(kWorkers);
+  const TableOptions table{.dim = kDim, .init = "zeros"};
+  LocalCluster::RunEach(kWorkers, [&](int i) {
+    ASSERT_TRUE(clients[i]->DeclareTable("emb", table).ok());
+    ASSERT_TRUE(clients[i]->DeclareTensors({{"dense", {4}, 0}}).ok());
+  });
+  const ShardMap& map = clients[0]->shard_map();
+  // 200 keys and 50 of them again in the same push: every bucket, both servers.
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 200; ++k) keys.push_back(k * 7919);
+  for (uint64_t k = 0; k < 50; ++k) keys.push_back(k * 7919);
+  std::set<int> servers;
+  for (uint64_t k : keys) {
+    servers.insert(map.partitions()[map.TablePartition(map.TensorId("emb"), k)].server_rank);
+  }
+  EXPECT_EQ(servers.size(), 2u);
+  LocalCluster::RunEach(kWorkers, [&](int i) {
+    for (int r = 0; r < kRounds; ++r) {
+      std::vector<float> grads;
+      for (uint64_t k : keys) {
+        for (int j = 0; j < kDim; ++j) grads.push_back(RowGrad(i, r, k, j));
+      }
+      ASSERT_TRUE(
+          clients[i]
+              ->PushRows("emb", keys.data(), static_cast<int64_t>(keys.size()), grads.data())
+              .Wait()
+              .ok());
+      ASSERT_TRUE(clients[i]->Clock().ok());
+    }
+    ASSERT_TRUE(clients[i]->Barrier().ok());
+  });
+  std::vector<float> rows(keys.size() * kDim);
+  ASSERT_TRUE(clients[1]
+                  ->PullRows("emb", keys.data(), static_cast<int64_t>(keys.size()), rows.data())
+                  .Wait()
+                  .ok());
+  for (size_t n = 0; n < keys.size(); ++n) {
+    const uint64_t k = keys[n];
+    const int repeats = n < 50 || n >= 200 ? 2 : 1;
+    for (int j = 0; j < kDim; ++j) {
+      float want = 0;
+      for (int i = 0; i < kWorkers; ++i) {
+        for (int r = 0; r < kRounds; ++r) want -= repeats * RowGrad(i, r, k, j);
+      }
+      ASSERT_EQ(rows[n * kDim + j], want) << "key " << k << " dim " << j;
+    }
+  }
+}
+
+TEST(TableClusterErrorsTest, MisuseGetsClearErrorsAndServingGoesOn) {
+  LocalCluster cluster({.servers = 2, .workers = 2, .server_flags = {"--optimizer=sgd:lr=1"}});
+  auto clients = cluster.ConnectClients(2);
+  // A table declared with another dim by the second worker is refused (a table may also be
+  // declared as a tensor spec); declared alike, the collective declaration completes.
+  ASSERT_TRUE(clients[0]->DeclareTable("emb", {.dim = 4, .max_rows = 8}).ok());
+  EXPECT_EQ(clients[0]->DeclareTable("emb", {.dim = 4}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(clients[0]->DeclareTable("bad", {.dim = 0}).code(), StatusCode::kInvalidArgument);
+  LocalCluster::RunEach(2, [&](int i) {
+    if (i == 1) {
+      Status s = clients[1]->DeclareTensors({{"emb", {5}, 0, {.dim = 5, .max_rows = 8}}});
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(s.message().find("another dim"), std::string::npos) << s.message();
+      s = clients[1]->DeclareTensors(
+          {{"emb", {4}, 0, {.dim = 4, .max_rows = 8}}, {"dense", {4}, 0}});
+      ASSERT_TRUE(s.ok()) << s.ToString();
+    } else {
+      Status s = clients[0]->DeclareTensors({{"dense", {4}, 0}});
+      ASSERT_TRUE(s.ok()) << s.ToString();
+    }
+  });
+  Client& c = *clients[0];
+  std::vector<uint64_t> keys(64);
+  std::iota(keys.begin(), keys.end(), 0);
+  std::vector<float> rows(64 * 4, 1.0f);
+  EXPECT_EQ(c.PushRows("nope", keys.data(), 1, rows.data()).Wait().code(), StatusCode::kNotFound);
+  EXPECT_EQ(c.Push("emb", rows.data(), 4).Wait().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.PushRows("dense", keys.data(), 1, rows.data()).Wait().code(),
+            StatusCode::kInvalidArgument);
+  // max_rows 8 on each server without eviction: 64 new keys do not fit, and say why.
+  Status full = c.PushRows("emb", keys.data(), 64, rows.data()).Wait();
+  EXPECT_EQ(full.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(full.message().find("max_rows"), std::string::npos) << full.message();
+  // The servers go on: a key that fits trains, and a pull reads it.
+  std::vector<float> row(4);
+  ASSERT_TRUE(c.PushRows("emb", keys.data(), 1, rows.data()).Wait().ok());
+  ASSERT_TRUE(c.PullRows("emb", keys.data(), 1, row.data()).Wait().ok());
 }
 
 }  // namespace
