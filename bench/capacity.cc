@@ -13,9 +13,6 @@
 #include "bench/bench_cluster.h"
 
 namespace hetps::bench {
-namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // A field of /proc/<pid>/status in bytes ("VmRSS", "VmHWM"); -1 when unreadable.
 int64_t StatusBytes(pid_t pid, const std::string& field) {
@@ -25,8 +22,6 @@ int64_t StatusBytes(pid_t pid, const std::string& field) {
   }
   return -1;
 }
-
-double Mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 // The fixed overhead: each server's memory once it started and waits for its shard map (no
 // partition exists yet), read when it has not changed for 300 ms.
@@ -43,6 +38,12 @@ std::vector<int64_t> SettledRss(const std::vector<pid_t>& servers) {
   }
   return overhead;
 }
+
+namespace {
+
+double Mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+using Clock = std::chrono::steady_clock;
 
 // Seconds to push (or pull) every tensor, all in flight at once.
 StatusOr<double> TimeAll(Client& client, const std::vector<TensorSpec>& tensors,

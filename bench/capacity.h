@@ -6,6 +6,12 @@
 // rates of the whole model. JSON lines.
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
 namespace hetps::bench {
 
 struct CapacityBenchOptions {
@@ -15,5 +21,10 @@ struct CapacityBenchOptions {
 };
 
 int RunCapacityBench(const CapacityBenchOptions& o);
+
+// A field of /proc/<pid>/status in bytes ("VmRSS", "VmHWM"); -1 when unreadable.
+int64_t StatusBytes(pid_t pid, const std::string& field);
+// Each process's resident memory once it has not changed for 300 ms (at most 15 s).
+std::vector<int64_t> SettledRss(const std::vector<pid_t>& pids);
 
 }  // namespace hetps::bench

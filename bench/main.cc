@@ -19,6 +19,7 @@
 #include "bench/optimizer.h"
 #include "bench/pushpull.h"
 #include "bench/recovery.h"
+#include "bench/sparse.h"
 #include "bench/train.h"
 #include "common/int_list.h"
 #include "hetps/client.h"
@@ -87,7 +88,19 @@ DEFINE_string(batch_kib, "256",
               "a fresh cluster (0: one message per request)");
 DEFINE_string(optimizer, "",
               "optimizer: the rules to measure, ';'-separated specs (default: sgd;momentum;adam;"
-              "adagrad); pushpull: the servers' rule (default sgd:lr=1e-9)");
+              "adagrad); pushpull: the servers' rule (default sgd:lr=1e-9); sparse: the table's "
+              "(default adagrad:lr=0.01)");
+DEFINE_string(dim, "16", "sparse: comma-separated row widths");
+DEFINE_int64(keys_per_op, 4096, "sparse: keys per PushRows / PullRows call");
+DEFINE_uint64(ids, 100000000, "sparse: distinct ids the Zipf stream draws from");
+DEFINE_double(zipf, 1.05, "sparse: the Zipf exponent of the key stream");
+DEFINE_int64(max_rows, 0,
+             "sparse: rows per server (0: no cap; then the memory per row is measured)");
+DEFINE_string(eviction, "",
+              "sparse: comma-separated policies (default: none, or with "
+              "--max_rows lru,lfu)");
+DEFINE_int64(memory_rows, 1000000, "sparse: distinct rows loaded to measure memory per row");
+DEFINE_int64(stream_ops, 2000, "sparse --max_rows: pull-and-push batches of the capped stream");
 DEFINE_string(aggregator, "sum",
               "pushpull: the servers' aggregator spec (e.g. sum:compensation=dcasgd_a; a "
               "compensation that needs reads gets them from the round's pulls)");
@@ -313,6 +326,42 @@ int Codec() {
   return hetps::bench::RunCodecBench(o);
 }
 
+int Sparse() {
+  hetps::bench::SparseBenchOptions o;
+  o.servers = FLAGS_servers > 0 ? FLAGS_servers : 1;
+  o.dims.clear();
+  std::stringstream dims(FLAGS_dim);
+  for (std::string d; std::getline(dims, d, ',');) {
+    if (!d.empty()) o.dims.push_back(std::atoll(d.c_str()));
+  }
+  o.evictions.clear();
+  std::stringstream evictions(!FLAGS_eviction.empty() ? FLAGS_eviction
+                              : FLAGS_max_rows > 0    ? "lru,lfu"
+                                                      : "none");
+  for (std::string e; std::getline(evictions, e, ',');) {
+    if (!e.empty()) o.evictions.push_back(e);
+  }
+  o.keys_per_op = FLAGS_keys_per_op;
+  o.ids = FLAGS_ids;
+  o.zipf = FLAGS_zipf;
+  o.max_rows = FLAGS_max_rows;
+  o.memory_rows = FLAGS_memory_rows;
+  o.stream_ops = FLAGS_stream_ops;
+  o.seconds = FLAGS_seconds;
+  if (!FLAGS_optimizer.empty()) o.optimizer = FLAGS_optimizer;
+  const bool dims_ok = !o.dims.empty() && std::all_of(o.dims.begin(), o.dims.end(), [](int64_t d) {
+    return d > 0 && d <= 65536;
+  });
+  if (!dims_ok || o.keys_per_op <= 0 || o.ids == 0 || !(o.zipf > 0) || o.max_rows < 0 ||
+      o.memory_rows <= 0 || o.stream_ops <= 0 || o.evictions.empty()) {
+    std::fprintf(stderr,
+                 "sparse needs --dim in [1, 65536], --keys_per_op, --ids, --zipf, --memory_rows, "
+                 "--stream_ops > 0 and --max_rows >= 0\n");
+    return 2;
+  }
+  return hetps::bench::RunSparseBench(o);
+}
+
 int Consistency() {
   hetps::bench::ConsistencyBenchOptions o;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
@@ -350,6 +399,8 @@ int main(int argc, char** argv) {
       "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
       "       hetps-bench recovery [--model_mib 256,1024]\n"
       "       hetps-bench capacity [--capacity_mib 4096 --servers 4 --rounds 3]\n"
+      "       hetps-bench sparse [--servers 1 --dim 16,64 --keys_per_op 4096 --ids 100000000 "
+      "--zipf 1.05 --max_rows N --eviction lru,lfu]\n"
       "       hetps-bench flood [--seconds 60 --junk_peers 4 --half_open 256 --join_peers 0 "
       "--max_rss_growth_mb M]");
   gflags::ParseCommandLineNonHelpFlags(&argc, &argv, true);
@@ -375,6 +426,7 @@ int main(int argc, char** argv) {
   if (command == "recovery") return Recovery();
   if (command == "capacity") return Capacity();
   if (command == "flood") return Flood();
+  if (command == "sparse") return Sparse();
   std::fprintf(stderr, "usage: %s\n", gflags::ProgramUsage());
   return 2;
 }

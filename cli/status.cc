@@ -82,6 +82,28 @@ int64_t IntOr(const Json& object, const char* key, int64_t otherwise) {
 
 std::atomic<bool> interrupted{false};
 
+// One line per server and sparse table (none when no server holds a table).
+std::string TablesText(const Json& servers) {
+  std::string out;
+  for (const Json& s : servers) {
+    if (!s.contains("tables")) continue;  // a scheduler from before tables
+    for (const Json& t : s.at("tables")) {
+      if (out.empty()) {
+        out = fmt::format("\n{:<16} {:>6} {:>12} {:>10} {:>9} {:>9} {:>10} {:>10}\n", "TABLE",
+                          "SERVER", "ROWS", "HELD", "B/ROW", "HIT_RATE", "EVICTED", "ADMITTED");
+      }
+      const double hits = t.at("hits").get<double>(), misses = t.at("misses").get<double>();
+      out += fmt::format("{:<16} {:>6} {:>12} {:>10} {:>9.1f} {:>9} {:>10} {:>10}\n",
+                         t.at("name").get<std::string>(), Int<int>(s.at("rank")),
+                         Int<int64_t>(t.at("rows")), Bytes(t.at("bytes").get<double>()),
+                         t.at("bytes_per_row").get<double>(),
+                         hits + misses > 0 ? fmt::format("{:.3f}", hits / (hits + misses)) : "-",
+                         Int<int64_t>(t.at("evicted")), Int<int64_t>(t.at("admitted")));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args) {
@@ -200,6 +222,7 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                          s.at("requests_per_s").get<double>(), Int<int64_t>(s.at("parked_pulls")),
                          Int<int64_t>(s.at("parked_clocks")), s.at("address").get<std::string>());
     }
+    out += TablesText(j.at("servers"));
     if (!j.at("layers").empty()) {
       out += fmt::format("\n{:>5} {:>10} {:>10} {:>12} {:>10} {:>9}\n", "LAYER", "PUSHES",
                          "PUSH/MIN", "BYTES", "STALE_AVG", "STALE_MAX");

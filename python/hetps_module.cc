@@ -151,6 +151,50 @@ PYBIND11_MODULE(_hetps, m) {
           py::arg("name"), py::arg("values"),
           "Offers initial values; the first init of each partition wins (servers run with "
           "--init=worker). Returns a Ticket.")
+      .def(
+          "declare_table",
+          [](PyClient& c, const std::string& name, int64_t dim, int64_t max_rows,
+             const std::string& eviction, int64_t min_count, double ttl_seconds, int64_t ttl_clocks,
+             const std::string& init, double init_scale, uint64_t seed,
+             const std::string& optimizer, int32_t layer) {
+            c.DeclareTable(name,
+                           TableOptions{.dim = dim,
+                                        .max_rows = max_rows,
+                                        .eviction = eviction,
+                                        .min_count = min_count,
+                                        .ttl_seconds = ttl_seconds,
+                                        .ttl_clocks = ttl_clocks,
+                                        .init = init,
+                                        .init_scale = init_scale,
+                                        .seed = seed,
+                                        .optimizer = optimizer},
+                           layer);
+          },
+          py::arg("name"), py::arg("dim"), py::arg("max_rows") = 0, py::arg("eviction") = "none",
+          py::arg("min_count") = 0, py::arg("ttl_seconds") = 0.0, py::arg("ttl_clocks") = 0,
+          py::arg("init") = "normal", py::arg("init_scale") = 0.01, py::arg("seed") = 0,
+          py::arg("optimizer") = "", py::arg("layer") = 0,
+          "Declares a sparse table of rows of dim float32 keyed by any 64-bit id; it joins the "
+          "next declare() (call declare([]) for a model of tables only). max_rows per server "
+          "with eviction lru, lfu or none; min_count: admission; ttl_seconds or ttl_clocks: "
+          "expiry; init zeros, uniform or normal (init_scale); optimizer: the row-wise rule "
+          "(empty: the servers' --optimizer). See docs/tables.md.")
+      .def(
+          "push_rows",
+          [](PyClient& c, const std::string& name, py::object keys, py::object grads) {
+            return c.StartRows("push_rows", name, std::move(keys), std::move(grads));
+          },
+          py::arg("name"), py::arg("keys"), py::arg("grads"),
+          "Pushes gradient rows: keys (int64 or uint64, n) and grads (float32, n x dim). "
+          "Repeated keys are summed. Returns a Ticket.")
+      .def(
+          "pull_rows",
+          [](PyClient& c, const std::string& name, py::object keys, py::object out) {
+            return c.StartRows("pull_rows", name, std::move(keys), std::move(out));
+          },
+          py::arg("name"), py::arg("keys"), py::arg("out"),
+          "Pulls the rows of keys (int64 or uint64, n) into out (writable float32, n x dim); a "
+          "key without a row reads its initializer's values. Returns a Ticket.")
       .def("clock", &PyClient::Clock,
            "Ends this worker's iteration: tells every server, then advances current_clock.")
       .def(

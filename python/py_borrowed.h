@@ -10,18 +10,21 @@
 namespace hetps {
 
 // A float32 buffer borrowed from a Python object: a numpy array (any C-contiguous float32
-// buffer) or a CPU torch tensor (through its numpy view, which shares its memory).
+// buffer) or a CPU torch tensor (through its numpy view, which shares its memory). Or, for a
+// table's keys, a buffer of 64-bit integers (int64 or uint64; an int64 key is its bits).
 class Borrowed {
  public:
-  // Raises hetps.InvalidArgument (not a float32 buffer, not writable when `writable`, a tensor
+  enum class Kind { kFloat32, kInt64 };
+  // Raises hetps.InvalidArgument (not such a buffer, not writable when `writable`, a tensor
   // on a device) or hetps.DtypeMismatch, naming `what`.
-  Borrowed(pybind11::object obj, bool writable, const char* what);
+  Borrowed(pybind11::object obj, bool writable, const char* what, Kind kind = Kind::kFloat32);
   ~Borrowed();  // REQUIRES: the GIL (held wherever these die)
   Borrowed(const Borrowed&) = delete;
   Borrowed& operator=(const Borrowed&) = delete;
 
   float* data() const { return static_cast<float*>(view_.buf); }
-  int64_t size() const { return view_.len / 4; }
+  const uint64_t* keys() const { return static_cast<const uint64_t*>(view_.buf); }
+  int64_t size() const { return view_.len / view_.itemsize; }  // elements
 
  private:
   Py_buffer view_{};

@@ -1,5 +1,7 @@
 #include "python/py_client.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdlib>
 
@@ -179,6 +181,42 @@ PyTicket PyClient::StartMany(const std::string& op, py::object tensors, double w
       }
       p->ticket = c.Pull(views);
     }
+  }
+  pending_.push_back(p);
+  return PyTicket(p);
+}
+
+void PyClient::DeclareTable(const std::string& name, const TableOptions& options, int32_t layer) {
+  Check(client()->DeclareTable(name, options, layer));
+}
+
+PyTicket PyClient::StartRows(const std::string& op, const std::string& table, py::object keys,
+                             py::object rows) {
+  const std::shared_ptr<Client> held = client();
+  Client& c = *held;
+  Sweep();
+  auto p = std::make_shared<Pending>();
+  p->op = op;
+  p->tensor = table;
+  p->memory.push_back(std::make_unique<Borrowed>(std::move(keys), false, (op + " keys").c_str(),
+                                                 Borrowed::Kind::kInt64));
+  p->memory.push_back(
+      std::make_unique<Borrowed>(std::move(rows), op == "pull_rows", (op + " rows").c_str()));
+  const Borrowed& k = *p->memory[0];
+  float* data = p->memory[1]->data();
+  p->data_ptr = reinterpret_cast<int64_t>(data);
+  const ShardMap& map = c.shard_map();
+  const int32_t id = map.TensorId(table);
+  if (id >= 0 && map.tensors()[id].is_table() &&
+      p->memory[1]->size() != k.size() * map.tensors()[id].table.dim) {
+    Raise(Status::SizeMismatch(fmt::format("{}: {} keys of table '{}' need {} floats, not {}", op,
+                                           k.size(), table, k.size() * map.tensors()[id].table.dim,
+                                           p->memory[1]->size())));
+  }
+  {
+    py::gil_scoped_release unlocked;
+    p->ticket = op == "push_rows" ? c.PushRows(table, k.keys(), k.size(), data)
+                                  : c.PullRows(table, k.keys(), k.size(), data);
   }
   pending_.push_back(p);
   return PyTicket(p);

@@ -74,6 +74,12 @@ class PyClient {
   // sent.
   PyTicket StartMany(const std::string& op, pybind11::object tensors, double weight);
 
+  // Sparse tables (docs/tables.md): declare_table joins the next declare(); push_rows and
+  // pull_rows take int64/uint64 keys and float32 rows of len(keys) * dim.
+  void DeclareTable(const std::string& name, const TableOptions& options, int32_t layer);
+  PyTicket StartRows(const std::string& op, const std::string& table, pybind11::object keys,
+                     pybind11::object rows);
+
   void Clock();
 
   void Barrier();

@@ -20,6 +20,16 @@ std::string ServerLabels(const proto::NodeInfo& n) {
   return fmt::format("server=\"{}\",node=\"{}\"", n.rank(), n.id());
 }
 
+// A label value as the exposition format escapes it (a table's name is the user's text).
+std::string LabelValue(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return out;
+}
+
 // One family with a sample per worker; `value(record)` returns nullopt to leave a worker out.
 template <typename Workers, typename Value>
 void PerWorker(Exposition& e, const Workers& workers, const char* name, const char* type,
@@ -156,6 +166,40 @@ void ClusterStats::ServerMetrics(Exposition& e) const {
     const size_t space = th.find(' ');
     e.Family(name, th.substr(0, space).c_str(), th.substr(space + 1).c_str());
     for (const auto& [id, s] : servers_) e.Sample(name, ServerLabels(s.info), value(s));
+  }
+  TableMetrics(e);
+}
+
+void ClusterStats::TableMetrics(Exposition& e) const {
+  using TableValue = int64_t (proto::TableReport::*)() const;
+  const std::tuple<const char*, const char*, TableValue> table_values[] = {
+      {"hetps_table_rows", "gauge Rows of the sparse table on the server.",
+       &proto::TableReport::rows},
+      {"hetps_table_bytes", "gauge Bytes the server holds for the table's rows.",
+       &proto::TableReport::bytes},
+      {"hetps_table_row_bytes", "gauge One row's own values and optimizer state.",
+       &proto::TableReport::row_bytes},
+      {"hetps_table_hits_total", "counter Keys pulled that had a row.", &proto::TableReport::hits},
+      {"hetps_table_misses_total", "counter Keys pulled without a row (initializer values).",
+       &proto::TableReport::misses},
+      {"hetps_table_evicted_total", "counter Rows dropped for room.", &proto::TableReport::evicted},
+      {"hetps_table_expired_total", "counter Rows dropped by the ttl.",
+       &proto::TableReport::expired},
+      {"hetps_table_admitted_total", "counter Keys that reached min_count.",
+       &proto::TableReport::admitted},
+      {"hetps_table_dropped_total", "counter Row gradients dropped before admission.",
+       &proto::TableReport::dropped},
+  };
+  for (const auto& [name, type_help, value] : table_values) {
+    const std::string th = type_help;
+    const size_t space = th.find(' ');
+    e.Family(name, th.substr(0, space).c_str(), th.substr(space + 1).c_str());
+    for (const auto& [id, s] : servers_) {
+      for (const proto::TableReport& t : s.report.tables()) {
+        e.Sample(name, fmt::format("{},table=\"{}\"", ServerLabels(s.info), LabelValue(t.name())),
+                 static_cast<double>((t.*value)()));
+      }
+    }
   }
 }
 

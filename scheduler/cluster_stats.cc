@@ -301,6 +301,31 @@ nlohmann::json ClusterStats::WorkersJson(double now) const {
   return workers;
 }
 
+namespace {
+
+// A server's sparse tables: rows, memory and the counts of its TableReport.
+nlohmann::json TablesJson(const proto::ServerReport& r) {
+  nlohmann::json tables = nlohmann::json::array();
+  for (const proto::TableReport& t : r.tables()) {
+    tables.push_back({{"name", t.name()},
+                      {"rows", t.rows()},
+                      {"bytes", t.bytes()},
+                      {"row_bytes", t.row_bytes()},
+                      {"bytes_per_row", t.rows() ? static_cast<double>(t.bytes()) / t.rows() : 0.0},
+                      {"hits", t.hits()},
+                      {"misses", t.misses()},
+                      {"created", t.created()},
+                      {"evicted", t.evicted()},
+                      {"expired", t.expired()},
+                      {"admitted", t.admitted()},
+                      {"dropped", t.dropped()},
+                      {"refused", t.refused()}});
+  }
+  return tables;
+}
+
+}  // namespace
+
 nlohmann::json ClusterStats::ServersJson(double now) const {
   Json servers = Json::array();
   for (const auto& [id, s] : servers_) {
@@ -321,6 +346,7 @@ nlohmann::json ClusterStats::ServersJson(double now) const {
         {"parked_pulls", s.report.parked_pulls()},
         {"parked_clocks", s.report.parked_clocks()},
         {"heartbeat_age_ms", std::max(0.0, (now - s.last_heard) * 1000.0)},
+        {"tables", TablesJson(s.report)},
     });
   }
   return servers;

@@ -127,6 +127,7 @@ class ClusterStats {
   void WorkerTrafficMetrics(Exposition& e) const;       // bytes and trainer figures
   void ServerMetrics(Exposition& e) const;
   void LayerMetrics(Exposition& e) const;
+  void TableMetrics(Exposition& e) const;  // per server and sparse table
   WorkerRecord* Worker(int32_t id);
   ServerRecord* Server(int32_t id);
   std::map<int32_t, LayerRecord> Layers() const;  // summed over servers

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "server/table/table_serving.h"
+
 namespace hetps {
 
 Status ServerLoop::Setup() {
@@ -158,6 +160,7 @@ void ServerLoop::FillReport(proto::Header& h) const {
   if (!map_) return;
   r.set_partitions(state_.store->num_partitions());
   r.set_bytes_held(state_.store->bytes());
+  ReportTables(*map_, *state_.store, r);
   for (const auto& [layer, c] : state_.layers) {
     proto::LayerReport& l = *r.add_layers();
     l.set_layer(layer);

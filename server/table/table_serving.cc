@@ -123,6 +123,35 @@ std::vector<std::string> TableControllers() {
   return names;
 }
 
+void ReportTables(const ShardMap& map, PartitionStore& store, proto::ServerReport& report) {
+  for (size_t t = 0; t < map.tensors().size(); ++t) {
+    if (!map.tensors()[t].is_table()) continue;
+    proto::TableReport* r = nullptr;
+    for (int32_t id : map.PartitionsOf(static_cast<int32_t>(t))) {
+      PartitionState* part = store.Find(id);
+      if (part == nullptr || part->table() == nullptr || part->table()->shard() == nullptr)
+        continue;
+      const TableShard& shard = *part->table()->shard();
+      if (r == nullptr) {
+        r = report.add_tables();
+        r->set_name(map.tensors()[t].name);
+        r->set_row_bytes(shard.row_bytes());
+      }
+      const TableStats& s = shard.stats();
+      r->set_rows(r->rows() + shard.rows());
+      r->set_bytes(r->bytes() + shard.bytes());
+      r->set_hits(r->hits() + s.hits);
+      r->set_misses(r->misses() + s.misses);
+      r->set_created(r->created() + s.created);
+      r->set_evicted(r->evicted() + s.evicted);
+      r->set_expired(r->expired() + s.expired);
+      r->set_admitted(r->admitted() + s.admitted);
+      r->set_dropped(r->dropped() + s.dropped);
+      r->set_refused(r->refused() + s.refused);
+    }
+  }
+}
+
 Status CheckTableRequest(const proto::Header& h, const Message& m, const TensorSpec& table) {
   const bool push = h.type() == proto::PUSH;
   const std::string what = fmt::format("table '{}'", table.name);

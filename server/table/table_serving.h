@@ -18,6 +18,10 @@ Status TablesDefinedUnder(const AlgorithmSpec& consistency, const AlgorithmSpec&
 // The controllers tables are defined under (from the controller registry).
 std::vector<std::string> TableControllers();
 
+// Adds each table's figures over the buckets `store` holds to `report`. REQUIRES: the calling
+// thread owns those buckets (the network thread: a bucket has no values of its own to apply).
+void ReportTables(const ShardMap& map, PartitionStore& store, proto::ServerReport& report);
+
 // Checks a table request's shape before the gate sees it (network thread).
 Status CheckTableRequest(const proto::Header& h, const Message& m, const TensorSpec& table);
 

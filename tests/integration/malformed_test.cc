@@ -632,6 +632,67 @@ TEST(MalformedTest, MalformedBatchesAreRefusedAndServingGoesOn) {
 }
 
 // The peak resident memory of process `pid` (VmHWM), in bytes; -1 when unknown.
+// A sparse table's requests (docs/tables.md) are checked against the table before anything is
+// read: keys and rows of mismatched length, a key count that would overflow, a codec, an INIT;
+// each gets its typed error and the server serves the next request.
+TEST(MalformedTest, BadTableRequestsGetTypedErrorsAndServingGoesOn) {
+  LocalCluster cluster(RawClusterOptions(1));
+  const std::vector<TensorSpec> tensors = {{"emb", {4}, 0, {.dim = 4, .init = "zeros"}}};
+  auto real = JoinRealClient(cluster, tensors);
+  RawWorker raw(cluster.endpoint());
+  raw.Join(tensors[0]);
+  ASSERT_FALSE(HasFatalFailure());
+  std::unique_ptr<Client> client = real.get();
+  const int32_t bucket = raw.map_->PartitionsOf(0)[0];
+  auto request = [&](proto::MsgType type, int64_t keys, int64_t floats) {
+    proto::Header h;
+    h.set_type(type);
+    h.set_sender(raw.me_);
+    h.set_request_id(9);
+    h.set_partition(bucket);
+    h.set_dtype(proto::FLOAT32);
+    h.set_num_keys(keys);
+    h.set_num_elements(floats);
+    return h;
+  };
+  auto frame = [](size_t bytes) {
+    std::vector<zmq::message_t> p;
+    p.emplace_back(bytes);
+    std::memset(p.back().data(), 0, bytes);
+    return p;
+  };
+  zmq::socket_t& srv = raw.srv_;
+  // 2 keys, but the frame holds rows for 1; the header's floats disagree with the keys.
+  ExpectError(raw.Call(srv, request(proto::PUSH, 2, 8), frame(2 * 8 + 4 * 4)),
+              StatusCode::kSizeMismatch, "rows of one key for two");
+  ExpectError(raw.Call(srv, request(proto::PUSH, 2, 7), frame(2 * 8 + 8 * 4)),
+              StatusCode::kSizeMismatch, "floats against keys");
+  // A key count whose sizes would overflow; a negative one.
+  ExpectError(raw.Call(srv, request(proto::PUSH, int64_t{1} << 61, 4), frame(16)),
+              StatusCode::kInvalidArgument, "overflowing count");
+  ExpectError(raw.Call(srv, request(proto::PULL, -1, 0), frame(0)), StatusCode::kInvalidArgument,
+              "negative count");
+  // A pull whose keys frame is short; a push with a codec; an INIT of a table.
+  ExpectError(raw.Call(srv, request(proto::PULL, 3, 0), frame(16)), StatusCode::kSizeMismatch,
+              "short keys");
+  proto::Header coded = request(proto::PUSH, 1, 4);
+  coded.set_codec("fp16");
+  ExpectError(raw.Call(srv, coded, frame(8 + 16)), StatusCode::kInvalidArgument, "codec");
+  ExpectError(raw.Call(srv, request(proto::INIT, 1, 4), frame(8 + 16)),
+              StatusCode::kInvalidArgument, "init");
+  // Serving goes on: a well-formed push and pull of the raw worker, and the real client's.
+  uint64_t key = 0;
+  while (raw.map_->TablePartition(0, key) != bucket) ++key;
+  std::vector<zmq::message_t> good = frame(8 + 16);
+  std::memcpy(good[0].data(), &key, 8);
+  static_cast<float*>(good[0].data())[2] = 2.0f;  // the key's row: (2, 0, 0, 0)
+  proto::Header r = raw.Call(srv, request(proto::PUSH, 1, 4), std::move(good));
+  ASSERT_EQ(r.type(), proto::PUSH_REPLY) << r.error_message();
+  std::vector<float> row(4);
+  ASSERT_TRUE(client->PullRows("emb", &key, 1, row.data()).Wait().ok());
+  EXPECT_EQ(row, (std::vector<float>{-2, 0, 0, 0}));
+}
+
 int64_t PeakResidentBytes(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(status, line);) {

@@ -281,3 +281,28 @@ def test_finish_while_other_threads_are_inside_calls(cluster):
         with pytest.raises(hetps.FailedPrecondition):
             w.push("a", np.ones(200000, np.float32))
         del w
+
+
+def test_table_rows_sum_exactly_and_bad_arrays_raise(cluster):
+    c = cluster(workers=1, server_flags=SUM)
+    with hetps.Client(c.endpoint) as w:
+        w.declare_table("emb", 4, init="zeros")
+        w.declare([])
+        keys = np.array([3, 1 << 40, 3, 7], np.int64)  # 3 repeated: its rows are summed
+        grads = np.arange(16, dtype=np.float32).reshape(4, 4)
+        w.push_rows("emb", keys, grads).wait()
+        out = np.empty((4, 4), np.float32)
+        w.pull_rows("emb", keys, out).wait()
+        want = -grads.copy()
+        want[0] = want[2] = -(grads[0] + grads[2])
+        np.testing.assert_array_equal(out, want)
+        unsigned = np.array([1 << 63], np.uint64)  # any 64-bit id
+        row = np.empty((1, 4), np.float32)
+        w.pull_rows("emb", unsigned, row).wait()
+        np.testing.assert_array_equal(row, np.zeros((1, 4), np.float32))
+        with pytest.raises(hetps.InvalidArgument, match="need 16 floats"):
+            w.pull_rows("emb", keys, np.empty((3, 4), np.float32))
+        with pytest.raises(hetps.InvalidArgument, match="int64 or uint64"):
+            w.push_rows("emb", keys.astype(np.int32), grads)
+        with pytest.raises(hetps.NotFound):
+            w.push_rows("nope", keys, grads).wait()

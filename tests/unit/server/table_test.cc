@@ -6,6 +6,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "common/zipf.h"
 #include "server/aggregation/aggregator.h"
 #include "server/consistency/controller.h"
 #include "server/table/eviction.h"
@@ -352,6 +353,34 @@ TEST(TablesDefinedTest, DerivedFromTheControllersSchedules) {
   }
   Status s = TablesDefinedUnder(*Controllers().Parse("asp"), *Aggregators().Parse("fedasync"));
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+}
+
+// The sampler's frequencies match k^-s / H(n, s) (within a few standard errors), and ranks stay
+// in [1, n] for a range far beyond any table of weights.
+TEST(ZipfTest, FrequenciesMatchThePowerLaw) {
+  for (double s : {0.8, 1.0, 1.05, 1.5}) {
+    const uint64_t n = 50;
+    ZipfSampler zipf(n, s);
+    std::mt19937_64 rng(5);
+    const int kDraws = 400000;
+    std::vector<int> count(n + 1, 0);
+    for (int i = 0; i < kDraws; ++i) {
+      const uint64_t k = zipf(rng);
+      ASSERT_GE(k, 1u);
+      ASSERT_LE(k, n);
+      ++count[k];
+    }
+    double norm = 0;
+    for (uint64_t k = 1; k <= n; ++k) norm += std::pow(k, -s);
+    for (uint64_t k : {1, 2, 5, 20, 50}) {
+      const double p = std::pow(k, -s) / norm;
+      const double sd = std::sqrt(kDraws * p * (1 - p));
+      EXPECT_NEAR(count[k], kDraws * p, 5 * sd) << "s " << s << " k " << k;
+    }
+  }
+  ZipfSampler huge(uint64_t{1} << 40, 1.05);
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < 10000; ++i) ASSERT_LE(huge(rng), uint64_t{1} << 40);
 }
 
 }  // namespace
