@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <unordered_map>
 
 #include "hetps/client.h"
 #include "worker/client_impl.h"
@@ -21,7 +20,9 @@ StatusOr<int32_t> ResolveTable(const std::optional<ShardMap>& map, const std::st
   if (!map->tensors()[id].is_table()) {
     return Status::InvalidArgument(fmt::format("'{}' is a dense tensor: use Push and Pull", table));
   }
-  if (n < 0) return Status::InvalidArgument(fmt::format("table '{}': {} keys", table, n));
+  if (n < 0 || n > (int64_t{1} << 30)) {
+    return Status::InvalidArgument(fmt::format("table '{}': {} keys in one call", table, n));
+  }
   if (n > 0 && (keys == nullptr || rows == nullptr)) {
     return Status::InvalidArgument("null keys or rows");
   }
@@ -41,18 +42,25 @@ struct Grouped {
 Grouped Group(const ShardMap& map, int32_t tensor, const uint64_t* keys, int64_t n) {
   const std::vector<int32_t>& buckets = map.PartitionsOf(tensor);
   const int32_t count = static_cast<int32_t>(buckets.size());
-  std::unordered_map<uint64_t, int64_t> unique;  // key -> its index among the unique ones
-  unique.reserve(static_cast<size_t>(n));
+  // Repeated keys found with an open-addressing set of the unique ones' indices (load <= 1/2).
+  int shift = 64;
+  while ((size_t{1} << (64 - shift)) < 2 * static_cast<size_t>(n) + 2) --shift;
+  std::vector<int32_t> slots(size_t{1} << (64 - shift), -1);
+  const size_t mask = slots.size() - 1;
   std::vector<uint64_t> keys_of;
   std::vector<int32_t> bucket_of;
+  keys_of.reserve(static_cast<size_t>(n));
+  bucket_of.reserve(static_cast<size_t>(n));
   std::vector<int64_t> index(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    auto [it, fresh] = unique.try_emplace(keys[i], static_cast<int64_t>(keys_of.size()));
-    if (fresh) {
+    size_t at = static_cast<size_t>((keys[i] * 0x9e3779b97f4a7c15ULL) >> shift);
+    while (slots[at] >= 0 && keys_of[slots[at]] != keys[i]) at = (at + 1) & mask;
+    if (slots[at] < 0) {
+      slots[at] = static_cast<int32_t>(keys_of.size());
       keys_of.push_back(keys[i]);
       bucket_of.push_back(TableBucketOf(keys[i], count));
     }
-    index[i] = it->second;
+    index[i] = slots[at];
   }
   // Counting sort of the unique keys by bucket.
   std::vector<int64_t> start(count + 1, 0);

@@ -1,5 +1,7 @@
 #include "server/table/row_map.h"
 
+#include <malloc.h>
+
 namespace hetps {
 
 RowMap::RowMap(const std::vector<uint64_t>& keys) : keys_(keys) { Clear(); }
@@ -60,6 +62,12 @@ void RowMap::Grow() {
     size_t i = Home(keys_[row]);
     while (slots_[i] != kNone) i = (i + 1) & mask_;
     slots_[i] = row;
+  }
+  // The server keeps freed memory for transfers (common/allocator.h); a large old index is
+  // handed back, or it would stay resident beside the new one.
+  if (old.size() * sizeof(uint32_t) >= (size_t{1} << 20)) {
+    std::vector<uint32_t>().swap(old);
+    malloc_trim(0);
   }
 }
 

@@ -20,6 +20,11 @@ class RowMap {
 
   // The row of `key`, or kNone.
   uint32_t Find(uint64_t key) const;
+  // Lookups of a batch of keys: Prefetch the slot of a key some lookups ahead, and Likely (the
+  // row in its home slot, or kNone; a load, no check) for one a few lookups ahead, to prefetch
+  // that row's key and values, so that Find finds them in the cache.
+  void Prefetch(uint64_t key) const { __builtin_prefetch(&slots_[Home(key)]); }
+  uint32_t Likely(uint64_t key) const { return slots_[Home(key)]; }
   // Indexes `row` under `key`. REQUIRES: key_of(row) == key, and `key` is not indexed yet.
   void Insert(uint64_t key, uint32_t row);
   // Drops `key`'s entry. REQUIRES: it is indexed.

@@ -1,6 +1,7 @@
 #include "server/table/table_shard.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cstring>
@@ -74,8 +75,13 @@ uint32_t TableShard::Create(uint64_t key, uint32_t now) {
     free_.pop_back();
   } else {
     row = static_cast<uint32_t>(keys_.size());
+    const size_t capacity = keys_.capacity();
     keys_.push_back(0);
     if (ttl_ > 0) touches_.push_back(0);
+    // Grown: hand the old arrays back (the server's allocator keeps freed memory otherwise).
+    if (keys_.capacity() != capacity && capacity * sizeof(uint64_t) >= (size_t{1} << 20)) {
+      malloc_trim(0);
+    }
     if ((row >> kChunkBits) >= chunks_.size()) {
       chunks_.push_back(std::make_unique<float[]>((size_t{1} << kChunkBits) * stride_));
     }
@@ -116,9 +122,22 @@ int64_t TableShard::NewRows(const uint64_t* keys, int64_t n, uint32_t now) const
   return fresh;
 }
 
+void TableShard::PrefetchAhead(const uint64_t* keys, int64_t n, int64_t i) const {
+  constexpr int64_t kAhead = 16, kNear = 6;  // slots far ahead, then rows near
+  if (i + kAhead < n) index_.Prefetch(keys[i + kAhead]);
+  if (i + kNear < n) {
+    const uint32_t row = index_.Likely(keys[i + kNear]);
+    if (row != RowMap::kNone) {
+      __builtin_prefetch(&keys_[row]);
+      __builtin_prefetch(Row(row));
+    }
+  }
+}
+
 void TableShard::Pull(const uint64_t* keys, int64_t n, float* out, uint32_t now) {
   const size_t row_values = static_cast<size_t>(dim_) * sizeof(float);
   for (int64_t i = 0; i < n; ++i) {
+    PrefetchAhead(keys, n, i);
     const uint32_t row = Live(keys[i], now);
     float* dst = out + i * dim_;
     if (row == RowMap::kNone) {
@@ -142,6 +161,7 @@ Status TableShard::Push(const uint64_t* keys, int64_t n, const float* g, float s
         table_, max_rows_));
   }
   for (int64_t i = 0; i < n; ++i) {
+    PrefetchAhead(keys, n, i);
     uint32_t row = Live(keys[i], now);
     if (row == RowMap::kNone) {
       if (!Admit(keys[i])) {

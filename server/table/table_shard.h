@@ -78,6 +78,8 @@ class TableShard {
   uint32_t Create(uint64_t key, uint32_t now);  // kNone: full, and nothing may be dropped
   void Drop(uint32_t row);
   void Touch(uint32_t row, uint32_t now);
+  // Prefetches what the lookup of keys[i + kAhead] and keys[i + kNear] will read.
+  void PrefetchAhead(const uint64_t* keys, int64_t n, int64_t i) const;
   // New rows a push of these keys would create (its admission counted, nothing changed).
   int64_t NewRows(const uint64_t* keys, int64_t n, uint32_t now) const;
   // With admission: whether this push of a key without a row gives it one.
