@@ -23,6 +23,11 @@ PartitionState::~PartitionState() = default;
 
 void PartitionState::set_table(std::unique_ptr<TableBucket> table) { table_ = std::move(table); }
 
+int64_t PartitionState::state_bytes() const {
+  if (table_ && table_->shard()) return table_->shard()->bytes();
+  return info_.length * static_cast<int64_t>(sizeof(float));
+}
+
 float* PartitionState::mutable_values() {
   // Only the owning thread creates references, and others only drop them, so a count of 1
   // means no snapshot is out and none can appear meanwhile. use_count() is a relaxed load; a
@@ -281,6 +286,7 @@ void PartitionState::SaveMeta(proto::PartitionCheckpoint& out) const {
     }
   }
   if (aggregator_) aggregator_->Save(*out.mutable_aggregator());
+  if (table_) table_->Save(*out.mutable_table());
 }
 
 Status PartitionState::Load(const proto::PartitionCheckpoint& in) {
@@ -315,6 +321,11 @@ Status PartitionState::LoadMeta(const proto::PartitionCheckpoint& in) {
     }
     Hold(h.clock(), h.worker(), zmq::message_t(h.update().data(), h.update().size()), h.weight(),
          h.base_version());
+  }
+  if (table_) {
+    if (Status s = table_->Load(in.table()); !s.ok()) {
+      return Status(s.code(), fmt::format("{}: {}", where, s.message()));
+    }
   }
   if (aggregator_) {
     if (Status s = aggregator_->Load(in.aggregator()); !s.ok()) {

@@ -37,6 +37,8 @@ class PartitionState {
   TableBucket* table() { return table_.get(); }
   void set_table(std::unique_ptr<TableBucket> table);
   void CountUpdate() { ++version_; }  // a table push applied
+  // The bytes of its state a checkpoint copies: its values, or a table bucket's rows.
+  int64_t state_bytes() const;
 
   const Partition& info() const { return info_; }
   bool initialized() const { return initialized_; }

@@ -117,19 +117,19 @@ Status Log(const ServingState& shared, const PartitionState& part, const proto::
   return shared.durable->Append(part.info().id, r, data, n);
 }
 
+}  // namespace
+
 // Folds a partition's log into a checkpoint once the log holds enough copies of it (see
 // LogBytesBeforeCheckpoint).
 void MaybeCheckpointPartition(const ServingState& shared, const PartitionState& part) {
   const int32_t id = part.info().id;
-  const int64_t bytes = part.info().length * static_cast<int64_t>(sizeof(float));
+  const int64_t bytes = part.state_bytes();
   if (shared.durable == nullptr ||
       shared.durable->log_bytes(id) < LogBytesBeforeCheckpoint(bytes)) {
     return;
   }
   if (Status s = shared.durable->Checkpoint(id, part); !s.ok()) spdlog::error("{}", s.ToString());
 }
-
-}  // namespace
 
 // A checkpoint copies the whole state (3 copies of the values under Adam) where an update logs
 // one, so the number of copies sets the checkpoints' share of the logging cost (at 4 copies
@@ -172,6 +172,9 @@ StatusOr<int64_t> RecoverPartition(const ServingState& shared, PartitionState& p
   return shared.durable->Recover(
       part.info().id, part,
       [&](const proto::LogRecord& r, const float* values, int64_t n) -> Status {
+        if (part.table() != nullptr && r.kind() == proto::LogRecord::PUSH) {
+          return ReplayTablePush(part, r, values, n);
+        }
         const bool with_values =
             r.kind() == proto::LogRecord::PUSH || r.kind() == proto::LogRecord::INIT;
         if (with_values ? n != length : n != 0) {

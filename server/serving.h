@@ -83,11 +83,17 @@ void CompleteRound(const ServingState& state, int owner, const RoundSpec& round)
 // Durability. How many bytes of updates a partition of `partition_bytes` logs before serving
 // folds its log into a checkpoint: 16 copies of it while that is at most 16 MiB, else 4.
 int64_t LogBytesBeforeCheckpoint(int64_t partition_bytes);
+// Folds `part`'s log into a checkpoint once the log holds LogBytesBeforeCheckpoint of its
+// state (no-op in memory).
+void MaybeCheckpointPartition(const ServingState& state, const PartitionState& part);
 // Checkpoints the dirty partitions `owner` serves; errors are logged (the log
 // still holds everything, so nothing is lost, only recovery gets longer).
 void CheckpointOwned(const ServingState& state, int owner);
 // Restores partition `part` from the data dir: its checkpoint, then its log replayed through
 // the serving code. Returns the number of log records replayed.
 StatusOr<int64_t> RecoverPartition(const ServingState& state, PartitionState& part);
+// A logged push of a table bucket, replayed (server/table/table_serving.cc).
+Status ReplayTablePush(PartitionState& part, const proto::LogRecord& record, const float* values,
+                       int64_t n);
 
 }  // namespace hetps

@@ -8,13 +8,14 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "durable.pb.h"
+
 namespace hetps {
 
 uint32_t TtlStamps(const TableOptions& o) {
   if (o.ttl_clocks > 0) return static_cast<uint32_t>(std::min<int64_t>(o.ttl_clocks, UINT32_MAX));
-  if (o.ttl_seconds > 0) {
-    return static_cast<uint32_t>(std::clamp(std::ceil(o.ttl_seconds * 10), 1.0, 4e9));
-  }
+  if (o.ttl_seconds > 0)
+    return static_cast<uint32_t>(std::clamp(std::ceil(o.ttl_seconds), 1.0, 4e9));
   return 0;
 }
 
@@ -44,11 +45,41 @@ TableBucket::TableBucket(const TensorSpec& table, int64_t cap, const Optimizer& 
 uint32_t TableBucket::Stamp(int64_t clock) const {
   if (options_.ttl_clocks > 0)
     return static_cast<uint32_t>(std::clamp<int64_t>(clock, 0, UINT32_MAX));
-  const auto tenths = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - start_)
-                          .count() /
-                      100;
-  return static_cast<uint32_t>(tenths);
+  return static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+void TableBucket::Save(proto::TableCheckpoint& out) const {
+  if (shard_) shard_->Save(out);
+  out.set_swept(swept_);
+  for (const auto& [clock, by_worker] : held_) {
+    for (const auto& [worker, updates] : by_worker) {
+      for (const Held& h : updates) {
+        proto::TableCheckpoint::Held* held = out.add_held();
+        held->set_clock(clock);
+        held->set_worker(worker);
+        held->set_update(static_cast<const char*>(h.update.data()), h.update.size());
+        held->set_num_keys(h.n);
+      }
+    }
+  }
+}
+
+Status TableBucket::Load(const proto::TableCheckpoint& in) {
+  if (!shard_) return error_;
+  if (Status s = shard_->Load(in); !s.ok()) return s;
+  swept_ = in.swept();
+  held_.clear();
+  const size_t row = static_cast<size_t>(options_.dim) * sizeof(float) + sizeof(uint64_t);
+  for (const proto::TableCheckpoint::Held& h : in.held()) {
+    if (h.num_keys() < 0 || h.update().size() != static_cast<size_t>(h.num_keys()) * row) {
+      return Status::Malformed(fmt::format("a held table update of {} bytes for {} keys",
+                                           h.update().size(), h.num_keys()));
+    }
+    Hold(h.clock(), h.worker(), zmq::message_t(h.update().data(), h.update().size()), h.num_keys());
+  }
+  return Status();
 }
 
 void TableBucket::MaybeExpire(uint32_t now) {

@@ -31,7 +31,7 @@ class TableBucket {
   const TableShard* shard() const { return shard_.get(); }
   const Status& error() const { return error_; }
   // The stamp of an access by a request of `clock` now: the clock itself with ttl_clocks,
-  // else tenths of a second since the bucket was made.
+  // else the wall clock's seconds (so that stamps survive a restart on the data dir).
   uint32_t Stamp(int64_t clock) const;
   // With a ttl: drops the expired rows once half a ttl passed since the last sweep (a row
   // that expired is never served before then either: the shard checks each row it touches).
@@ -41,6 +41,9 @@ class TableBucket {
   // for the round of `clock`.
   void Hold(int64_t clock, int32_t w, zmq::message_t update, int64_t n);
   int64_t HeldBy(int32_t w) const;
+  // Durability: the shard's rows and the held pushes into `out`, and back.
+  void Save(proto::TableCheckpoint& out) const;
+  Status Load(const proto::TableCheckpoint& in);
   // Applies a closed round (bsp: every worker's updates of each clock <= round.clock, summed
   // per key, one step per clock; also only_clock, one_step and kMean). Returns the steps.
   int ApplyRound(const RoundSpec& round, uint32_t now);
@@ -57,8 +60,7 @@ class TableBucket {
   std::unique_ptr<Optimizer> own_optimizer_;  // the table's optimizer spec, when it has one
   std::unique_ptr<TableShard> shard_;
   Status error_;
-  uint32_t swept_ = 0;  // the stamp of the last sweep
-  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  uint32_t swept_ = 0;                                            // the stamp of the last sweep
   std::map<int64_t, std::map<int32_t, std::vector<Held>>> held_;  // clock -> worker -> pushes
 };
 

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "durable.pb.h"
 #include "server/aggregation/aggregator.h"
 #include "server/consistency/controller.h"
+#include "server/fault_point.h"
 #include "server/table/table_bucket.h"
 
 namespace hetps {
@@ -58,6 +60,22 @@ DataReply ServeTablePull(const ServingState& shared, DataRequest& req, Partition
   return r;
 }
 
+// Holds a push for its round, or applies it; `frame` holds its keys, then its rows.
+Status ApplyTablePush(TableBucket& bucket, bool hold, int64_t clock, int32_t worker,
+                      zmq::message_t&& frame, int64_t n, uint32_t now) {
+  if (hold) {
+    bucket.Hold(clock, worker, std::move(frame), n);
+    return Status();
+  }
+  std::vector<uint64_t> key_scratch;
+  std::vector<float> row_scratch;
+  const auto* bytes = static_cast<const uint8_t*>(frame.data());
+  const uint64_t* keys = View<uint64_t>(bytes, n, key_scratch);
+  const float* rows =
+      View<float>(bytes + n * sizeof(uint64_t), n * bucket.shard()->dim(), row_scratch);
+  return bucket.shard()->Push(keys, n, rows, 1.0f, now);
+}
+
 DataReply ServeTablePush(const ServingState& shared, DataRequest& req, PartitionState& part,
                          uint32_t now) {
   Message& m = req.message;
@@ -70,31 +88,44 @@ DataReply ServeTablePush(const ServingState& shared, DataRequest& req, Partition
     r.header.set_duplicate(true);
     return r;
   }
-  const int64_t n = h.num_keys(), dim = bucket.shard()->dim();
   r.header.set_staleness(std::max<int64_t>(0, part.version() - h.version()));
-  if (req.hold) {
-    if (bucket.HeldBy(h.sender()) >= PartitionState::kMaxHeldPerWorker) {
-      return {ErrorReply(h,
-                         Status::Unavailable(fmt::format(
-                             "worker {} has {} updates of table bucket {} waiting for rounds, "
-                             "the most one worker may; this one is refused",
-                             h.sender(), PartitionState::kMaxHeldPerWorker, part.info().id)),
-                         shared.self),
-              {}};
+  if (req.hold && bucket.HeldBy(h.sender()) >= PartitionState::kMaxHeldPerWorker) {
+    return {ErrorReply(h,
+                       Status::Unavailable(fmt::format(
+                           "worker {} has {} updates of table bucket {} waiting for rounds, the "
+                           "most one worker may; this one is refused",
+                           h.sender(), PartitionState::kMaxHeldPerWorker, part.info().id)),
+                       shared.self),
+            {}};
+  }
+  if (shared.durable != nullptr) {  // logged before it is applied, replayed the same way
+    proto::LogRecord record;
+    record.set_kind(proto::LogRecord::PUSH);
+    record.set_worker(h.sender());
+    record.set_clock(h.clock());
+    record.set_base_version(h.version());
+    record.set_hold(req.hold);
+    record.set_incarnation(h.incarnation());
+    record.set_seq(h.seq());
+    record.set_num_keys(h.num_keys());
+    record.set_stamp(now);
+    const zmq::message_t& frame = m.payload[0];
+    if (Status s =
+            shared.durable->Append(part.info().id, record, static_cast<const float*>(frame.data()),
+                                   static_cast<int64_t>(frame.size() / sizeof(float)));
+        !s.ok()) {
+      return {ErrorReply(h, Status::Unavailable("not applied: " + s.message()), shared.self), {}};
     }
-    bucket.Hold(h.clock(), h.sender(), std::move(m.payload[0]), n);
-  } else {
-    std::vector<uint64_t> key_scratch;
-    std::vector<float> row_scratch;
-    const auto* bytes = static_cast<const uint8_t*>(m.payload[0].data());
-    const uint64_t* keys = View<uint64_t>(bytes, n, key_scratch);
-    const float* rows = View<float>(bytes + n * sizeof(uint64_t), n * dim, row_scratch);
-    if (Status s = bucket.shard()->Push(keys, n, rows, 1.0f, now); !s.ok()) {
-      return {ErrorReply(h, s, shared.self), {}};
-    }
+    FaultPoint("update.logged");
+  }
+  if (Status s = ApplyTablePush(bucket, req.hold, h.clock(), h.sender(), std::move(m.payload[0]),
+                                h.num_keys(), now);
+      !s.ok()) {
+    return {ErrorReply(h, s, shared.self), {}};
   }
   part.MarkApplied(h.incarnation(), h.seq());
   part.CountUpdate();
+  MaybeCheckpointPartition(shared, part);
   return r;
 }
 
@@ -196,18 +227,32 @@ void ServeTable(const ServingState& shared, DataRequest& req, PartitionState& pa
   const proto::Header& h = req.message.header;
   TableBucket& bucket = *part.table();
   if (!bucket.error().ok()) return reply({ErrorReply(h, bucket.error(), shared.self), {}});
-  if (shared.durable != nullptr) {
-    return reply({ErrorReply(h,
-                             Status::FailedPrecondition(
-                                 "sparse tables are not kept in a --data_dir yet: run the "
-                                 "servers in memory for tables"),
-                             shared.self),
-                  {}});
-  }
   const uint32_t now = bucket.Stamp(h.clock());
   bucket.MaybeExpire(now);
   reply(h.type() == proto::PULL ? ServeTablePull(shared, req, part, now)
                                 : ServeTablePush(shared, req, part, now));
+}
+
+Status ReplayTablePush(PartitionState& part, const proto::LogRecord& r, const float* values,
+                       int64_t n) {
+  TableBucket& bucket = *part.table();
+  if (bucket.shard() == nullptr) return bucket.error();
+  const int64_t keys = r.num_keys(), dim = bucket.shard()->dim();
+  if (keys < 0 || keys > kMaxKeysPerRequest ||
+      n * static_cast<int64_t>(sizeof(float)) !=
+          keys * static_cast<int64_t>(sizeof(uint64_t) + dim * sizeof(float))) {
+    return Status::Malformed(
+        fmt::format("a logged table push of {} floats for {} keys of dim {}", n, keys, dim));
+  }
+  bucket.MaybeExpire(r.stamp());
+  zmq::message_t frame(values, static_cast<size_t>(n) * sizeof(float));
+  // A push refused when served (a full table) is refused again, and stays unapplied.
+  if (ApplyTablePush(bucket, r.hold(), r.clock(), r.worker(), std::move(frame), keys, r.stamp())
+          .ok()) {
+    part.MarkApplied(r.incarnation(), r.seq());
+    part.CountUpdate();
+  }
+  return Status();
 }
 
 }  // namespace hetps

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "durable.pb.h"
+
 namespace hetps {
 namespace {
 
@@ -192,6 +194,60 @@ int64_t TableShard::Expire(uint32_t now) {
   }
   stats_.expired += dropped;
   return dropped;
+}
+
+void TableShard::Save(proto::TableCheckpoint& out) const {
+  out.set_stride(stride_);
+  std::string* keys = out.mutable_keys();
+  std::string* rows = out.mutable_rows();
+  std::string* touches = out.mutable_touches();
+  const size_t row_size = static_cast<size_t>(stride_) * sizeof(float);
+  for (uint32_t row = 0; row < keys_.size(); ++row) {
+    if (index_.Find(keys_[row]) != row) continue;  // a freed row
+    keys->append(reinterpret_cast<const char*>(&keys_[row]), sizeof(uint64_t));
+    rows->append(reinterpret_cast<const char*>(Row(row)), row_size);
+    if (ttl_ > 0) touches->append(reinterpret_cast<const char*>(&touches_[row]), sizeof(uint32_t));
+  }
+  for (const auto& [key, count] : pending_) {
+    out.add_pending_keys(key);
+    out.add_pending_counts(count);
+  }
+  for (int64_t v : {stats_.hits, stats_.misses, stats_.created, stats_.evicted, stats_.expired,
+                    stats_.admitted, stats_.dropped, stats_.refused}) {
+    out.add_stats(v);
+  }
+}
+
+Status TableShard::Load(const proto::TableCheckpoint& in) {
+  const size_t n = in.keys().size() / sizeof(uint64_t);
+  const size_t row_size = static_cast<size_t>(stride_) * sizeof(float);
+  if (in.stride() != stride_ || in.keys().size() % sizeof(uint64_t) != 0 ||
+      in.rows().size() != n * row_size ||
+      in.touches().size() != (ttl_ > 0 ? n * sizeof(uint32_t) : 0) ||
+      in.pending_keys_size() != in.pending_counts_size() || in.stats_size() != 8 ||
+      (max_rows_ > 0 && static_cast<int64_t>(n) > max_rows_) || rows() != 0) {
+    return Status::Malformed(fmt::format(
+        "table '{}': a checkpoint of {} bytes of keys, {} of rows of stride {} does not fit this "
+        "bucket (stride {}, max_rows {})",
+        table_, in.keys().size(), in.rows().size(), in.stride(), stride_, max_rows_));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t key;
+    std::memcpy(&key, in.keys().data() + i * sizeof(uint64_t), sizeof(uint64_t));
+    if (index_.Find(key) != RowMap::kNone) {
+      return Status::Malformed(fmt::format("table '{}': key {} saved twice", table_, key));
+    }
+    uint32_t touch = 0;
+    if (ttl_ > 0) std::memcpy(&touch, in.touches().data() + i * sizeof(uint32_t), sizeof(touch));
+    const uint32_t row = Create(key, touch);
+    std::memcpy(Row(row), in.rows().data() + i * row_size, row_size);
+  }
+  for (int i = 0; i < in.pending_keys_size(); ++i)
+    pending_[in.pending_keys(i)] = in.pending_counts(i);
+  int64_t* fields[] = {&stats_.hits,    &stats_.misses,   &stats_.created, &stats_.evicted,
+                       &stats_.expired, &stats_.admitted, &stats_.dropped, &stats_.refused};
+  for (int i = 0; i < 8; ++i) *fields[i] = in.stats(i);
+  return Status();
 }
 
 }  // namespace hetps

@@ -26,6 +26,10 @@
 
 namespace hetps {
 
+namespace proto {
+class TableCheckpoint;
+}
+
 struct TableStats {
   int64_t hits = 0;      // keys pulled that had a row
   int64_t misses = 0;    // keys pulled that had none (answered with the initializer)
@@ -65,6 +69,11 @@ class TableShard {
   int64_t Expire(uint32_t now);
   // The row of `key` (dim values, then its optimizer state), or null.
   const float* Find(uint64_t key) const;
+
+  // Durability: the rows (values and state, keys, touches), admission counts and figures, and
+  // back into an empty shard of the same table (the eviction policy restarts over them).
+  void Save(proto::TableCheckpoint& out) const;
+  Status Load(const proto::TableCheckpoint& in);
 
  private:
   float* Row(uint32_t row) const {
