@@ -18,7 +18,16 @@ step() are waited for just before the next forward pass (a forward pre-hook), so
 with whatever the trainer does between steps. Gradients are pushed from the parameters' own
 .grad memory and parameters pulled into their own memory: no copies. Use one backward pass per
 step.
+
+Sparse features live in hetps tables (docs/tables.md): hetps.torch.EmbeddingBag is an
+nn.EmbeddingBag(sparse=True) whose rows are a table's. Make them before the optimizer (their
+tables join its declaration):
+
+    emb = hetps.torch.EmbeddingBag(client, "user_id", 16, mode="sum", optimizer="adagrad:lr=0.05")
+    model = torch.nn.Sequential(...)              # the dense layers, using emb's output
+    opt = hetps.torch.DistributedOptimizer(model, client, embeddings=[emb])
 """
+import numpy as np
 import torch
 
 from . import Client, wait_all
@@ -45,9 +54,13 @@ class DistributedOptimizer:
         partition wins; servers run with --init=worker), then pull the servers' values.
     """
 
-    def __init__(self, model, client=None, weight=1.0, init=True, **client_args):
+    def __init__(self, model, client=None, weight=1.0, init=True, embeddings=(), **client_args):
         self.client = client if client is not None else Client(**client_args)
         self.weight = float(weight)
+        # Tables' modules, in the model or beside it: step() waits for their pushes too.
+        self.embeddings = list(embeddings) + [m for m in model.modules()
+                                              if isinstance(m, EmbeddingBag)
+                                              and m not in list(embeddings)]
         layer = _layers(model)
         self.params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         for name, p in self.params:
@@ -104,6 +117,8 @@ class DistributedOptimizer:
                 self._pushes[name] = self.client.push(name, p.grad, self.weight)
         pushes, self._pushes = list(self._pushes.values()), {}
         wait_all(pushes)
+        for e in self.embeddings:
+            e.synchronize()
         self.client.clock()
         self.pull()
 
@@ -115,3 +130,64 @@ class DistributedOptimizer:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+
+
+class EmbeddingBag(torch.nn.Module):
+    """nn.EmbeddingBag(sparse=True) over a hetps table: rows of `dim` float32 keyed by any
+    int64 id, created on the servers at their first push.
+
+    forward(ids, offsets=None, per_sample_weights=None) takes what F.embedding_bag takes (ids of
+    any values: they are keys, not indices). It pulls the rows of the batch's unique ids (or
+    takes those prefetch() started), computes the bags from them, and when backward reaches
+    them pushes their gradient rows (the servers' or the table's optimizer applies them), so
+    the push overlaps with backward through the layers before. step() of a DistributedOptimizer
+    over the model waits for those pushes before it clocks; without one, call synchronize().
+
+    client: a hetps.Client, before its declare(). name, dim and table options
+    (max_rows, eviction, min_count, ttl_seconds, ttl_clocks, init, init_scale, seed,
+    optimizer, layer): as Client.declare_table.
+    """
+
+    def __init__(self, client, name, dim, mode="sum", **table_options):
+        super().__init__()
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"hetps.torch.EmbeddingBag: mode {mode!r} is not sum, mean or max")
+        self.client, self.name, self.dim, self.mode = client, name, int(dim), mode
+        client.declare_table(name, self.dim, **table_options)
+        self._prefetched = None  # (ids, unique, inverse, rows, ticket)
+        self._pushes = []
+
+    def _start(self, ids):
+        ids = ids.detach().to("cpu", torch.int64).contiguous()
+        unique, inverse = torch.unique(ids, return_inverse=True)
+        rows = np.empty((unique.numel(), self.dim), np.float32)
+        ticket = self.client.pull_rows(self.name, unique.numpy(), rows)
+        return ids, unique, inverse, rows, ticket
+
+    def prefetch(self, ids):
+        """Starts pulling the rows of `ids` (the next batch) while other work goes on."""
+        self._prefetched = self._start(ids)
+
+    def forward(self, ids, offsets=None, per_sample_weights=None):
+        p = self._prefetched
+        self._prefetched = None
+        if p is None or not torch.equal(p[0], ids.detach().to("cpu", torch.int64)):
+            p = self._start(ids)
+        _, unique, inverse, rows, ticket = p
+        ticket.wait()
+        weight = torch.from_numpy(rows).requires_grad_()
+        keys = unique.numpy()
+
+        def push(grad):
+            g = np.ascontiguousarray(grad.detach().to(torch.float32).numpy())
+            self._pushes.append(self.client.push_rows(self.name, keys, g))
+
+        weight.register_hook(push)
+        return torch.nn.functional.embedding_bag(inverse.reshape(ids.shape), weight, offsets,
+                                                 mode=self.mode,
+                                                 per_sample_weights=per_sample_weights)
+
+    def synchronize(self):
+        """Waits for the gradient rows backward pushed."""
+        pushes, self._pushes = self._pushes, []
+        wait_all(pushes)

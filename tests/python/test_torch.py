@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -70,3 +71,39 @@ def test_layers_follow_module_order_and_gradients_are_pushed_from_grad(cluster):
             assert torch.allclose(p.detach(), b - g)  # the servers' sgd:lr=1 step, pulled back
         assert client.current_clock == 1
         opt.close()
+
+
+def test_embedding_bag_matches_torch_and_pushes_its_gradient_rows(cluster):
+    """hetps.torch.EmbeddingBag over a table: the same bags and the same gradient rows as
+    nn.EmbeddingBag(sparse=True) with the table's rows as its weights (sgd lr 1 on the servers:
+    a row after the push is the row before minus its gradient)."""
+    c = cluster(workers=1, server_flags=["--optimizer=sgd:lr=1"])
+    torch.manual_seed(0)
+    with hetps.Client(c.endpoint) as client:
+        emb = hetps.torch.EmbeddingBag(client, "emb", 4, mode="mean", init="uniform",
+                                       init_scale=0.5)
+        client.declare([])
+        ids = torch.tensor([7, 1 << 40, 7, 3, 9, 3, 3], dtype=torch.int64)
+        offsets = torch.tensor([0, 3, 5], dtype=torch.int64)
+        unique = torch.unique(ids)
+        before = np.empty((unique.numel(), 4), np.float32)
+        client.pull_rows("emb", unique.numpy(), before).wait()
+        ref = torch.nn.EmbeddingBag(unique.numel(), 4, mode="mean", sparse=True)
+        with torch.no_grad():
+            ref.weight.copy_(torch.from_numpy(before))
+        index = torch.searchsorted(unique, ids)
+        coeff = torch.randn(3, 4)
+        out = emb(ids, offsets)
+        want = ref(index, offsets)
+        torch.testing.assert_close(out, want)
+        (out * coeff).sum().backward()
+        (want * coeff).sum().backward()
+        emb.synchronize()
+        after = np.empty_like(before)
+        client.pull_rows("emb", unique.numpy(), after).wait()
+        torch.testing.assert_close(torch.from_numpy(before - after), ref.weight.grad.to_dense())
+        # prefetch() starts the next batch's pull; forward takes it (the rows after the push).
+        emb.prefetch(ids)
+        with torch.no_grad():
+            ref.weight.copy_(torch.from_numpy(after))
+            torch.testing.assert_close(emb(ids, offsets), ref(index, offsets))
