@@ -62,6 +62,14 @@ void TableShard::Drop(uint32_t row) {
   eviction_->Erased(row);
   index_.Erase(keys_[row]);
   free_.push_back(row);
+  changed_[row] = false;
+  if (export_full_) return;
+  tombstones_.push_back(keys_[row]);
+  // A serving copy that misses this many drops is better sent the whole table.
+  if (static_cast<int64_t>(tombstones_.size()) > std::max<int64_t>(4096, 2 * rows())) {
+    std::vector<uint64_t>().swap(tombstones_);
+    export_full_ = true;
+  }
 }
 
 uint32_t TableShard::Create(uint64_t key, uint32_t now) {
@@ -79,6 +87,7 @@ uint32_t TableShard::Create(uint64_t key, uint32_t now) {
     row = static_cast<uint32_t>(keys_.size());
     const size_t capacity = keys_.capacity();
     keys_.push_back(0);
+    changed_.push_back(false);
     if (ttl_ > 0) touches_.push_back(0);
     // Grown: hand the old arrays back (the server's allocator keeps freed memory otherwise).
     if (keys_.capacity() != capacity && capacity * sizeof(uint64_t) >= (size_t{1} << 20)) {
@@ -180,8 +189,26 @@ Status TableShard::Push(const uint64_t* keys, int64_t n, const float* g, float s
     }
     float* values = Row(row);
     optimizer_.ApplyRow(values, g + i * dim_, dim_, values + dim_, scale);
+    changed_[row] = true;
   }
   return Status();
+}
+
+bool TableShard::Export(bool full, const ExportRow& row, const ExportTombstone& tombstone) {
+  full = full || export_full_;
+  if (!full) {
+    for (uint64_t key : tombstones_) tombstone(key);
+  }
+  for (uint32_t r = 0; r < keys_.size(); ++r) {
+    if (index_.Find(keys_[r]) != r || !(full || changed_[r])) continue;
+    row(keys_[r], Row(r));
+    changed_[r] = false;
+  }
+  std::fill(changed_.begin(), changed_.end(), false);
+  std::vector<uint64_t>().swap(tombstones_);
+  const bool was_full = export_full_;
+  export_full_ = false;
+  return was_full;
 }
 
 int64_t TableShard::Expire(uint32_t now) {
@@ -207,7 +234,10 @@ void TableShard::Save(proto::TableCheckpoint& out) const {
     keys->append(reinterpret_cast<const char*>(&keys_[row]), sizeof(uint64_t));
     rows->append(reinterpret_cast<const char*>(Row(row)), row_size);
     if (ttl_ > 0) touches->append(reinterpret_cast<const char*>(&touches_[row]), sizeof(uint32_t));
+    out.mutable_changed()->push_back(changed_[row] ? 1 : 0);
   }
+  for (uint64_t key : tombstones_) out.add_tombstones(key);
+  out.set_export_full(export_full_);
   for (const auto& [key, count] : pending_) {
     out.add_pending_keys(key);
     out.add_pending_counts(count);
@@ -225,7 +255,8 @@ Status TableShard::Load(const proto::TableCheckpoint& in) {
       in.rows().size() != n * row_size ||
       in.touches().size() != (ttl_ > 0 ? n * sizeof(uint32_t) : 0) ||
       in.pending_keys_size() != in.pending_counts_size() || in.stats_size() != 8 ||
-      (max_rows_ > 0 && static_cast<int64_t>(n) > max_rows_) || rows() != 0) {
+      (max_rows_ > 0 && static_cast<int64_t>(n) > max_rows_) || rows() != 0 ||
+      (!in.changed().empty() && in.changed().size() != n)) {
     return Status::Malformed(fmt::format(
         "table '{}': a checkpoint of {} bytes of keys, {} of rows of stride {} does not fit this "
         "bucket (stride {}, max_rows {})",
@@ -241,7 +272,10 @@ Status TableShard::Load(const proto::TableCheckpoint& in) {
     if (ttl_ > 0) std::memcpy(&touch, in.touches().data() + i * sizeof(uint32_t), sizeof(touch));
     const uint32_t row = Create(key, touch);
     std::memcpy(Row(row), in.rows().data() + i * row_size, row_size);
+    changed_[row] = !in.changed().empty() && in.changed()[i] != 0;
   }
+  tombstones_.assign(in.tombstones().begin(), in.tombstones().end());
+  export_full_ = in.export_full();
   for (int i = 0; i < in.pending_keys_size(); ++i)
     pending_[in.pending_keys(i)] = in.pending_counts(i);
   int64_t* fields[] = {&stats_.hits,    &stats_.misses,   &stats_.created, &stats_.evicted,

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -70,6 +71,15 @@ class TableShard {
   // The row of `key` (dim values, then its optimizer state), or null.
   const float* Find(uint64_t key) const;
 
+  // Export for serving (docs/tables.md): hands `row(key, values)` every row pushed since the
+  // last export (full: every row) after `tombstone(key)` for every key dropped since then
+  // (evicted or expired; none in a full export), and starts tracking afresh. A delta whose
+  // tombstones outgrew the rows (a table that churns without exports) is full instead, and says
+  // so by returning true.
+  using ExportRow = std::function<void(uint64_t key, const float* values)>;
+  using ExportTombstone = std::function<void(uint64_t key)>;
+  bool Export(bool full, const ExportRow& row, const ExportTombstone& tombstone);
+
   // Durability: the rows (values and state, keys, touches), admission counts and figures, and
   // back into an empty shard of the same table (the eviction policy restarts over them).
   void Save(proto::TableCheckpoint& out) const;
@@ -111,6 +121,11 @@ class TableShard {
   std::vector<uint32_t> free_;                    // row numbers to reuse
   RowMap index_{keys_};
   std::unordered_map<uint64_t, uint32_t> pending_;  // admission: pushes of keys without rows
+  // Export: the rows pushed since the last export, the keys dropped since (bounded: past it,
+  // the next export is full).
+  std::vector<bool> changed_;
+  std::vector<uint64_t> tombstones_;
+  bool export_full_ = false;
   TableStats stats_;
 };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <unordered_map>
 
@@ -306,6 +307,52 @@ TEST(TtlTest, RowsUntouchedForTheTtlExpire) {
   EXPECT_EQ(Pulled(*s, 1, 20), init);  // expired at the read: the initializer's values
   EXPECT_EQ(s->rows(), 0);
   EXPECT_EQ(s->stats().expired, 2);
+}
+
+// An export hands over the rows pushed since the previous one after the keys dropped since
+// (evicted or expired); a full one every row and no tombstone; a checkpoint keeps what the next
+// export owes.
+TEST(ExportTest, DeltasCarryTouchedRowsAndTombstonesOfDroppedKeys) {
+  auto opt = Opt("sgd:lr=1");
+  TableOptions o = Options();
+  o.eviction = "lru";
+  auto s = Shard(o, *opt, /*cap=*/3);
+  auto run = [&](bool full) {
+    std::map<uint64_t, float> rows;
+    std::vector<uint64_t> tombstones;
+    s->Export(
+        full, [&](uint64_t k, const float* v) { rows[k] = v[0]; },
+        [&](uint64_t k) {
+          EXPECT_TRUE(rows.empty()) << "tombstones come first";
+          tombstones.push_back(k);
+        });
+    return std::pair{rows, tombstones};
+  };
+  Touch(*s, {1, 2, 3});
+  auto [rows, tombs] = run(false);
+  EXPECT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(tombs.empty());
+  Pulled(*s, 2);   // a pull changes no value: not exported
+  Touch(*s, {4});  // evicts 1 (least recent)
+  std::tie(rows, tombs) = run(false);
+  EXPECT_EQ(rows.size(), 1u);
+  EXPECT_TRUE(rows.contains(4));
+  EXPECT_EQ(tombs, std::vector<uint64_t>{1});
+  std::tie(rows, tombs) = run(false);
+  EXPECT_TRUE(rows.empty() && tombs.empty());
+  Touch(*s, {5});  // evicts 3
+  proto::TableCheckpoint saved;
+  s->Save(saved);
+  auto restored = Shard(o, *opt, 3);
+  ASSERT_TRUE(restored->Load(saved).ok());
+  s = std::move(restored);
+  std::tie(rows, tombs) = run(false);
+  EXPECT_TRUE(rows.contains(5));
+  EXPECT_EQ(rows.size(), 1u);
+  EXPECT_EQ(tombs, std::vector<uint64_t>{3});
+  std::tie(rows, tombs) = run(true);
+  EXPECT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(tombs.empty());
 }
 
 TEST(TableBucketTest, ABspRoundSumsEachClocksPushesPerKey) {
