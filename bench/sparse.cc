@@ -144,40 +144,12 @@ Status RunStream(BenchCluster& cluster, const SparseBenchOptions& o, int64_t dim
   return Status();
 }
 
-Status RunOne(const SparseBenchOptions& o, int64_t dim, const std::string& eviction,
-              const std::string& bin_dir) {
-  TableOptions table;
-  table.dim = dim;
-  table.max_rows = o.max_rows;
-  table.eviction = eviction;
-  BenchClusterOptions options;
-  options.servers = o.servers;
-  options.workers = 1;
-  options.server_flags = {"--optimizer=" + o.optimizer};
-  auto cluster = BenchCluster::Launch(options, {TensorSpec("emb", {dim}, 0, table)});
-  if (!cluster.ok()) return cluster.status();
-  auto optimizer = MakeOptimizer(o.optimizer);
-  if (!optimizer.ok()) return optimizer.status();
-  const int64_t row_bytes = (dim + (*optimizer)->RowStateFloats(dim)) * 4;
-  nlohmann::json out = {{"bench", "sparse"},
-                        {"servers", o.servers},
-                        {"dim", dim},
-                        {"keys_per_op", o.keys_per_op},
-                        {"ids", o.ids},
-                        {"zipf", o.zipf},
-                        {"max_rows", o.max_rows},
-                        {"eviction", eviction},
-                        {"optimizer", o.optimizer},
-                        {"row_bytes", row_bytes}};
-  if (o.max_rows == 0) {
-    auto per_row = BytesPerRow(**cluster, o, dim, o.memory_rows);
-    if (!per_row.ok()) return per_row.status();
-    out["memory_rows"] = o.memory_rows;
-    out["server_bytes_per_row"] = *per_row;
-    out["memory_vs_row_bytes"] = *per_row / static_cast<double>(row_bytes);
-  }
+// Rows per second of pushes, pulls and push-then-pull rounds of Zipf batches, one call at a
+// time, alternating with a raw ZeroMQ loop moving the same bytes; medians over kRounds.
+Status MeasureRates(BenchCluster& cluster, const SparseBenchOptions& o, int64_t dim,
+                    nlohmann::json& out) {
   const Batches b = MakeBatches(o, dim, 64, 7);
-  Client& c = *(*cluster)->clients()[0];
+  Client& c = *cluster.clients()[0];
   std::vector<float> rows(static_cast<size_t>(o.keys_per_op * dim));
   auto push = [&](const std::vector<uint64_t>& k) {
     return c.PushRows("emb", k.data(), o.keys_per_op, b.grads.data()).Wait();
@@ -212,6 +184,42 @@ Status RunOne(const SparseBenchOptions& o, int64_t dim, const std::string& evict
   out["pull_rows_per_s_per_server"] = Median(pulls) / o.servers;
   out["raw_zmq_rows_per_s"] = Median(raws);
   out["push_vs_raw"] = Median(pushes) / Median(raws);
+  return Status();
+}
+
+Status RunOne(const SparseBenchOptions& o, int64_t dim, const std::string& eviction,
+              const std::string& bin_dir) {
+  TableOptions table;
+  table.dim = dim;
+  table.max_rows = o.max_rows;
+  table.eviction = eviction;
+  BenchClusterOptions options;
+  options.servers = o.servers;
+  options.workers = 1;
+  options.server_flags = {"--optimizer=" + o.optimizer};
+  auto cluster = BenchCluster::Launch(options, {TensorSpec("emb", {dim}, 0, table)});
+  if (!cluster.ok()) return cluster.status();
+  auto optimizer = MakeOptimizer(o.optimizer);
+  if (!optimizer.ok()) return optimizer.status();
+  const int64_t row_bytes = (dim + (*optimizer)->RowStateFloats(dim)) * 4;
+  nlohmann::json out = {{"bench", "sparse"},
+                        {"servers", o.servers},
+                        {"dim", dim},
+                        {"keys_per_op", o.keys_per_op},
+                        {"ids", o.ids},
+                        {"zipf", o.zipf},
+                        {"max_rows", o.max_rows},
+                        {"eviction", eviction},
+                        {"optimizer", o.optimizer},
+                        {"row_bytes", row_bytes}};
+  if (o.max_rows == 0) {
+    auto per_row = BytesPerRow(**cluster, o, dim, o.memory_rows);
+    if (!per_row.ok()) return per_row.status();
+    out["memory_rows"] = o.memory_rows;
+    out["server_bytes_per_row"] = *per_row;
+    out["memory_vs_row_bytes"] = *per_row / static_cast<double>(row_bytes);
+  }
+  if (Status s = MeasureRates(**cluster, o, dim, out); !s.ok()) return s;
   if (o.max_rows > 0) {
     if (Status s = RunStream(**cluster, o, dim, bin_dir, out); !s.ok()) return s;
   }
