@@ -84,6 +84,42 @@ TEST(StatusRenderTest, TablesShowWorkersServersLayersAndTheStraggler) {
       << *with_checkpoint;
 }
 
+// A server's sparse tables: a line each in the text, every figure in /api/status, the counts
+// in /metrics labelled by table (its name escaped).
+TEST(StatusRenderTest, SparseTablesShowTheirRowsMemoryAndHitRate) {
+  ClusterStats stats(1, 1);
+  proto::NodeInfo s;
+  s.set_id(1);
+  s.set_role(proto::SERVER);
+  s.set_rank(0);
+  stats.OnJoin(s, 0);
+  proto::ServerReport sr;
+  proto::TableReport* t = sr.add_tables();
+  t->set_name("user\"id");
+  t->set_rows(1000);
+  t->set_bytes(86000);
+  t->set_row_bytes(68);
+  t->set_hits(750);
+  t->set_misses(250);
+  t->set_evicted(12);
+  stats.OnServerReport(1, sr, 1);
+  const std::string json = stats.StatusJson(1);
+  const nlohmann::json status = nlohmann::json::parse(json);
+  const nlohmann::json& table = status["servers"][0]["tables"][0];
+  EXPECT_EQ(table["rows"], 1000);
+  EXPECT_EQ(table["bytes_per_row"], 86.0);
+  auto text = RenderStatus(json);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  const size_t line = text->find("user\"id");
+  ASSERT_NE(line, std::string::npos) << *text;
+  EXPECT_NE(text->find("0.750", line), std::string::npos) << *text;
+  EXPECT_NE(text->find("HIT_RATE"), std::string::npos) << *text;
+  const std::string metrics = stats.Metrics(1);
+  EXPECT_NE(metrics.find("hetps_table_rows{server=\"0\",node=\"1\",table=\"user\\\"id\"} 1000"),
+            std::string::npos)
+      << metrics;
+}
+
 TEST(StatusRenderTest, FederatedRoundsShowTheirClientsByState) {
   ClusterStats stats(1, 3);
   EXPECT_EQ(RenderStatus(stats.StatusJson(1))->find("federated"), std::string::npos);
