@@ -136,6 +136,63 @@ TEST_P(CheckpointTest, CutsHoldExactlyTheClocksBeforeThemAndAResumedRunEndsTheSa
 
 INSTANTIATE_TEST_SUITE_P(Consistency, CheckpointTest, ::testing::Values("asp", "bsp"));
 
+// A sparse table's rows are in the cut with the dense tensors: resumed from a cut at clock 40,
+// every row holds exactly the pushes of the clocks before it, and training goes on from there.
+TEST(CheckpointTest, ASparseTablesRowsResumeFromACut) {
+  ScratchDir checkpoints("hetps-checkpoints");
+  const std::vector<std::string> servers = {"--consistency=bsp", "--optimizer=sgd:lr=1"};
+  const std::vector<TensorSpec> model = {{"emb", {2}, 0, {.dim = 2, .init = "zeros"}}};
+  std::vector<uint64_t> keys(50);
+  for (size_t k = 0; k < keys.size(); ++k) keys[k] = k * 0x9e3779b97f4a7c15ULL;
+  const std::vector<float> ones(keys.size() * 2, 1.0f);
+  auto train = [&](Client& c, int64_t until) {
+    while (c.clock() < until) {
+      ASSERT_TRUE(c.PushRows("emb", keys.data(), 50, ones.data()).Wait().ok());
+      ASSERT_TRUE(c.Clock().ok());
+    }
+  };
+  auto expect_rows = [&](Client& c, float want) {
+    std::vector<float> rows(keys.size() * 2);
+    ASSERT_TRUE(c.PullRows("emb", keys.data(), 50, rows.data()).Wait().ok());
+    for (float v : rows) ASSERT_EQ(v, want);
+  };
+  {
+    LocalCluster cluster(
+        {.servers = 2,
+         .workers = 2,
+         .scheduler_flags = {"--checkpoint_dir=" + checkpoints.str(),
+                             "--checkpoint_every_clocks=40", "--keep_checkpoints=0"},
+         .server_flags = servers});
+    auto clients = cluster.ConnectClients(2);
+    LocalCluster::RunEach(2, [&](int i) {
+      ASSERT_TRUE(clients[i]->DeclareTensors(model).ok());
+      train(*clients[i], 60);
+      ASSERT_TRUE(clients[i]->Barrier().ok());
+    });
+    expect_rows(*clients[0], -120);
+  }
+  const std::vector<std::string> cuts = CompleteCuts(checkpoints.str());
+  ASSERT_FALSE(cuts.empty());
+  const int64_t clock = ReadManifest(cuts.front())->clock();
+  ASSERT_EQ(clock, 40);
+  LocalCluster resumed({.servers = 2,
+                        .workers = 2,
+                        .scheduler_flags = {"--resume_from=" + cuts.front()},
+                        .server_flags = [&] {
+                          auto flags = servers;
+                          flags.push_back("--restore_from=" + cuts.front());
+                          return flags;
+                        }()});
+  auto clients = resumed.ConnectClients(2);
+  LocalCluster::RunEach(2, [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(model).ok()); });
+  expect_rows(*clients[0], -80);
+  LocalCluster::RunEach(2, [&](int i) {
+    train(*clients[i], 60);
+    ASSERT_TRUE(clients[i]->Barrier().ok());
+  });
+  expect_rows(*clients[0], -120);
+}
+
 // A resumed run must declare the checkpoint's model: another one is refused by name.
 TEST(CheckpointTest, ResumingWithAnotherModelIsRefused) {
   ScratchDir checkpoints("hetps-checkpoints");
