@@ -329,6 +329,7 @@ int Codec() {
 int Sparse() {
   hetps::bench::SparseBenchOptions o;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 1;
+  o.workers = FLAGS_workers > 0 ? FLAGS_workers : 1;
   o.dims.clear();
   std::stringstream dims(FLAGS_dim);
   for (std::string d; std::getline(dims, d, ',');) {
@@ -399,7 +400,8 @@ int main(int argc, char** argv) {
       "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
       "       hetps-bench recovery [--model_mib 256,1024]\n"
       "       hetps-bench capacity [--capacity_mib 4096 --servers 4 --rounds 3]\n"
-      "       hetps-bench sparse [--servers 1 --dim 16,64 --keys_per_op 4096 --ids 100000000 "
+      "       hetps-bench sparse [--servers 1 --workers 1 --dim 16,64 --keys_per_op 4096 --ids "
+      "100000000 "
       "--zipf 1.05 --max_rows N --eviction lru,lfu]\n"
       "       hetps-bench flood [--seconds 60 --junk_peers 4 --half_open 256 --join_peers 0 "
       "--max_rss_growth_mb M]");

@@ -144,39 +144,64 @@ Status RunStream(BenchCluster& cluster, const SparseBenchOptions& o, int64_t dim
   return Status();
 }
 
-// Rows per second of pushes, pulls and push-then-pull rounds of Zipf batches, one call at a
-// time, alternating with a raw ZeroMQ loop moving the same bytes; medians over kRounds.
+// One kind of call, on every client at once for `seconds`: rows per second summed.
+enum class Call { kPush, kPull, kRound };
+StatusOr<double> AllClients(BenchCluster& cluster, const SparseBenchOptions& o, int64_t dim,
+                            const std::vector<Batches>& batches, Call call, double seconds) {
+  const size_t n = cluster.clients().size();
+  std::vector<StatusOr<double>> rates(n, 0.0);
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < n; ++w) {
+    threads.emplace_back([&, w] {
+      Client& c = *cluster.clients()[w];
+      std::vector<float> rows(static_cast<size_t>(o.keys_per_op * dim));
+      const Batches& b = batches[w];
+      auto op = [&](const std::vector<uint64_t>& k) {
+        Status s = call == Call::kPull
+                       ? Status()
+                       : c.PushRows("emb", k.data(), o.keys_per_op, b.grads.data()).Wait();
+        if (s.ok() && call != Call::kPush) {
+          s = c.PullRows("emb", k.data(), o.keys_per_op, rows.data()).Wait();
+        }
+        return s;
+      };
+      rates[w] = RowsPerSecond(o, b, seconds, op);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  double sum = 0;
+  for (auto& r : rates) {
+    if (!r.ok()) return r.status();
+    sum += *r;
+  }
+  return sum;
+}
+
+// Rows per second of pushes, pulls and push-then-pull rounds of Zipf batches, each client one
+// call at a time, alternating with a raw ZeroMQ loop moving one call's bytes; medians over
+// kRounds.
 Status MeasureRates(BenchCluster& cluster, const SparseBenchOptions& o, int64_t dim,
                     nlohmann::json& out) {
-  const Batches b = MakeBatches(o, dim, 64, 7);
-  Client& c = *cluster.clients()[0];
-  std::vector<float> rows(static_cast<size_t>(o.keys_per_op * dim));
-  auto push = [&](const std::vector<uint64_t>& k) {
-    return c.PushRows("emb", k.data(), o.keys_per_op, b.grads.data()).Wait();
-  };
-  auto pull = [&](const std::vector<uint64_t>& k) {
-    return c.PullRows("emb", k.data(), o.keys_per_op, rows.data()).Wait();
-  };
-  auto round = [&](const std::vector<uint64_t>& k) {
-    Status s = push(k);
-    return s.ok() ? pull(k) : s;
-  };
+  std::vector<Batches> batches;
+  for (size_t w = 0; w < cluster.clients().size(); ++w) {
+    batches.push_back(MakeBatches(o, dim, 64, 7 + w));
+  }
   std::vector<double> pushes, pulls, rounds, raws;
   // A call moves its unique keys and their rows (the client sums repeats): the raw loop moves
   // the same bytes, one way, answered with one byte.
-  const size_t op_bytes = static_cast<size_t>(b.unique * (8 + 4 * dim));
+  const size_t op_bytes = static_cast<size_t>(batches[0].unique * (8 + 4 * dim));
   for (int r = 0; r < kRounds; ++r) {
-    using Op = std::function<Status(const std::vector<uint64_t>&)>;
-    for (auto& [op, into] : std::vector<std::pair<Op, std::vector<double>*>>{
-             {push, &pushes}, {pull, &pulls}, {round, &rounds}}) {
-      auto rate = RowsPerSecond(o, b, o.seconds / kRounds, op);
+    for (auto [call, into] :
+         {std::pair{Call::kPush, &pushes}, {Call::kPull, &pulls}, {Call::kRound, &rounds}}) {
+      auto rate = AllClients(cluster, o, dim, batches, call, o.seconds / kRounds);
       if (!rate.ok()) return rate.status();
       into->push_back(*rate);
     }
     const Slice raw = RawZmqGbps(op_bytes, o.seconds / kRounds);
     raws.push_back(raw.gbps * 1e9 / static_cast<double>(op_bytes) * o.keys_per_op);
   }
-  out["unique_keys_per_op"] = b.unique;
+  out["workers"] = cluster.clients().size();
+  out["unique_keys_per_op"] = batches[0].unique;
   out["push_rows_per_s"] = Median(pushes);
   out["pull_rows_per_s"] = Median(pulls);
   out["round_rows_per_s"] = Median(rounds);
@@ -195,7 +220,7 @@ Status RunOne(const SparseBenchOptions& o, int64_t dim, const std::string& evict
   table.eviction = eviction;
   BenchClusterOptions options;
   options.servers = o.servers;
-  options.workers = 1;
+  options.workers = o.workers;
   options.server_flags = {"--optimizer=" + o.optimizer};
   auto cluster = BenchCluster::Launch(options, {TensorSpec("emb", {dim}, 0, table)});
   if (!cluster.ok()) return cluster.status();

@@ -13,6 +13,7 @@ namespace hetps::bench {
 
 struct SparseBenchOptions {
   int servers = 1;
+  int workers = 1;  // in-process clients, each calling one request at a time
   std::vector<int64_t> dims = {16};
   int64_t keys_per_op = 4096;
   uint64_t ids = 100000000;  // distinct ids the Zipf stream draws from
