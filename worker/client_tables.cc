@@ -3,6 +3,7 @@
 // as one request in one frame, so a server gets one batched message per call.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "hetps/client.h"
@@ -30,8 +31,8 @@ StatusOr<int32_t> ResolveTable(const std::optional<ShardMap>& map, const std::st
 }
 
 // A call's keys, unique and grouped by bucket: `order` lists the unique keys bucket by bucket,
-// `first[b]..first[b + 1]` those of bucket slot b (partitions()[parts[b]]), and `slot[i]` where
-// key i of the call went.
+// `first[r]..first[r + 1]` those of request r (to partitions()[parts[r]]; a bucket's keys go in
+// requests of at most max_keys), and `slot[i]` where key i of the call went.
 struct Grouped {
   std::vector<int32_t> parts;
   std::vector<int64_t> first;
@@ -39,7 +40,8 @@ struct Grouped {
   std::vector<int64_t> slot;
 };
 
-Grouped Group(const ShardMap& map, int32_t tensor, const uint64_t* keys, int64_t n) {
+Grouped Group(const ShardMap& map, int32_t tensor, const uint64_t* keys, int64_t n,
+              int64_t max_keys) {
   const std::vector<int32_t>& buckets = map.PartitionsOf(tensor);
   const int32_t count = static_cast<int32_t>(buckets.size());
   // Repeated keys found with an open-addressing set of the unique ones' indices (load <= 1/2).
@@ -74,14 +76,23 @@ Grouped Group(const ShardMap& map, int32_t tensor, const uint64_t* keys, int64_t
     g.order[position[u]] = keys_of[u];
   }
   for (int32_t b = 0; b < count; ++b) {
-    if (start[b + 1] == start[b]) continue;
-    g.parts.push_back(buckets[b]);
-    g.first.push_back(start[b]);
+    for (int64_t at = start[b]; at < start[b + 1]; at += max_keys) {  // chunks of max_keys
+      g.parts.push_back(buckets[b]);
+      g.first.push_back(at);
+    }
   }
   g.first.push_back(static_cast<int64_t>(keys_of.size()));
   g.slot.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) g.slot[i] = position[index[i]];
   return g;
+}
+
+// Keys of one request at most: its frame (keys and rows) stays within kRequestBytes, far below
+// what a server reads in one message (--max_partition_bytes).
+int64_t MaxKeysPerRequest(int64_t dim) {
+  constexpr int64_t kRequestBytes = int64_t{8} << 20;
+  return std::max<int64_t>(
+      1, kRequestBytes / static_cast<int64_t>(sizeof(uint64_t) + dim * sizeof(float)));
 }
 
 }  // namespace
@@ -118,7 +129,7 @@ Ticket Client::PushRows(const std::string& table, const uint64_t* keys, int64_t 
   if (!id.ok()) return Ticket(FailedOp(id.status()));
   const ShardMap& map = *impl_->map;
   const int64_t dim = map.tensors()[*id].table.dim;
-  const Grouped g = Group(map, *id, keys, n);
+  const Grouped g = Group(map, *id, keys, n, MaxKeysPerRequest(dim));
   // Each bucket's frame: its keys, then their rows (repeated keys' rows summed).
   const int64_t unique = static_cast<int64_t>(g.order.size());
   std::vector<float> sums(static_cast<size_t>(unique * dim), 0.0f);
@@ -161,7 +172,7 @@ Ticket Client::PullRows(const std::string& table, const uint64_t* keys, int64_t 
   if (!id.ok()) return Ticket(FailedOp(id.status()));
   const ShardMap& map = *impl_->map;
   const int64_t dim = map.tensors()[*id].table.dim;
-  auto g = std::make_shared<Grouped>(Group(map, *id, keys, n));
+  auto g = std::make_shared<Grouped>(Group(map, *id, keys, n, MaxKeysPerRequest(dim)));
   if (n == 0) {  // one bucket asked for nothing: the server checks that it holds the table
     g->parts.push_back(map.PartitionsOf(*id)[0]);
     g->first = {0, 0};

@@ -615,31 +615,62 @@ TEST_P(TableClusterTest, RowsAreTheExactSumsOfEveryPush) {
   }
 }
 
+// A call whose bucket holds more keys than one request carries (8 MiB of keys and rows) goes
+// in several requests to that bucket, each numbered and applied once.
+TEST(TableClusterChunksTest, WideRowsOfOneCallGoInSeveralRequestsAndSumExactly) {
+  LocalCluster cluster({.servers = 1, .workers = 1, .server_flags = {"--optimizer=sgd:lr=1"}});
+  auto clients = cluster.ConnectClients(1);
+  Client& c = *clients[0];
+  const int64_t dim = 32768;  // 63 keys per request
+  ASSERT_TRUE(c.DeclareTable("wide", {.dim = dim, .init = "zeros"}).ok());
+  ASSERT_TRUE(c.DeclareTensors({}).ok());
+  std::vector<uint64_t> keys(600);
+  std::iota(keys.begin(), keys.end(), 1);
+  std::vector<float> grads(keys.size() * dim);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    std::fill_n(grads.begin() + k * dim, dim, static_cast<float>(k % 7 + 1));
+  }
+  const int64_t requests_before = c.stats().requests;
+  ASSERT_TRUE(c.PushRows("wide", keys.data(), 600, grads.data()).Wait().ok());
+  EXPECT_GE(c.stats().requests - requests_before, 600 / 63);
+  std::vector<float> rows(grads.size());
+  ASSERT_TRUE(c.PullRows("wide", keys.data(), 600, rows.data()).Wait().ok());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    ASSERT_EQ(rows[k * dim], -static_cast<float>(k % 7 + 1)) << k;
+    ASSERT_EQ(rows[k * dim + dim - 1], -static_cast<float>(k % 7 + 1)) << k;
+  }
+}
+
 TEST(TableClusterErrorsTest, MisuseGetsClearErrorsAndServingGoesOn) {
   LocalCluster cluster({.servers = 2, .workers = 2, .server_flags = {"--optimizer=sgd:lr=1"}});
   auto clients = cluster.ConnectClients(2);
-  // A table declared with another dim by the second worker is refused (a table may also be
-  // declared as a tensor spec); declared alike, the collective declaration completes.
-  ASSERT_TRUE(clients[0]->DeclareTable("emb", {.dim = 4, .max_rows = 8}).ok());
-  EXPECT_EQ(clients[0]->DeclareTable("emb", {.dim = 4}).code(), StatusCode::kInvalidArgument);
+  // DeclareTable's own checks: a name twice, a dim of 0.
+  ASSERT_TRUE(clients[0]->DeclareTable("t2", {.dim = 2}).ok());
+  EXPECT_EQ(clients[0]->DeclareTable("t2", {.dim = 2}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(clients[0]->DeclareTable("bad", {.dim = 0}).code(), StatusCode::kInvalidArgument);
+  // The workers declare "emb" with dims 4 and 5 (a table may also be declared as a tensor
+  // spec): whichever arrives second is refused naming the table, declares it as the first did,
+  // and the collective declaration completes.
+  std::atomic<int> refused{-1};
   LocalCluster::RunEach(2, [&](int i) {
-    if (i == 1) {
-      Status s = clients[1]->DeclareTensors({{"emb", {5}, 0, {.dim = 5, .max_rows = 8}}});
-      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-      EXPECT_NE(s.message().find("another dim"), std::string::npos) << s.message();
-      s = clients[1]->DeclareTensors(
-          {{"emb", {4}, 0, {.dim = 4, .max_rows = 8}}, {"dense", {4}, 0}});
-      ASSERT_TRUE(s.ok()) << s.ToString();
-    } else {
-      Status s = clients[0]->DeclareTensors({{"dense", {4}, 0}});
-      ASSERT_TRUE(s.ok()) << s.ToString();
-    }
+    auto model = [](int64_t dim) {
+      return std::vector<TensorSpec>{{"emb", {dim}, 0, {.dim = dim, .max_rows = 8}},
+                                     {"dense", {4}, 0}};
+    };
+    Status s = clients[i]->DeclareTensors(model(4 + i));
+    if (s.ok()) return;
+    refused = i;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("another dim"), std::string::npos) << s.message();
+    s = clients[i]->DeclareTensors(model(4 + (1 - i)));
+    ASSERT_TRUE(s.ok()) << s.ToString();
   });
+  EXPECT_NE(refused.load(), -1) << "one of the two declarations must have been refused";
   Client& c = *clients[0];
+  const int64_t dim = c.shard_map().tensors()[c.shard_map().TensorId("emb")].table.dim;
   std::vector<uint64_t> keys(64);
   std::iota(keys.begin(), keys.end(), 0);
-  std::vector<float> rows(64 * 4, 1.0f);
+  std::vector<float> rows(64 * dim, 1.0f);
   EXPECT_EQ(c.PushRows("nope", keys.data(), 1, rows.data()).Wait().code(), StatusCode::kNotFound);
   EXPECT_EQ(c.Push("emb", rows.data(), 4).Wait().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(c.PushRows("dense", keys.data(), 1, rows.data()).Wait().code(),
@@ -649,7 +680,7 @@ TEST(TableClusterErrorsTest, MisuseGetsClearErrorsAndServingGoesOn) {
   EXPECT_EQ(full.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(full.message().find("max_rows"), std::string::npos) << full.message();
   // The servers go on: a key that fits trains, and a pull reads it.
-  std::vector<float> row(4);
+  std::vector<float> row(dim);
   ASSERT_TRUE(c.PushRows("emb", keys.data(), 1, rows.data()).Wait().ok());
   ASSERT_TRUE(c.PullRows("emb", keys.data(), 1, row.data()).Wait().ok());
 }
