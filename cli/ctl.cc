@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "cli/scheduler_call.h"
 
 namespace hetps {
@@ -15,6 +17,29 @@ StatusOr<int64_t> NonNegative(const std::string& key, const std::string& value) 
   } catch (const std::exception&) {
   }
   return Status::InvalidArgument(fmt::format("{} needs an integer >= 0, got '{}'", key, value));
+}
+
+// export --table=NAME --out=DIR [--full], from args[i + 1] on.
+Status ParseExport(const std::vector<std::string>& args, size_t i, CtlArgs& out) {
+  out.command = CtlArgs::Command::kExport;
+  for (++i; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--table=", 0) == 0) {
+      out.exports.set_table(a.substr(8));
+    } else if (a.rfind("--out=", 0) == 0 && a.size() > 6) {
+      std::error_code ec;
+      out.exports.set_dir(std::filesystem::absolute(a.substr(6), ec).lexically_normal().string());
+    } else if (a == "--full") {
+      out.exports.set_full(true);
+    } else {
+      return Status::InvalidArgument(
+          fmt::format("export: unknown argument '{}' (export --table=NAME --out=DIR [--full])", a));
+    }
+  }
+  if (out.exports.table().empty() || out.exports.dir().empty()) {
+    return Status::InvalidArgument("export needs --table=NAME and --out=DIR");
+  }
+  return Status();
 }
 
 }  // namespace
@@ -50,8 +75,14 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
     if (!timeout_given) out.timeout_ms = 600000;
     return out;
   }
+  if (i < args.size() && args[i] == "export") {
+    if (Status s = ParseExport(args, i, out); !s.ok()) return s;
+    if (!timeout_given) out.timeout_ms = 600000;
+    return out;
+  }
   if (i >= args.size() || args[i] != "set") {
-    return Status::InvalidArgument("expected: set consistency=SPEC, or checkpoint");
+    return Status::InvalidArgument(
+        "expected: set consistency=SPEC, checkpoint, or export --table=NAME --out=DIR");
   }
   for (++i; i < args.size(); ++i) {
     const std::string& kv = args[i];
@@ -85,6 +116,19 @@ StatusOr<std::string> RunCtl(const CtlArgs& args) {
     if (!r.ok()) return r.status();
     return fmt::format("checkpoint at clock {}: {:.1f} MiB in {:.2f} s, {}", r->cut().clock(),
                        r->cut().bytes() / 1048576.0, r->cut().seconds(), r->cut().dir());
+  }
+  if (args.command == CtlArgs::Command::kExport) {
+    h.set_type(proto::EXPORT);
+    *h.mutable_table_export() = args.exports;
+    auto r = CallScheduler(args.scheduler, args.auth, std::move(h), args.timeout_ms);
+    if (!r.ok()) return r.status();
+    const proto::TableExport& e = r->table_export();
+    int full = 0;
+    for (const proto::BucketExport& f : e.files()) full += f.full();
+    return fmt::format(
+        "table '{}' exported: {} rows, {} tombstones in {} bucket files ({} full) "
+        "in {:.2f} s, {}",
+        e.table(), e.rows(), e.tombstones(), e.files_size(), full, e.seconds(), e.dir());
   }
   h.set_type(proto::SET_POLICY);
   *h.mutable_policy() = args.policy;

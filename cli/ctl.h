@@ -8,6 +8,10 @@
 // `hetps ctl --scheduler=... checkpoint`: a whole-run checkpoint now (scheduler/checkpoints.h):
 // a consistent cut of the model at one clock on every server, in the scheduler's
 // --checkpoint_dir; returns once it is complete, printing its clock and folder.
+//
+// `hetps ctl --scheduler=... export --table=NAME --out=DIR [--full]`: a sparse table's rows for
+// serving (scheduler/table_exports.h, server/table/table_export.h): every server writes its
+// buckets into DIR (made absolute here), then the scheduler MANIFEST.json; prints the totals.
 #pragma once
 
 #include <string>
@@ -20,12 +24,14 @@
 namespace hetps {
 
 struct CtlArgs {
-  enum class Command { kSet, kCheckpoint };
+  enum class Command { kSet, kCheckpoint, kExport };
   Command command = Command::kSet;
   std::string scheduler;
   OperatorAuth auth = OperatorAuth::FromEnvironment();
-  proto::Policy policy;    // kSet
-  int timeout_ms = 10000;  // kCheckpoint: 600000 unless given (writing a large model takes time)
+  proto::Policy policy;        // kSet
+  proto::TableExport exports;  // kExport: table, dir (absolute), full
+  // kCheckpoint and kExport: 600000 unless given (writing a large model takes time)
+  int timeout_ms = 10000;
 };
 
 StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args);

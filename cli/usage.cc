@@ -84,9 +84,12 @@ const std::vector<CommandUsage>& Commands() {
          "           steer it (hetps status|ctl --run_dir=<run> use them); --insecure runs\n"
          "           without, --auth=curve --keys=DIR with keys of your own. A run across hosts\n"
          "           names its keys (--auth=curve --keys=DIR) or says --insecure.\n"},
-        {"ctl", "switch the consistency of a running cluster, or take a whole-run checkpoint",
+        {"ctl",
+         "switch the consistency of a running cluster, take a whole-run checkpoint, or export a "
+         "sparse table",
          "usage: hetps ctl --scheduler=tcp://host:port|--run_dir=RUN [--timeout_ms=T]\n"
-         "                 set consistency=SPEC | checkpoint\n"
+         "                 set consistency=SPEC | checkpoint |\n"
+         "                 export --table=NAME --out=DIR [--full]\n"
          "\n"
          "  ctl set  switch the consistency of a running cluster on every server, e.g.\n"
          "           set consistency=ssp:staleness=4 | set consistency=dssp:lower=2,range=8 |\n"
@@ -96,6 +99,10 @@ const std::vector<CommandUsage>& Commands() {
          "           server, in the scheduler's --checkpoint_dir (hetps launch: "
          "<run>/checkpoints);\n"
          "           hetps launch --resume=RUN_DIR continues from the newest one\n"
+         "  ctl export  a sparse table's rows for serving (docs/tables.md): every server writes\n"
+         "           its buckets into DIR (a new dir, on the servers' file system) and the\n"
+         "           scheduler MANIFEST.json: the rows pushed since the table's previous export\n"
+         "           and a tombstone for each key evicted or expired since; --full: every row\n"
          "\n"
          "  --run_dir=RUN reaches the cluster a local hetps launch runs in RUN: its scheduler's\n"
          "  endpoint and its keys are there. --auth=curve --keys=DIR [--key=NAME] (default:\n"

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/json_file.h"
+
 namespace hetps {
 namespace {
 
@@ -47,14 +49,6 @@ std::vector<std::pair<int64_t, fs::path>> Cuts(const std::string& checkpoint_dir
   return cuts;
 }
 
-Status SyncFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Internal(fmt::format("cannot open {} to sync it", path));
-  const bool ok = fsync(fd) == 0;
-  close(fd);
-  return ok ? Status() : Status::Internal(fmt::format("cannot sync {}", path));
-}
-
 }  // namespace
 
 std::string CutDir(const std::string& checkpoint_dir, int64_t clock) {
@@ -62,25 +56,7 @@ std::string CutDir(const std::string& checkpoint_dir, int64_t clock) {
 }
 
 Status WriteManifest(const std::string& cut_dir, const proto::CutManifest& manifest) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  if (!google::protobuf::util::MessageToJsonString(manifest, &json, options).ok()) {
-    return Status::Internal("cannot encode a cut manifest");
-  }
-  const std::string path = fmt::format("{}/{}", cut_dir, kManifestName);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << json;
-    if (!out.flush()) return Status::Internal(fmt::format("cannot write {}", tmp));
-  }
-  if (Status s = SyncFile(tmp); !s.ok()) return s;
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status::Internal(fmt::format("cannot rename {} to {}", tmp, path));
-  }
-  return SyncFile(cut_dir);
+  return WriteJsonFile(cut_dir, kManifestName, manifest);
 }
 
 StatusOr<proto::CutManifest> ReadManifest(const std::string& cut_dir) {

@@ -12,8 +12,9 @@
 namespace hetps {
 
 // With --auth=curve, what the key a message came with may do: register in its own role,
-// operators change the policy and take checkpoints, anyone admitted reads the status, and a
-// member's messages come with the key it registered with (a key cannot speak for another node).
+// operators change the policy, take checkpoints and export tables, anyone admitted reads the
+// status, and a member's messages come with the key it registered with (a key cannot speak for
+// another node).
 Status SchedulerLoop::Authorize(const Envelope& env) {
   if (!options_.auth.curve) return Status();
   const proto::Header& h = env.message.header;
@@ -28,6 +29,7 @@ Status SchedulerLoop::Authorize(const Envelope& env) {
     }
     case proto::SET_POLICY:
     case proto::CHECKPOINT:
+    case proto::EXPORT:
       if (*role == KeyRole::kOperator) return Status();
       return Status::PermissionDenied(fmt::format("{} needs an operator key; this is a {} key",
                                                   proto::MsgType_Name(h.type()),
@@ -238,6 +240,7 @@ void SchedulerLoop::OnDead(int32_t id) {
   for (auto& [pid, change] : policy_changes_) change.waiting.erase(id);
   FinishPolicyChanges();
   checkpoints_.OnServerDead(id, Now());
+  exports_.OnServerDead(id);
   if (m->info.role() == proto::SERVER) {
     fed_.RemoveServer(id, LiveWorkers(), Now());
   } else {

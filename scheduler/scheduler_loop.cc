@@ -282,6 +282,10 @@ void SchedulerLoop::Handle(Envelope& env) {
   if (h.type() == proto::CHECKPOINT) {  // likewise
     return checkpoints_.Request({-1, h.request_id(), env.identity}, Now());
   }
+  if (h.type() == proto::EXPORT) {  // likewise
+    return exports_.Request({-1, h.request_id(), env.identity}, h.table_export(),
+                            map_ ? &*map_ : nullptr, Now());
+  }
   if (h.type() == proto::STATUS) {  // likewise; as of the last Observe(), at most 200 ms ago
     proto::Header r = ReplyTo(h, proto::STATUS, kSchedulerId);
     SetFigures();
@@ -337,6 +341,9 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
         return Progress();
       }
       break;
+    case proto::EXPORT_DONE:
+      if (!worker) return exports_.OnAnswer(m->info.id(), h, Now());
+      break;
     case proto::WORKER_JOINED_ACK:
       if (!worker) return OnJoinAck(*m, h);
       break;
@@ -350,6 +357,7 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
       break;
     case proto::ERROR:
       if (policy_changes_.contains(h.request_id())) return OnPolicyAnswer(*m, h);
+      if (h.has_table_export()) return exports_.OnAnswer(m->info.id(), h, Now());
       if (h.has_cut()) {
         checkpoints_.OnAnswer(m->info.id(), h, Now());
         return Progress();
@@ -438,6 +446,7 @@ void SchedulerLoop::Broadcast(proto::Header h) {
 
 void SchedulerLoop::Shutdown(bool everyone) {
   checkpoints_.Shutdown();
+  exports_.Shutdown();
   CommitFed();  // answers of this turn go before SHUTDOWN
   proto::Header h;
   h.set_type(proto::SHUTDOWN);

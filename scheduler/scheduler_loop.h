@@ -31,6 +31,7 @@
 #include "scheduler/membership.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_store.h"
+#include "scheduler/table_exports.h"
 
 namespace hetps {
 
@@ -49,6 +50,11 @@ class SchedulerLoop {
                       .keep = options.keep_checkpoints},
                      CheckpointActions()),
         fed_(options.fed, FedActions()),
+        exports_(
+            {.send = [this](int32_t server,
+                            const proto::Header& h) { Reply(members_.ById(server)->identity, h); },
+             .reply = [this](const Arrival& to, const proto::Header& h) { Reply(to.identity, h); },
+             .live_servers = [this] { return members_.LiveServers(); }}),
         joins_(options.join_rate, options.join_burst),
         router_(ctx_, zmq::socket_type::router) {}
 
@@ -138,6 +144,7 @@ class SchedulerLoop {
   std::unique_ptr<SchedulerStore> store_;
   Checkpoints checkpoints_;
   FedRounds fed_;
+  TableExports exports_;
   JoinLimiter joins_;
   int64_t joins_refused_ = 0;
   struct Outgoing {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "server/table/table_export.h"
 #include "server/table/table_serving.h"
 
 namespace hetps {
@@ -209,6 +210,8 @@ void ServerLoop::HandleControl(Envelope& env) {
     }
     case proto::CHECKPOINT:
       return OnCheckpoint(h);
+    case proto::EXPORT:
+      return OnExport(h);
     case proto::POLICY_HINT:
       gate_->OnHint({h.stragglers().begin(), h.stragglers().end()}, h.quorum());
       break;
@@ -261,6 +264,28 @@ void ServerLoop::HandleControl(Envelope& env) {
 
 // A worker joined the running cluster: its requests are accepted and the controller counts it
 // from the clock it reports back (the scheduler gives the worker the highest of them).
+void ServerLoop::OnExport(const proto::Header& h) {
+  const proto::TableExport& request = h.table_export();
+  if (request.abort()) {
+    if (map_) CallOffExport(*map_, *state_.store, request.table());
+    spdlog::warn("export of table '{}' called off; its next export is full", request.table());
+    return;
+  }
+  StatusOr<proto::TableExport> done =
+      map_ ? ExportTable(*map_, *state_.store, link_->rank(), request)
+           : StatusOr<proto::TableExport>(Status::Unavailable("no shard map installed yet"));
+  proto::Header r;
+  if (done.ok()) {
+    r = ReplyTo(h, proto::EXPORT_DONE, link_->id());
+    *r.mutable_table_export() = std::move(*done);
+  } else {
+    spdlog::error("export of table '{}': {}", request.table(), done.status().ToString());
+    r = ErrorReply(h, done.status(), link_->id());
+    r.mutable_table_export()->set_table(request.table());
+  }
+  link_->Send(r);
+}
+
 void ServerLoop::OnWorkerJoined(const proto::Header& h) {
   if (h.view().nodes_size() != 1 || h.view().nodes(0).role() != proto::WORKER) {
     spdlog::warn("ignoring a malformed WORKER_JOINED");

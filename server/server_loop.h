@@ -74,6 +74,8 @@ class ServerLoop {
   // Whole-run checkpoints: the scheduler's request, and on every turn, writing the cut once
   // every live worker reached its clock and answering once every owner wrote its part.
   void OnCheckpoint(const proto::Header& h);
+  // The scheduler's EXPORT of a sparse table (server/table/table_export.h), or its call-off.
+  void OnExport(const proto::Header& h);
   void ProgressCut();
   void ReleaseDeferred(std::deque<Envelope> deferred);
   Status CheckSender(const Envelope& env) const;

@@ -79,6 +79,8 @@ class TableShard {
   using ExportRow = std::function<void(uint64_t key, const float* values)>;
   using ExportTombstone = std::function<void(uint64_t key)>;
   bool Export(bool full, const ExportRow& row, const ExportTombstone& tombstone);
+  // The rows last handed to Export never reached a serving copy: the next export is full.
+  void ForceFullExport() { export_full_ = true; }
 
   // Durability: the rows (values and state, keys, touches), admission counts and figures, and
   // back into an empty shard of the same table (the eviction policy restarts over them).

@@ -283,6 +283,46 @@ def test_finish_while_other_threads_are_inside_calls(cluster):
         del w
 
 
+def test_a_copy_built_from_exports_holds_the_tables_rows(cluster, tmp_path):
+    import os
+    import subprocess
+
+    from conftest import BIN
+    from hetps.tables import TableCopy
+
+    c = cluster(workers=1, server_flags=SUM)
+
+    def export(name, *flags):
+        subprocess.run([os.path.join(BIN, "hetps"), "ctl", f"--scheduler={c.endpoint}",
+                        "export", "--table=emb", f"--out={tmp_path / name}", *flags],
+                       check=True, capture_output=True)
+        return str(tmp_path / name)
+
+    with hetps.Client(c.endpoint) as w:
+        w.declare_table("emb", 4, init="zeros", max_rows=32, eviction="lfu")
+        w.declare([])
+        keys = np.arange(20, dtype=np.int64)
+        w.push_rows("emb", keys, np.ones((20, 4), np.float32)).wait()
+        copy = TableCopy()
+        assert copy.apply(export("1"))["rows"] == "20"
+        assert sorted(copy.rows) == list(range(20))
+        np.testing.assert_array_equal(copy.rows[7], -np.ones(4, np.float32))
+        more = np.arange(1000, 1200, dtype=np.int64)  # past the cap: lfu drops rows
+        w.push_rows("emb", more, np.full((200, 4), 2, np.float32)).wait()
+        delta = copy.apply(export("2"))
+        assert int(delta["tombstones"]) > 0
+        full = TableCopy()
+        full.apply(export("3", "--full"))
+        assert len(full) == len(copy) <= 64
+        assert full.rows.keys() == copy.rows.keys()
+        held = np.array(sorted(copy.rows), np.uint64)
+        out = np.empty((len(held), 4), np.float32)
+        w.pull_rows("emb", held, out).wait()
+        for key, row in zip(held.tolist(), out):
+            np.testing.assert_array_equal(copy.rows[key], row)
+            np.testing.assert_array_equal(full.rows[key], row)
+
+
 def test_table_rows_sum_exactly_and_bad_arrays_raise(cluster):
     c = cluster(workers=1, server_flags=SUM)
     with hetps.Client(c.endpoint) as w:

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 namespace hetps {
 namespace {
 
@@ -12,7 +14,26 @@ TEST(CtlTest, ParsesASetOfAConsistencySpec) {
   EXPECT_EQ(a->policy.consistency(), "dssp:lower=2");  // the servers validate and fill defaults
 }
 
+TEST(CtlTest, ParsesAnExportWithItsDirMadeAbsolute) {
+  auto a = ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--table=emb", "--out=exp/./one"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->command, CtlArgs::Command::kExport);
+  EXPECT_EQ(a->exports.table(), "emb");
+  EXPECT_FALSE(a->exports.full());
+  EXPECT_EQ(a->exports.dir(), (std::filesystem::current_path() / "exp/one").string());
+  EXPECT_EQ(a->timeout_ms, 600000);  // writing a large table takes time
+  a = ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--full", "--table=t", "--out=/x"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a->exports.full());
+  EXPECT_EQ(a->exports.dir(), "/x");
+}
+
 TEST(CtlTest, RefusesWhatItCannotSend) {
+  EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--table=t"}).ok());
+  EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--out=/x"}).ok());
+  EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--out=", "--table=t"}).ok());
+  EXPECT_FALSE(
+      ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--table=t", "--out=/x", "--since=3"}).ok());
   EXPECT_FALSE(ParseCtlArgs({"set", "consistency=ssp"}).ok());  // no scheduler
   EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "get"}).ok());
   EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "set", "staleness=2"}).ok());
