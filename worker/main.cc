@@ -29,7 +29,17 @@ DEFINE_string(workload, "synthetic",
               "what to run: synthetic (quadratic objective, known optimum), train (--model on "
               "Fashion-MNIST or any IDX pair) or edge (a federated client: local epochs on its "
               "own shard, its delta uploaded each round)");
-DEFINE_string(model, "mlp", "train: mlp (784-256-128-10, see --hidden) or cnn (LeNet-5 style)");
+DEFINE_string(model, "mlp",
+              "train: mlp (784-256-128-10, see --hidden), cnn (LeNet-5 style) on Fashion-MNIST, "
+              "or ctr (click-through rate over 26 sparse tables, generated data: --ctr_*)");
+DEFINE_uint64(ctr_ids_per_field, 1000000, "train --model=ctr: distinct ids of each field");
+DEFINE_double(ctr_zipf, 1.05, "train --model=ctr: the Zipf exponent of the fields' ids");
+DEFINE_int32(ctr_dim, 16, "train --model=ctr: floats per embedding row");
+DEFINE_int32(ctr_hidden, 64, "train --model=ctr: units of the MLP's hidden layer");
+DEFINE_int32(ctr_test_samples, 20000, "train --model=ctr: samples of rank 0's test set");
+DEFINE_string(ctr_table_optimizer, "adagrad:lr=0.1",
+              "train --model=ctr: the tables' row-wise optimizer spec (the dense layers use the "
+              "servers' --optimizer)");
 DEFINE_string(device, "auto",
               "where to compute: auto, cpu, cuda. auto: the GPU when usable for train, the CPU "
               "for edge clients (many emulated clients would each hold a CUDA context)");
@@ -162,9 +172,9 @@ hetps::Status CheckChoices() {
     return Status::InvalidArgument(
         fmt::format("unknown --workload '{}' (known: synthetic, train, edge)", FLAGS_workload));
   }
-  if (FLAGS_model != "mlp" && FLAGS_model != "cnn") {
+  if (FLAGS_model != "mlp" && FLAGS_model != "cnn" && FLAGS_model != "ctr") {
     return Status::InvalidArgument(
-        fmt::format("unknown --model '{}' (known: mlp, cnn)", FLAGS_model));
+        fmt::format("unknown --model '{}' (known: mlp, cnn, ctr)", FLAGS_model));
   }
   if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
     return Status::InvalidArgument(
@@ -229,6 +239,12 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   o.progress_every = std::max(1, FLAGS_progress_every);
   o.slowdown = FLAGS_slowdown;
   o.straggler = FLAGS_straggler;
+  o.ctr.ids_per_field = FLAGS_ctr_ids_per_field;
+  o.ctr.zipf = FLAGS_ctr_zipf;
+  o.ctr.dim = FLAGS_ctr_dim;
+  o.ctr.hidden = FLAGS_ctr_hidden;
+  o.ctr.test_samples = FLAGS_ctr_test_samples;
+  o.ctr.table_optimizer = FLAGS_ctr_table_optimizer;
   return o;
 }
 

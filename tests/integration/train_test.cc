@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tests/integration/local_cluster.h"
+#include "tests/scratch_dir.h"
 #include "worker/train/model.h"
 
 namespace hetps::testing {
@@ -155,6 +156,35 @@ TEST(TrainTest, DirichletSplitFinishesAndReportsItsLabelSkew) {
   }
   EXPECT_GT(majority / 10, 0.75) << "alpha 0.2 should skew the labels";
   EXPECT_EQ(samples, 60000);  // the two parts cover the training set
+}
+
+// deploy/ctr.flags, shortened: click-through rate over 26 sparse tables on two servers, its AUC
+// within a few points of the teacher's (the best achievable) and its run folder written.
+TEST(TrainTest, CtrOverSparseTablesLearnsCloseToItsTeacher) {
+  ScratchDir dir("hetps-ctr");
+  const std::string cmd = Bin("hetps") + " launch --servers 2 --workers 2 --flagfile " +
+                          HETPS_SOURCE_DIR
+                          "/deploy/ctr.flags --iterations=200 --eval_every=100 "
+                          "--ctr_test_samples=5000 --run_dir=" +
+                          dir.str() + " > " + dir.str() + ".log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << Slurp(dir.str() + ".log");
+  const std::string log = Slurp(dir.str() + ".log");
+  std::remove((dir.str() + ".log").c_str());
+  static const std::regex final_line(R"(final test AUC (0\.[0-9]+) \(teacher (0\.[0-9]+)\))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, final_line)) << log;
+  const double auc = std::stod(m[1]), teacher = std::stod(m[2]);
+  std::printf("ctr: test AUC %.4f, teacher %.4f\n", auc, teacher);
+  EXPECT_GT(teacher, 0.85);
+  EXPECT_GE(auc, teacher - 0.08) << log;
+  const std::string summary = Slurp(dir.str() + "/summary.json");
+  for (const char* key :
+       {"\"model\":\"ctr\"", "\"auc\":0.", "\"logloss\":0.", "\"teacher_auc\":0."}) {
+    EXPECT_NE(summary.find(key), std::string::npos) << key << " in " << summary;
+  }
+  const std::string metrics = Slurp(dir.str() + "/metrics.csv");
+  EXPECT_EQ(metrics.rfind("wall_s,clock,worker,loss,test_accuracy,staleness\n", 0), 0u);
+  EXPECT_GT(Slurp(dir.str() + "/plot.png").size(), 1000u);
 }
 
 TEST(TrainTest, LaunchWritesTheRunFolder) {

@@ -86,6 +86,13 @@ Status ValidateTrainOptions(const TrainOptions& o) {
   }
   if (auto s = Stragglers().Parse(o.straggler); !s.ok()) return s.status();
   if (o.validation < 0) return Status::InvalidArgument("validation must be >= 0 samples");
+  if (o.model == "ctr") {
+    if (o.validation > 0 || o.device == "cuda") {
+      return Status::InvalidArgument(
+          "--model=ctr streams its data (no --validation split) and computes on the cpu");
+    }
+    return ValidateCtrOptions(o.ctr);
+  }
   if (o.partition != "iid" && o.partition != "dirichlet") {
     return Status::InvalidArgument(
         fmt::format("unknown partition '{}' (iid, dirichlet)", o.partition));
@@ -455,6 +462,7 @@ RunSummary Trainer::Summary(double accuracy, double wall) const {
 
 Status RunTraining(Client& client, const TrainOptions& o, const std::atomic<bool>& stop) {
   if (Status s = ValidateTrainOptions(o); !s.ok()) return s;
+  if (o.model == "ctr") return RunCtrTraining(client, o, stop);
   Trainer trainer(client, o);
   if (Status s = trainer.Prepare(); !s.ok()) return s;
   for (int it = 0; client.clock() < o.iterations && !stop.load(); ++it) {

@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "hetps/client.h"
+#include "worker/ctr/ctr_training.h"
 #include "worker/train/workload.h"
 
 namespace hetps {
@@ -36,6 +37,7 @@ struct TrainOptions : WorkloadOptions {
   // multiplies `slowdown` per iteration.
   std::string straggler = "none";
   int log_every = 10;  // clocks between rows of the run's metrics
+  CtrOptions ctr;      // model "ctr" (worker/ctr/ctr_training.h)
 };
 
 // Trains until the worker's clock reaches `iterations`; rank 0 prints the final test accuracy.
