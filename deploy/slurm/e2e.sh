@@ -16,12 +16,15 @@ dir=$(mktemp -d /tmp/hetps-slurm-XXXXXX)
 trap 'deploy/slurm/local_slurm.sh stop "$dir"' EXIT
 eval "$(deploy/slurm/local_slurm.sh start "$dir")"
 sinfo
-HETPS_BIN=$bin sbatch --wait --ntasks=4 --output="$dir/hetps-%j.log" deploy/slurm/hetps.sbatch
+# The quickstart model, shortened to 500 iterations (0.85 measured): the test is of the job's
+# path through Slurm, its keys and its ranks; the full run's accuracy is the quickstart's.
+HETPS_WORKER_FLAGS="--workload=train --iterations=500 --batch=64 --eval_every=250 \
+--progress_every=250" HETPS_BIN=$bin sbatch --wait --ntasks=4 --output="$dir/hetps-%j.log" deploy/slurm/hetps.sbatch
 log=$(ls "$dir"/hetps-*.log)
 grep -E "hetps job|listening on|final test accuracy" "$log"
 grep -q "CURVE as 'scheduler'" "$log" ||
   { echo "FAIL: the job's scheduler did not run with keys (job log follows)"; cat "$log"; exit 1; }
 accuracy=$(sed -n 's/.*final test accuracy \([0-9.]*\).*/\1/p' "$log" | head -1)
-awk -v a="$accuracy" 'BEGIN { exit !(a != "" && a >= 0.85) }' ||
+awk -v a="$accuracy" 'BEGIN { exit !(a != "" && a >= 0.80) }' ||
   { echo "FAIL: accuracy '$accuracy' (job log follows)"; cat "$log"; exit 1; }
 echo "PASS: the Slurm job trained to $accuracy"

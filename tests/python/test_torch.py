@@ -111,14 +111,14 @@ def test_embedding_bag_matches_torch_and_pushes_its_gradient_rows(cluster):
 
 def test_ctr_example_learns_close_to_its_teacher():
     """examples/pytorch/train_ctr.py as the workers of `hetps launch`: 26 hetps tables and an
-    MLP reach an AUC within 8 points of the hidden teacher's on the generated click data (3.5
-    points at the documented 600 iterations)."""
+    MLP reach an AUC within 8 points of the hidden teacher's on the generated click data (5.9
+    points after these 150 iterations, 3.5 at the documented 600)."""
     run_dir = tempfile.mkdtemp(prefix="hetps-ctr-")
     example = os.path.join(ROOT, "examples/pytorch/train_ctr.py")
     out = subprocess.run(
         [os.path.join(BIN, "hetps"), "launch", "--servers=2", "--workers=2",
-         f"--run_dir={run_dir}", f"--worker_cmd={sys.executable} {example} --test_samples=10000",
-         "--optimizer=adam:lr=0.003", "--init=worker", "--iterations=300"],
+         f"--run_dir={run_dir}", f"--worker_cmd={sys.executable} {example} --test_samples=5000",
+         "--optimizer=adam:lr=0.003", "--init=worker", "--iterations=150"],
         capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout + out.stderr
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
