@@ -248,6 +248,13 @@ function render(s) {
   fillTable("servers", s.servers, (v) => [
     v.rank, v.id, v.state, v.partitions, fmtBytes(v.bytes_held), num(v.requests_per_s, 0),
     v.parked_pulls, v.parked_clocks, v.address]);
+  // Each server's sparse tables (docs/tables.md), a row per server and table.
+  const tables = s.servers.flatMap((v) => (v.tables || []).map((t) => ({ server: v.rank, ...t })));
+  document.getElementById("tables-section").hidden = tables.length === 0;
+  fillTable("tables", tables, (t) => [
+    t.server, t.name, t.rows, fmtBytes(t.bytes), `${num(t.bytes_per_row, 0)} (${t.row_bytes} own)`,
+    t.hits + t.misses ? num(t.hits / (t.hits + t.misses), 3) : "–", t.created, t.evicted,
+    t.expired, t.admitted, t.dropped, t.refused]);
   fillTable("layers", s.layers, (l) => [
     l.layer, l.pushes, num(l.pushes_per_min, 0), fmtBytes(l.bytes), num(l.mean_staleness, 2), l.max_staleness]);
   if (typeof uPlot === "undefined") {
