@@ -24,6 +24,7 @@ Status ServerLoop::Setup() {
           [this](const std::string& identity, const proto::Header& h) { Reply(identity, h); },
           [this](DataRequest&& request) { Serve(std::move(request)); },
           [this](const RoundSpec& round) { ApplyRound(round); }, [this] { return Now(); }});
+  PolicyChanged();
 
   router_.emplace(ctx_, zmq::socket_type::router);
   router_->set(zmq::sockopt::linger, 0);
@@ -90,6 +91,7 @@ Status ServerLoop::Run() {
       spdlog::warn("the cluster runs consistency '{}', which this server refuses: {}",
                    cluster_policy, s.ToString());
     }
+    PolicyChanged();
   }
   spdlog::info("consistency {}, aggregator {}", gate_->consistency(), aggregator_->Full());
   const std::string joined =
@@ -202,6 +204,7 @@ void ServerLoop::HandleControl(Envelope& env) {
       return OnWorkerJoined(h);
     case proto::SET_POLICY: {
       Status s = gate_->Switch(h.policy().consistency());
+      PolicyChanged();
       if (!s.ok())
         spdlog::warn("consistency '{}' refused: {}", h.policy().consistency(), s.ToString());
       link_->Send(s.ok() ? ReplyTo(h, proto::POLICY_ACK, link_->id())

@@ -41,6 +41,7 @@
 #include "server/fault_point.h"
 #include "server/server.h"
 #include "server/serving.h"
+#include "server/table/table_serving.h"
 
 namespace hetps {
 
@@ -135,6 +136,12 @@ class ServerLoop {
   std::unordered_map<int32_t, std::shared_ptr<ShmSegment>> shm_;  // by worker node id
   CmaPeers cma_;
   std::optional<ConsistencyGate> gate_;
+  // Whether sparse tables are defined under the gate's controller and aggregator (OK, or why
+  // not): checked when the policy is set or switched, not per request.
+  Status tables_defined_;
+  void PolicyChanged() {
+    tables_defined_ = TablesDefinedUnder(gate_->consistency_spec(), gate_->aggregator_spec());
+  }
   std::unique_ptr<DurableStore> durable_;
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   Status fatal_;  // set when the server cannot go on (its data dir does not fit the cluster)

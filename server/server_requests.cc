@@ -47,7 +47,7 @@ Status ServerLoop::CheckRequest(const Envelope& env) const {
   if (part != nullptr && part->table() != nullptr) {
     const TensorSpec& table = map_->tensors()[part->info().tensor_id];
     if (Status s = CheckTableRequest(h, env.message, table); !s.ok()) return s;
-    return TablesDefinedUnder(gate_->consistency_spec(), gate_->aggregator_spec());
+    return tables_defined_;
   }
   if (part == nullptr) {
     const int32_t id = h.partition();

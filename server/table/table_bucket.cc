@@ -148,15 +148,17 @@ int TableBucket::ApplyRound(const RoundSpec& round, uint32_t now) {
     contributors = 0;
     ++steps;
   };
-  std::vector<int64_t> done;
+  // Whether worker w's updates of `clock` are this round's (the same rule when applying them
+  // and when dropping what was applied: the steps point into held_ until then).
+  auto applies = [&](int64_t clock, int32_t w) {
+    return !(round.only_clock && clock != round.clock) &&
+           (round.workers.empty() ||
+            std::find(round.workers.begin(), round.workers.end(), w) != round.workers.end());
+  };
   for (auto& [clock, by_worker] : held_) {
     if (clock > round.clock) break;
-    const bool dropped = round.only_clock && clock != round.clock;
     for (auto w = by_worker.begin(); w != by_worker.end();) {
-      const bool counts =
-          round.workers.empty() ||
-          std::find(round.workers.begin(), round.workers.end(), w->first) != round.workers.end();
-      if (dropped || !counts) {
+      if (!applies(clock, w->first)) {
         w = round.only_clock && clock < round.keep_from ? by_worker.erase(w) : std::next(w);
         continue;
       }
@@ -170,11 +172,7 @@ int TableBucket::ApplyRound(const RoundSpec& round, uint32_t now) {
   // What was applied goes; what waits stays.
   for (auto c = held_.begin(); c != held_.end() && c->first <= round.clock;) {
     for (auto w = c->second.begin(); w != c->second.end();) {
-      const bool counts =
-          round.workers.empty() ||
-          std::find(round.workers.begin(), round.workers.end(), w->first) != round.workers.end();
-      const bool dropped = round.only_clock && c->first != round.clock;
-      w = counts && !dropped ? c->second.erase(w) : std::next(w);
+      w = applies(c->first, w->first) ? c->second.erase(w) : std::next(w);
     }
     c = c->second.empty() ? held_.erase(c) : std::next(c);
   }
