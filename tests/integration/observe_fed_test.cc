@@ -1,18 +1,22 @@
 // The dashboard in headless Chromium with 40 edge clients (hetps launch --workload=edge): the
 // federated panel, a page of 25 clients, the evaluator's accuracy, the workers' pager and the
 // charts. Chromium comes from deploy/install_deps.sh --tests; without it the test skips visibly.
-// Unlike observe_test it times nothing, so it runs beside other tests.
+// Unlike observe_test it times nothing, so it runs beside other tests. Also: a sparse table's
+// panel.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
 #include <thread>
 
 #include "tests/integration/local_cluster.h"
 #include "tests/integration/observe_util.h"
+#include "tests/scratch_dir.h"
 
 namespace hetps::testing {
 namespace {
@@ -76,6 +80,47 @@ TEST(ObserveTest, TheDashboardShowsFederatedClientsAPageAtATime) {
   EXPECT_EQ(shot_code, 0) << shot_out;
   EXPECT_EQ(launch.Stop(), 128 + SIGTERM);
   fs::remove_all(tmp);
+}
+
+// A sparse table's figures (docs/tables.md) in the dashboard: a row per server and table.
+TEST(TableDashboardTest, TheDashboardShowsEachServersTables) {
+  if (!Have("chromium")) GTEST_SKIP() << "SKIPPED: needs the Debian package chromium";
+  ScratchDir tmp("hetps-table-dashboard");
+  const int port = FreePort();
+  LocalCluster cluster({.servers = 2,
+                        .workers = 1,
+                        .scheduler_flags = {"--http_port=" + std::to_string(port)},
+                        .server_flags = {"--optimizer=sgd:lr=1"}});
+  auto clients = cluster.ConnectClients(1);
+  Client& c = *clients[0];
+  ASSERT_TRUE(c.DeclareTable("clicks", {.dim = 4, .init = "zeros"}).ok());
+  ASSERT_TRUE(c.DeclareTensors({}).ok());
+  std::vector<uint64_t> keys(300);
+  std::iota(keys.begin(), keys.end(), 0);
+  std::vector<float> grads(keys.size() * 4, 1.0f);
+  ASSERT_TRUE(c.PushRows("clicks", keys.data(), 300, grads.data()).Wait().ok());
+  httplib::Client http("127.0.0.1", port);
+  int64_t rows = 0;  // the servers report their tables with their heartbeats
+  for (auto deadline = Clock::now() + std::chrono::seconds(10); rows < 300;) {
+    ASSERT_LT(Clock::now(), deadline) << "the servers' tables never reached /api/status";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    rows = 0;
+    const Json status = GetJson(http, "/api/status");
+    for (const Json& s : status["servers"]) {
+      for (const Json& t : s.value("tables", Json::array())) rows += t["rows"].get<int64_t>();
+    }
+  }
+  auto [code, dom] = Shell(fmt::format(
+      "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+      "--user-data-dir={}/chromium --virtual-time-budget=3000 --dump-dom http://127.0.0.1:{}/ "
+      "2>/dev/null",
+      tmp.str(), port));
+  ASSERT_EQ(code, 0);
+  EXPECT_NE(dom.find("<div id=\"tables-section\">"), std::string::npos)
+      << "the section is shown once a server has a table: " << dom;
+  int shown = 0;  // a row per server: its rank, the table, its rows
+  for (size_t at = 0; (at = dom.find("<td>clicks</td>", at)) != std::string::npos; ++at) ++shown;
+  EXPECT_EQ(shown, 2) << dom;
 }
 
 }  // namespace

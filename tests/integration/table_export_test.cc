@@ -2,7 +2,7 @@
 // full export holds every row with its value; deltas hold the rows pushed since and tombstones
 // for the keys evicted since, so that a copy built from a full export and its deltas equals a
 // full export taken at the same moment; misuse is refused with a reason and the cluster goes
-// on. The dashboard shows each server's tables.
+// on.
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "tests/integration/observe_util.h"
+#include "tests/integration/local_cluster.h"
 #include "tests/scratch_dir.h"
 
 namespace hetps::testing {
@@ -173,46 +173,6 @@ TEST(TableExportTest, MisuseIsRefusedWithItsReasonAndTheClusterGoesOn) {
   ASSERT_EQ(Ctl(cluster, "export --table=emb --out=" + out.str() + "/c").first, 0);
   std::map<int32_t, Rows> copy;
   EXPECT_EQ(Apply(out.str() + "/c", copy).rows, 1);
-}
-
-TEST(TableDashboardTest, TheDashboardShowsEachServersTables) {
-  if (!Have("chromium")) GTEST_SKIP() << "SKIPPED: needs the Debian package chromium";
-  ScratchDir tmp("hetps-table-dashboard");
-  const int port = FreePort();
-  LocalCluster cluster({.servers = 2,
-                        .workers = 1,
-                        .scheduler_flags = {"--http_port=" + std::to_string(port)},
-                        .server_flags = {"--optimizer=sgd:lr=1"}});
-  auto clients = cluster.ConnectClients(1);
-  Client& c = *clients[0];
-  ASSERT_TRUE(c.DeclareTable("clicks", {.dim = kDim, .init = "zeros"}).ok());
-  ASSERT_TRUE(c.DeclareTensors({}).ok());
-  std::vector<uint64_t> keys(300);
-  std::iota(keys.begin(), keys.end(), 0);
-  std::vector<float> grads(keys.size() * kDim, 1.0f);
-  ASSERT_TRUE(c.PushRows("clicks", keys.data(), 300, grads.data()).Wait().ok());
-  httplib::Client http("127.0.0.1", port);
-  int64_t rows = 0;  // the servers report their tables with their heartbeats
-  for (auto deadline = Clock::now() + std::chrono::seconds(10); rows < 300;) {
-    ASSERT_LT(Clock::now(), deadline) << "the servers' tables never reached /api/status";
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    rows = 0;
-    const Json status = GetJson(http, "/api/status");
-    for (const Json& s : status["servers"]) {
-      for (const Json& t : s.value("tables", Json::array())) rows += t["rows"].get<int64_t>();
-    }
-  }
-  auto [code, dom] = Shell(fmt::format(
-      "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-      "--user-data-dir={}/chromium --virtual-time-budget=3000 --dump-dom http://127.0.0.1:{}/ "
-      "2>/dev/null",
-      tmp.str(), port));
-  ASSERT_EQ(code, 0);
-  EXPECT_NE(dom.find("<div id=\"tables-section\">"), std::string::npos)
-      << "the section is shown once a server has a table: " << dom;
-  int shown = 0;  // a row per server: its rank, the table, its rows
-  for (size_t at = 0; (at = dom.find("<td>clicks</td>", at)) != std::string::npos; ++at) ++shown;
-  EXPECT_EQ(shown, 2) << dom;
 }
 
 }  // namespace

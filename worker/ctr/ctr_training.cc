@@ -4,8 +4,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 
@@ -241,21 +239,9 @@ Status CtrTrainer::WriteSummary(double auc, double logloss, double wall) const {
       *v /= static_cast<double>(steps_);
     }
   }
+  summary.model = "ctr";
+  summary.figures = {{"auc", auc}, {"logloss", logloss}, {"teacher_auc", teacher_auc_}};
   if (Status s = FinishRun(o_.run_dir, summary); !s.ok()) return s;
-  const std::string path = o_.run_dir + "/summary.json";
-  nlohmann::ordered_json j;
-  {
-    std::ifstream in(path);
-    j = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
-  }
-  if (j.is_discarded()) return Status::Internal(fmt::format("cannot read {}", path));
-  j["model"] = "ctr";
-  j["auc"] = auc;
-  j["logloss"] = logloss;
-  j["teacher_auc"] = teacher_auc_;
-  std::ofstream out(path, std::ios::trunc);
-  out << j.dump() << "\n";
-  if (!out.flush()) return Status::Internal(fmt::format("cannot write {}", path));
   std::printf("run files in %s: metrics.csv, plot.png, summary.json\n", o_.run_dir.c_str());
   return Status();
 }

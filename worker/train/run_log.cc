@@ -120,6 +120,9 @@ void GatherWorkers(const std::string& dir, std::vector<std::pair<double, std::st
 }
 
 std::string SummaryJson(const RunSummary& s, const WorkerTraffic& traffic, int traffic_workers) {
+  std::string extra;  // the workload's own: its model's name and figures
+  if (!s.model.empty()) extra += fmt::format(",\"model\":\"{}\"", s.model);
+  for (const auto& [name, value] : s.figures) extra += fmt::format(",\"{}\":{:.6f}", name, value);
   return fmt::format(
       "{{\"{}_accuracy\":{:.4f},\"eval_set\":\"{}\",\"wall_s\":{:.2f},\"iterations\":{},"
       "\"workers\":{},"
@@ -127,7 +130,7 @@ std::string SummaryJson(const RunSummary& s, const WorkerTraffic& traffic, int t
       "\"device_encoded_partitions\":{},\"step_s\":{{\"pull\":{:.6f},\"push_wait\":{:.6f},"
       "\"compute\":{:.6f},\"encode\":{:.6f},\"clock\":{:.6f}}},\"traffic_workers\":{},"
       "\"partition_pushes\":{},\"bytes_pushed\":{},\"bytes_pulled\":{},\"dropped_pushes\":{},"
-      "\"mean_push_staleness\":{:.4f},\"max_push_staleness\":{}}}\n",
+      "\"mean_push_staleness\":{:.4f},\"max_push_staleness\":{}{}}}\n",
       s.eval_set, s.accuracy, s.eval_set, s.wall_s, s.iterations, s.workers,
       s.wall_s > 0 ? static_cast<double>(s.samples) / s.wall_s : 0.0, s.consistency, s.device,
       s.device_encoded_partitions, s.step.pull, s.step.push_wait, s.step.compute, s.step.encode,
@@ -136,7 +139,7 @@ std::string SummaryJson(const RunSummary& s, const WorkerTraffic& traffic, int t
       traffic.partition_pushes > 0 ? static_cast<double>(traffic.push_staleness_sum) /
                                          static_cast<double>(traffic.partition_pushes)
                                    : 0.0,
-      traffic.max_push_staleness);
+      traffic.max_push_staleness, extra);
 }
 
 void Plot(const std::string& dir, const std::string& metrics, const std::string& eval_set) {

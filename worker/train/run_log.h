@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -54,9 +56,11 @@ struct RunSummary {
   int workers = 0;
   int64_t samples = 0;  // trained on, all workers
   std::string consistency;
-  std::string device;                     // where rank 0 computed
-  int64_t device_encoded_partitions = 0;  // partitions rank 0 encoded on its device
-  StepSeconds step;                       // rank 0's mean step
+  std::string device;                                   // where rank 0 computed
+  int64_t device_encoded_partitions = 0;                // partitions rank 0 encoded on its device
+  StepSeconds step;                                     // rank 0's mean step
+  std::string model;                                    // written when set (e.g. "ctr")
+  std::vector<std::pair<std::string, double>> figures;  // the workload's own, e.g. auc
 };
 
 // What one worker's client counted over the run (ClientStats); FinishRun sums every worker's
