@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, runs every test with ctest, then the unit tests of the code
 # that reads hostile input under AddressSanitizer and UBSan (deploy/sanitize.sh --quick), then
-# each fuzz target for a bounded time (deploy/fuzz.sh, HETPS_FUZZ_SECONDS each, default 8).
+# each fuzz target for a bounded time (deploy/fuzz.sh, HETPS_FUZZ_SECONDS each, default 5).
 # Each phase says how long it took (CI has 30 minutes on 2 cores for all of them); the sanitizer
 # build overlaps ctest at idle priority, so the sanitize phase shows only what was left of it.
 set -euo pipefail
@@ -33,4 +33,4 @@ sanitize() {
   ./deploy/sanitize.sh --quick
 }
 phase sanitize sanitize
-phase fuzz ./deploy/fuzz.sh "${HETPS_FUZZ_SECONDS:-8}"
+phase fuzz ./deploy/fuzz.sh "${HETPS_FUZZ_SECONDS:-5}"
