@@ -207,6 +207,17 @@ PYBIND11_MODULE(_hetps, m) {
           "push until set again (nan: none); servers with --aggregator=sum:compensation=lcasgd "
           "predict each worker's loss from it.")
       .def("barrier", &PyClient::Barrier, "Blocks until every live worker has called barrier().")
+      .def_property_readonly(
+          "runs_rounds", [](PyClient& c) { return c.client()->scheduler_runs_rounds(); },
+          "Whether the scheduler runs federated rounds (servers with consistency selected or "
+          "committed): a client then asks for work with await_round() instead of clocking.")
+      .def("await_round", &PyClient::AwaitRound,
+           "Federated rounds: blocks until the scheduler's selection picks this client and "
+           "returns the round (current_clock becomes it, so the pushes that follow belong to "
+           "it), or -1 once the run's rounds are done (then finish()).")
+      .def("finish_round", &PyClient::FinishRound,
+           "After every push of the round was acknowledged: reports the upload; returns whether "
+           "the round kept it (False: it closed without it and the servers drop it).")
       .def("finish", &PyClient::Finish,
            "Waits for every pending ticket and leaves the cluster; idempotent.")
       .def("report_metrics", &PyClient::ReportMetrics, py::arg("metrics"),

@@ -245,6 +245,29 @@ void PyClient::Barrier() {
   Check(s);
 }
 
+int64_t PyClient::AwaitRound() {
+  const std::shared_ptr<Client> held = client();
+  StatusOr<int64_t> round = Status();
+  {
+    py::gil_scoped_release unlocked;
+    round = held->AwaitRound();
+  }
+  Check(round.status());
+  return *round;
+}
+
+bool PyClient::FinishRound() {
+  const std::shared_ptr<Client> held = client();
+  StatusOr<bool> kept = Status();
+  {
+    py::gil_scoped_release unlocked;
+    kept = held->FinishRound();
+  }
+  Sweep();
+  Check(kept.status());
+  return *kept;
+}
+
 void PyClient::Finish() {
   if (!client_) return;
   std::shared_ptr<Client> held = std::move(client_);

@@ -84,6 +84,13 @@ class PyClient {
 
   void Barrier();
 
+  // Federated rounds (the scheduler runs them: servers with consistency selected or
+  // committed): blocks until this client is picked and returns the round (-1: the run's rounds
+  // are done); after the round's pushes were acknowledged, finish_round reports the upload and
+  // returns whether the round kept it.
+  int64_t AwaitRound();
+  bool FinishRound();
+
   // Other threads still inside a call keep their reference: their calls end at once
   // (FailedPrecondition) and the last of them frees the client.
   void Finish();
