@@ -110,6 +110,26 @@ def run_client(client, scheduler="", rank=None, log=None):
         return done
 
 
+def parameters_of(module):
+    """A torch nn.Module's float32 state as fit's parameters: {name: array} sharing the module's
+    memory on the CPU (no copy; a GPU module's are copied to the host). Other state (int
+    counters such as BatchNorm's num_batches_tracked) stays local to the client."""
+    import torch
+    return {n: t.detach().cpu().numpy() for n, t in module.state_dict().items()
+            if t.dtype == torch.float32}
+
+
+def load_parameters(module, parameters):
+    """Copies `parameters` (as parameters_of names them) into the module's state, in place."""
+    import torch
+    state = module.state_dict()
+    with torch.no_grad():
+        for name, value in parameters.items():
+            if name not in state:
+                raise ValueError(f"the module has no parameter {name!r}")
+            state[name].copy_(torch.from_numpy(np.asarray(value)).reshape(state[name].shape))
+
+
 def main(make_client):
     """For a client program: `hetps.fed.main(lambda rank: MyClient(rank))` builds the client of
     this process's rank ($HETPS_RANK) and runs it; exits 0 when the run's rounds are done."""

@@ -127,3 +127,17 @@ def test_ctr_example_learns_close_to_its_teacher():
     assert summary["auc"] > summary["teacher_auc"] - 0.08, summary
     assert 0 < summary["logloss"] < 0.69, summary
     assert os.path.exists(os.path.join(run_dir, "metrics.csv"))
+
+
+def test_fed_helpers_move_a_modules_state_in_and_out_without_copies():
+    import hetps.fed
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    params = hetps.fed.parameters_of(model)
+    assert sorted(params) == ["0.bias", "0.weight", "1.bias", "1.running_mean", "1.running_var",
+                              "1.weight"]  # not the int64 num_batches_tracked
+    assert np.shares_memory(params["0.weight"], model[0].weight.detach().numpy())
+    new = {n: np.full_like(a, 0.5) for n, a in params.items()}
+    hetps.fed.load_parameters(model, new)
+    assert torch.equal(model[0].weight, torch.full((2, 3), 0.5))
+    with pytest.raises(ValueError, match="no parameter 'nope'"):
+        hetps.fed.load_parameters(model, {"nope": np.zeros(1, np.float32)})
