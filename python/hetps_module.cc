@@ -15,6 +15,7 @@
 #include "python/py_client.h"
 #include "python/py_errors.h"
 #include "worker/train/run_log.h"
+#include "worker/train/workload.h"
 
 namespace py = pybind11;
 
@@ -245,6 +246,32 @@ PYBIND11_MODULE(_hetps, m) {
            py::arg("accuracy") = py::none(), py::arg("staleness") = 0)
       .def("close", &PyRunLog::Close);
 
+  m.def(
+      "split_samples",
+      [](const std::vector<int32_t>& labels, int classes, int parts, const std::string& scheme,
+         double alpha, int shards_per_client, uint64_t seed) {
+        if (scheme != "iid" && scheme != "dirichlet" && scheme != "shards") {
+          throw py::value_error("unknown partition '" + scheme + "' (iid, dirichlet, shards)");
+        }
+        if (parts < 1 || classes < 1 || shards_per_client < 1 || !(alpha > 0)) {
+          throw py::value_error("parts, classes and shards_per_client must be >= 1, alpha > 0");
+        }
+        for (int32_t y : labels) {
+          if (y < 0 || y >= classes) throw py::value_error("a label outside [0, classes)");
+        }
+        WorkloadOptions o;
+        o.partition = scheme;
+        o.dirichlet_alpha = alpha;
+        o.shards_per_client = shards_per_client;
+        o.seed = seed;
+        py::gil_scoped_release unlocked;
+        return SplitSamples(o, labels, classes, parts);
+      },
+      py::arg("labels"), py::arg("classes"), py::arg("parts"), py::arg("scheme") = "iid",
+      py::arg("alpha") = 0.5, py::arg("shards_per_client") = 2, py::arg("seed") = 1,
+      "The C++ edge clients' split of sample positions into `parts` (iid, dirichlet with alpha, "
+      "or shards of one label), seeded: the same partition a C++ client of the same rank and "
+      "--data_seed trains on.");
   m.def(
       "finish_run",
       [](const std::string& dir, double test_accuracy, double wall_s, int64_t iterations,

@@ -1,5 +1,5 @@
 # Type stubs of the hetps module (python/hetps_module.cc); help(hetps.Client) has the details.
-from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 Array = Any  # a C-contiguous float32 numpy array or CPU torch tensor
 
@@ -71,3 +71,7 @@ class RunLog:
 def finish_run(dir: str, test_accuracy: float, wall_s: float, iterations: int, workers: int,
                samples: int, consistency: str, device: str = "cpu") -> None: ...
 def wait_all(tickets: Iterable[Ticket]) -> None: ...
+
+def split_samples(labels: Sequence[int], classes: int, parts: int, scheme: str = "iid",
+                  alpha: float = 0.5, shards_per_client: int = 2,
+                  seed: int = 1) -> List[List[int]]: ...

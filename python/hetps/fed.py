@@ -34,6 +34,7 @@ import traceback
 import numpy as np
 
 from ._hetps import Client
+from ._hetps import split_samples as _split_samples
 
 
 def _checked(model, reference, what):
@@ -108,6 +109,18 @@ def run_client(client, scheduler="", rank=None, log=None):
                 c.report_metrics(figures)
                 done["metrics"] = figures
         return done
+
+
+def partition(labels, parts, scheme="iid", alpha=0.5, shards_per_client=2, seed=1,
+              classes=None):
+    """The sample indices of each of `parts` clients, split as the C++ edge clients split their
+    data set (`--partition=iid|dirichlet|shards`, `--dirichlet_alpha`, `--shards_per_client`,
+    `--data_seed`): client r of a scenario trains on partition(...)[r] in either language."""
+    labels = np.asarray(labels, dtype=np.int32)
+    classes = int(labels.max()) + 1 if classes is None else classes
+    split = _split_samples(labels.tolist(), classes, parts, scheme, alpha, shards_per_client,
+                           seed)
+    return [np.asarray(s, dtype=np.int64) for s in split]
 
 
 def parameters_of(module):

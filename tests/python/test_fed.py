@@ -116,3 +116,21 @@ def test_what_fit_returns_is_checked_with_a_clear_message(cluster, client, messa
                 scheduler_flags=["--clients_per_round=1", "--rounds=2"])
     with pytest.raises(ValueError, match=message):
         hetps.fed.run_client(client, c.endpoint)
+
+
+def test_partitions_are_the_cpp_clients_and_cover_every_sample_once():
+    labels = np.repeat(np.arange(10), 100)  # 1000 samples, 10 classes
+    for scheme in ["iid", "dirichlet", "shards"]:
+        parts = hetps.fed.partition(labels, 8, scheme=scheme, alpha=0.3, seed=4)
+        assert len(parts) == 8
+        every = np.sort(np.concatenate(parts))
+        if scheme != "shards":  # shards may leave a remainder unassigned
+            np.testing.assert_array_equal(every, np.arange(1000))
+        assert len(np.unique(every)) == len(every)
+        again = hetps.fed.partition(labels, 8, scheme=scheme, alpha=0.3, seed=4)
+        assert all(np.array_equal(a, b) for a, b in zip(parts, again))  # seeded
+    skewed = hetps.fed.partition(labels, 8, scheme="dirichlet", alpha=0.1, seed=4)
+    top_share = max(np.bincount(labels[p], minlength=10).max() / max(1, len(p)) for p in skewed)
+    assert top_share > 0.5  # a small alpha gives clients a dominant label
+    with pytest.raises(ValueError, match="unknown partition"):
+        hetps.fed.partition(labels, 8, scheme="zipf")
