@@ -265,8 +265,6 @@ void ServerLoop::HandleControl(Envelope& env) {
   }
 }
 
-// A worker joined the running cluster: its requests are accepted and the controller counts it
-// from the clock it reports back (the scheduler gives the worker the highest of them).
 void ServerLoop::OnExport(const proto::Header& h) {
   const proto::TableExport& request = h.table_export();
   if (request.abort()) {
@@ -289,6 +287,8 @@ void ServerLoop::OnExport(const proto::Header& h) {
   link_->Send(r);
 }
 
+// A worker joined the running cluster: its requests are accepted and the controller counts it
+// from the clock it reports back (the scheduler gives the worker the highest of them).
 void ServerLoop::OnWorkerJoined(const proto::Header& h) {
   if (h.view().nodes_size() != 1 || h.view().nodes(0).role() != proto::WORKER) {
     spdlog::warn("ignoring a malformed WORKER_JOINED");
