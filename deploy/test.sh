@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, runs every test with ctest, then the unit tests of the code
 # that reads hostile input under AddressSanitizer and UBSan (deploy/sanitize.sh --quick), then
-# each fuzz target for a bounded time (deploy/fuzz.sh, HETPS_FUZZ_SECONDS each, default 5).
+# each fuzz target for a bounded time (deploy/fuzz.sh, HETPS_FUZZ_SECONDS each, default 3).
 # Each phase says how long it took (CI has 30 minutes on 2 cores for all of them); the test-only
 # packages install while the build compiles, and the sanitizer build overlaps ctest at idle
 # priority, so their phases show only what was left of them.
@@ -44,4 +44,4 @@ sanitize() {
   ./deploy/sanitize.sh --quick
 }
 phase sanitize sanitize
-phase fuzz ./deploy/fuzz.sh "${HETPS_FUZZ_SECONDS:-5}"
+phase fuzz ./deploy/fuzz.sh "${HETPS_FUZZ_SECONDS:-3}"
