@@ -8,6 +8,8 @@
 #include <limits>
 #include <numeric>
 
+#include "common/mix.h"
+
 namespace hetps {
 namespace {
 
@@ -72,11 +74,7 @@ Status TableOptions::Validate(const std::string& table) const {
 }
 
 int32_t TableBucketOf(uint64_t key, int32_t buckets) {
-  // splitmix64's finalizer: every key bit reaches every output bit.
-  uint64_t z = key + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
+  const uint64_t z = SplitMix64(key);  // every key bit reaches every output bit
   return static_cast<int32_t>(
       (static_cast<unsigned __int128>(z) * static_cast<uint64_t>(buckets)) >> 64);
 }

@@ -5,15 +5,10 @@
 #include <cmath>
 #include <numbers>
 
+#include "common/mix.h"
+
 namespace hetps {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 uint64_t HashName(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;  // FNV-1a

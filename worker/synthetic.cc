@@ -7,19 +7,15 @@
 #include <cmath>
 #include <thread>
 
+#include "common/mix.h"
+
 namespace hetps {
 namespace {
 
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Target of worker `rank` for element j of tensor t: uniform in [-1, 1).
 float Target(uint64_t seed, int rank, size_t t, int64_t j) {
-  uint64_t h = Mix(seed ^ Mix(static_cast<uint64_t>(rank) << 32 ^ t) ^ static_cast<uint64_t>(j));
+  uint64_t h = SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(rank) << 32 ^ t) ^
+                          static_cast<uint64_t>(j));
   return static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-52 - 1.0);
 }
 

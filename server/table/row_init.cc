@@ -3,20 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/mix.h"
+
 namespace hetps {
-namespace {
-
-uint64_t Mix(uint64_t z) {  // splitmix64's finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// A uniform double in (0, 1) from 53 bits.
-double Unit(uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
-
-}  // namespace
-
 RowInit::RowInit(const std::string& table, const TableOptions& o)
     : kind_(o.init == "zeros"     ? Kind::kZeros
             : o.init == "uniform" ? Kind::kUniform
@@ -25,7 +14,7 @@ RowInit::RowInit(const std::string& table, const TableOptions& o)
       scale_(static_cast<float>(o.init_scale)) {
   uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a of the name, then the seed mixed in
   for (unsigned char c : table) h = (h ^ c) * 0x100000001b3ULL;
-  salt_ = Mix(h ^ Mix(o.seed));
+  salt_ = Mix64(h ^ Mix64(o.seed));
 }
 
 void RowInit::Fill(uint64_t key, float* row) const {
@@ -33,15 +22,15 @@ void RowInit::Fill(uint64_t key, float* row) const {
     std::fill(row, row + dim_, 0.0f);
     return;
   }
-  const uint64_t base = Mix(key ^ salt_);
+  const uint64_t base = Mix64(key ^ salt_);
   for (int64_t j = 0; j < dim_; ++j) {
-    const uint64_t a = Mix(base + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(2 * j + 1));
+    const uint64_t a = Mix64(base + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(2 * j + 1));
     if (kind_ == Kind::kUniform) {
-      row[j] = static_cast<float>((2 * Unit(a) - 1) * scale_);
+      row[j] = static_cast<float>((2 * UnitOf(a) - 1) * scale_);
     } else {  // Box-Muller, one normal per coordinate
-      const uint64_t b = Mix(a ^ 0xd1b54a32d192ed03ULL);
-      row[j] = static_cast<float>(std::sqrt(-2 * std::log(Unit(a))) *
-                                  std::cos(6.283185307179586 * Unit(b)) * scale_);
+      const uint64_t b = Mix64(a ^ 0xd1b54a32d192ed03ULL);
+      row[j] = static_cast<float>(std::sqrt(-2 * std::log(UnitOf(a))) *
+                                  std::cos(6.283185307179586 * UnitOf(b)) * scale_);
     }
   }
 }

@@ -4,22 +4,16 @@
 #include <cmath>
 #include <numeric>
 
+#include "common/mix.h"
+
 namespace hetps {
 namespace {
-
-uint64_t Mix(uint64_t z) {  // splitmix64's finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // The k-th standard normal of `key` under `salt`: a pure function of the three (Box-Muller
 // over two mixed words).
 double Normal(uint64_t key, uint64_t salt, int k) {
-  const uint64_t base = Mix(key ^ salt) + 0x9e3779b97f4a7c15ULL * (2 * k + 1);
-  const double u1 = (static_cast<double>(Mix(base) >> 11) + 0.5) / 9007199254740992.0;
-  const double u2 =
-      (static_cast<double>(Mix(base ^ 0xd1b54a32d192ed03ULL) >> 11) + 0.5) / 9007199254740992.0;
+  const uint64_t base = Mix64(key ^ salt) + 0x9e3779b97f4a7c15ULL * (2 * k + 1);
+  const double u1 = UnitOf(Mix64(base)), u2 = UnitOf(Mix64(base ^ 0xd1b54a32d192ed03ULL));
   return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
 }
 

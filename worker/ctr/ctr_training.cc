@@ -44,8 +44,8 @@ class CtrTrainer {
   CtrData data_;
   CtrModel model_;
   std::mt19937_64 rng_;
-  CtrParams params_, grads_[2];
-  std::vector<Ticket> pushes_;  // the previous step's dense pushes (grads_ is in use until done)
+  CtrParams params_, grads_;
+  std::vector<Ticket> pushes_;  // the previous step's (grads_ is in use until they are done)
   CtrBatch batch_, test_;
   double teacher_auc_ = 0;
   std::vector<uint64_t> keys_;  // one field's ids of a batch
@@ -132,12 +132,12 @@ Status CtrTrainer::Step() {
   data_.Draw(rng_, o_.batch, batch_);
   if (Status s = Pull(batch_); !s.ok()) return s;
   seconds_.pull += Since(mark);
-  for (Ticket& t : pushes_) {  // the previous step's, from grads_[(steps_ + 1) % 2]
+  for (Ticket& t : pushes_) {  // overlapped with this step's pulls
     if (Status s = t.Wait(); !s.ok()) return s;
   }
   pushes_.clear();
   seconds_.push_wait += Since(mark);
-  CtrParams& grads = grads_[steps_ % 2];
+  CtrParams& grads = grads_;
   const double loss = model_.Step(params_, rows_.data(), batch_.dense.data(), batch_.labels.data(),
                                   batch_.n, grads, row_grads_);
   loss_ewma_ = loss_ewma_ < 0 ? loss : 0.98 * loss_ewma_ + 0.02 * loss;
@@ -232,13 +232,7 @@ Status CtrTrainer::WriteSummary(double auc, double logloss, double wall) const {
   summary.samples = static_cast<int64_t>(o_.iterations) * o_.batch * client_.num_workers();
   summary.consistency = client_.consistency();
   summary.device = "cpu";
-  if (steps_ > 0) {
-    summary.step = seconds_;
-    for (double* v : {&summary.step.pull, &summary.step.push_wait, &summary.step.compute,
-                      &summary.step.encode, &summary.step.clock}) {
-      *v /= static_cast<double>(steps_);
-    }
-  }
+  summary.step = seconds_.Per(steps_);
   summary.model = "ctr";
   summary.figures = {{"auc", auc}, {"logloss", logloss}, {"teacher_auc", teacher_auc_}};
   if (Status s = FinishRun(o_.run_dir, summary); !s.ok()) return s;

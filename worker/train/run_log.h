@@ -46,6 +46,12 @@ class RunLog {
 // slowdown), encoding and handing the pushes to the client, and the clock.
 struct StepSeconds {
   double pull = 0, push_wait = 0, compute = 0, encode = 0, clock = 0;
+  // These sums over `steps` steps as a mean step (zeros for none).
+  StepSeconds Per(int64_t steps) const {
+    if (steps <= 0) return {};
+    const double n = static_cast<double>(steps);
+    return {pull / n, push_wait / n, compute / n, encode / n, clock / n};
+  }
 };
 
 struct RunSummary {

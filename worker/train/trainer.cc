@@ -448,13 +448,7 @@ RunSummary Trainer::Summary(double accuracy, double wall) const {
   summary.consistency = client_.consistency();
   summary.device = model_->device();
   summary.device_encoded_partitions = encoders_ ? encoders_->device_partitions() : 0;
-  if (steps_ > 0) {
-    summary.step = seconds_;
-    for (double* v : {&summary.step.pull, &summary.step.push_wait, &summary.step.compute,
-                      &summary.step.encode, &summary.step.clock}) {
-      *v /= static_cast<double>(steps_);
-    }
-  }
+  summary.step = seconds_.Per(steps_);
   return summary;
 }
 
