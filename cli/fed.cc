@@ -98,7 +98,8 @@ StatusOr<bool> SetOwn(FedArgs& a, const std::string& name, const std::string& va
   for (const Int& o : {Int{"clients", &a.clients, 1}, Int{"servers", &a.servers, 1},
                        Int{"parallel", &a.parallel, 1}, Int{"per_round", &a.per_round, 1},
                        Int{"uploads", &a.uploads, 1}, Int{"eval_uploads", &a.eval_uploads, 1},
-                       Int{"repeats", &a.repeats, 1}, Int{"grace_ms", &a.grace_ms, 0}}) {
+                       Int{"repeats", &a.repeats, 1}, Int{"grace_ms", &a.grace_ms, 0},
+                       Int{"clients_per_process", &a.clients_per_process, 1}}) {
     if (name != o.name) continue;
     auto v = Number(name, value, o.min);
     if (!v.ok()) return v.status();
@@ -126,8 +127,11 @@ StatusOr<bool> SetOwn(FedArgs& a, const std::string& name, const std::string& va
     }
     return true;
   }
-  if (name == "run_dir" || name == "bin_dir" || name == "flagfile") {
-    (name == "run_dir" ? a.run_dir : name == "bin_dir" ? a.bin_dir : a.flagfile) = value;
+  if (name == "run_dir" || name == "bin_dir" || name == "flagfile" || name == "client_cmd") {
+    (name == "run_dir"    ? a.run_dir
+     : name == "bin_dir"  ? a.bin_dir
+     : name == "flagfile" ? a.flagfile
+                          : a.client_cmd) = value;
     return true;
   }
   return false;
@@ -321,6 +325,10 @@ StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
   }
   for (const auto& [name, value] : own) (void)SetOwn(a, name, value);
   if (a.algorithms.empty()) a.algorithms = {"fedavg"};
+  if (a.clients_per_process > 1 && a.client_cmd.empty()) {
+    return Status::InvalidArgument(
+        "--clients_per_process pools clients of a --client_cmd program; hetps-worker runs one");
+  }
   if (!a.compare && a.algorithms.size() != 1) {
     return Status::InvalidArgument("'run' runs one algorithm; use 'compare' for several");
   }
@@ -357,10 +365,22 @@ StatusOr<std::vector<std::string>> RunFlags(const FedArgs& args, const std::stri
   return launch;
 }
 
-// A finished run's outcome from its rounds log, said; nullopt (said) when it does not parse.
+// A finished run's outcome from its rounds log, said; nullopt (said) when it does not parse. A
+// launch that failed (a client process died: killed, or its program crashed) still counts when
+// the scheduler made every aggregation of the run: a client lost mid-run is an event of
+// federated training, and the rounds log says what it cost.
 std::optional<FedOutcome> Outcome(const RunSeries& series, const FedArgs& args,
-                                  const std::string& item, const std::string& dir) {
+                                  const std::string& item, const std::string& dir,
+                                  RunSeries::End end, const std::vector<std::string>& flags) {
   auto outcome = ParseFedOutcome(Slurp(dir + "/rounds.csv"), args.target);
+  if (end == RunSeries::End::kFailed) {
+    auto planned = IntArg("rounds", LastFlagValue(flags, "rounds"), 1);
+    if (!outcome.ok() || !planned.ok() || outcome->aggregations < *planned) return std::nullopt;
+    series.Say(
+        fmt::format("{}: a process of the run failed (see launch.log), but all {} "
+                    "aggregations were made: the run counts",
+                    item, outcome->aggregations));
+  }
   if (!outcome.ok()) {
     series.Say(fmt::format("{}: {}", item, outcome.status().message()));
     return std::nullopt;
@@ -404,8 +424,13 @@ SeriesRun MakeSeriesRun(const FedArgs& args, const std::string& self, const FedR
   SeriesRun run;
   run.label = named.item;
   run.dir = named.dir;
+  std::vector<std::string> launch = flags;
+  if (!args.client_cmd.empty()) {  // launch's own options: they may come anywhere
+    launch.push_back("--worker_cmd=" + args.client_cmd);
+    launch.push_back(fmt::format("--workers_per_process={}", args.clients_per_process));
+  }
   run.argv =
-      LaunchArgv(self, {args.servers, workers, named.dir, args.bin_dir, args.grace_ms}, flags);
+      LaunchArgv(self, {args.servers, workers, named.dir, args.bin_dir, args.grace_ms}, launch);
   run.headline = fmt::format("{} clients, {} aggregations", args.clients, aggregations);
   run.progress = [&series, &progress, &args, named, aggregations] {
     ShowProgress(series, named.item, named.dir + "/rounds.csv", aggregations, args.target,
@@ -417,12 +442,19 @@ SeriesRun MakeSeriesRun(const FedArgs& args, const std::string& self, const FedR
 // The whole comparison's report in `root`.
 Status WriteReport(const FedArgs& args, const std::string& root,
                    const std::vector<FedOutcome>& outcomes) {
+  const std::string clients =
+      args.client_cmd.empty()
+          ? "the C++ edge client"
+          : fmt::format("`{}`{}", args.client_cmd,
+                        args.clients_per_process > 1
+                            ? fmt::format(" ({} per process)", args.clients_per_process)
+                            : "");
   const std::string how = fmt::format(
-      "Scenario `{}`, {} clients, {} servers; {} clients training at once, {} uploads per "
+      "Scenario `{}`, {} clients ({}), {} servers; {} clients training at once, {} uploads per "
       "aggregation where an algorithm groups them, {} applied uploads per run, the evaluator "
       "measuring every {} uploads; {} run(s) per algorithm. Extra flags: {}.",
-      args.flagfile, args.clients, args.servers, args.parallel, args.per_round, args.uploads,
-      args.eval_uploads, args.repeats,
+      args.flagfile, args.clients, clients, args.servers, args.parallel, args.per_round,
+      args.uploads, args.eval_uploads, args.repeats,
       args.role_flags.empty() ? "none" : fmt::format("`{}`", fmt::join(args.role_flags, " ")));
   return WriteFedReport(root, outcomes, args.target, how);
 }
@@ -467,8 +499,7 @@ int RunFed(const FedArgs& args, const std::string& self) {
     const RunSeries::End end = series.Run(run, i + 1, runs);
     if (end == RunSeries::End::kInterrupted) return series.InterruptedCode();
     if (end == RunSeries::End::kRefused) return 2;
-    std::optional<FedOutcome> outcome;
-    if (end != RunSeries::End::kFailed) outcome = Outcome(series, args, item, dir);
+    std::optional<FedOutcome> outcome = Outcome(series, args, item, dir, end, *flags);
     if (!outcome) {
       failed = true;
       continue;

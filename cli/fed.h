@@ -34,6 +34,11 @@ struct FedArgs {
   std::string run_dir;  // default runs/fed-<timestamp>
   std::string bin_dir;  // where hetps-* are; default beside hetps
   int grace_ms = 10000;
+  // --client_cmd: every client (and evaluator) runs this program instead of hetps-worker
+  // --workload=edge (hetps launch --worker_cmd); --clients_per_process: ranks per such
+  // process (hetps launch --workers_per_process).
+  std::string client_cmd;
+  int clients_per_process = 1;
   // Role flags: the scenario's lines (less the options above, which the scenario may set), and
   // the command line's. A run gets the scenario's, then the algorithm's, then the command
   // line's, then the item's own parts (the last value of a flag wins).

@@ -68,10 +68,14 @@ Status ParseRestart(const std::string& value, int& max_restarts) {
 
 // One of hetps launch's own options other than --flagfile.
 Status SetOwnOption(const std::string& name, const std::string& value, LaunchArgs& out) {
-  if (name == "servers" || name == "workers" || name == "grace_ms") {
+  if (name == "servers" || name == "workers" || name == "grace_ms" ||
+      name == "workers_per_process") {
     auto v = ParseCount(name, value, name == "grace_ms" ? 0 : 1);
     if (!v.ok()) return v.status();
-    (name == "servers" ? out.servers : name == "workers" ? out.workers : out.grace_ms) = *v;
+    (name == "servers"    ? out.servers
+     : name == "workers"  ? out.workers
+     : name == "grace_ms" ? out.grace_ms
+                          : out.workers_per_process) = *v;
   } else if (name == "run_dir") {
     out.run_dir = value;
   } else if (name == "slow_worker") {
@@ -210,6 +214,9 @@ std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args) {
   if (!args.worker_cmd.empty()) {
     saved.push_back(fmt::format("--worker_cmd={}", fmt::join(args.worker_cmd, " ")));
   }
+  if (args.workers_per_process > 1) {
+    saved.push_back(fmt::format("--workers_per_process={}", args.workers_per_process));
+  }
   saved.insert(saved.end(), args.extra_flags.begin(), args.extra_flags.end());
   return saved;
 }
@@ -250,10 +257,23 @@ StatusOr<LaunchArgs> ParseResume(const std::string& dir, const std::vector<std::
 namespace {
 
 bool IsOwnOption(const std::string& name) {
-  static const std::set<std::string> own = {
-      "servers",     "workers",        "flagfile",       "bin_dir",      "grace_ms", "run_dir",
-      "slow_worker", "restart",        "links",          "netns_subnet", "H",        "hosts",
-      "ssh",         "scheduler_port", "remote_bin_dir", "worker_cmd"};
+  static const std::set<std::string> own = {"servers",
+                                            "workers",
+                                            "flagfile",
+                                            "bin_dir",
+                                            "grace_ms",
+                                            "run_dir",
+                                            "slow_worker",
+                                            "restart",
+                                            "links",
+                                            "netns_subnet",
+                                            "H",
+                                            "hosts",
+                                            "ssh",
+                                            "scheduler_port",
+                                            "remote_bin_dir",
+                                            "worker_cmd",
+                                            "workers_per_process"};
   return own.contains(name);
 }
 
@@ -324,6 +344,23 @@ Status CheckLaunch(LaunchArgs& out, bool workers_given) {
     if (!workers_given) {
       out.workers = 0;
       for (const Host& h : out.hosts) out.workers += h.slots;
+    }
+  }
+  if (out.workers_per_process > 1) {
+    if (out.worker_cmd.empty()) {
+      return Status::InvalidArgument(
+          "--workers_per_process is for --worker_cmd programs that host several ranks "
+          "(hetps.fed.main); hetps-worker runs one");
+    }
+    if (out.links == "netns" || !out.hosts.empty()) {
+      return Status::InvalidArgument(
+          "--workers_per_process runs ranks in one process on this machine: it cannot go with "
+          "--links=netns (a namespace per client) or -H/--hosts");
+    }
+    if (!out.slow_workers.empty()) {
+      return Status::InvalidArgument(
+          "--slow_worker slows one process: with --workers_per_process give the scenario's "
+          "--slowdown or --device_spread instead");
     }
   }
   for (const auto& [rank, factor] : out.slow_workers) {

@@ -43,6 +43,10 @@ struct LaunchArgs {
   // (--scheduler, --rank, --run_dir and the worker flags) and the environment variables
   // HETPS_SCHEDULER and HETPS_RANK.
   std::vector<std::string> worker_cmd;
+  // --workers_per_process=N (with --worker_cmd): each process hosts N consecutive ranks (a
+  // client pool, e.g. hetps.fed.main's threads), told by HETPS_RANKS=first-last; it is started
+  // with --rank=first. 1: a process per worker.
+  int workers_per_process = 1;
 };
 
 // What a run's folder keeps to be resumed (launch.args, one per line): the options and flags
@@ -53,7 +57,7 @@ std::vector<std::string> SavedLaunchArgs(const LaunchArgs& args);
 // [--slow_worker=RANK:FACTOR]... [--restart=no|on-failure[:N]] [--resume=RUN_DIR]
 // [--links=transport|netns] [--netns_subnet=A.B] [-H host:slots,... | --hosts=FILE]
 // [--ssh=COMMAND] [--scheduler_port=P] [--remote_bin_dir=D] [--worker_cmd=COMMAND]
-// [--flag=value]...`; a slowed
+// [--workers_per_process=N] [--flag=value]...`; a slowed
 // rank must be < W and its factor >= 1 (the worker's --slowdown). With hosts and no
 // --workers, W is their slots.
 // (also --servers=S forms). Reads the flagfile: one flag per line, '#' starts a comment.

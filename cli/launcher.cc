@@ -215,12 +215,13 @@ std::vector<std::string> WorkerCommand(const std::vector<std::string>& command,
   return argv;
 }
 
-// Starts the workers, one per rank; a process that cannot start is an error. A worker in a
-// namespace dials the scheduler through the proxy.
+// Starts the workers, one per rank (or --workers_per_process ranks per --worker_cmd process,
+// labelled by its first rank); a process that cannot start is an error. A worker in a namespace
+// dials the scheduler through the proxy.
 Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
                     const std::vector<std::string>& worker_flags, const std::string& run_dir,
                     const Netns& netns) {
-  for (int i = 0; i < args.workers; ++i) {
+  for (int i = 0; i < args.workers; i += args.workers_per_process) {
     std::vector<std::string> flags = {"--run_dir=" + run_dir, fmt::format("--rank={}", i)};
     if (auto slow = args.slow_workers.find(i); slow != args.slow_workers.end()) {
       flags.push_back(fmt::format("--slowdown={}", slow->second));
@@ -235,6 +236,10 @@ Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
     }
     if (!args.worker_cmd.empty()) {  // a command of the user's: hetps.Client reads these
       exec.insert(exec.end(), {"env", fmt::format("HETPS_RANK={}", i)});
+      if (args.workers_per_process > 1) {
+        const int last = std::min(args.workers, i + args.workers_per_process) - 1;
+        exec.push_back(fmt::format("HETPS_RANKS={}-{}", i, last));
+      }
       for (auto [flag, variable] : {std::pair{"auth", "HETPS_AUTH"}, {"keys", "HETPS_KEYS"}}) {
         const std::string value = LastFlagValue(worker_flags, flag);
         if (!value.empty()) exec.push_back(fmt::format("{}={}", variable, value));

@@ -13,6 +13,7 @@
 
 #include "hetps/client.h"
 #include "python/py_client.h"
+#include "python/py_edge.h"
 #include "python/py_errors.h"
 #include "worker/train/run_log.h"
 #include "worker/train/workload.h"
@@ -46,6 +47,7 @@ PYBIND11_MODULE(_hetps, m) {
   using namespace hetps;
   m.doc() = "hetps: the parameter server's worker client (<hetps/client.h>) for Python.";
   AddExceptions(m);
+  AddEdge(m);  // first: Client's link argument defaults to a hetps.Link
 
   py::class_<PyTicket>(m, "Ticket",
                        "An asynchronous push, pull or init. The array it uses is held by hetps "
@@ -77,14 +79,16 @@ PYBIND11_MODULE(_hetps, m) {
       ".code and .message. scheduler and rank default to $HETPS_SCHEDULER and $HETPS_RANK "
       "(set by hetps launch), auth/keys_dir/key_name to $HETPS_AUTH/$HETPS_KEYS/$HETPS_KEY.")
       .def(py::init<std::string, std::optional<int>, std::string, std::string, int, int, int,
-                    std::string, std::string, std::string, int64_t, int64_t, std::string>(),
+                    std::string, std::string, std::string, int64_t, int64_t, std::string,
+                    const LinkOptions&, double>(),
            py::arg("scheduler") = "", py::arg("rank") = py::none(), py::arg("push_codec") = "none",
            py::arg("pull_codec") = "none", py::arg("heartbeat_interval_ms") = 500,
            py::arg("join_timeout_ms") = 60000, py::arg("server_recovery_timeout_ms") = 0,
            py::arg("auth") = "", py::arg("keys_dir") = "", py::arg("key_name") = "",
            py::arg("shared_memory_bytes") = ClientOptions{}.shared_memory_bytes,
            py::arg("batch_bytes") = ClientOptions{}.batch_bytes,
-           py::arg("transport") = ClientOptions{}.transport,
+           py::arg("transport") = ClientOptions{}.transport, py::arg("link") = LinkOptions{},
+           py::arg("device_slowdown") = 1.0,
            "Registers with the scheduler and blocks until the cluster view arrives. push_codec: "
            "one codec spec for every layer ('topk:density=0.01,ef=1') or per layer "
            "('default=topk:density=0.01;layer0=none'); pull_codec: 'none' or 'fp16'; rank: the "
@@ -92,7 +96,9 @@ PYBIND11_MODULE(_hetps, m) {
            "to a co-located server skip its socket: 'cma' (the server reads and writes the "
            "arrays itself), 'shm' (a shared memory segment of shared_memory_bytes per server), "
            "'auto' (shm, else cma) or 'socket' (neither); batch_bytes: requests to one server "
-           "smaller than this, sent together, go as one message (0: one message each).")
+           "smaller than this, sent together, go as one message (0: one message each); link: an "
+           "emulated edge link (hetps.Link) this client's requests and replies go through; "
+           "device_slowdown: the compute slowdown a federated client reports with its rounds.")
       .def_property_readonly(
           "id", [](PyClient& c) { return c.client()->id(); }, "Node id assigned by the scheduler.")
       .def_property_readonly("rank", [](PyClient& c) { return c.client()->rank(); })
@@ -219,6 +225,11 @@ PYBIND11_MODULE(_hetps, m) {
       .def("finish_round", &PyClient::FinishRound,
            "After every push of the round was acknowledged: reports the upload; returns whether "
            "the round kept it (False: it closed without it and the servers drop it).")
+      .def("await_rounds_closed", &PyClient::AwaitRoundsClosed, py::arg("rounds"),
+           py::arg("measured") = py::none(),
+           "Federated evaluators: blocks until `rounds` rounds (aggregations) have closed or the "
+           "run is done; returns (closed, finished). measured: (round, loss, accuracy) of the "
+           "evaluation made after the previous answer, for the scheduler's rounds log.")
       .def("finish", &PyClient::Finish,
            "Waits for every pending ticket and leaves the cluster; idempotent.")
       .def("report_metrics", &PyClient::ReportMetrics, py::arg("metrics"),
@@ -246,32 +257,6 @@ PYBIND11_MODULE(_hetps, m) {
            py::arg("accuracy") = py::none(), py::arg("staleness") = 0)
       .def("close", &PyRunLog::Close);
 
-  m.def(
-      "split_samples",
-      [](const std::vector<int32_t>& labels, int classes, int parts, const std::string& scheme,
-         double alpha, int shards_per_client, uint64_t seed) {
-        if (scheme != "iid" && scheme != "dirichlet" && scheme != "shards") {
-          throw py::value_error("unknown partition '" + scheme + "' (iid, dirichlet, shards)");
-        }
-        if (parts < 1 || classes < 1 || shards_per_client < 1 || !(alpha > 0)) {
-          throw py::value_error("parts, classes and shards_per_client must be >= 1, alpha > 0");
-        }
-        for (int32_t y : labels) {
-          if (y < 0 || y >= classes) throw py::value_error("a label outside [0, classes)");
-        }
-        WorkloadOptions o;
-        o.partition = scheme;
-        o.dirichlet_alpha = alpha;
-        o.shards_per_client = shards_per_client;
-        o.seed = seed;
-        py::gil_scoped_release unlocked;
-        return SplitSamples(o, labels, classes, parts);
-      },
-      py::arg("labels"), py::arg("classes"), py::arg("parts"), py::arg("scheme") = "iid",
-      py::arg("alpha") = 0.5, py::arg("shards_per_client") = 2, py::arg("seed") = 1,
-      "The C++ edge clients' split of sample positions into `parts` (iid, dirichlet with alpha, "
-      "or shards of one label), seeded: the same partition a C++ client of the same rank and "
-      "--data_seed trains on.");
   m.def(
       "finish_run",
       [](const std::string& dir, double test_accuracy, double wall_s, int64_t iterations,

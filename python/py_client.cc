@@ -37,7 +37,7 @@ PyClient::PyClient(std::string scheduler, std::optional<int> rank, std::string p
                    std::string pull_codec, int heartbeat_interval_ms, int join_timeout_ms,
                    int server_recovery_timeout_ms, std::string auth, std::string keys_dir,
                    std::string key_name, int64_t shared_memory_bytes, int64_t batch_bytes,
-                   std::string transport) {
+                   std::string transport, const LinkOptions& link, double device_slowdown) {
   ClientOptions o;
   o.scheduler = scheduler.empty() ? Env("HETPS_SCHEDULER") : scheduler;
   if (o.scheduler.empty()) {
@@ -65,6 +65,9 @@ PyClient::PyClient(std::string scheduler, std::optional<int> rank, std::string p
   if (batch_bytes < 0) Raise(Status::InvalidArgument("batch_bytes must be >= 0"));
   o.batch_bytes = batch_bytes;
   o.transport = transport;
+  if (!(device_slowdown >= 1)) Raise(Status::InvalidArgument("device_slowdown must be >= 1"));
+  o.link = link;
+  o.device_slowdown = device_slowdown;
   o.auth = auth.empty() ? (Env("HETPS_AUTH").empty() ? "none" : Env("HETPS_AUTH")) : auth;
   o.keys_dir = keys_dir.empty() ? Env("HETPS_KEYS") : keys_dir;
   o.key_name = key_name.empty() ? Env("HETPS_KEY") : key_name;
@@ -266,6 +269,24 @@ bool PyClient::FinishRound() {
   Sweep();
   Check(kept.status());
   return *kept;
+}
+
+std::pair<int64_t, bool> PyClient::AwaitRoundsClosed(
+    int64_t rounds, std::optional<std::tuple<int64_t, double, double>> measured) {
+  const std::shared_ptr<Client> held = client();
+  std::optional<Client::Evaluation> evaluation;
+  if (measured) {
+    evaluation = Client::Evaluation{.round = std::get<0>(*measured),
+                                    .loss = std::get<1>(*measured),
+                                    .accuracy = std::get<2>(*measured)};
+  }
+  StatusOr<Client::RoundsClosed> closed = Status();
+  {
+    py::gil_scoped_release unlocked;
+    closed = held->AwaitRoundsClosed(rounds, evaluation);
+  }
+  Check(closed.status());
+  return {closed->closed, closed->finished};
 }
 
 void PyClient::Finish() {

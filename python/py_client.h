@@ -51,7 +51,7 @@ class PyClient {
            std::string pull_codec, int heartbeat_interval_ms, int join_timeout_ms,
            int server_recovery_timeout_ms, std::string auth, std::string keys_dir,
            std::string key_name, int64_t shared_memory_bytes, int64_t batch_bytes,
-           std::string transport);
+           std::string transport, const LinkOptions& link, double device_slowdown);
 
   // A client dropped without finish() leaves the cluster here: the transfers in flight end
   // before the arrays they use are released.
@@ -90,6 +90,10 @@ class PyClient {
   // returns whether the round kept it.
   int64_t AwaitRound();
   bool FinishRound();
+  // An evaluator's wait (Client::AwaitRoundsClosed): (rounds closed, run finished); `measured`
+  // is (round, loss, accuracy) of its previous evaluation.
+  std::pair<int64_t, bool> AwaitRoundsClosed(
+      int64_t rounds, std::optional<std::tuple<int64_t, double, double>> measured);
 
   // Other threads still inside a call keep their reference: their calls end at once
   // (FailedPrecondition) and the last of them frees the client.

@@ -18,7 +18,8 @@
 #include "hetps/client.h"
 #include "worker/edge/availability.h"
 #include "worker/edge/edge_client.h"
-#include "worker/link_table.h"
+#include "worker/edge/edge_profile.h"
+#include "worker/link_shaper.h"
 #include "worker/synthetic.h"
 #include "worker/train/straggler.h"
 #include "worker/train/trainer.h"
@@ -248,19 +249,24 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   return o;
 }
 
-// A seeded per-client factor exp(spread * z) (|z| when `at_least_one`), z standard normal drawn
-// from (seed, rank, what): the same client gets the same device and link in every run.
-double SpreadFactor(double spread, uint64_t seed, uint64_t what, bool at_least_one,
-                    int rank = FLAGS_rank) {
-  if (spread <= 0) return 1.0;
-  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(std::max(0, rank)) * 31 + what);
-  const double z = std::normal_distribution<double>(0, 1)(rng);
-  return std::exp(spread * (at_least_one ? std::abs(z) : z));
-}
-
-// This client's emulated compute slowdown: --slowdown times its --device_spread factor.
-double DeviceSlowdown() {
-  return FLAGS_slowdown * SpreadFactor(FLAGS_device_spread, FLAGS_data_seed, 1, true);
+// The flags that make this client's device and link (worker/edge/edge_profile.h).
+hetps::EdgeProfileFlags ProfileFlags() {
+  hetps::EdgeProfileFlags f;
+  f.slowdown = FLAGS_slowdown;
+  f.device_spread = FLAGS_device_spread;
+  f.data_seed = FLAGS_data_seed;
+  f.link_up_mbps = FLAGS_link_up_mbps;
+  f.link_down_mbps = FLAGS_link_down_mbps;
+  f.link_latency_ms = FLAGS_link_latency_ms;
+  f.link_jitter_ms = FLAGS_link_jitter_ms;
+  f.link_loss = FLAGS_link_loss;
+  f.link_rto_ms = FLAGS_link_rto_ms;
+  f.link_seed = FLAGS_link_seed;
+  f.link_table = FLAGS_link_table;
+  f.link_spread = FLAGS_link_spread;
+  f.links = FLAGS_links;
+  f.evaluators = FLAGS_workload == "edge" ? FLAGS_evaluators : 0;
+  return f;
 }
 
 hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
@@ -279,45 +285,14 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.deep_from = FLAGS_deep_from;
   o.deep_period = FLAGS_deep_period;
   o.deep_rounds = FLAGS_deep_rounds;
-  o.slowdown = DeviceSlowdown();
-  return o;
-}
-
-// The emulated link of client `rank`: the --link_* flags or its row of --link_table, bandwidths
-// times its --link_spread factor. An edge evaluator measures the model; it is no edge device, so
-// its link is not emulated.
-hetps::StatusOr<hetps::LinkOptions> LinkFromFlags(int rank = FLAGS_rank) {
-  hetps::LinkOptions o;
-  const bool evaluator = FLAGS_workload == "edge" && rank >= 0 && rank < FLAGS_evaluators;
-  if (evaluator) return o;
-  o.up_mbps = FLAGS_link_up_mbps;
-  o.down_mbps = FLAGS_link_down_mbps;
-  o.latency_ms = FLAGS_link_latency_ms;
-  o.jitter_ms = FLAGS_link_jitter_ms;
-  o.loss = FLAGS_link_loss;
-  if (!FLAGS_link_table.empty()) {
-    auto table = hetps::ReadLinkTable(FLAGS_link_table);
-    if (!table.ok()) return table.status();
-    const hetps::LinkKind& kind = hetps::DrawLink(*table, FLAGS_link_seed, std::max(0, rank));
-    o.up_mbps = kind.link.up_mbps;
-    o.down_mbps = kind.link.down_mbps;
-    o.latency_ms = kind.link.latency_ms;
-    o.jitter_ms = kind.link.jitter_ms;
-    o.loss = kind.link.loss;
-  }
-  const double spread = SpreadFactor(FLAGS_link_spread, FLAGS_link_seed, 2, false, rank);
-  o.up_mbps *= spread;
-  o.down_mbps *= spread;
-  o.rto_ms = FLAGS_link_rto_ms;
-  o.seed = FLAGS_link_seed * 1000003 + static_cast<uint64_t>(std::max(0, rank));
-  o.outside = FLAGS_links == "netns";
+  o.slowdown = hetps::EdgeSlowdown(ProfileFlags(), FLAGS_rank);
   return o;
 }
 
 // --print_links=N: what hetps launch --links=netns shapes each client's namespace with.
 int PrintLinks() {
   for (int rank = 0; rank < FLAGS_print_links; ++rank) {
-    auto link = LinkFromFlags(rank);
+    auto link = hetps::EdgeLink(ProfileFlags(), rank);
     if (!link.ok()) {
       spdlog::error("{}", link.status().message());
       return 2;
@@ -348,9 +323,7 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
   o.auth = auth.mode;
   o.keys_dir = auth.keys_dir;
   o.key_name = auth.key_name;
-  const bool evaluator =
-      FLAGS_workload == "edge" && FLAGS_rank >= 0 && FLAGS_rank < FLAGS_evaluators;
-  if (FLAGS_workload == "edge" && !evaluator) o.device_slowdown = DeviceSlowdown();
+  if (FLAGS_workload == "edge") o.device_slowdown = hetps::EdgeSlowdown(ProfileFlags(), FLAGS_rank);
   return o;
 }
 
@@ -380,7 +353,8 @@ int main(int argc, char** argv) {
   for (const hetps::Status& s : {synthetic.status(), train.status(), edge.status()}) {
     if (valid.ok()) valid = s;
   }
-  auto link = LinkFromFlags();
+  if (valid.ok()) valid = hetps::ValidateEdgeProfileFlags(ProfileFlags());
+  auto link = hetps::EdgeLink(ProfileFlags(), FLAGS_rank);
   if (valid.ok()) valid = link.ok() ? hetps::ValidateLinkOptions(*link) : link.status();
   if (valid.ok() && (FLAGS_shared_memory_mib < 0 || FLAGS_shared_memory_mib > 4096)) {
     valid = hetps::Status::InvalidArgument("--shared_memory_mib must be within [0, 4096]");
@@ -391,9 +365,6 @@ int main(int argc, char** argv) {
   if (valid.ok() && (FLAGS_batch_kib < 0 || FLAGS_batch_kib > 65536)) {
     valid = hetps::Status::InvalidArgument("--batch_kib must be within [0, 65536]");
   }
-  if (valid.ok() && (FLAGS_device_spread < 0 || FLAGS_link_spread < 0)) {
-    valid = hetps::Status::InvalidArgument("device_spread and link_spread must be >= 0");
-  }
   if (valid.ok() && (FLAGS_device_spread > 0 || FLAGS_link_spread > 0) && FLAGS_rank < 0) {
     valid = hetps::Status::InvalidArgument(
         "device_spread and link_spread draw from the rank: give --rank (hetps launch does)");
@@ -402,10 +373,6 @@ int main(int argc, char** argv) {
     valid = FLAGS_workload == "train"  ? hetps::ValidateTrainOptions(*train)
             : FLAGS_workload == "edge" ? hetps::ValidateEdgeOptions(*edge)
                                        : hetps::ValidateSyntheticOptions(*synthetic);
-  }
-  if (valid.ok() && FLAGS_links != "transport" && FLAGS_links != "netns") {
-    valid = hetps::Status::InvalidArgument("--links must be transport or netns, got '" +
-                                           FLAGS_links + "'");
   }
   if (valid.ok()) valid = hetps::ValidateAuthFlags(hetps::DaemonAuthFlags());
   if (!valid.ok()) {

@@ -7,9 +7,9 @@ TRUE_W = np.arange(1, 9, dtype=np.float32) / 8  # what every client's data comes
 
 
 class LinearClient:
-    def __init__(self, rank):
-        rng = np.random.default_rng(rank)
-        self.x = rng.normal(size=(50 + 25 * rank, 8)).astype(np.float32)  # sizes differ
+    def __init__(self, scenario):  # hetps.scenario.Scenario: the rank, partition, settings
+        rng = np.random.default_rng(scenario.rank)
+        self.x = rng.normal(size=(50 + 25 * scenario.rank, 8)).astype(np.float32)
         self.y = self.x @ TRUE_W + rng.normal(0, 0.1, len(self.x)).astype(np.float32)
 
     def get_parameters(self, config):

@@ -28,13 +28,17 @@ nothing of the round is uploaded (the round closes without it, as for a client t
 out), and the client asks for the next one. What fit returns is checked: a missing or unknown
 parameter, another shape or a dtype other than float32 raises ValueError naming it.
 """
+import os
 import sys
+import threading
+import time
 import traceback
 
 import numpy as np
 
 from ._hetps import Client
 from ._hetps import split_samples as _split_samples
+from .scenario import Scenario
 
 
 def _checked(model, reference, what):
@@ -67,47 +71,151 @@ def _fit_result(result):
     return parameters, int(num_samples), dict(metrics or {})
 
 
-def run_client(client, scheduler="", rank=None, log=None):
-    """Runs `client` as one federated client until the run's rounds are done; returns a dict
-    of what it did (rounds, kept, failed, and the last round's numeric metrics). `scheduler` defaults to $HETPS_SCHEDULER and `rank`
-    to $HETPS_RANK (as hetps launch sets them)."""
-    log = log or (lambda line: print(line, flush=True))
-    with Client(scheduler, rank=rank) as c:
-        offered = client.get_parameters({})
+def _layers(names):
+    """Each parameter's layer: parameters of one module (the name before its last '.', as
+    fc1.weight and fc1.bias) share one, numbered in order of first appearance."""
+    layers = {}
+    for name in names:
+        layers.setdefault(name.rsplit(".", 1)[0], len(layers))
+    return {name: layers[name.rsplit(".", 1)[0]] for name in names}
+
+
+def _make(client, scenario):
+    """The client object: `client` itself, or what a factory (a class, or any callable without
+    a fit) makes of the scenario."""
+    factory = isinstance(client, type) or not hasattr(client, "fit")
+    return client(scenario) if factory else client
+
+
+class _Run:
+    """One client's run in a joined cluster: the loop of rounds, or an evaluator's loop."""
+
+    def __init__(self, c, client, scenario, log):
+        self.c, self.client, self.s, self.log = c, client, scenario, log
+        self.start = time.monotonic()
+        self.rng = np.random.default_rng(scenario.fail_seed)
+        self.done = {"rounds": 0, "kept": 0, "failed": 0, "abandoned": 0, "metrics": {}}
+
+    def declare(self):
+        offered = self.client.get_parameters({})
         model = _checked(offered, {n: np.asarray(a) for n, a in dict(offered).items()},
                          "get_parameters")
-        c.declare([(name, a.shape, layer) for layer, (name, a) in enumerate(model.items())])
+        self.layers = _layers(list(model))
+        self.c.declare([(name, a.shape, self.layers[name]) for name, a in model.items()])
         for name, a in model.items():
-            c.init(name, a).wait()
-        if not c.runs_rounds:
+            self.c.init(name, a).wait()
+        if not self.c.runs_rounds:
             raise RuntimeError("the servers run no federated rounds: start them with "
                                "--consistency=selected or committed (hetps fed run does)")
-        done = {"rounds": 0, "kept": 0, "failed": 0, "metrics": {}}
-        global_model = {name: np.empty_like(a) for name, a in model.items()}
+        self.global_model = {name: np.empty_like(a) for name, a in model.items()}
+
+    def seconds(self):
+        return time.monotonic() - self.start
+
+    def wait_online(self):
+        back = self.s.availability.next_online(self.seconds())
+        if back > self.seconds():
+            self.log(f"client {self.c.rank} is offline until {back:.1f} s")
+            time.sleep(max(0.0, back - self.seconds()))
+
+    def train(self):
+        """Rounds until the run's are done."""
         while True:
-            round_ = c.await_round()
+            self.wait_online()
+            round_ = self.c.await_round()
             if round_ < 0:
-                break
-            c.pull_all(global_model).wait()
-            config = {"round": round_, "rank": c.rank}
-            try:
-                result = client.fit({n: a.copy() for n, a in global_model.items()}, config)
-            except Exception:  # the client's round fails; the run goes on
-                done["failed"] += 1
-                log(f"client {c.rank}: fit raised in round {round_}; nothing uploaded:\n"
-                    + traceback.format_exc().rstrip())
-                continue
-            parameters, num_samples, metrics = _fit_result(result)
-            local = _checked(parameters, global_model, "fit's parameters")
-            deltas = {n: global_model[n] - local[n] for n in global_model}
-            c.push_all(deltas, weight=float(num_samples)).wait()
-            done["kept"] += bool(c.finish_round())
-            done["rounds"] += 1
-            figures = {k: float(v) for k, v in metrics.items()
-                       if isinstance(v, (int, float, np.number))}
-            if figures:
-                c.report_metrics(figures)
-                done["metrics"] = figures
+                return self.done
+            self.round(round_, self.seconds())
+
+    def round(self, round_, selected_s):
+        self.c.pull_all(self.global_model).wait()
+        config = dict(self.s.config, round=round_, rank=self.c.rank)
+        started = time.monotonic()
+        try:
+            result = self.client.fit({n: a.copy() for n, a in self.global_model.items()}, config)
+        except Exception:  # the client's round fails; the run goes on
+            self.done["failed"] += 1
+            self.log(f"client {self.c.rank}: fit raised in round {round_}; nothing uploaded:\n"
+                     + traceback.format_exc().rstrip())
+            return
+        if self.s.slowdown > 1:  # the emulated device is this much slower than this host
+            time.sleep((time.monotonic() - started) * (self.s.slowdown - 1))
+        parameters, num_samples, metrics = _fit_result(result)
+        local = _checked(parameters, self.global_model, "fit's parameters")
+        deltas = {n: self.global_model[n] - local[n] for n in self.global_model}
+        failed = self.rng.random() < self.s.fail_fraction
+        if failed or not self.s.availability.online_throughout(selected_s, self.seconds()):
+            self.abandon(deltas, num_samples, "fails" if failed else "went offline", round_)
+            return
+        sent = {n: d for n, d in deltas.items() if self.s.uploads(self.layers[n], round_)}
+        self.c.push_all(sent, weight=float(num_samples)).wait()
+        self.done["kept"] += bool(self.c.finish_round())
+        self.done["rounds"] += 1
+        self.report(metrics)
+
+    def abandon(self, deltas, num_samples, why, round_):
+        """Uploads the first half of the delta's tensors and never reports it, as a C++ client
+        that fails or goes offline mid-round does: no round keeps it."""
+        names = list(deltas)[:max(1, len(deltas) // 2)]
+        self.c.push_all({n: deltas[n] for n in names}, weight=float(num_samples)).wait()
+        self.done["abandoned"] += 1
+        self.log(f"client {self.c.rank} {why} in round {round_}: {len(names)} of {len(deltas)} "
+                 "tensors uploaded, the upload not reported")
+
+    def report(self, metrics):
+        figures = {k: float(v) for k, v in dict(metrics or {}).items()
+                   if isinstance(v, (int, float, np.number))}
+        if figures:
+            self.c.report_metrics(figures)
+            self.done["metrics"] = figures
+
+    def evaluate(self):
+        """An evaluator's run: every eval_every closed rounds, the global model's loss and
+        accuracy (client.evaluate), into the scheduler's rounds log."""
+        every = self.s._int("eval_every", 1)
+        measured, next_ = None, every
+        while True:
+            closed, finished = self.c.await_rounds_closed(next_, measured)
+            self.c.pull_all(self.global_model).wait()
+            config = dict(self.s.config, round=closed, rank=self.c.rank)
+            loss, _, metrics = self.client.evaluate(
+                {n: a.copy() for n, a in self.global_model.items()}, config)
+            accuracy = float(dict(metrics or {}).get("accuracy", float("nan")))
+            measured = (closed, float(loss), accuracy)
+            self.report(dict(metrics or {}, loss=float(loss)))
+            self.done["rounds"] = closed
+            self.log(f"round {closed}  {self.seconds():.1f} s  test loss {loss:.4f}  "
+                     f"test accuracy {accuracy:.4f}")
+            if finished:  # the last measurement to the rounds log; answered at once
+                self.c.await_rounds_closed(closed, measured)
+                return self.done
+            next_ = (closed // every + 1) * every
+
+
+def run_client(client, scheduler="", rank=None, log=None, scenario=None):
+    """Runs `client` (or what the factory `client(scenario)` makes once the client has joined)
+    as one federated client until the run's rounds are done; returns a dict of what it did
+    (rounds, kept, failed, abandoned, and the last round's numeric metrics). `scheduler`
+    defaults to $HETPS_SCHEDULER and `rank` to the scenario's or $HETPS_RANK; `scenario`
+    (hetps.scenario.Scenario) is the emulation it runs under (none by default)."""
+    log = log or (lambda line: print(line, flush=True))
+    scenario = scenario or Scenario({}, rank)
+    rank = scenario.rank if scenario.rank >= 0 else None
+    push_codec, pull_codec = scenario.flags["codec"], scenario.flags["pull_codec"]
+    with Client(scheduler, rank=rank, push_codec=push_codec, pull_codec=pull_codec,
+                link=scenario.link, device_slowdown=scenario.slowdown) as c:
+        scenario.rank = c.rank
+        scenario.clients = c.num_workers - scenario.evaluators
+        if scenario.clients < 1:
+            raise ValueError(f"{scenario.evaluators} evaluators leave no training client among "
+                             f"{c.num_workers} workers")
+        run = _Run(c, _make(client, scenario), scenario, log)
+        if scenario.evaluator and not hasattr(run.client, "evaluate"):
+            raise ValueError(f"client {c.rank} is an evaluator (--evaluators="
+                             f"{scenario.evaluators}) but the client has no evaluate()")
+        run.declare()
+        done = run.evaluate() if scenario.evaluator else run.train()
+        c.barrier()  # as the C++ clients end: rank 0 of a mixed run merges after it
         return done
 
 
@@ -143,13 +251,55 @@ def load_parameters(module, parameters):
             state[name].copy_(torch.from_numpy(np.asarray(value)).reshape(state[name].shape))
 
 
-def main(make_client):
-    """For a client program: `hetps.fed.main(lambda rank: MyClient(rank))` builds the client of
-    this process's rank ($HETPS_RANK) and runs it; exits 0 when the run's rounds are done."""
-    import os
-    rank = int(os.environ.get("HETPS_RANK", "-1"))
-    done = run_client(make_client(rank), rank=None if rank < 0 else rank)
-    last = "".join(f", last {k} {v:.4g}" for k, v in done["metrics"].items())
-    print(f"client {rank}: {done['rounds']} rounds, {done['kept']} kept, {done['failed']} "
-          f"failed{last}", file=sys.stderr, flush=True)
-    return 0
+def _pool_ranks(first):
+    """The ranks this process hosts: $HETPS_RANKS ("a-b", both included: hetps launch
+    --workers_per_process), else its own."""
+    spec = os.environ.get("HETPS_RANKS", "")
+    if not spec:
+        return [first]
+    try:
+        a, b = (int(x) for x in spec.split("-"))
+    except ValueError:
+        raise ValueError(f"HETPS_RANKS must be 'first-last', got '{spec}'") from None
+    return list(range(a, b + 1))
+
+
+def run_pool(make_client, scenario, ranks, log=None):
+    """Hosts the logical clients `ranks` in this process, one thread each, every one a separate
+    participant (its own connection, identity, link, availability and data); returns
+    {rank: result or the exception it ended with}."""
+    results = {}
+
+    def one(r):
+        try:
+            results[r] = run_client(make_client, scenario=scenario.for_rank(r), log=log)
+        except Exception as e:  # noqa: BLE001 - the others go on; main reports it
+            results[r] = e
+
+    threads = [threading.Thread(target=one, args=(r,), name=f"client-{r}") for r in ranks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def main(make_client, argv=None):
+    """For a client program: `hetps.fed.main(MyClient)` builds each client of this process
+    with MyClient(scenario) (hetps.scenario.Scenario: the rank, the partition, the local
+    training settings) and runs it under the scenario's emulation, from the flags the program
+    was started with (hetps fed run --client_cmd gives the scenario's). A process started for
+    several ranks ($HETPS_RANKS) runs them as a pool. Exits 0 when the run's rounds are done."""
+    scenario = Scenario.from_argv(argv)
+    ranks = _pool_ranks(scenario.rank)
+    results = run_pool(make_client, scenario, ranks)
+    failed = 0
+    for r, done in sorted(results.items()):
+        if isinstance(done, Exception):
+            failed += 1
+            print(f"client {r}: {type(done).__name__}: {done}", file=sys.stderr, flush=True)
+            continue
+        last = "".join(f", last {k} {v:.4g}" for k, v in done["metrics"].items())
+        print(f"client {r}: {done['rounds']} rounds, {done['kept']} kept, {done['failed']} "
+              f"failed, {done['abandoned']} abandoned{last}", file=sys.stderr, flush=True)
+    return 1 if failed else 0

@@ -54,7 +54,7 @@ def test_fedavg_rounds_apply_the_sample_weighted_mean_of_the_uploads(cluster):
     # Each round moves the model by the weighted mean of the shifts: (2+4+12+32)/16 = 3.125.
     for client, done in zip(clients, results):
         assert client.seen == {0: 0.0, 1: 3.125, 2: 6.25}
-        assert done == {"rounds": 3, "kept": 3, "failed": 0,
+        assert done == {"rounds": 3, "kept": 3, "failed": 0, "abandoned": 0,
                         "metrics": {"loss": 1.0 / (client.index + 1)}}
 
 

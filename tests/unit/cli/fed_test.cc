@@ -132,9 +132,22 @@ TEST(FedArgsTest, BadArgumentsAreRefusedBeforeAnythingRuns) {
   EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + path, "--per_round=8", "--parallel=4"}).ok())
       << "an aggregation cannot wait for more uploads than clients train at once";
   EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + Scenario("--clients=x\n")}).ok());
+  EXPECT_FALSE(ParseFedArgs({"run", "--flagfile=" + path, "--clients_per_process=4"}).ok())
+      << "a pool hosts clients of a --client_cmd program";
   auto defaults = ParseFedArgs({"run", "--flagfile=" + path});
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(defaults->algorithms, std::vector<std::string>{"fedavg"});
+  EXPECT_TRUE(defaults->client_cmd.empty()) << "the C++ edge client by default";
+}
+
+TEST(FedArgsTest, AClientCommandRunsEveryClientAndMayPoolThem) {
+  const std::string path = Scenario("--workload=edge\n--clients_per_process=10\n");
+  auto a = ParseFedArgs({"run", "--flagfile=" + path, "--client_cmd=python3 my_client.py"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->client_cmd, "python3 my_client.py");
+  EXPECT_EQ(a->clients_per_process, 10);
+  EXPECT_EQ(a->scenario_flags, std::vector<std::string>{"--workload=edge"});
+  EXPECT_TRUE(a->role_flags.empty()) << "hetps fed's own options, not the roles'";
 }
 
 // Every algorithm of a comparison gets the same budget of applied uploads: an algorithm that

@@ -239,4 +239,25 @@ TEST(LaunchArgsTest, AWorkerCommandIsSplitAtSpacesAndSavedWithTheRun) {
   EXPECT_NE(empty.status().message().find("--worker_cmd needs a command"), std::string::npos);
 }
 
+TEST(LaunchArgsTest, AWorkerCommandMayHostSeveralRanksPerProcessOnThisMachine) {
+  auto a = ParseLaunchArgs({"--workers=7", "--worker_cmd=python3 c.py", "--workers_per_process=3"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->workers_per_process, 3);
+  const auto saved = SavedLaunchArgs(*a);
+  EXPECT_NE(std::find(saved.begin(), saved.end(), "--workers_per_process=3"), saved.end());
+  const auto refused = [](const std::vector<std::string>& args, const std::string& why) {
+    auto r = ParseLaunchArgs(args);
+    ASSERT_FALSE(r.ok()) << why;
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+  };
+  refused({"--workers=4", "--workers_per_process=2"}, "for --worker_cmd programs");
+  refused({"--workers=4", "--worker_cmd=p", "--workers_per_process=2", "--links=netns"},
+          "--links=netns");
+  refused({"--workers=4", "--worker_cmd=p", "--workers_per_process=2", "-H", "a:2,b:2"},
+          "-H/--hosts");
+  refused({"--workers=4", "--worker_cmd=p", "--workers_per_process=2", "--slow_worker=1:2"},
+          "--device_spread");
+  refused({"--workers=4", "--worker_cmd=p", "--workers_per_process=0"}, "workers_per_process");
+}
+
 }  // namespace hetps

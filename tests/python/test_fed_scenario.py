@@ -1,0 +1,167 @@
+"""Python federated clients under a scenario: the C++ clients' emulation (links, devices, data
+partitions, layer schedule) from the same flags; hetps fed run --client_cmd with one client per
+process and pooled; a client killed mid-round; a run mixing C++ and Python clients."""
+import csv
+import glob
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import hetps
+import hetps.fed
+from hetps.scenario import Scenario, parse_flags
+
+BIN = os.environ.get("HETPS_BIN_DIR", os.path.join(os.path.dirname(__file__), "../../build/bin"))
+PROGRAM = os.path.join(os.path.dirname(__file__), "fed_program.py")
+# The scenario's client flags (hetps-worker's), then hetps fed's options and the servers' flag.
+CLIENT_ARGS = ["--workload=edge", "--evaluators=1", "--partition=dirichlet",
+               "--dirichlet_alpha=0.5", "--data_seed=3", "--local_epochs=2", "--device_spread=0.5",
+               "--link_up_mbps=200", "--link_down_mbps=400", "--link_latency_ms=5",
+               "--link_spread=0.5", "--link_seed=2"]
+CLIENT_FLAGS = parse_flags(CLIENT_ARGS)
+SCENARIO = CLIENT_ARGS + ["--clients=6", "--parallel=3", "--per_round=3", "--uploads=9",
+                          "--eval_uploads=3", "--target=0.5", "--init=worker"]
+
+
+def test_a_python_client_gets_the_link_hetps_worker_draws_for_its_rank():
+    printed = subprocess.run(
+        [os.path.join(BIN, "hetps-worker"), "--rank=0", "--print_links=6", *CLIENT_ARGS],
+        capture_output=True, text=True, check=True).stdout.split("\n")
+    for line in (p for p in printed if len(p.split()) == 8):
+        rank, up, down, latency, jitter, loss, rto, seed = line.split()
+        link = Scenario(CLIENT_FLAGS, int(rank)).link
+        assert (link.up_mbps, link.down_mbps, link.latency_ms, link.jitter_ms, link.loss,
+                link.rto_ms, link.seed) == (float(up), float(down), float(latency),
+                                            float(jitter), float(loss), float(rto), int(seed))
+    evaluator = Scenario(CLIENT_FLAGS, 0)
+    assert evaluator.evaluator and not evaluator.link.enabled and evaluator.slowdown == 1
+    assert all(Scenario(CLIENT_FLAGS, r).slowdown >= 1 for r in range(1, 7))
+
+
+def test_the_layer_schedule_sends_deep_layers_on_the_last_rounds_of_each_period():
+    s = Scenario({"deep_from": "1", "deep_period": "15", "deep_rounds": "5"}, 1)
+    assert all(s.uploads(0, r) for r in range(30))
+    assert [r for r in range(30) if s.uploads(1, r)] == [0, 11, 12, 13, 14, 15, 26, 27, 28, 29]
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"link_up_mbps": "fast"}, "--link_up_mbps needs a number, got 'fast'"),
+    ({"fail_fraction": "2"}, "--fail_fraction must be in [0, 1]"),
+    ({"availability": "sometimes"}, "sometimes"),
+    ({"links": "radio"}, "--links must be transport or netns"),
+    ({"deep_from": "1", "deep_period": "3", "deep_rounds": "4"}, "deep_rounds <= deep_period"),
+    ({"local_epochs": "many"}, "--local_epochs needs an integer"),
+])
+def test_a_scenario_flag_that_cannot_be_right_is_named(flags, message):
+    with pytest.raises(ValueError, match=None) as raised:
+        Scenario(flags, 1)
+    assert message in str(raised.value)
+
+
+def test_an_argument_that_is_no_flag_is_refused():
+    with pytest.raises(ValueError, match="'rounds' is not a flag"):
+        parse_flags(["--model=mlp", "rounds"])
+
+
+def fed_run(tmp_path, algorithm, *extra, env=None):
+    scenario = tmp_path / "scenario.flags"
+    scenario.write_text("\n".join(SCENARIO) + "\n")
+    run_dir = tmp_path / algorithm
+    done = subprocess.run(
+        [os.path.join(BIN, "hetps"), "fed", "run", f"--flagfile={scenario}",
+         f"--algorithm={algorithm}", f"--client_cmd={sys.executable} {PROGRAM}",
+         f"--run_dir={run_dir}", *extra],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, **(env or {})))
+    log = (run_dir / "launch.log").read_text() if (run_dir / "launch.log").exists() else ""
+    return done, run_dir, log
+
+
+def rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_pool_of_python_clients_runs_the_scenario_as_the_cpp_clients_would(tmp_path):
+    done, run_dir, log = fed_run(tmp_path, "fedavg", "--clients_per_process=4")
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    assert "tests/python/fed_program.py` (4 per process)" in done.stdout  # the report says so
+    records = {r["rank"]: r for r in
+               (json.load(open(p)) for p in glob.glob(str(run_dir / "client-*.json")))}
+    assert sorted(records) == list(range(7))
+    assert len({r["pid"] for r in records.values()}) == 2  # ranks 0-3 and 4-6
+    # Every training client's share of the data, as split_samples splits it: all 600, once.
+    samples = sorted(i for r in records.values() for i in r["samples"])
+    assert samples == list(range(600)) and records[0]["samples"] == []
+    assert records[1]["config"]["local_epochs"] == 2
+    # The scheduler's view of each client is the one hetps-worker would have reported.
+    for row in rows(run_dir / "clients.csv"):
+        s = Scenario(CLIENT_FLAGS, int(row["rank"]))
+        assert float(row["slowdown"]) == pytest.approx(s.slowdown, abs=1e-3)
+        assert float(row["up_mbps"]) == pytest.approx(s.link.up_mbps, abs=1e-3)
+        assert float(row["latency_ms"]) == s.link.latency_ms
+    measured = rows(run_dir / "rounds.csv")
+    assert [int(r["aggregation"]) for r in measured] == [1, 2, 3]
+    assert all(r["test_accuracy"] for r in measured) and all(int(r["kept"]) == 3 for r in measured)
+
+
+def test_a_client_killed_mid_round_is_never_applied_and_the_run_finishes(tmp_path):
+    # Every client trains in every round; client 2 dies in round 1 after training, before
+    # uploading: the round closes without it once the scheduler declares it dead.
+    done, run_dir, log = fed_run(tmp_path, "fedavg", "--parallel=6", "--per_round=6",
+                                 "--uploads=18", env={"HETPS_TEST_KILL": "2:1"})
+    assert "killed by signal 9" in log
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    assert "all 3 aggregations were made: the run counts" in done.stdout
+    measured = rows(run_dir / "rounds.csv")
+    assert len(measured) == 3
+    assert [r["kept"] for r in measured] == ["6", "5", "5"]
+    assert "2" in measured[0]["kept_ranks"].split()
+    assert not any("2" in r["kept_ranks"].split() for r in measured[1:])
+    assert not os.path.exists(run_dir / "client-2.json")
+
+
+class Mlp:
+    """The C++ edge client's --model=mlp --hidden=8 tensors; trains to global + 1."""
+
+    def __init__(self):
+        self.seen = []
+
+    def get_parameters(self, config):
+        return {"fc0.w": np.zeros((8, 784), np.float32), "fc0.b": np.zeros(8, np.float32),
+                "fc1.w": np.zeros((10, 8), np.float32), "fc1.b": np.zeros(10, np.float32)}
+
+    def fit(self, parameters, config):
+        self.seen.append(config["round"])
+        return {n: a + 1 for n, a in parameters.items()}, 100, {}
+
+
+def test_cpp_and_python_clients_take_part_in_one_run(cluster):
+    c = cluster(workers=3, server_flags=["--consistency=selected", "--aggregator=fedavg",
+                                         "--optimizer=sgd:lr=1", "--init=worker"],
+                scheduler_flags=["--clients_per_round=3", "--rounds=3"])
+    cpp = subprocess.Popen(
+        [os.path.join(BIN, "hetps-worker"), f"--scheduler={c.endpoint}", "--rank=0",
+         "--workload=edge", "--model=mlp", "--hidden=8", "--local_epochs=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    clients, results = [Mlp(), Mlp()], [None, None]
+
+    def run(i):
+        results[i] = hetps.fed.run_client(clients[i], c.endpoint, rank=i + 1,
+                                          log=lambda line: None)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    output = cpp.communicate(timeout=60)[0]
+    assert cpp.returncode == 0, output
+    assert "final test accuracy" in output  # rank 0 evaluated after the last round
+    for client, done in zip(clients, results):
+        assert client.seen == [0, 1, 2]
+        assert (done["rounds"], done["kept"], done["failed"]) == (3, 3, 0)
