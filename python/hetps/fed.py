@@ -4,13 +4,18 @@ A client is any object with
 
     get_parameters(config) -> {name: float32 array}      the model's initial parameters
     fit(parameters, config) -> (parameters, num_samples, metrics)
+    evaluate(parameters, config) -> (loss, num_samples, metrics)   evaluators only
 
 `fit` gets the global model of its round and returns the model it trained locally, how many
 samples it trained on (the upload's weight) and a dict of figures. `run_client(client)` joins
 the cluster, declares the model (every client alike; the first offer of each tensor is its
 initial value), and then repeats until the run's rounds are done: wait to be selected (or for a
 concurrency slot), pull the global model, call fit, upload the delta (global - local, what the
-servers' aggregators apply) weighted by num_samples, report it, and report the metrics.
+servers' aggregators apply) weighted by num_samples, report it, and report the metrics. A client
+program's main is `hetps.fed.main(MyClient)`: the scenario of the flags it was started with
+(hetps.scenario.Scenario: its link, device, availability, failures, partition, layer schedule)
+applies, MyClient(scenario) is built once the client joined, and a process started for several
+ranks (hetps launch --workers_per_process) hosts them all.
 
     import numpy as np, hetps.fed
 
@@ -22,11 +27,12 @@ servers' aggregators apply) weighted by num_samples, report it, and report the m
 
     hetps.fed.run_client(Mean(np.random.rand(100, 4)))
 
-`config` holds "round" (the round, or in asynchronous modes the upload's base version) and
-"rank". An exception raised by fit fails the client's round only: its traceback is printed,
-nothing of the round is uploaded (the round closes without it, as for a client that drops
-out), and the client asks for the next one. What fit returns is checked: a missing or unknown
-parameter, another shape or a dtype other than float32 raises ValueError naming it.
+`config` holds "round" (the round, or in asynchronous modes the upload's base version), "rank",
+and the scenario's "local_epochs", "batch_size", "lr" and "proximal_mu" (FedProx's mu). An
+exception raised by fit fails the client's round only: its traceback is printed, nothing of the
+round is uploaded (the round closes without it, as for a client that drops out), and the client
+asks for the next one. What fit returns is checked: a missing or unknown parameter, another
+shape or a dtype other than float32 raises ValueError naming it.
 """
 import os
 import sys
@@ -172,7 +178,7 @@ class _Run:
     def evaluate(self):
         """An evaluator's run: every eval_every closed rounds, the global model's loss and
         accuracy (client.evaluate), into the scheduler's rounds log."""
-        every = self.s._int("eval_every", 1)
+        every = self.s.eval_every
         measured, next_ = None, every
         while True:
             closed, finished = self.c.await_rounds_closed(next_, measured)
@@ -276,7 +282,10 @@ def run_pool(make_client, scenario, ranks, log=None):
         except Exception as e:  # noqa: BLE001 - the others go on; main reports it
             results[r] = e
 
-    threads = [threading.Thread(target=one, args=(r,), name=f"client-{r}") for r in ranks]
+    # Daemon threads: SIGINT ends the process (hetps launch stops it so) without waiting on
+    # clients blocked in the cluster.
+    threads = [threading.Thread(target=one, args=(r,), name=f"client-{r}", daemon=True)
+               for r in ranks]
     for t in threads:
         t.start()
     for t in threads:
@@ -292,7 +301,11 @@ def main(make_client, argv=None):
     several ranks ($HETPS_RANKS) runs them as a pool. Exits 0 when the run's rounds are done."""
     scenario = Scenario.from_argv(argv)
     ranks = _pool_ranks(scenario.rank)
-    results = run_pool(make_client, scenario, ranks)
+    try:
+        results = run_pool(make_client, scenario, ranks)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr, flush=True)
+        return 130
     failed = 0
     for r, done in sorted(results.items()):
         if isinstance(done, Exception):

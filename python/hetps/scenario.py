@@ -58,6 +58,7 @@ class Scenario:
             rank = int(self.flags.get("rank", os.environ.get("HETPS_RANK", "-1")))
         self.rank = int(rank)
         self.evaluators = self._int("evaluators", 0)
+        self.eval_every = self._int("eval_every", 1)
         self.link, self.slowdown = edge_profile(self.flags, self.rank)
         self.fail_fraction = self._float("fail_fraction", 0, 1)
         self.prox_mu = self._float("prox_mu", 0)

@@ -58,6 +58,26 @@ def test_fedavg_rounds_apply_the_sample_weighted_mean_of_the_uploads(cluster):
                         "metrics": {"loss": 1.0 / (client.index + 1)}}
 
 
+class Shift20(Shift):
+    """Client i of 20: trains to global + (i + 1) on 4 samples (the first four) or 1."""
+
+    def fit(self, parameters, config):
+        self.seen[config["round"]] = parameters["w"][0]
+        local = {n: a + (self.index + 1) for n, a in parameters.items()}
+        return local, 4 if self.index < 4 else 1, {}
+
+
+def test_twenty_clients_rounds_apply_the_sample_weighted_mean_exactly(cluster):
+    c = cluster(workers=20, server_flags=FEDAVG,
+                scheduler_flags=["--clients_per_round=20", "--rounds=3"])
+    clients = [Shift20(i) for i in range(20)]
+    results = run_all(c, clients)
+    # (4 (1+2+3+4) + 5+6+...+20) / 32 = 240 / 32 = 7.5 per round, exact in float32.
+    for client, done in zip(clients, results):
+        assert client.seen == {0: 0.0, 1: 7.5, 2: 15.0}
+        assert (done["rounds"], done["kept"]) == (3, 3)
+
+
 def test_a_client_whose_fit_raises_is_left_out_of_that_round_only(cluster):
     c = cluster(workers=4, server_flags=FEDAVG,
                 scheduler_flags=["--clients_per_round=4", "--rounds=3",
