@@ -11,22 +11,18 @@
 
 #include "common/same_message.h"
 #include "server/partition_store.h"
+#include "server/rocks_status.h"
 
 namespace hetps {
 namespace {
 
-constexpr char kMetaKey[] = "meta";
+constexpr char kCutMetaKey[] = "meta";
 
 std::string PartitionKey(int32_t pid) {
   std::string key = "p";
   for (int i = 3; i >= 0; --i)
     key.push_back(static_cast<char>((static_cast<uint32_t>(pid) >> (8 * i)) & 0xff));
   return key;
-}
-
-Status FromRocks(const rocksdb::Status& s, const std::string& what) {
-  if (s.ok()) return Status();
-  return Status::Internal(fmt::format("{}: {}", what, s.ToString()));
 }
 
 }  // namespace
@@ -42,7 +38,7 @@ StatusOr<int64_t> WriteCutFile(const std::string& path, proto::CutFileMeta meta,
   rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), options);
   if (Status s = FromRocks(writer.Open(tmp), "cannot create " + tmp); !s.ok()) return s;
   meta.set_partitions(static_cast<int32_t>(ids.size()));
-  if (Status s = FromRocks(writer.Put(kMetaKey, meta.SerializeAsString()), "writing " + tmp);
+  if (Status s = FromRocks(writer.Put(kCutMetaKey, meta.SerializeAsString()), "writing " + tmp);
       !s.ok()) {
     return s;
   }
@@ -103,9 +99,9 @@ StatusOr<std::unique_ptr<CutReader>> CutReader::Open(const std::string& cut_dir,
           fmt::format("checkpoint file {} is damaged: {}", path, s.ToString()));
     }
     std::unique_ptr<rocksdb::Iterator> it(file->NewIterator(rocksdb::ReadOptions()));
-    it->Seek(kMetaKey);
+    it->Seek(kCutMetaKey);
     proto::CutFileMeta meta;
-    if (!it->Valid() || it->key() != kMetaKey ||
+    if (!it->Valid() || it->key() != kCutMetaKey ||
         !meta.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
       return Status::Malformed(fmt::format("checkpoint file {} has no readable meta record", path));
     }

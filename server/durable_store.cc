@@ -21,6 +21,7 @@
 #include "server/file_io.h"
 #include "server/log_record.h"
 #include "server/partition_store.h"
+#include "server/rocks_status.h"
 #include "server/value_log.h"
 
 namespace hetps {
@@ -32,11 +33,6 @@ constexpr char kValueLogDir[] = "values";
 // Values at least this large go to the value log: below it RocksDB's per-byte costs matter
 // less than a record of their own.
 constexpr int64_t kValueLogMinBytes = 64 << 10;
-
-Status FromRocks(const rocksdb::Status& s, const std::string& what) {
-  if (s.ok()) return Status();
-  return Status::Internal(fmt::format("{}: {}", what, s.ToString()));
-}
 
 constexpr char kCheckpointDir[] = "checkpoints";
 constexpr char kSpillDir[] = "spill";

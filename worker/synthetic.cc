@@ -19,13 +19,13 @@ float Target(uint64_t seed, int rank, size_t t, int64_t j) {
   return static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-52 - 1.0);
 }
 
-struct Model {
+struct Targets {
   std::vector<std::string> names;
   std::vector<std::vector<float>> w, grad, target, optimum;
 };
 
-Model MakeModel(const SyntheticOptions& o, int rank, int num_workers) {
-  Model m;
+Targets MakeTargets(const SyntheticOptions& o, int rank, int num_workers) {
+  Targets m;
   for (size_t t = 0; t < o.tensor_elements.size(); ++t) {
     const int64_t n = o.tensor_elements[t];
     m.names.push_back(fmt::format("layer{}", t));
@@ -42,7 +42,7 @@ Model MakeModel(const SyntheticOptions& o, int rank, int num_workers) {
 }
 
 // Root-mean-square distance of the pulled model to w*.
-double DistanceToOptimum(const Model& m) {
+double DistanceToOptimum(const Targets& m) {
   double sum = 0;
   int64_t count = 0;
   for (size_t t = 0; t < m.w.size(); ++t) {
@@ -65,7 +65,7 @@ void SimulateCompute(const SyntheticOptions& o, std::chrono::steady_clock::time_
   }
 }
 
-Status PullAll(Client& client, Model& m) {
+Status PullAll(Client& client, Targets& m) {
   std::vector<Ticket> tickets;
   for (size_t t = 0; t < m.w.size(); ++t) {
     tickets.push_back(client.Pull(m.names[t], m.w[t].data(), static_cast<int64_t>(m.w[t].size())));
@@ -91,7 +91,7 @@ Status ValidateSyntheticOptions(const SyntheticOptions& o) {
 namespace {
 
 // Declares the tensors, offers zeros as their initial values and pulls the starting model.
-Status Begin(Client& client, const SyntheticOptions& o, Model& m) {
+Status Begin(Client& client, const SyntheticOptions& o, Targets& m) {
   std::vector<TensorSpec> specs;
   for (size_t t = 0; t < m.names.size(); ++t) {
     specs.push_back({m.names[t], {o.tensor_elements[t]}, static_cast<int32_t>(t)});
@@ -111,7 +111,7 @@ Status Begin(Client& client, const SyntheticOptions& o, Model& m) {
 }
 
 // One iteration: pull, the gradient w - target, the simulated compute time, push, clock.
-Status Iterate(Client& client, const SyntheticOptions& o, Model& m) {
+Status Iterate(Client& client, const SyntheticOptions& o, Targets& m) {
   if (Status s = PullAll(client, m); !s.ok()) return s;
   const auto compute_start = std::chrono::steady_clock::now();
   for (size_t t = 0; t < m.w.size(); ++t) {
@@ -148,7 +148,7 @@ void PrintDone(Client& client, const SyntheticOptions& o, double initial, double
 
 Status RunSynthetic(Client& client, const SyntheticOptions& o, const std::atomic<bool>& stop) {
   if (Status s = ValidateSyntheticOptions(o); !s.ok()) return s;
-  Model m = MakeModel(o, client.rank(), client.num_workers());
+  Targets m = MakeTargets(o, client.rank(), client.num_workers());
   if (Status s = Begin(client, o, m); !s.ok()) return s;
   const double initial = DistanceToOptimum(m);
   int64_t model_bytes = 0;

@@ -92,7 +92,7 @@ class CmaTransport : public Transport {
   bool revoked_ = false;
 };
 
-StatusOr<std::unique_ptr<Transport>> Open(const TransportContext& c) {
+StatusOr<std::unique_ptr<Transport>> OpenCma(const TransportContext& c) {
   // The probe: the server's random value goes in the first word, its complement comes back
   // in the second.
   auto probe = std::make_unique<volatile uint64_t[]>(2);
@@ -133,7 +133,7 @@ TransportInfo CmaTransportInfo() {
   return {"cma",
           "cross memory attach: the server reads and writes the caller's arrays (requests of 16 "
           "KiB or more), one copy each way, none by this worker",
-          Open};
+          OpenCma};
 }
 
 }  // namespace hetps

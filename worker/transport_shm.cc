@@ -60,7 +60,7 @@ class ShmTransport : public Transport {
   ClientReport& report_;
 };
 
-StatusOr<std::unique_ptr<Transport>> Open(const TransportContext& c) {
+StatusOr<std::unique_ptr<Transport>> OpenShm(const TransportContext& c) {
   if (c.options.shared_memory_bytes <= 0) {
     return Status::FailedPrecondition("shared_memory_bytes is 0");
   }
@@ -86,7 +86,7 @@ TransportInfo ShmTransportInfo() {
   return {"shm",
           "a shared memory segment per server (ClientOptions::shared_memory_bytes): a push is "
           "copied in by this worker, a pull copied out",
-          Open};
+          OpenShm};
 }
 
 }  // namespace hetps
