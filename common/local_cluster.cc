@@ -144,7 +144,13 @@ StatusOr<ChildProcess*> LocalCluster::StartWorker(int index, const std::vector<s
   if (options_.worker_command.empty()) {
     argv.push_back(options_.bin_dir + "/hetps-worker");
   } else {
-    argv.insert(argv.end(), {"env", "HETPS_SCHEDULER=" + endpoint_});
+    // The scheduler as this worker reaches it: a worker in a network namespace is given the
+    // proxy's address by a later --scheduler flag.
+    std::string scheduler = endpoint_;
+    for (const std::string& f : flags) {
+      if (f.starts_with("--scheduler=")) scheduler = f.substr(std::string("--scheduler=").size());
+    }
+    argv.insert(argv.end(), {"env", "HETPS_SCHEDULER=" + scheduler});
     argv.insert(argv.end(), options_.worker_command.begin(), options_.worker_command.end());
   }
   argv.push_back("--scheduler=" + endpoint_);

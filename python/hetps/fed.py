@@ -206,6 +206,9 @@ def run_client(client, scheduler="", rank=None, log=None, scenario=None):
     (hetps.scenario.Scenario) is the emulation it runs under (none by default)."""
     log = log or (lambda line: print(line, flush=True))
     scenario = scenario or Scenario({}, rank)
+    # The program's --scheduler (hetps launch gives a client in a network namespace the
+    # proxy's address there), else $HETPS_SCHEDULER.
+    scheduler = scheduler or scenario.flags.get("scheduler", "")
     rank = scenario.rank if scenario.rank >= 0 else None
     push_codec, pull_codec = scenario.flags["codec"], scenario.flags["pull_codec"]
     with Client(scheduler, rank=rank, push_codec=push_codec, pull_codec=pull_codec,

@@ -125,6 +125,23 @@ def test_a_client_killed_mid_round_is_never_applied_and_the_run_finishes(tmp_pat
     assert not os.path.exists(run_dir / "client-2.json")
 
 
+def test_python_clients_run_behind_links_in_their_own_network_namespaces(tmp_path):
+    if os.geteuid() != 0 or subprocess.run(["sh", "-c", "command -v ip tc"],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("--links=netns needs root, ip and tc")
+    before = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    done, run_dir, log = fed_run(tmp_path, "fedbuff", "--links=netns", "--netns_subnet=10.209")
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    assert "6 clients in network namespaces" in log
+    # Each client dialled the cluster through its namespace's proxy: a round trip (pull, then
+    # upload) crosses the 5 ms link four times.
+    trips = [float(r["mean_round_trip_s"]) for r in rows(run_dir / "clients.csv")
+             if int(r["kept"]) > 0]
+    assert trips and min(trips) >= 0.02
+    after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert after == before, "the launch removes its namespaces"
+
+
 class Mlp:
     """The C++ edge client's --model=mlp --hidden=8 tensors; trains to global + 1."""
 
