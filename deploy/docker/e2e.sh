@@ -161,15 +161,16 @@ fi
 
 # The edge profile: federated rounds of clients whose uplink tc caps inside their containers.
 "${compose[@]}" --profile edge up -d --no-build edge-scheduler edge-server edge-client
-client=$("${compose[@]}" ps -q edge-client | awk 'NR == 2')
+# Each client prints its eth0 qdisc once tc has set it (its log, not docker exec: on a loaded
+# machine the short run may be over before a container could be asked).
 qdisc=""
 for _ in $(seq 60); do
-  qdisc=$(docker exec "$client" tc qdisc show dev eth0 2>/dev/null | grep tbf || true)
+  qdisc=$(logs edge-client | grep -o 'uplink: qdisc tbf.*' | awk 'NR == 1' || true)
   [ -n "$qdisc" ] && break
   sleep 0.5
 done
 [ -n "$qdisc" ] || { say "FAIL: no tbf on an edge client's eth0"; logs edge-client | tail; exit 1; }
-say "edge client ${client:0:12} uplink: $qdisc"
+say "edge client $qdisc"
 edge=""
 for _ in $(seq 600); do
   edge=$(logs edge-client | grep -o 'final test accuracy .*' | tail -1 || true)
