@@ -126,9 +126,11 @@ def test_a_client_killed_mid_round_is_never_applied_and_the_run_finishes(tmp_pat
 
 
 def test_python_clients_run_behind_links_in_their_own_network_namespaces(tmp_path):
-    if os.geteuid() != 0 or subprocess.run(["sh", "-c", "command -v ip tc"],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("--links=netns needs root, ip and tc")
+    probe = f"hetps-probe-{os.getpid()}"  # namespaces can be made here (as NetnsLinks asks)
+    if os.geteuid() != 0 or subprocess.run(
+            ["sh", "-c", f"command -v tc >/dev/null && ip netns add {probe} && "
+                         f"ip netns del {probe}"], capture_output=True).returncode != 0:
+        pytest.skip("--links=netns needs root, ip, tc and network namespaces")
     before = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     done, run_dir, log = fed_run(tmp_path, "fedbuff", "--links=netns", "--netns_subnet=10.209")
     assert done.returncode == 0, done.stdout + done.stderr + log
