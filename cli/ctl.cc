@@ -1,6 +1,7 @@
 #include "cli/ctl.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 
@@ -82,7 +83,8 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
   }
   if (i >= args.size() || args[i] != "set") {
     return Status::InvalidArgument(
-        "expected: set consistency=SPEC, checkpoint, or export --table=NAME --out=DIR");
+        "expected: set consistency=SPEC|layer_schedule=SPEC, checkpoint, or export --table=NAME "
+        "--out=DIR");
   }
   for (++i; i < args.size(); ++i) {
     const std::string& kv = args[i];
@@ -91,19 +93,27 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
       return Status::InvalidArgument(fmt::format("'{}' is not key=value", kv));
     }
     const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (key != "consistency") {
+    if (key != "consistency" && key != "layer_schedule") {
       return Status::InvalidArgument(
-          fmt::format("unknown key '{}' (known: consistency; parameters go in its spec, e.g. "
-                      "consistency=ssp:staleness=4)",
+          fmt::format("unknown key '{}' (known: consistency, layer_schedule; parameters go in "
+                      "the spec, e.g. consistency=ssp:staleness=4)",
                       key));
     }
     if (value.empty() || value.front() == ':') {
-      return Status::InvalidArgument("consistency needs a spec, e.g. ssp:staleness=4");
+      return Status::InvalidArgument(
+          fmt::format("{} needs a spec, e.g. {}", key,
+                      key == "consistency" ? "ssp:staleness=4" : "fixed:deep=4"));
     }
-    out.policy.set_consistency(value);
+    if (key == "consistency") {
+      out.policy.set_consistency(value);
+    } else {
+      out.policy.set_layer_schedule(value);
+    }
   }
-  if (out.policy.consistency().empty()) {
-    return Status::InvalidArgument("set needs consistency=SPEC, e.g. consistency=ssp:staleness=4");
+  if (out.policy.consistency().empty() && out.policy.layer_schedule().empty()) {
+    return Status::InvalidArgument(
+        "set needs consistency=SPEC and/or layer_schedule=SPEC, e.g. "
+        "consistency=ssp:staleness=4");
   }
   return out;
 }
@@ -135,7 +145,18 @@ StatusOr<std::string> RunCtl(const CtlArgs& args) {
   if (auto r = CallScheduler(args.scheduler, args.auth, std::move(h), args.timeout_ms); !r.ok()) {
     return r.status();
   }
-  return fmt::format("consistency {} applied on every server", args.policy.consistency());
+  std::vector<std::string> done;
+  if (!args.policy.layer_schedule().empty()) {
+    done.push_back(
+        fmt::format("layer schedule {} set on the scheduler (workers follow it from "
+                    "their next heartbeat)",
+                    args.policy.layer_schedule()));
+  }
+  if (!args.policy.consistency().empty()) {
+    done.push_back(
+        fmt::format("consistency {} applied on every server", args.policy.consistency()));
+  }
+  return fmt::format("{}", fmt::join(done, "; "));
 }
 
 }  // namespace hetps

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -100,6 +102,51 @@ std::string TablesText(const Json& servers) {
                          hits + misses > 0 ? fmt::format("{:.3f}", hits / (hits + misses)) : "-",
                          Int<int64_t>(t.at("evicted")), Int<int64_t>(t.at("admitted")));
     }
+  }
+  return out;
+}
+
+// The servers' per-layer figures, with the layer-wise schedule's period, relative gradient and
+// bytes saved beside them (a scheduler without a schedule's figures shows "-").
+std::string LayersText(const Json& j) {
+  std::map<int64_t, const Json*> planned;
+  std::string out;
+  if (j.contains("layer_schedule") && j.at("layer_schedule").is_object()) {
+    const Json& s = j.at("layer_schedule");
+    for (const Json& l : s.at("layers")) planned[Int<int64_t>(l.at("layer"))] = &l;
+    out += fmt::format(
+        "\nlayer schedule {}: {} saved (raw gradient bytes accumulated instead of "
+        "pushed)\n",
+        s.at("spec").get<std::string>(), Bytes(s.at("deferred_bytes").get<double>()));
+  }
+  if (j.at("layers").empty() && planned.empty()) return out;
+  std::map<int64_t, const Json*> served;
+  for (const Json& l : j.at("layers")) served[Int<int64_t>(l.at("layer"))] = &l;
+  std::set<int64_t> layers;
+  for (const auto& [l, v] : served) layers.insert(l);
+  for (const auto& [l, v] : planned) layers.insert(l);
+  out += fmt::format("\n{:>5} {:>10} {:>10} {:>12} {:>10} {:>9} {:>6} {:>8} {:>10}\n", "LAYER",
+                     "PUSHES", "PUSH/MIN", "BYTES", "STALE_AVG", "STALE_MAX", "PERIOD", "REL_GRAD",
+                     "SAVED");
+  for (int64_t layer : layers) {
+    std::string served_text =
+        fmt::format("{:>10} {:>10} {:>12} {:>10} {:>9}", "-", "-", "-", "-", "-");
+    if (auto it = served.find(layer); it != served.end()) {
+      const Json& l = *it->second;
+      served_text =
+          fmt::format("{:>10} {:>10.0f} {:>12} {:>10.2f} {:>9}", Int<int64_t>(l.at("pushes")),
+                      l.at("pushes_per_min").get<double>(), Bytes(l.at("bytes").get<double>()),
+                      l.at("mean_staleness").get<double>(), Int<int64_t>(l.at("max_staleness")));
+    }
+    std::string plan = fmt::format("{:>6} {:>8} {:>10}", "-", "-", "-");
+    if (auto it = planned.find(layer); it != planned.end()) {
+      const Json& l = *it->second;
+      const double r = l.at("relative_gradient").get<double>();
+      plan = fmt::format("{:>6} {:>8} {:>10}", Int<int64_t>(l.at("period")),
+                         r < 0 ? std::string("-") : fmt::format("{:.4f}", r),
+                         Bytes(l.at("deferred_bytes").get<double>()));
+    }
+    out += fmt::format("{:>5} {} {}\n", layer, served_text, plan);
   }
   return out;
 }
@@ -223,17 +270,7 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                          Int<int64_t>(s.at("parked_clocks")), s.at("address").get<std::string>());
     }
     out += TablesText(j.at("servers"));
-    if (!j.at("layers").empty()) {
-      out += fmt::format("\n{:>5} {:>10} {:>10} {:>12} {:>10} {:>9}\n", "LAYER", "PUSHES",
-                         "PUSH/MIN", "BYTES", "STALE_AVG", "STALE_MAX");
-      for (const Json& l : j.at("layers")) {
-        out +=
-            fmt::format("{:>5} {:>10} {:>10.0f} {:>12} {:>10.2f} {:>9}\n", Int<int>(l.at("layer")),
-                        Int<int64_t>(l.at("pushes")), l.at("pushes_per_min").get<double>(),
-                        Bytes(l.at("bytes").get<double>()), l.at("mean_staleness").get<double>(),
-                        Int<int64_t>(l.at("max_staleness")));
-      }
-    }
+    out += LayersText(j);
     return out;
   } catch (const Json::exception& e) {
     return Status::Malformed(fmt::format("the scheduler's status lacks a field: {}", e.what()));

@@ -87,16 +87,18 @@ const std::vector<CommandUsage>& Commands() {
          "           without, --auth=curve --keys=DIR with keys of your own. A run across hosts\n"
          "           names its keys (--auth=curve --keys=DIR) or says --insecure.\n"},
         {"ctl",
-         "switch the consistency of a running cluster, take a whole-run checkpoint, or export a "
-         "sparse table",
+         "switch the consistency or layer schedule of a running cluster, take a whole-run "
+         "checkpoint, or export a sparse table",
          "usage: hetps ctl --scheduler=tcp://host:port|--run_dir=RUN [--timeout_ms=T]\n"
-         "                 set consistency=SPEC | checkpoint |\n"
+         "                 set consistency=SPEC [layer_schedule=SPEC] | checkpoint |\n"
          "                 export --table=NAME --out=DIR [--full]\n"
          "\n"
          "  ctl set  switch the consistency of a running cluster on every server, e.g.\n"
          "           set consistency=ssp:staleness=4 | set consistency=dssp:lower=2,range=8 |\n"
          "           set consistency=backup:backups=auto | set consistency=bsp\n"
-         "           (hetps-server --list shows every controller and its parameters)\n"
+         "           (hetps-server --list shows every controller and its parameters);\n"
+         "           set layer_schedule=fixed:deep=4 | adaptive:max=8 | every: the layer-wise\n"
+         "           push periods the scheduler hands the workers (hetps-scheduler --list)\n"
          "  ctl checkpoint  a whole-run checkpoint now: the model cut at one clock on every\n"
          "           server, in the scheduler's --checkpoint_dir (hetps launch: "
          "<run>/checkpoints);\n"

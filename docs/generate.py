@@ -29,8 +29,9 @@ def algorithms(bin_dir):
         ("hetps-server", "What a server runs: consistency controllers (`--consistency`), "
          "aggregators (`--aggregator`) and the sum aggregator's delay compensators, server "
          "optimizers (`--optimizer`), and the codecs it decodes."),
-        ("hetps-scheduler", "What the scheduler decides for federated runs: client selection "
-         "(`--selection`) and the aggregation ratio (`--ratio`)."),
+        ("hetps-scheduler", "What the scheduler decides: for federated runs, client selection "
+         "(`--selection`) and the aggregation ratio (`--ratio`); for every run, the layer-wise "
+         "push schedule (`--layer_schedule`, [layer schedules](layer-schedules.md))."),
         ("hetps-worker", "What a worker runs: push codecs (`--codec`, per layer), straggler "
          "models (`--straggler`) and edge clients' availability (`--availability`)."),
     ]

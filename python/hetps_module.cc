@@ -15,6 +15,7 @@
 #include "python/py_client.h"
 #include "python/py_edge.h"
 #include "python/py_errors.h"
+#include "python/py_layers.h"
 #include "worker/train/run_log.h"
 #include "worker/train/workload.h"
 
@@ -48,6 +49,7 @@ PYBIND11_MODULE(_hetps, m) {
   m.doc() = "hetps: the parameter server's worker client (<hetps/client.h>) for Python.";
   AddExceptions(m);
   AddEdge(m);  // first: Client's link argument defaults to a hetps.Link
+  AddLayers(m);
 
   py::class_<PyTicket>(m, "Ticket",
                        "An asynchronous push, pull or init. The array it uses is held by hetps "
@@ -213,6 +215,31 @@ PYBIND11_MODULE(_hetps, m) {
           "The training loss of the minibatch behind the gradients pushed next, carried on every "
           "push until set again (nan: none); servers with --aggregator=sum:compensation=lcasgd "
           "predict each worker's loss from it.")
+      .def(
+          "layer_schedule",
+          [](PyClient& c) {
+            const LayerPeriods s = c.client()->layer_schedule();
+            py::dict d;
+            d["spec"] = s.spec;
+            d["periods"] = s.periods;
+            d["mean"] = s.mean;
+            return d;
+          },
+          "The scheduler's layer-wise push schedule as of its latest heartbeat reply: "
+          "{'spec', 'periods' (per layer index; absent: 1), 'mean'}. Push layer l once every "
+          "periods[l] steps with the gradients of the steps between summed in (their mean with "
+          "'mean'); hetps.torch.DistributedOptimizer does.")
+      .def(
+          "report_layer",
+          [](PyClient& c, int32_t layer, double grad_norm_sq, double weight_norm_sq,
+             int64_t deferred_bytes) {
+            c.client()->ReportLayer(layer, grad_norm_sq, weight_norm_sq, deferred_bytes);
+          },
+          py::arg("layer"), py::arg("grad_norm_sq"), py::arg("weight_norm_sq"),
+          py::arg("deferred_bytes"),
+          "One step of a layer for the scheduler's layer-wise schedule: its gradient's and "
+          "weights' squared L2 norms (negative: not measured this step) and the raw bytes "
+          "accumulated instead of pushed since joining.")
       .def("barrier", &PyClient::Barrier, "Blocks until every live worker has called barrier().")
       .def_property_readonly(
           "runs_rounds", [](PyClient& c) { return c.client()->scheduler_runs_rounds(); },

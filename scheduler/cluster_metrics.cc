@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "scheduler/cluster_stats.h"
+#include "scheduler/layer_planner.h"
 #include "scheduler/prometheus.h"
 
 namespace hetps {
@@ -63,6 +64,7 @@ std::string ClusterStats::Metrics(double now) const {
   WorkerMetrics(e, now);
   ServerMetrics(e);
   LayerMetrics(e);
+  if (planner_ != nullptr) planner_->Metrics(e);
   return e.Take();
 }
 

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "common/quorum.h"
+#include "scheduler/layer_planner.h"
 
 namespace hetps {
 namespace {
@@ -409,6 +410,7 @@ std::string ClusterStats::StatusJson(double now) const {
   j["workers"] = WorkersJson(now);
   j["servers"] = ServersJson(now);
   j["layers"] = LayersJson();
+  if (planner_ != nullptr) j["layer_schedule"] = planner_->Json();
   std::vector<int64_t> staleness = StalenessTotals();
   while (staleness.size() > 1 && staleness.back() == 0) staleness.pop_back();
   j["staleness_histogram"] = {{"counts", staleness},

@@ -26,7 +26,8 @@
 
 namespace hetps {
 
-class Exposition;  // Prometheus text being written (prometheus.h)
+class Exposition;    // Prometheus text being written (prometheus.h)
+class LayerPlanner;  // scheduler/layer_planner.h
 
 // Push staleness is counted exactly up to this value; the last bucket holds it and above.
 constexpr int kStalenessBuckets = 33;
@@ -70,6 +71,8 @@ class ClusterStats {
   // The federated rounds' summary (FedRounds::SummaryJson, JSON text; empty: none), shown as
   // /api/status's "federated".
   void SetFederated(std::string json) { federated_ = std::move(json); }
+  // The layer-wise schedule (periods, bytes saved), shown in "layer_schedule" and /metrics.
+  void SetLayerPlanner(const LayerPlanner* planner) { planner_ = planner; }
   // What the scheduler itself refused so far (/metrics).
   struct Refused {
     int64_t messages = 0;       // of keys their role does not allow
@@ -148,6 +151,7 @@ class ClusterStats {
   };
   std::optional<CheckpointRecord> checkpoint_;  // the last complete one
   std::string federated_;
+  const LayerPlanner* planner_ = nullptr;
   Refused refused_;
   std::vector<double> history_t_;
   double start_ = -1;

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/registry.h"
 #include "common/signals.h"
+#include "scheduler/layer_schedule/layer_schedule.h"
 #include "scheduler/ratio/ratio.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/selection/selection.h"
@@ -86,7 +87,12 @@ DEFINE_int32(concurrency, 0,
 DEFINE_uint64(selection_seed, 1, "federated rounds: seed of the selection policy");
 DEFINE_string(rounds_csv, "", "federated rounds: write one row per closed round to this file");
 
-DEFINE_bool(list, false, "print every client selection and ratio policy and exit");
+DEFINE_string(layer_schedule, "every",
+              "the layer-wise push schedule workers follow: every, fixed:shallow=1,deep=K, "
+              "adaptive:min=1,max=8 (docs/algorithms.md); `hetps ctl set layer_schedule=SPEC` "
+              "switches it live");
+
+DEFINE_bool(list, false, "print every client selection, ratio and layer-schedule policy and exit");
 DEFINE_bool(markdown, false, "--list as Markdown tables (docs/algorithms.md)");
 
 int main(int argc, char** argv) {
@@ -95,9 +101,11 @@ int main(int argc, char** argv) {
                           &argc, &argv))
     return 2;
   if (FLAGS_list) {
-    fmt::print("{}", hetps::Catalogue({{&hetps::Selections(), "--selection=NAME:key=value,..."},
-                                       {&hetps::RatioPolicies(), "--ratio=NAME:key=value,..."}},
-                                      FLAGS_markdown));
+    fmt::print("{}",
+               hetps::Catalogue({{&hetps::Selections(), "--selection=NAME:key=value,..."},
+                                 {&hetps::RatioPolicies(), "--ratio=NAME:key=value,..."},
+                                 {&hetps::LayerSchedules(), "--layer_schedule=NAME:key=value,..."}},
+                                FLAGS_markdown));
     return 0;
   }
   hetps::SignalWatcher signals(/*hangup=*/true);  // SIGHUP: reload the allow-list
@@ -138,6 +146,7 @@ int main(int argc, char** argv) {
   o.fed.late_rounds = FLAGS_late_rounds;
   o.fed.seed = FLAGS_selection_seed;
   o.fed.csv_path = FLAGS_rounds_csv;
+  o.layer_schedule = FLAGS_layer_schedule;
   if (hetps::Status s = hetps::ValidateSchedulerOptions(o); !s.ok()) {
     spdlog::error("{}", s.message());
     return 2;

@@ -33,6 +33,9 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
   }
   if (o.partition_bytes < 4) return Status::InvalidArgument("partition_bytes must be >= 4");
   if (Status s = ValidateFedRoundsOptions(o.fed); !s.ok()) return s;
+  if (auto spec = LayerSchedules().Parse(o.layer_schedule); !spec.ok()) {
+    return Status::InvalidArgument(fmt::format("--layer_schedule: {}", spec.status().message()));
+  }
   if (o.http_port < -1 || o.http_port > 65535) {
     return Status::InvalidArgument(fmt::format(
         "http_port must be -1 (off), 0 (any free port) or a port, got {}", o.http_port));

@@ -63,6 +63,9 @@ struct SchedulerOptions {
   // Federated rounds with client sampling (scheduler/fed_rounds.h), for servers running the
   // consistency "selected".
   FedRoundsOptions fed;
+  // The layer-wise push schedule workers follow (scheduler/layer_schedule/; `hetps ctl set
+  // layer_schedule=SPEC` switches it live).
+  std::string layer_schedule = "every";
 };
 
 // What a scheduler refuses before it binds: node counts, partition size, HTTP port, straggler

@@ -64,8 +64,15 @@ StatusOr<std::string> SchedulerLoop::OpenDataDir() {
     auto map = ShardMapFromProto(state.shard_map());
     if (!map.ok()) return map.status();
     map_ = std::move(*map);
+    layers_.SetShape(state.shard_map());
   }
   if (!state.policy().consistency().empty()) policy_ = state.policy();
+  if (!state.layer_schedule().empty()) {
+    if (Status s = layers_.Set(state.layer_schedule()); !s.ok()) {
+      return Status(s.code(), fmt::format("scheduler data dir {}: layer schedule: {}",
+                                          options_.data_dir, s.message()));
+    }
+  }
   if (store_->fed()) {
     if (Status s = fed_.Restore(*store_->fed(), Now()); !s.ok()) {
       return Status(s.code(),
@@ -163,6 +170,7 @@ void SchedulerLoop::Save() {
   state.set_formed(view_sent_);
   if (map_) *state.mutable_shard_map() = ToProto(*map_);
   if (policy_) *state.mutable_policy() = *policy_;
+  state.set_layer_schedule(layers_.spec());
   if (Status s = store_->Save(state); !s.ok()) spdlog::error("{}", s.ToString());
 }
 
@@ -202,6 +210,7 @@ Status SchedulerLoop::Bind(const std::string& bind) {
 
 Status SchedulerLoop::Run() {
   if (Status s = ValidateSchedulerOptions(options_); !s.ok()) return s;
+  if (Status s = layers_.Set(options_.layer_schedule); !s.ok()) return s;
   if (Status s = OpenResume(); !s.ok()) return s;
   auto bind = OpenDataDir();
   if (!bind.ok()) return bind.status();
@@ -313,10 +322,11 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
     case proto::HEARTBEAT:
       if (worker && h.has_worker_report()) {
         stats_.OnWorkerReport(m->info.id(), h.worker_report(), Now());
+        layers_.OnWorkerReport(m->info.id(), h.worker_report());
       } else if (!worker && h.has_server_report()) {
         stats_.OnServerReport(m->info.id(), h.server_report(), Now());
       }
-      return Reply(env.identity, ReplyTo(h, proto::HEARTBEAT, kSchedulerId));
+      return ReplyHeartbeat(env.identity, h, worker);
     case proto::DECLARE_TENSORS:
       if (worker) return HandleDeclare(env, *m);
       break;

@@ -28,6 +28,7 @@
 #include "scheduler/fed_rounds.h"
 #include "scheduler/http_status.h"
 #include "scheduler/join_limiter.h"
+#include "scheduler/layer_planner.h"
 #include "scheduler/membership.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_store.h"
@@ -56,7 +57,9 @@ class SchedulerLoop {
              .reply = [this](const Arrival& to, const proto::Header& h) { Reply(to.identity, h); },
              .live_servers = [this] { return members_.LiveServers(); }}),
         joins_(options.join_rate, options.join_burst),
-        router_(ctx_, zmq::socket_type::router) {}
+        router_(ctx_, zmq::socket_type::router) {
+    stats_.SetLayerPlanner(&layers_);
+  }
 
   Status Run();
 
@@ -102,6 +105,12 @@ class SchedulerLoop {
   // scheduler was restarted and asks again what it had not been answered.
   // A message to a live node that cannot take it yet (after a restart, before its connection
   // is back) is held and sent once it can.
+  // The answer to a heartbeat; a worker's carries the layer-wise schedule.
+  void ReplyHeartbeat(const std::string& identity, const proto::Header& h, bool worker) {
+    proto::Header r = ReplyTo(h, proto::HEARTBEAT, kSchedulerId);
+    if (worker) *r.mutable_layer_schedule() = layers_.Hint();
+    Reply(identity, std::move(r));
+  }
   void Reply(const std::string& identity, proto::Header h) {
     h.set_incarnation(incarnation_);
     outbox_.Send(identity, h, [&] {
@@ -139,6 +148,7 @@ class SchedulerLoop {
   const std::atomic<bool>& stop_;
   Membership members_;
   ClusterStats stats_;
+  LayerPlanner layers_;  // the layer-wise push schedule (--layer_schedule)
   std::unique_ptr<StatusHttp> http_;
   const Clock::time_point start_ = Clock::now();
   std::unique_ptr<SchedulerStore> store_;

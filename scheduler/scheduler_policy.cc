@@ -13,6 +13,18 @@ namespace hetps {
 
 void SchedulerLoop::StartPolicyChange(const Envelope& env) {
   const proto::Header& h = env.message.header;
+  if (!h.policy().layer_schedule().empty()) {  // the scheduler's own: no server is asked
+    if (Status s = layers_.Set(h.policy().layer_schedule()); !s.ok()) {
+      Reply(env.identity, ErrorReply(h, s, kSchedulerId));
+      return;
+    }
+    spdlog::info("operator set the layer schedule to '{}'", layers_.spec());
+    Save();
+    if (h.policy().consistency().empty()) {
+      Reply(env.identity, ReplyTo(h, proto::POLICY_ACK, kSchedulerId));
+      return;
+    }
+  }
   std::set<int32_t> servers;
   for (int32_t id : members_.LiveServers()) servers.insert(id);
   if (!view_sent_ || servers.empty()) {
@@ -26,11 +38,12 @@ void SchedulerLoop::StartPolicyChange(const Envelope& env) {
   change.requester.identity = env.identity;
   change.waiting = servers;
   change.policy = h.policy();
+  change.policy.clear_layer_schedule();
   proto::Header out;
   out.set_type(proto::SET_POLICY);
   out.set_sender(kSchedulerId);
   out.set_request_id(id);
-  *out.mutable_policy() = h.policy();
+  *out.mutable_policy() = change.policy;
   for (int32_t s : servers) Reply(members_.ById(s)->identity, out);
   spdlog::info("operator requested consistency '{}'; asking {} servers", h.policy().consistency(),
                servers.size());
@@ -83,6 +96,7 @@ void SchedulerLoop::Observe() {
   const double now = Now();
   last_observed_ = now;
   stats_.Update(now);
+  layers_.Update();
   SendHints();
   SetFigures();
   if (http_) http_->Publish(stats_.StatusJson(now), stats_.Metrics(now));

@@ -93,6 +93,7 @@ void SchedulerLoop::BuildShardMap(const std::vector<Arrival>& waiting) {
     return;
   }
   map_ = std::move(*map);
+  layers_.SetShape(ToProto(*map_));
   Save();  // before any server installs it
   waiting_for_map_ = waiting;
   std::vector<int64_t> bytes = map_->ServerBytes();

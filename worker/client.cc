@@ -308,6 +308,13 @@ void Client::BeginIteration() { impl_->report.BeginIteration(); }
 
 void Client::SetLoss(double loss) { impl_->loss.store(loss, std::memory_order_relaxed); }
 
+LayerPeriods Client::layer_schedule() const { return impl_->report.LayerSchedule(); }
+
+void Client::ReportLayer(int32_t layer, double grad_norm_sq, double weight_norm_sq,
+                         int64_t deferred_bytes) {
+  impl_->report.OnLayer(layer, grad_norm_sq, weight_norm_sq, deferred_bytes);
+}
+
 void Client::ReportMetrics(const std::map<std::string, double>& metrics) {
   impl_->report.AddMetrics(clock(), metrics);
 }

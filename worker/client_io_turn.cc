@@ -243,6 +243,9 @@ void ClientIo::OnControl(Envelope& env) {
     case proto::SERVER_BACK:
       OnServerBack(h);
       return;
+    case proto::HEARTBEAT:
+      if (h.has_layer_schedule()) report_.SetLayerSchedule(h.layer_schedule());
+      return;
     case proto::SHUTDOWN:
       spdlog::warn("the scheduler shut the cluster down");
       FailAll(Status::Aborted("the cluster was shut down"));

@@ -89,6 +89,11 @@ void ClientReport::Fill(int64_t clock, proto::WorkerReport& r) {
     r.set_busy_ms(in_iteration_ ? MillisBetween(iteration_start_, Steady::now()) : 0.0);
     for (proto::MetricPoint& p : metrics_) *r.add_metrics() = std::move(p);
     metrics_.clear();
+    for (auto& [layer, g] : layers_) {
+      *r.add_layers() = g;
+      g.set_steps(0);
+      g.set_grad_norm_sq(0);
+    }
   }
   for (int64_t n : staleness_counts_) r.add_staleness_counts(n);
   staleness_counts_.clear();
@@ -96,6 +101,34 @@ void ClientReport::Fill(int64_t clock, proto::WorkerReport& r) {
   r.set_raw_bytes_pushed(raw_bytes_pushed_.load());
   r.set_bytes_pulled(bytes_pulled_.load());
   r.set_co_located_bytes(shared_memory_bytes_.load());
+}
+
+void ClientReport::OnLayer(int32_t layer, double grad_norm_sq, double weight_norm_sq,
+                           int64_t deferred_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  proto::LayerGradient& g = layers_[layer];
+  g.set_layer(layer);
+  g.set_deferred_bytes(deferred_bytes);
+  if (grad_norm_sq < 0 || weight_norm_sq < 0) return;
+  g.set_steps(g.steps() + 1);
+  g.set_grad_norm_sq(g.grad_norm_sq() + grad_norm_sq);
+  g.set_weight_norm_sq(weight_norm_sq);
+}
+
+void ClientReport::SetLayerSchedule(const proto::LayerSchedule& schedule) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (schedule_.spec == schedule.spec() && schedule_.mean == schedule.mean() &&
+      std::ranges::equal(schedule_.periods, schedule.periods())) {
+    return;
+  }
+  schedule_.spec = schedule.spec();
+  schedule_.periods.assign(schedule.periods().begin(), schedule.periods().end());
+  schedule_.mean = schedule.mean();
+}
+
+LayerPeriods ClientReport::LayerSchedule() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return schedule_;
 }
 
 ClientStats ClientReport::Stats() const {

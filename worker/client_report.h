@@ -44,6 +44,12 @@ class ClientReport {
   Steady::time_point EnterClock();
   void LeaveClock(Steady::time_point entered);
   void AddMetrics(int64_t clock, const std::map<std::string, double>& metrics);
+  // The layer-wise schedule's exchange: what the trainer measured of a layer (Client::
+  // ReportLayer; norms < 0: not measured), and the periods from the scheduler's heartbeat
+  // replies (I/O thread) that Client::layer_schedule() reads.
+  void OnLayer(int32_t layer, double grad_norm_sq, double weight_norm_sq, int64_t deferred_bytes);
+  void SetLayerSchedule(const proto::LayerSchedule& schedule);
+  LayerPeriods LayerSchedule() const;
 
   // The heartbeat's report (since the last one; byte counts are totals). I/O thread.
   void Fill(int64_t clock, proto::WorkerReport& report);
@@ -57,12 +63,14 @@ class ClientReport {
   std::atomic<int64_t> shared_memory_bytes_{0};
   std::vector<int64_t> staleness_counts_;  // I/O thread
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<double> iteration_ms_, wait_ms_;  // since the last report
   Steady::time_point iteration_start_ = Steady::now();
   bool in_iteration_ = true;     // false inside Clock() and, with BeginIteration(), after it
   bool explicit_begin_ = false;  // the trainer marks its iterations with BeginIteration()
-  std::vector<proto::MetricPoint> metrics_;  // since the last report, at most kMetricPoints
+  std::vector<proto::MetricPoint> metrics_;         // since the last report, at most kMetricPoints
+  std::map<int32_t, proto::LayerGradient> layers_;  // steps and norms since the last report
+  LayerPeriods schedule_;
 };
 
 }  // namespace hetps

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "hetps/layer_accumulator.h"
 #include "hetps/link.h"
 #include "hetps/shard_map.h"
 #include "hetps/status.h"
@@ -297,6 +298,17 @@ class Client {
   // tagged with the current clock; sent with the next heartbeat (at most 64 points per
   // heartbeat; beyond that the oldest but the first are dropped).
   void ReportMetrics(const std::map<std::string, double>& metrics);
+
+  // The layer-wise push schedule (docs/algorithms.md, "Layer schedules"): the periods the
+  // scheduler handed out on its latest heartbeat reply ("every" until one arrived). A
+  // LayerAccumulator (hetps/layer_accumulator.h) follows it; a trainer of its own reads it and
+  // reports what it measured of each layer with ReportLayer.
+  LayerPeriods layer_schedule() const;
+  // One step of `layer` as the worker saw it: its gradient's and its weights' squared L2 norms
+  // (the adaptive schedule's measure), and the raw bytes accumulated instead of pushed since
+  // joining (shown as the schedule's savings). Sent with the next heartbeat.
+  void ReportLayer(int32_t layer, double grad_norm_sq, double weight_norm_sq,
+                   int64_t deferred_bytes);
   int64_t clock() const;
   // Blocks until every live worker has called Barrier (dead workers are not waited for).
   Status Barrier();

@@ -20,6 +20,7 @@ from ._hetps import (  # noqa: F401
     FailedPrecondition,
     Internal,
     InvalidArgument,
+    LayerAccumulator,
     NotFound,
     PermissionDenied,
     RunLog,

@@ -42,7 +42,7 @@ import traceback
 
 import numpy as np
 
-from ._hetps import Client
+from ._hetps import Client, LayerAccumulator
 from ._hetps import split_samples as _split_samples
 from .scenario import Scenario
 
@@ -114,6 +114,8 @@ class _Run:
             raise RuntimeError("the servers run no federated rounds: start them with "
                                "--consistency=selected or committed (hetps fed run does)")
         self.global_model = {name: np.empty_like(a) for name, a in model.items()}
+        self.names = list(model)
+        self.accumulator = LayerAccumulator([(self.layers[n], model[n].size) for n in self.names])
 
     def seconds(self):
         return time.monotonic() - self.start
@@ -153,11 +155,26 @@ class _Run:
         if failed or not self.s.availability.online_throughout(selected_s, self.seconds()):
             self.abandon(deltas, num_samples, "fails" if failed else "went offline", round_)
             return
-        sent = {n: d for n, d in deltas.items() if self.s.uploads(self.layers[n], round_)}
-        self.c.push_all(sent, weight=float(num_samples)).wait()
+        self.c.push_all(self.to_send(deltas, round_), weight=float(num_samples)).wait()
         self.done["kept"] += bool(self.c.finish_round())
         self.done["rounds"] += 1
         self.report(metrics)
+
+    def to_send(self, deltas, round_):
+        """The scenario's own layer-wise schedule (--deep_from): the layers it sends this round.
+        Else the scheduler's (docs/layer-schedules.md), as the C++ client follows it: a layer goes
+        every P of this client's rounds with the deltas of the rounds between added in."""
+        if self.s.deep_from >= 0:
+            return {n: d for n, d in deltas.items() if self.s.uploads(self.layers[n], round_)}
+        self.accumulator.begin_step(self.c.layer_schedule())
+        sent = {}
+        for t, n in enumerate(self.names):
+            d = np.ascontiguousarray(deltas[n], dtype=np.float32)
+            self.accumulator.measure(t, d, self.global_model[n])
+            if self.accumulator.offer(t, d):
+                sent[n] = d
+        self.accumulator.report(self.c)
+        return sent
 
     def abandon(self, deltas, num_samples, why, round_):
         """Uploads the first half of the delta's tensors and never reports it, as a C++ client

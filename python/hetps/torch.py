@@ -19,6 +19,12 @@ with whatever the trainer does between steps. Gradients are pushed from the para
 .grad memory and parameters pulled into their own memory: no copies. Use one backward pass per
 step.
 
+The scheduler's layer-wise push schedule (hetps-scheduler --layer_schedule, docs/layer-schedules.md)
+is followed: a layer whose period is P is pushed once every P steps, its gradients of the steps
+between summed in a tensor of its own (on the gradient's device) and pushed with them, or their
+mean under combine=mean; nothing is dropped. Every tenth step the layers' gradient and weight
+norms go to the scheduler (the adaptive schedule's measure).
+
 Sparse features live in hetps tables (docs/tables.md): hetps.torch.EmbeddingBag is an
 nn.EmbeddingBag(sparse=True) whose rows are a table's. Make them before the optimizer (their
 tables join its declaration):
@@ -41,6 +47,73 @@ def _layers(model):
         owners.setdefault(module, len(owners))
     return {name: owners[name.rsplit(".", 1)[0] if "." in name else ""]
             for name, _ in model.named_parameters()}
+
+
+class _LayerSchedule:
+    """The scheduler's layer-wise push schedule for one model's parameters (the C++
+    hetps::LayerAccumulator's rules): begin_step() counts a step for every layer and marks due
+    those whose counted steps reach their period; offer() gives what to push for a gradient, or
+    None when its layer is not due (the gradient is then added to the parameter's sum)."""
+
+    MEASURE_EVERY = 10
+
+    def __init__(self, client, layer_of):
+        self.client = client
+        self.layer_of = layer_of
+        self.counted = {layer: 0 for layer in set(layer_of.values())}
+        self.due = {layer: True for layer in self.counted}
+        self.deferred = {layer: 0 for layer in self.counted}
+        self.sums = {}
+        self.mean = False
+        self.steps = 0
+
+    def begin_step(self):
+        schedule = self.client.layer_schedule()
+        periods, self.mean = schedule["periods"], schedule["mean"]
+        for layer in self.counted:
+            if self.due[layer]:
+                self.counted[layer] = 0
+            self.counted[layer] += 1
+            period = periods[layer] if layer < len(periods) else 1
+            self.due[layer] = self.counted[layer] >= max(period, 1)
+
+    def steps_of(self, name):
+        """Steps a push of this parameter's gradient carries now."""
+        return self.counted[self.layer_of[name]]
+
+    def offer(self, name, grad):
+        layer = self.layer_of[name]
+        held = self.sums.get(name)
+        if not self.due[layer]:
+            if held is None:
+                self.sums[name] = grad.detach().clone()
+            else:
+                held.add_(grad)
+            self.deferred[layer] += grad.numel() * grad.element_size()
+            return None
+        steps = self.counted[layer]
+        if held is None and not (self.mean and steps > 1):
+            return grad
+        out = grad.detach() + held if held is not None else grad.detach().clone()
+        self.sums.pop(name, None)
+        if self.mean and steps > 1:
+            out.div_(steps)
+        return out
+
+    def report(self, params):
+        """Each layer's figures of this step for the scheduler (norms every MEASURE_EVERY)."""
+        norms = {}
+        if self.steps % self.MEASURE_EVERY == 0:
+            for name, p in params:
+                if p.grad is None:
+                    continue
+                g, w = norms.get(self.layer_of[name], (0.0, 0.0))
+                norms[self.layer_of[name]] = (g + float(p.grad.detach().square().sum()),
+                                              w + float(p.detach().square().sum()))
+        for layer in self.counted:
+            g, w = norms.get(layer, (-1.0, -1.0))
+            self.client.report_layer(layer, g, w, self.deferred[layer])
+        self.steps += 1
 
 
 class DistributedOptimizer:
@@ -70,6 +143,7 @@ class DistributedOptimizer:
         self.client.declare([(n, tuple(p.shape), layer[n]) for n, p in self.params])
         if init:
             wait_all([self.client.init(n, p.detach()) for n, p in self.params])
+        self._schedule = _LayerSchedule(self.client, {n: layer[n] for n, _ in self.params})
         self._pushes = {}
         self._pulls = []
         self._hooks = []
@@ -87,8 +161,16 @@ class DistributedOptimizer:
             if name in self._pushes:
                 raise RuntimeError(f"hetps.torch: a second backward pass reached {name} before "
                                    "step(); use one backward pass per step")
-            self._pushes[name] = self.client.push(name, p.grad, self.weight)
+            self._push(name, p.grad)
         return hook
+
+    def _push(self, name, grad):
+        """Pushes what the layer-wise schedule says for this gradient (None: accumulated)."""
+        if not self._pushes:  # the step's first gradient: the schedule as it stands now
+            self._schedule.begin_step()
+        steps = self._schedule.steps_of(name)
+        g = self._schedule.offer(name, grad)
+        self._pushes[name] = None if g is None else self.client.push(name, g, self.weight * steps)
 
     def pull(self):
         """Starts pulling every parameter into its own memory (step() does it)."""
@@ -114,18 +196,20 @@ class DistributedOptimizer:
         (client.clock()) and starts pulling the parameters."""
         for name, p in self.params:
             if name not in self._pushes and p.grad is not None:
-                self._pushes[name] = self.client.push(name, p.grad, self.weight)
-        pushes, self._pushes = list(self._pushes.values()), {}
-        wait_all(pushes)
+                self._push(name, p.grad)
+        wait_all([t for t in self._pushes.values() if t is not None])
         for e in self.embeddings:
             e.synchronize()
+        if self._pushes:
+            self._schedule.report(self.params)
+        self._pushes = {}
         self.client.clock()
         self.pull()
 
     def close(self):
         """Waits for what is in flight and removes the hooks (the client stays open)."""
         self.synchronize()
-        wait_all(self._pushes.values())
+        wait_all([t for t in self._pushes.values() if t is not None])
         self._pushes = {}
         for h in self._hooks:
             h.remove()

@@ -255,8 +255,20 @@ function render(s) {
     t.server, t.name, t.rows, fmtBytes(t.bytes), `${num(t.bytes_per_row, 0)} (${t.row_bytes} own)`,
     t.hits + t.misses ? num(t.hits / (t.hits + t.misses), 3) : "–", t.created, t.evicted,
     t.expired, t.admitted, t.dropped, t.refused]);
-  fillTable("layers", s.layers, (l) => [
-    l.layer, l.pushes, num(l.pushes_per_min, 0), fmtBytes(l.bytes), num(l.mean_staleness, 2), l.max_staleness]);
+  // The servers' figures per layer, with the layer-wise schedule's (docs/layer-schedules.md).
+  const plan = s.layer_schedule || { layers: [] };
+  const planned = new Map(plan.layers.map((l) => [l.layer, l]));
+  const served = new Map(s.layers.map((l) => [l.layer, l]));
+  const layerIds = [...new Set([...served.keys(), ...planned.keys()])].sort((a, b) => a - b);
+  document.getElementById("layer-schedule").textContent = plan.spec
+    ? `layer schedule ${plan.spec}: ${fmtBytes(plan.deferred_bytes)} saved` : "";
+  fillTable("layers", layerIds, (id) => {
+    const l = served.get(id), p = planned.get(id);
+    return [id, l ? l.pushes : "–", l ? num(l.pushes_per_min, 0) : "–", l ? fmtBytes(l.bytes) : "–",
+      l ? num(l.mean_staleness, 2) : "–", l ? l.max_staleness : "–", p ? p.period : "–",
+      p && p.relative_gradient >= 0 ? num(p.relative_gradient, 4) : "–",
+      p ? fmtBytes(p.deferred_bytes) : "–"];
+  });
   if (typeof uPlot === "undefined") {
     document.getElementById("error").hidden = false;
     document.getElementById("error").textContent =

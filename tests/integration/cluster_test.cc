@@ -524,6 +524,67 @@ TEST(ClusterTest, PushesCarryTheLossTheWorkerSet) {
   EXPECT_EQ(w, std::vector<float>(2, -3.25f));
 }
 
+// The scheduler's layer-wise schedule reaches the workers on their heartbeat replies; a layer
+// it pushes every K steps delivers exactly the sum of its K gradients to the servers; a switch
+// by `hetps ctl set layer_schedule=` reaches them live, and a refused spec changes nothing.
+TEST(ClusterTest, LayerScheduleAccumulatesExactlyAndSwitchesLive) {
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .scheduler_flags = {"--layer_schedule=fixed:deep=3,deep_from=1"},
+                        .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros"}});
+  auto clients = cluster.ConnectClients(1, [](ClientOptions& o) { o.heartbeat_interval_ms = 50; });
+  Client& c = *clients[0];
+  const std::vector<TensorSpec> tensors = {{"shallow", {6}, 0}, {"deep", {6}, 1}};
+  ASSERT_TRUE(c.DeclareTensors(tensors).ok());
+  auto wait_for = [&](const std::string& prefix) {
+    for (int i = 0; i < 200 && !c.layer_schedule().spec.starts_with(prefix); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return c.layer_schedule().spec.starts_with(prefix);
+  };
+  ASSERT_TRUE(wait_for("fixed:")) << c.layer_schedule().spec;
+  EXPECT_EQ(c.layer_schedule().Period(0), 1);
+  EXPECT_EQ(c.layer_schedule().Period(1), 3);
+
+  LayerAccumulator acc({{0, 6}, {1, 6}});
+  int deep_pushes = 0;
+  auto step = [&](int s) {
+    acc.BeginStep(c.layer_schedule());
+    for (int t = 0; t < 2; ++t) {
+      std::vector<float> g(6);
+      for (int j = 0; j < 6; ++j) g[j] = Grad(t, s, j);
+      acc.Measure(t, g.data(), g.data());
+      if (acc.Offer(t, g.data())) {
+        deep_pushes += t;
+        ASSERT_TRUE(c.Push(tensors[t].name, g.data(), 6).Wait().ok());
+      }
+    }
+    acc.Report(c);
+    ASSERT_TRUE(c.Clock().ok());
+  };
+  auto pulled = [&](int t, int steps) {
+    std::vector<float> values(6, 1.0f);
+    EXPECT_TRUE(c.Pull(tensors[t].name, values.data(), 6).Wait().ok());
+    for (int j = 0; j < 6; ++j) {
+      float want = 0;
+      for (int s = 0; s < steps; ++s) want -= Grad(t, s, j);
+      EXPECT_EQ(values[j], want) << tensors[t].name << "[" << j << "] after " << steps;
+    }
+  };
+  for (int s = 0; s < 7; ++s) step(s);
+  EXPECT_EQ(deep_pushes, 2);
+  pulled(0, 7);
+  pulled(1, 6);  // step 6 waits in the accumulator
+  EXPECT_EQ(acc.deferred_bytes(1), 5 * 24);
+
+  EXPECT_NE(cluster.Ctl("set layer_schedule=fixed:deep=0"), 0);
+  EXPECT_EQ(cluster.Ctl("set layer_schedule=every"), 0);
+  ASSERT_TRUE(wait_for("every")) << c.layer_schedule().spec;
+  step(7);
+  EXPECT_EQ(deep_pushes, 3);
+  pulled(1, 8);
+}
+
 TEST(ClusterTest, ClientReportsBadRequestsAsStatus) {
   LocalCluster cluster({.servers = 1, .workers = 2});
   auto clients = cluster.ConnectClients(2);

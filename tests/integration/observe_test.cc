@@ -43,7 +43,9 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
       " --optimizer=adam:lr=0.001 --init=worker --iterations=100000 --eval_every=100 --batch=256"
       // The slowdown multiplies compute time: on a GPU the MLP's is too small for 8x of it to
       // make a straggler (seen on an H100), so the workers compute on the CPU.
-      " --heartbeat_interval_ms=200 --device=cpu");
+      " --heartbeat_interval_ms=200 --device=cpu"
+      // The layer-wise schedule: the MLP's last layer every second step.
+      " --layer_schedule=fixed:deep=2,deep_from=2");
 
   // The launcher names the scheduler and the dashboard.
   std::smatch m;
@@ -109,6 +111,14 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
   EXPECT_EQ(status["servers"].size(), 2u);
   EXPECT_EQ(status["layers"].size(), 3u);  // the MLP's three layers
   for (const Json& l : status["layers"]) EXPECT_GT(l["pushes"].get<int64_t>(), 0);
+  const Json& schedule = status["layer_schedule"];
+  EXPECT_EQ(schedule["spec"], "fixed:combine=sum,deep=2,deep_from=2,shallow=1") << status.dump();
+  ASSERT_EQ(schedule["layers"].size(), 3u) << status.dump();
+  EXPECT_EQ(schedule["layers"][1]["period"], 1);
+  EXPECT_EQ(schedule["layers"][2]["period"], 2);
+  EXPECT_EQ(schedule["layers"][0]["deferred_bytes"], 0);
+  EXPECT_GT(schedule["layers"][2]["deferred_bytes"].get<int64_t>(), 0) << "the workers saved";
+  EXPECT_GT(schedule["layers"][0]["relative_gradient"].get<double>(), 0) << "measured";
   // Workers and servers share this machine: each server rank is reached through shared memory
   // (the default), and the bytes that went that way are counted.
   for (const Json& w : status["workers"]) {
@@ -122,7 +132,8 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
   for (const char* name :
        {"hetps_worker_straggler{", "hetps_worker_clock{", "hetps_worker_iteration_seconds_bucket{",
         "hetps_worker_push_staleness_bucket{", "hetps_worker_pushed_bytes_total{",
-        "hetps_server_requests_per_second{", "hetps_layer_pushes_total{"}) {
+        "hetps_server_requests_per_second{", "hetps_layer_pushes_total{",
+        "hetps_layer_push_period{", "hetps_layer_deferred_bytes_total{"}) {
     EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
   }
   EXPECT_NE(metrics->body.find("hetps_worker_straggler{worker=\"1\",node=\"" +
@@ -203,6 +214,8 @@ TEST(ObserveTest, SlowedWorkerIsFlaggedInStatusMetricsPrometheusDashboardAndCli)
   ASSERT_TRUE(std::regex_search(table, row, std::regex("\n +1 +[0-9]+ alive[^\n]*"))) << table;
   EXPECT_NE(row.str().find("STRAGGLER (slow"), std::string::npos) << table;
   EXPECT_NE(table.find("stragglers 1"), std::string::npos) << table;
+  EXPECT_NE(table.find("layer schedule fixed:"), std::string::npos) << table;
+  EXPECT_NE(table.find("PERIOD"), std::string::npos) << table;
 
   // Secure by default: without the run's keys nobody joins the cluster, reads its status or
   // switches its policy; with them (found in the run's folder) the operator does.

@@ -160,9 +160,12 @@ class Mlp:
 
 
 def test_cpp_and_python_clients_take_part_in_one_run(cluster):
+    """Under the scheduler's layer-wise schedule too: fc1 (layer 1) goes up every second
+    round, its deltas of the round between added in."""
     c = cluster(workers=3, server_flags=["--consistency=selected", "--aggregator=fedavg",
                                          "--optimizer=sgd:lr=1", "--init=worker"],
-                scheduler_flags=["--clients_per_round=3", "--rounds=3"])
+                scheduler_flags=["--clients_per_round=3", "--rounds=3",
+                                 "--layer_schedule=fixed:deep=2,deep_from=1"])
     cpp = subprocess.Popen(
         [os.path.join(BIN, "hetps-worker"), f"--scheduler={c.endpoint}", "--rank=0",
          "--workload=edge", "--model=mlp", "--hidden=8", "--local_epochs=1"],
@@ -184,3 +187,24 @@ def test_cpp_and_python_clients_take_part_in_one_run(cluster):
     for client, done in zip(clients, results):
         assert client.seen == [0, 1, 2]
         assert (done["rounds"], done["kept"], done["failed"]) == (3, 3, 0)
+
+
+def test_the_layer_accumulator_delivers_every_delta_summed():
+    acc = hetps.LayerAccumulator([(0, 3), (1, 2)])
+    schedule = {"spec": "fixed", "periods": [1, 3], "mean": False}
+    sent = np.zeros(2, np.float32)
+    for step in range(6):
+        acc.begin_step(schedule)
+        a, b = np.full(3, step + 1, np.float32), np.full(2, 10.0 * (step + 1), np.float32)
+        assert acc.offer(0, a) and a[0] == step + 1
+        if acc.offer(1, b):
+            sent += b
+            assert step in (2, 5) and acc.steps(1) == 3
+    assert list(sent) == [210.0, 210.0]  # 10 * (1 + ... + 6), nothing dropped
+    assert acc.deferred_bytes() == 4 * 8
+    with pytest.raises(ValueError):
+        acc.offer(1, np.zeros(3, np.float32))  # the wrong size
+    with pytest.raises(ValueError):
+        acc.offer(2, np.zeros(2, np.float32))  # no such tensor
+    with pytest.raises(ValueError):
+        acc.offer(0, np.zeros(3, np.float64))  # not float32

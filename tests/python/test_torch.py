@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -70,6 +71,49 @@ def test_layers_follow_module_order_and_gradients_are_pushed_from_grad(cluster):
         for p, b, g in zip(model.parameters(), before, grads):
             assert torch.allclose(p.detach(), b - g)  # the servers' sgd:lr=1 step, pulled back
         assert client.current_clock == 1
+        opt.close()
+
+
+def test_the_layer_schedule_pushes_each_layer_every_period_with_its_summed_gradients(cluster):
+    """The scheduler's fixed:deep=3 schedule: the last layer (the deep half of two) goes every
+    third step carrying the three steps' gradients summed, the first every step; the servers'
+    sgd:lr=1 values are then exactly the initial values less every gradient pushed, and the
+    scheduler hears the bytes saved."""
+    c = cluster(server_flags=["--optimizer=sgd:lr=1", "--init=worker"],
+                scheduler_flags=["--layer_schedule=fixed:deep=3"])
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    with hetps.Client(c.endpoint, heartbeat_interval_ms=50) as client:
+        opt = hetps.torch.DistributedOptimizer(model, client)
+        for _ in range(200):  # periods come once the model is declared
+            if client.layer_schedule()["periods"]:
+                break
+            time.sleep(0.05)
+        assert client.layer_schedule()["periods"] == [1, 3], client.layer_schedule()
+        start = [p.detach().clone() for p in model.parameters()]
+        pushed = [torch.zeros_like(p) for p in model.parameters()]
+        summed = [torch.zeros_like(p) for p in model.parameters()]
+        deep_pushes = 0
+        for step in range(7):
+            opt.zero_grad()
+            model(torch.full((5, 4), 0.5 + step)).sum().backward()
+            for s, p in zip(summed, model.parameters()):
+                s += p.grad
+            deep_pushes += opt._pushes["2.weight"] is not None
+            if step in (2, 5):
+                for i in (2, 3):
+                    pushed[i] += summed[i]
+                    summed[i].zero_()
+            for i in (0, 1):
+                pushed[i] += summed[i]
+                summed[i].zero_()
+            opt.step()
+        model(torch.ones(1, 4))
+        assert deep_pushes == 2
+        for p, s0, g in zip(model.parameters(), start, pushed):
+            assert torch.allclose(p.detach(), s0 - g, atol=1e-5), (p, s0 - g)
+        # Step 6's deep gradient waits; 5 deep steps were deferred: (6 + 2) floats each.
+        assert opt._schedule.deferred[1] == 5 * 8 * 4
         opt.close()
 
 

@@ -63,6 +63,7 @@ class EdgeClient {
   double Seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
   // Pushes the delta's tensors t with sends(t), with the shard's size as weight, and waits.
   Status PushDelta(const std::function<bool(size_t)>& sends);
+  std::function<bool(size_t)> LayersToSend();
   // Pushes the first half of the delta's tensors (at least one) and gives the round up.
   Status Abandon(const char* why);
   void Progress(int64_t round, const std::string& what);
@@ -83,7 +84,8 @@ class EdgeClient {
   int64_t participated_ = 0, kept_ = 0;  // federated rounds: selected for, and kept in
   int64_t abandoned_ = 0;                // federated rounds given up (failure, offline)
   std::unique_ptr<Availability> availability_;
-  std::optional<LayerSchedule> schedule_;  // deep_from >= 0
+  std::optional<LayerSchedule> schedule_;   // deep_from >= 0
+  std::optional<LayerAccumulator> layers_;  // else: the scheduler's layer-wise schedule
   std::mt19937_64 fail_rng_;  // its own stream: failures do not change the sample order
   double selected_s_ = 0;     // when the current round selected it
 };
@@ -123,6 +125,9 @@ Status EdgeClient::Prepare() {
   tensors_ = model_->Tensors();
   if (Status s = DeclareAndInit(client_, *model_, o_.seed, global_); !s.ok()) return s;
   local_ = model_->Zeros();
+  std::vector<LayerAccumulator::Tensor> shapes;
+  for (const TensorSpec& t : tensors_) shapes.push_back({t.layer, t.NumElements()});
+  layers_.emplace(std::move(shapes));
   grads_ = model_->Zeros();
   rng_.seed(o_.seed * 1000003 + static_cast<uint64_t>(client_.rank()));
   fail_rng_.seed(o_.seed * 7919 + 17 * static_cast<uint64_t>(client_.rank()) + 1);
@@ -206,6 +211,23 @@ Status EdgeClient::PushDelta(const std::function<bool(size_t)>& sends) {
   return Status();
 }
 
+// The client's own fixed schedule (--deep_from): the layers it sends this round. Else the
+// scheduler's layer-wise schedule: a layer is sent every P of this client's rounds with the
+// deltas of the rounds between added in (hetps/layer_accumulator.h).
+std::function<bool(size_t)> EdgeClient::LayersToSend() {
+  if (schedule_) {
+    return [this](size_t t) { return schedule_->Uploads(tensors_[t].layer, client_.clock()); };
+  }
+  layers_->BeginStep(client_.layer_schedule());
+  std::vector<bool> send(tensors_.size());
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    layers_->Measure(t, local_[t].data(), global_[t].data());
+    send[t] = layers_->Offer(t, local_[t].data());
+  }
+  layers_->Report(client_);
+  return [send = std::move(send)](size_t t) { return send[t]; };
+}
+
 Status EdgeClient::Abandon(const char* why) {
   const size_t sent = std::max<size_t>(1, tensors_.size() / 2);
   if (Status s = PushDelta([&](size_t t) { return t < sent; }); !s.ok()) return s;
@@ -244,13 +266,7 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
       return Abandon(failed ? "fails" : "went offline");
     }
   }
-  // Every tensor, or the layers the schedule sends this round.
-  if (Status s = PushDelta([&](size_t t) {
-        return !schedule_ || schedule_->Uploads(tensors_[t].layer, client_.clock());
-      });
-      !s.ok()) {
-    return s;
-  }
+  if (Status s = PushDelta(LayersToSend()); !s.ok()) return s;
   if (!federated) {
     if (Status s = client_.Clock(); !s.ok()) return s;
     rounds_done_ = client_.clock();

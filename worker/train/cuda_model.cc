@@ -78,6 +78,9 @@ struct Cublas {
   decltype(&cublasSetStream_v2) set_stream = nullptr;
   decltype(&cublasSgemm_v2) sgemm = nullptr;
   decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
+  decltype(&cublasSaxpy_v2) saxpy = nullptr;
+  decltype(&cublasSscal_v2) sscal = nullptr;
+  decltype(&cublasSdot_v2) sdot = nullptr;
 };
 
 #define HETPS_STR2(x) #x
@@ -107,6 +110,9 @@ StatusOr<const Cublas*> LoadCublas() {
     bind(c.set_stream, "cublasSetStream_v2");
     bind(c.sgemm, "cublasSgemm_v2");
     bind(c.sgemm_strided_batched, "cublasSgemmStridedBatched");
+    bind(c.saxpy, "cublasSaxpy_v2");
+    bind(c.sscal, "cublasSscal_v2");
+    bind(c.sdot, "cublasSdot_v2");
     if (!all) return Status::FailedPrecondition(soname + " lacks an entry point hetps uses");
     return c;
   }();
@@ -197,6 +203,38 @@ class CudaModel : public Model, public DeviceTraining {
   }
 
   const float* Gradient(size_t t) const override { return grads_[t].get(); }
+
+  Status Accumulate(size_t t, bool due, float scale) override {
+    if (t >= grads_.size()) return Status::InvalidArgument(fmt::format("no tensor {}", t));
+    const auto n = static_cast<int>(arch().tensors[t].NumElements());
+    HETPS_CUDA(cudaSetDevice(device_));
+    if (sums_.size() < grads_.size()) sums_.resize(grads_.size());
+    const float one = 1.0f;
+    if (!due) {
+      if (sums_[t].get() == nullptr) {
+        HETPS_CUDA(sums_[t].Reserve(n));
+        HETPS_CUDA(cudaMemsetAsync(sums_[t].get(), 0, n * sizeof(float), stream_));
+      }
+      HETPS_CUBLAS(cublas_->saxpy(blas_, n, &one, grads_[t].get(), 1, sums_[t].get(), 1));
+      return Status();
+    }
+    if (sums_[t].get() != nullptr) {
+      HETPS_CUBLAS(cublas_->saxpy(blas_, n, &one, sums_[t].get(), 1, grads_[t].get(), 1));
+      HETPS_CUDA(cudaMemsetAsync(sums_[t].get(), 0, n * sizeof(float), stream_));
+    }
+    if (scale != 1.0f) HETPS_CUBLAS(cublas_->sscal(blas_, n, &scale, grads_[t].get(), 1));
+    return Status();
+  }
+
+  StatusOr<std::pair<double, double>> Norms(size_t t) override {
+    if (t >= grads_.size()) return Status::InvalidArgument(fmt::format("no tensor {}", t));
+    const auto n = static_cast<int>(arch().tensors[t].NumElements());
+    HETPS_CUDA(cudaSetDevice(device_));
+    float g = 0, w = 0;  // host results: cuBLAS waits for the stream
+    HETPS_CUBLAS(cublas_->sdot(blas_, n, grads_[t].get(), 1, grads_[t].get(), 1, &g));
+    HETPS_CUBLAS(cublas_->sdot(blas_, n, params_[t].get(), 1, params_[t].get(), 1, &w));
+    return std::make_pair(static_cast<double>(g), static_cast<double>(w));
+  }
 
   StatusOr<double> LossAndGradients(const Params& params, const float* x, const int32_t* y,
                                     int64_t batch, Params& grads) override {
@@ -405,7 +443,8 @@ class CudaModel : public Model, public DeviceTraining {
   const Cublas* cublas_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::vector<DeviceBuffer<float>> params_, grads_, act_;
-  std::vector<void*> pinned_;  // host buffers page-locked by Pin
+  std::vector<DeviceBuffer<float>> sums_;  // the layer-wise schedule's accumulators (Accumulate)
+  std::vector<void*> pinned_;              // host buffers page-locked by Pin
   std::vector<DeviceBuffer<int32_t>> argmax_;
   DeviceBuffer<float> delta_[2], col_, loss_, per_sample_, ones_;
   int64_t ones_n_ = 0;

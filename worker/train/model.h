@@ -75,6 +75,12 @@ class DeviceTraining {
   // device, where Gradient(t) finds them until the next Step.
   virtual StatusOr<double> Step(const float* x, const int32_t* y, int64_t batch) = 0;
   virtual const float* Gradient(size_t t) const = 0;  // device memory
+  // The layer-wise schedule (hetps/layer_accumulator.h) on the device: not `due`, tensor t's
+  // gradient is added to its device accumulator; due, the accumulator is added into the
+  // gradient, which is then multiplied by `scale` (1 / steps for a mean), and cleared.
+  virtual Status Accumulate(size_t t, bool due, float scale) = 0;
+  // Squared L2 norms of tensor t's gradient and uploaded values (waits for the device).
+  virtual StatusOr<std::pair<double, double>> Norms(size_t t) = 0;
 };
 
 class Model {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -135,6 +136,10 @@ class Trainer {
   int Shard() const { return client_.rank() % client_.num_workers(); }
   // Device-resident: pulls every tensor and uploads each to the device as its pull completes.
   Status PullAndUpload();
+  // Pushes the step's gradients `g` (host) or the device's, each layer when the layer-wise
+  // schedule says, accumulated in between (hetps/layer_accumulator.h); encoded on this thread
+  // (by the client from host memory, or on the device).
+  Status PushGradients(Params& g);
   double Since(Clock::time_point& mark) {
     const auto now = Clock::now();
     const double s = std::chrono::duration<double>(now - mark).count();
@@ -151,6 +156,7 @@ class Trainer {
   DeviceTraining* device_ = nullptr;
   std::unique_ptr<GradientEncoders> encoders_;
   std::vector<TensorSpec> tensors_;
+  std::optional<LayerAccumulator> layers_;  // the layer-wise schedule
   Params params_;
   Params grads_[2];  // one in flight while the next is computed
   std::vector<Ticket> in_flight_;
@@ -237,6 +243,9 @@ Status Trainer::Prepare() {
     if (!encoders.ok()) return encoders.status();
     encoders_ = std::move(*encoders);
   }
+  std::vector<LayerAccumulator::Tensor> shapes;
+  for (const TensorSpec& t : tensors_) shapes.push_back({t.layer, t.NumElements()});
+  layers_.emplace(std::move(shapes));
   grads_[0] = model_->Zeros();
   grads_[1] = model_->Zeros();
   auto log = RunLog::Open(o_.run_dir, client_.rank(), client_.clock());
@@ -263,6 +272,43 @@ Status Trainer::PullAndUpload() {
     if (!s.ok() && first.ok()) first = s;
   }
   return first;
+}
+
+Status Trainer::PushGradients(Params& g) {
+  const LayerPeriods schedule = client_.layer_schedule();
+  layers_->BeginStep(schedule);
+  // Pushes of one call carry one weight: tensors are grouped by the steps they carry.
+  std::map<int64_t, std::vector<Client::ConstTensorView>> by_steps;
+  const bool measure = steps_ % 10 == 0;  // the adaptive schedule's figures, every 10th step
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const int64_t n = tensors_[t].NumElements();
+    const int64_t steps = layers_->Steps(t);
+    const bool due = layers_->Due(t);
+    if (device_) {
+      if (measure) {
+        auto norms = device_->Norms(t);
+        if (!norms.ok()) return norms.status();
+        layers_->MeasureNorms(t, norms->first, norms->second);
+      }
+      const bool mean = schedule.mean && steps > 1;
+      if (Status s = device_->Accumulate(t, due, mean ? 1.0f / steps : 1.0f); !s.ok()) return s;
+      layers_->Skip(t);
+      if (due) {
+        in_flight_.push_back(client_.PushEncoded(tensors_[t].name, n,
+                                                 encoders_->For(device_->Gradient(t)),
+                                                 static_cast<double>(o_.batch) * steps));
+      }
+      continue;
+    }
+    if (measure) layers_->Measure(t, g[t].data(), params_[t].data());
+    if (layers_->Offer(t, g[t].data()))
+      by_steps[steps].push_back({tensors_[t].name, g[t].data(), n});
+  }
+  for (auto& [steps, grads] : by_steps) {
+    in_flight_.push_back(client_.Push(grads, static_cast<double>(o_.batch) * steps));
+  }
+  layers_->Report(client_);
+  return Status();
 }
 
 Status Trainer::Step(int it) {
@@ -303,19 +349,7 @@ Status Trainer::Step(int it) {
   if (device_) {
     if (Status s = wait_pushes(); !s.ok()) return s;
   }
-  // Pushes are encoded on this thread (by the client from host memory, or on the device).
-  if (device_) {
-    for (size_t t = 0; t < tensors_.size(); ++t) {
-      in_flight_.push_back(client_.PushEncoded(tensors_[t].name, tensors_[t].NumElements(),
-                                               encoders_->For(device_->Gradient(t)), o_.batch));
-    }
-  } else {
-    std::vector<Client::ConstTensorView> grads;
-    for (size_t t = 0; t < tensors_.size(); ++t) {
-      grads.push_back({tensors_[t].name, g[t].data(), tensors_[t].NumElements()});
-    }
-    in_flight_.push_back(client_.Push(grads, o_.batch));
-  }
+  if (Status s = PushGradients(g); !s.ok()) return s;
   seconds_.encode += Since(mark);
   Status clocked = client_.Clock();
   seconds_.clock += Since(mark);

@@ -14,6 +14,19 @@ TEST(CtlTest, ParsesASetOfAConsistencySpec) {
   EXPECT_EQ(a->policy.consistency(), "dssp:lower=2");  // the servers validate and fill defaults
 }
 
+TEST(CtlTest, ParsesALayerScheduleAloneOrWithAConsistency) {
+  auto a = ParseCtlArgs({"--scheduler=tcp://h:7", "set", "layer_schedule=fixed:deep=4"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->policy.layer_schedule(), "fixed:deep=4");  // the scheduler validates it
+  EXPECT_TRUE(a->policy.consistency().empty());
+  a = ParseCtlArgs({"--scheduler=tcp://h:7", "set", "consistency=asp", "layer_schedule=adaptive"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->policy.consistency(), "asp");
+  EXPECT_EQ(a->policy.layer_schedule(), "adaptive");
+  EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "set", "layer_schedule="}).ok());
+  EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "set", "layer_schedule=:deep=2"}).ok());
+}
+
 TEST(CtlTest, ParsesAnExportWithItsDirMadeAbsolute) {
   auto a = ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--table=emb", "--out=exp/./one"});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
