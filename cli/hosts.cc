@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <future>
+#include <map>
 #include <regex>
 
 #include "cli/launch_args.h"
@@ -131,6 +132,13 @@ std::string HostList(const std::vector<Host>& hosts) {
   std::vector<std::string> parts;
   for (const Host& h : hosts) parts.push_back(fmt::format("{}:{}", h.target, h.slots));
   return fmt::format("{}", fmt::join(parts, ","));
+}
+
+std::vector<int> LocalRanks(const Placement& p) {
+  std::map<int, int> next;  // host -> workers placed on it so far
+  std::vector<int> local;
+  for (int host : p.workers) local.push_back(next[host]++);
+  return local;
 }
 
 StatusOr<Placement> PlaceOnHosts(const std::vector<Host>& hosts, int servers, int workers) {

@@ -40,6 +40,9 @@ struct Placement {
   std::vector<int> workers;
 };
 StatusOr<Placement> PlaceOnHosts(const std::vector<Host>& hosts, int servers, int workers);
+// Each worker's index among the workers placed on its host (a GPU worker's device is its local
+// rank mod the host's GPUs).
+std::vector<int> LocalRanks(const Placement& p);
 
 // `text` as one word for a POSIX shell: in single quotes, a quote as '\''.
 std::string ShellQuote(const std::string& text);

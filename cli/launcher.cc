@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -221,6 +222,16 @@ std::vector<std::string> WorkerCommand(const std::vector<std::string>& command,
 Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
                     const std::vector<std::string>& worker_flags, const std::string& run_dir,
                     const Netns& netns) {
+  // Each worker's index on its host (here: its rank): a GPU worker computes on GPU local rank
+  // mod the host's GPUs. hetps-worker gets --local_rank, --worker_cmd programs
+  // $HETPS_LOCAL_RANK.
+  std::vector<int> local(args.workers);
+  std::iota(local.begin(), local.end(), 0);
+  if (!args.hosts.empty()) {
+    auto placed = PlaceOnHosts(args.hosts, args.servers, args.workers);
+    if (!placed.ok()) return placed.status();
+    local = LocalRanks(*placed);
+  }
   for (int i = 0; i < args.workers; i += args.workers_per_process) {
     std::vector<std::string> flags = {"--run_dir=" + run_dir, fmt::format("--rank={}", i)};
     if (auto slow = args.slow_workers.find(i); slow != args.slow_workers.end()) {
@@ -234,8 +245,11 @@ Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
           fmt::format("--scheduler=tcp://{}:{}", netns.links->address(), netns.scheduler_port),
           "--links=netns"};
     }
-    if (!args.worker_cmd.empty()) {  // a command of the user's: hetps.Client reads these
-      exec.insert(exec.end(), {"env", fmt::format("HETPS_RANK={}", i)});
+    if (args.worker_cmd.empty()) {
+      flags.push_back(fmt::format("--local_rank={}", local[i]));
+    } else {  // a command of the user's: hetps.Client reads these
+      exec.insert(exec.end(), {"env", fmt::format("HETPS_RANK={}", i),
+                               fmt::format("HETPS_LOCAL_RANK={}", local[i])});
       if (args.workers_per_process > 1) {
         const int last = std::min(args.workers, i + args.workers_per_process) - 1;
         exec.push_back(fmt::format("HETPS_RANKS={}-{}", i, last));

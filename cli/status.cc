@@ -106,6 +106,13 @@ std::string TablesText(const Json& servers) {
   return out;
 }
 
+// A worker's device, short: "cpu", "cuda:1" (the GPU's name is in /api/status), "-" unknown.
+std::string DeviceOf(const Json& w) {
+  const std::string d = w.contains("device") ? w.at("device").get<std::string>() : "";
+  if (d.empty()) return "-";
+  return d.substr(0, d.find(' '));
+}
+
 // The servers' per-layer figures, with the layer-wise schedule's period, relative gradient and
 // bytes saved beside them (a scheduler without a schedule's figures shows "-").
 std::string LayersText(const Json& j) {
@@ -239,23 +246,23 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                       Bytes(IntOr(f, "bytes_up", 0)), Bytes(IntOr(f, "bytes_down", 0)), measured));
     }
     out += fmt::format(
-        "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:<10} {:>7} "
+        "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:<10} {:<8} {:>7} "
         "{:>8}  {}\n",
         "RANK", "NODE", "STATE", "CLOCK", "ITER_MS", "±SD", "WAIT_MS", "BUSY_MS", "STALE", "PUSHED",
-        "PULLED", "VIA", "HB_MS", "LOSS", "FLAG");
+        "PULLED", "VIA", "DEVICE", "HB_MS", "LOSS", "FLAG");
     for (const Json& w : j.at("workers")) {
       const Json& m = w.at("metrics");
       std::string flag = w.at("straggler").get<bool>()
                              ? "STRAGGLER (" + w.at("straggler_reason").get<std::string>() + ")"
                              : "";
       out += fmt::format(
-          "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:<10} {:>7.0f} "
-          "{:>8}  {}\n",
+          "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:<10} {:<8} "
+          "{:>7.0f} {:>8}  {}\n",
           Int<int>(w.at("rank")), Int<int>(w.at("id")), w.at("state").get<std::string>(),
           Int<int64_t>(w.at("clock")), Num(w.at("iteration_ms")), Num(w.at("iteration_ms_stddev")),
           Num(w.at("wait_ms")), Num(w.at("busy_ms"), "{:.0f}"), Num(w.at("staleness"), "{:.2f}"),
           Bytes(w.at("bytes_pushed").get<double>()), Bytes(w.at("bytes_pulled").get<double>()),
-          Via(w), w.at("heartbeat_age_ms").get<double>(),
+          Via(w), DeviceOf(w), w.at("heartbeat_age_ms").get<double>(),
           m.contains("loss") ? Num(m.at("loss"), "{:.4f}") : "-", flag);
     }
     out += fmt::format("\n{:>4} {:>4} {:<6} {:>10} {:>10} {:>9} {:>11} {:>12}  {}\n", "RANK",

@@ -240,6 +240,11 @@ PYBIND11_MODULE(_hetps, m) {
           "One step of a layer for the scheduler's layer-wise schedule: its gradient's and "
           "weights' squared L2 norms (negative: not measured this step) and the raw bytes "
           "accumulated instead of pushed since joining.")
+      .def(
+          "set_device", [](PyClient& c, const std::string& d) { c.client()->SetDevice(d); },
+          py::arg("device"),
+          "What this worker computes on, e.g. 'cpu' or 'cuda:1', shown in `hetps status` "
+          "(hetps.torch.DistributedOptimizer sets it from the model's parameters).")
       .def("barrier", &PyClient::Barrier, "Blocks until every live worker has called barrier().")
       .def_property_readonly(
           "runs_rounds", [](PyClient& c) { return c.client()->scheduler_runs_rounds(); },

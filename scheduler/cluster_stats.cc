@@ -134,6 +134,14 @@ void ClusterStats::OnWorkerReport(int32_t id, const proto::WorkerReport& r, doub
       w->transports.push_back(word ? t : "?");
     }
   }
+  // Untrusted too: printable ASCII, at most 64 characters.
+  if (!r.device().empty()) {
+    std::string device = r.device().substr(0, 64);
+    for (char& c : device) {
+      if (c < 0x20 || c > 0x7e) c = '?';
+    }
+    w->device = std::move(device);
+  }
   for (const proto::MetricPoint& p : r.metrics()) {
     if (p.values().empty()) continue;
     for (const auto& [name, value] : p.values()) w->metrics[name] = value;  // the latest of each
@@ -294,6 +302,7 @@ nlohmann::json ClusterStats::WorkersJson(double now) const {
         {"bytes_pulled", w.bytes_pulled},
         {"co_located_bytes", w.co_located_bytes},
         {"transports", w.transports},
+        {"device", w.device},
         {"heartbeat_age_ms", std::max(0.0, (now - w.last_heard) * 1000.0)},
         {"metrics", metrics},
         {"metrics_clock", w.metrics_clock},

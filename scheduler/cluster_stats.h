@@ -101,6 +101,7 @@ class ClusterStats {
     std::vector<int64_t> staleness = std::vector<int64_t>(kStalenessBuckets, 0);
     int64_t bytes_pushed = 0, raw_bytes_pushed = 0, bytes_pulled = 0, co_located_bytes = 0;
     std::vector<std::string> transports;  // per server rank, as last reported
+    std::string device;                   // what it computes on, as last reported
     std::map<std::string, double> metrics;
     int64_t metrics_clock = 0;
   };

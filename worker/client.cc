@@ -310,6 +310,8 @@ void Client::SetLoss(double loss) { impl_->loss.store(loss, std::memory_order_re
 
 LayerPeriods Client::layer_schedule() const { return impl_->report.LayerSchedule(); }
 
+void Client::SetDevice(const std::string& device) { impl_->report.SetDevice(device); }
+
 void Client::ReportLayer(int32_t layer, double grad_norm_sq, double weight_norm_sq,
                          int64_t deferred_bytes) {
   impl_->report.OnLayer(layer, grad_norm_sq, weight_norm_sq, deferred_bytes);

@@ -89,6 +89,7 @@ void ClientReport::Fill(int64_t clock, proto::WorkerReport& r) {
     r.set_busy_ms(in_iteration_ ? MillisBetween(iteration_start_, Steady::now()) : 0.0);
     for (proto::MetricPoint& p : metrics_) *r.add_metrics() = std::move(p);
     metrics_.clear();
+    r.set_device(device_);
     for (auto& [layer, g] : layers_) {
       *r.add_layers() = g;
       g.set_steps(0);
@@ -124,6 +125,11 @@ void ClientReport::SetLayerSchedule(const proto::LayerSchedule& schedule) {
   schedule_.spec = schedule.spec();
   schedule_.periods.assign(schedule.periods().begin(), schedule.periods().end());
   schedule_.mean = schedule.mean();
+}
+
+void ClientReport::SetDevice(const std::string& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  device_ = device;
 }
 
 LayerPeriods ClientReport::LayerSchedule() const {

@@ -50,6 +50,7 @@ class ClientReport {
   void OnLayer(int32_t layer, double grad_norm_sq, double weight_norm_sq, int64_t deferred_bytes);
   void SetLayerSchedule(const proto::LayerSchedule& schedule);
   LayerPeriods LayerSchedule() const;
+  void SetDevice(const std::string& device);
 
   // The heartbeat's report (since the last one; byte counts are totals). I/O thread.
   void Fill(int64_t clock, proto::WorkerReport& report);
@@ -71,6 +72,7 @@ class ClientReport {
   std::vector<proto::MetricPoint> metrics_;         // since the last report, at most kMetricPoints
   std::map<int32_t, proto::LayerGradient> layers_;  // steps and norms since the last report
   LayerPeriods schedule_;
+  std::string device_;
 };
 
 }  // namespace hetps

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "common/compress/codec.h"
@@ -44,6 +45,11 @@ DEFINE_string(ctr_table_optimizer, "adagrad:lr=0.1",
 DEFINE_string(device, "auto",
               "where to compute: auto, cpu, cuda. auto: the GPU when usable for train, the CPU "
               "for edge clients (many emulated clients would each hold a CUDA context)");
+DEFINE_int32(local_rank, -1,
+             "this worker's index among the workers on its host: --device=cuda computes on GPU "
+             "local_rank mod the visible devices (CUDA_VISIBLE_DEVICES respected). -1: "
+             "$HETPS_LOCAL_RANK (hetps launch sets it, also across hosts), $SLURM_LOCALID, "
+             "else the rank");
 DEFINE_int32(compute_threads, 1,
              "train: CPU threads for the model's arithmetic (more pays only on idle cores)");
 DEFINE_int32(batch, 64, "train, edge: minibatch size");
@@ -223,6 +229,13 @@ hetps::Status SetWorkload(hetps::WorkloadOptions& o) {
   o.shards_per_client = FLAGS_shards_per_client;
   o.model = FLAGS_model;
   o.device = FLAGS_device;
+  o.local_rank = FLAGS_local_rank;
+  // Else the launcher's, or Slurm's (a task's index on its node).
+  for (const char* variable : {"HETPS_LOCAL_RANK", "SLURM_LOCALID"}) {
+    if (const char* env = std::getenv(variable); o.local_rank < 0 && env != nullptr) {
+      o.local_rank = std::atoi(env);
+    }
+  }
   o.compute_threads = FLAGS_compute_threads;
   o.seed = FLAGS_data_seed;
   o.run_dir = FLAGS_run_dir;

@@ -304,6 +304,9 @@ class Client {
   // LayerAccumulator (hetps/layer_accumulator.h) follows it; a trainer of its own reads it and
   // reports what it measured of each layer with ReportLayer.
   LayerPeriods layer_schedule() const;
+  // What this worker computes on, e.g. "cpu" or "cuda:1 (NVIDIA H200)": shown in `hetps status`
+  // and /api/status (the trainer and hetps.torch set it).
+  void SetDevice(const std::string& device);
   // One step of `layer` as the worker saw it: its gradient's and its weights' squared L2 norms
   // (the adaptive schedule's measure), and the raw bytes accumulated instead of pushed since
   // joining (shown as the schedule's savings). Sent with the next heartbeat.

@@ -12,6 +12,8 @@ Arrays (float32 numpy arrays, CPU torch tensors) are sent from and written into 
 memory; hetps holds each until its ticket is done. Errors raise hetps.Error subclasses.
 hetps.torch.DistributedOptimizer trains a torch.nn.Module through the servers.
 """
+import os
+
 from ._hetps import (  # noqa: F401
     Aborted,
     Client,
@@ -31,9 +33,23 @@ from ._hetps import (  # noqa: F401
 
 __all__ = [
     "Aborted", "Client", "DeadlineExceeded", "Error", "FailedPrecondition", "Internal",
-    "InvalidArgument", "NotFound", "PermissionDenied", "RunLog", "Ticket", "Unavailable",
-    "finish_run", "wait_all",
+    "InvalidArgument", "LayerAccumulator", "NotFound", "PermissionDenied", "RunLog", "Ticket",
+    "Unavailable", "finish_run", "local_rank", "wait_all",
 ]
+
+
+def local_rank():
+    """This worker's index among the workers on its host: $HETPS_LOCAL_RANK (hetps launch sets
+    it, across hosts too), else $SLURM_LOCALID, else $HETPS_RANK, else 0. A GPU worker computes on GPU local_rank()
+    mod the visible GPUs (hetps.torch.local_device() says which), as hetps-worker does."""
+    for variable in ("HETPS_LOCAL_RANK", "SLURM_LOCALID", "HETPS_RANK"):
+        value = os.environ.get(variable, "")
+        if value:
+            try:
+                return max(0, int(value))
+            except ValueError:
+                raise InvalidArgument(f"{variable} is not an integer: '{value}'") from None
+    return 0
 
 
 def wait_all(tickets):

@@ -36,7 +36,21 @@ tables join its declaration):
 import numpy as np
 import torch
 
-from . import Client, wait_all
+from . import Client, local_rank, wait_all
+
+
+def local_device(rank=None):
+    """The device this worker should compute on: cuda:(local rank mod the visible GPUs) when
+    torch sees a GPU (CUDA_VISIBLE_DEVICES respected), else cpu; the choice is logged.
+    rank: the local rank (default hetps.local_rank())."""
+    rank = local_rank() if rank is None else rank
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    count = torch.cuda.device_count()
+    device = torch.device("cuda", rank % count)
+    print(f"local rank {rank} takes GPU {device.index} of the {count} visible "
+          f"({torch.cuda.get_device_name(device)})", flush=True)
+    return device
 
 
 def _layers(model):
@@ -141,6 +155,7 @@ class DistributedOptimizer:
                 raise ValueError(f"hetps.torch: parameter {name} must be a contiguous float32 "
                                  f"CPU tensor (it is {p.dtype} on {p.device})")
         self.client.declare([(n, tuple(p.shape), layer[n]) for n, p in self.params])
+        self.client.set_device(str(self.params[0][1].device) if self.params else "cpu")
         if init:
             wait_all([self.client.init(n, p.detach()) for n, p in self.params])
         self._schedule = _LayerSchedule(self.client, {n: layer[n] for n, _ in self.params})

@@ -18,12 +18,15 @@ namespace {
 using namespace std::chrono_literals;
 
 // Runs `workers` trainer processes with `flags`; returns their outputs.
-std::vector<std::string> Train(int servers, int workers, const std::vector<std::string>& flags,
-                               std::vector<std::string> server_flags = {
-                                   "--consistency=ssp:staleness=2", "--optimizer=adam:lr=0.001",
-                                   "--init=worker"}) {
-  LocalCluster cluster(
-      {.servers = servers, .workers = workers, .server_flags = std::move(server_flags)});
+std::vector<std::string> Train(
+    int servers, int workers, const std::vector<std::string>& flags,
+    std::vector<std::string> server_flags = {"--consistency=ssp:staleness=2",
+                                             "--optimizer=adam:lr=0.001", "--init=worker"},
+    std::vector<std::string> scheduler_flags = {}) {
+  LocalCluster cluster({.servers = servers,
+                        .workers = workers,
+                        .scheduler_flags = std::move(scheduler_flags),
+                        .server_flags = std::move(server_flags)});
   std::vector<std::unique_ptr<Process>> procs;
   for (int i = 0; i < workers; ++i) {
     std::vector<std::string> f = {"--workload=train", "--progress_every=100000"};
@@ -123,13 +126,40 @@ TEST(TrainTest, CudaTrainingEncodesOnTheDeviceAndMatchesTheCpu) {
   const double a = FinalAccuracy(cpu), b = FinalAccuracy(cuda);
   EXPECT_GT(a, 0.8);
   EXPECT_NEAR(b, a, 0.015);
-  static const std::regex encoded(R"(computed on cuda:0 .* and encoded ([0-9]+) partitions there)");
+  static const std::regex encoded(
+      R"(computed on cuda:[0-9]+ .* and encoded ([0-9]+) partitions there)");
   for (const std::string& out : cuda) {
     std::smatch m;
     ASSERT_TRUE(std::regex_search(out, m, encoded)) << out;
     EXPECT_GT(std::stoi(m[1]), 0) << out;
   }
   EXPECT_EQ(PushedBytes(cuda), PushedBytes(cpu));
+}
+
+// Two CUDA workers of one host: each takes GPU (local rank mod the visible GPUs; here the local
+// rank is the rank), and under the scheduler's layer-wise schedule the device accumulates the
+// skipped steps (cuBLAS axpy) and the run matches the CPU's, pushing less than every step would.
+TEST(TrainTest, CudaWorkersTakeTheirLocalRanksGpuAndFollowTheLayerSchedule) {
+  std::string why;
+  if (!CudaUsable(&why)) GTEST_SKIP() << "no GPU: " << why;
+  auto cpu_flags = kComparedRun, cuda_flags = kComparedRun;
+  cpu_flags.push_back("--device=cpu");
+  cuda_flags.push_back("--device=cuda");
+  const std::vector<std::string> schedule = {"--layer_schedule=fixed:deep=3,deep_from=1"};
+  const auto every = Train(2, 2, cpu_flags, kComparedServers);
+  const auto cpu = Train(2, 2, cpu_flags, kComparedServers, schedule);
+  const auto cuda = Train(2, 2, cuda_flags, kComparedServers, schedule);
+  EXPECT_NEAR(FinalAccuracy(cuda), FinalAccuracy(cpu), 0.015);
+  EXPECT_GT(FinalAccuracy(cuda), 0.75);
+  EXPECT_LT(PushedBytes(cuda).first, PushedBytes(every).first * 0.95) << "layers 1.. every 3rd";
+  EXPECT_LT(PushedBytes(cpu).first, PushedBytes(every).first * 0.95);
+  static const std::regex gpu(R"(local rank ([0-9]+) takes GPU ([0-9]+) of the ([0-9]+) visible)");
+  for (int rank = 0; rank < 2; ++rank) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(cuda[rank], m, gpu)) << cuda[rank];
+    EXPECT_EQ(std::stoi(m[1]), rank);
+    EXPECT_EQ(std::stoi(m[2]), rank % std::stoi(m[3])) << cuda[rank];
+  }
 }
 
 TEST(TrainTest, DirichletSplitFinishesAndReportsItsLabelSkew) {

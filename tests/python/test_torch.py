@@ -117,6 +117,24 @@ def test_the_layer_schedule_pushes_each_layer_every_period_with_its_summed_gradi
         opt.close()
 
 
+def test_each_worker_of_a_host_takes_the_gpu_of_its_local_rank(monkeypatch):
+    monkeypatch.setenv("HETPS_LOCAL_RANK", "3")
+    monkeypatch.setenv("HETPS_RANK", "7")
+    assert hetps.local_rank() == 3
+    monkeypatch.delenv("HETPS_LOCAL_RANK")
+    assert hetps.local_rank() == 7
+    monkeypatch.setenv("HETPS_LOCAL_RANK", "x")
+    with pytest.raises(hetps.InvalidArgument):
+        hetps.local_rank()
+    if not torch.cuda.is_available():
+        assert hetps.torch.local_device(5) == torch.device("cpu")
+        print("SKIPPED: the GPU choice (torch sees no GPU)")
+        return
+    count = torch.cuda.device_count()
+    for rank in range(3):
+        assert hetps.torch.local_device(rank) == torch.device("cuda", rank % count)
+
+
 def test_embedding_bag_matches_torch_and_pushes_its_gradient_rows(cluster):
     """hetps.torch.EmbeddingBag over a table: the same bags and the same gradient rows as
     nn.EmbeddingBag(sparse=True) with the table's rows as its weights (sgd lr 1 on the servers:

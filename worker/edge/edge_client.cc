@@ -119,7 +119,7 @@ Status EdgeClient::LoadData() {
 
 Status EdgeClient::Prepare() {
   if (Status s = LoadData(); !s.ok()) return s;
-  auto made = MakeWorkloadModel(o_, shard_.rows, shard_.cols, shard_.classes);
+  auto made = MakeWorkloadModel(o_, client_.rank(), shard_.rows, shard_.cols, shard_.classes);
   if (!made.ok()) return made.status();
   model_ = std::move(*made);
   tensors_ = model_->Tensors();

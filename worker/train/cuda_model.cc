@@ -9,8 +9,10 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -456,13 +458,20 @@ class CudaModel : public Model, public DeviceTraining {
 // One probe for every CUDA path of the worker.
 bool CudaUsable(std::string* why) { return compress::gpu::Usable(why); }
 
-StatusOr<std::unique_ptr<Model>> MakeCudaModel(Architecture arch) {
+StatusOr<std::unique_ptr<Model>> MakeCudaModel(Architecture arch, int local_rank) {
   std::string why;
   if (!CudaUsable(&why)) return Status::FailedPrecondition("--device=cuda: " + why);
+  int devices = 0;
+  HETPS_CUDA(cudaGetDeviceCount(&devices));
+  const int device = DeviceForLocalRank(local_rank, devices);
   cudaDeviceProp prop{};
-  HETPS_CUDA(cudaGetDeviceProperties(&prop, 0));
+  HETPS_CUDA(cudaGetDeviceProperties(&prop, device));
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  spdlog::info("local rank {} takes GPU {} of the {} visible{}", local_rank, device, devices,
+               visible != nullptr ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : "");
   auto m = std::make_unique<CudaModel>(
-      std::move(arch), 0, fmt::format("cuda:0 ({})", static_cast<const char*>(prop.name)));
+      std::move(arch), device,
+      fmt::format("cuda:{} ({})", device, static_cast<const char*>(prop.name)));
   if (Status s = m->Open(); !s.ok()) return s;
   return std::unique_ptr<Model>(std::move(m));
 }

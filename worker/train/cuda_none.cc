@@ -6,7 +6,7 @@ namespace hetps {
 
 bool CudaUsable(std::string* why) { return compress::gpu::Usable(why); }
 
-StatusOr<std::unique_ptr<Model>> MakeCudaModel(Architecture) {
+StatusOr<std::unique_ptr<Model>> MakeCudaModel(Architecture, int) {
   std::string why;
   CudaUsable(&why);
   return Status::FailedPrecondition("--device=cuda: " + why);

@@ -119,7 +119,8 @@ StatusOr<double> Model::Accuracy(const Params& params, const float* x, const int
   return n ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
 }
 
-StatusOr<std::unique_ptr<Model>> MakeModel(Architecture arch, const std::string& device) {
+StatusOr<std::unique_ptr<Model>> MakeModel(Architecture arch, const std::string& device,
+                                           int local_rank) {
   if (device != "auto" && device != "cpu" && device != "cuda") {
     return Status::InvalidArgument(fmt::format("unknown device '{}' (auto, cpu, cuda)", device));
   }
@@ -128,7 +129,7 @@ StatusOr<std::unique_ptr<Model>> MakeModel(Architecture arch, const std::string&
     spdlog::info("compute on the CPU{}", why.empty() ? "" : fmt::format(" ({})", why));
     return MakeCpuModel(std::move(arch));
   }
-  auto m = MakeCudaModel(std::move(arch));
+  auto m = MakeCudaModel(std::move(arch), local_rank);
   if (m.ok()) spdlog::info("compute on {}", (*m)->device());
   return m;
 }

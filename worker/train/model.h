@@ -115,10 +115,16 @@ std::unique_ptr<Model> MakeCpuModel(Architecture arch);
 // Whether this build has the CUDA path and a GPU it can use; `why` says otherwise.
 bool CudaUsable(std::string* why);
 // The CUDA model on device 0; fails when !CudaUsable.
-StatusOr<std::unique_ptr<Model>> MakeCudaModel(Architecture arch);
+// On GPU local_rank mod the visible devices (CUDA_VISIBLE_DEVICES respected).
+StatusOr<std::unique_ptr<Model>> MakeCudaModel(Architecture arch, int local_rank = 0);
+// The GPU a worker of this local rank uses among `devices` visible ones.
+inline int DeviceForLocalRank(int local_rank, int devices) {
+  return devices > 0 ? (local_rank < 0 ? 0 : local_rank % devices) : 0;
+}
 
 // device: "cpu", "cuda" or "auto" (the GPU when usable). Logs one line saying which.
-StatusOr<std::unique_ptr<Model>> MakeModel(Architecture arch, const std::string& device);
+StatusOr<std::unique_ptr<Model>> MakeModel(Architecture arch, const std::string& device,
+                                           int local_rank = 0);
 
 // Threads the CPU path may use (OpenMP over samples, Eigen's products); default 1, since a
 // local cluster already runs one process per core or more.

@@ -231,10 +231,11 @@ Status Trainer::Prepare() {
   if (!straggler.ok()) return straggler.status();
   straggler_ = std::move(*straggler);
   if (Status s = LoadData(); !s.ok()) return s;
-  auto made = MakeWorkloadModel(o_, train_->rows, train_->cols, train_->classes);
+  auto made = MakeWorkloadModel(o_, client_.rank(), train_->rows, train_->cols, train_->classes);
   if (!made.ok()) return made.status();
   model_ = std::move(*made);
   tensors_ = model_->Tensors();
+  client_.SetDevice(model_->device());
   if (Status s = DeclareAndInit(client_, *model_, o_.seed, params_); !s.ok()) return s;
   device_ = model_->device_training();
   if (device_) {

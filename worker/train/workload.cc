@@ -39,12 +39,12 @@ std::vector<std::vector<int64_t>> SplitSamples(const WorkloadOptions& o,
   return PartitionIid(static_cast<int64_t>(labels.size()), parts, o.seed);
 }
 
-StatusOr<std::unique_ptr<Model>> MakeWorkloadModel(const WorkloadOptions& o, int rows, int cols,
-                                                   int classes) {
+StatusOr<std::unique_ptr<Model>> MakeWorkloadModel(const WorkloadOptions& o, int rank, int rows,
+                                                   int cols, int classes) {
   auto arch = BuildArchitecture(o.model, {1, rows, cols}, classes, o.hidden);
   if (!arch.ok()) return arch.status();
   SetComputeThreads(o.compute_threads);
-  return MakeModel(std::move(*arch), o.device);
+  return MakeModel(std::move(*arch), o.device, o.local_rank >= 0 ? o.local_rank : rank);
 }
 
 }  // namespace hetps

@@ -26,6 +26,9 @@ struct WorkloadOptions {
   std::string model = "mlp";             // mlp | cnn
   std::vector<int> hidden = {256, 128};  // mlp
   std::string device = "auto";           // auto | cpu | cuda
+  // The worker's index among the workers on its host: with cuda, its GPU is local_rank mod the
+  // visible devices (CUDA_VISIBLE_DEVICES respected). -1: the worker's rank.
+  int local_rank = -1;
   int compute_threads = 1;
   uint64_t seed = 1;      // the split, the initial model, each worker's sample order
   double slowdown = 1.0;  // multiplies compute time (a slower device, a straggler)
@@ -43,7 +46,8 @@ std::vector<std::vector<int64_t>> SplitSamples(const WorkloadOptions& o,
                                                int parts);
 // The model o.model of inputs `rows` x `cols` and `classes` outputs, on o.device, with
 // o.compute_threads threads for its CPU work.
-StatusOr<std::unique_ptr<Model>> MakeWorkloadModel(const WorkloadOptions& o, int rows, int cols,
-                                                   int classes);
+// `rank`: the worker's, for o.local_rank = -1.
+StatusOr<std::unique_ptr<Model>> MakeWorkloadModel(const WorkloadOptions& o, int rank, int rows,
+                                                   int cols, int classes);
 
 }  // namespace hetps

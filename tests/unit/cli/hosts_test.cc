@@ -70,6 +70,8 @@ TEST(HostsTest, PlacesTheSchedulerFirstServersRoundRobinWorkersBySlots) {
   EXPECT_EQ(p->scheduler, 0);
   EXPECT_EQ(p->servers, (std::vector<int>{0, 1, 2, 0}));
   EXPECT_EQ(p->workers, (std::vector<int>{0, 1, 2, 2}));
+  // Each worker's index on its host: the GPU it takes there (--device=cuda).
+  EXPECT_EQ(LocalRanks(*p), (std::vector<int>{0, 0, 0, 1}));
   auto fewer = PlaceOnHosts(*hosts, 1, 2);
   ASSERT_TRUE(fewer.ok());
   EXPECT_EQ(fewer->workers, (std::vector<int>{0, 1}));

@@ -193,6 +193,12 @@ TEST(ModelTest, DeviceChoice) {
   auto cpu = MakeModel(a, "cpu");
   ASSERT_TRUE(cpu.ok());
   EXPECT_EQ((*cpu)->device(), "cpu");
+  // A worker's GPU is its local rank mod the visible devices.
+  EXPECT_EQ(DeviceForLocalRank(0, 2), 0);
+  EXPECT_EQ(DeviceForLocalRank(3, 2), 1);
+  EXPECT_EQ(DeviceForLocalRank(5, 8), 5);
+  EXPECT_EQ(DeviceForLocalRank(-1, 4), 0);
+  EXPECT_EQ(DeviceForLocalRank(3, 0), 0);
   auto bad = MakeModel(a, "tpu");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown device 'tpu'"), std::string::npos);
