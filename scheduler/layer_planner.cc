@@ -28,7 +28,7 @@ Status LayerPlanner::Set(const std::string& text) {
   policy_ = LayerSchedules().EntryFor(spec->name()).make(*spec);
   spec_ = spec->Full();
   hint_.set_spec(spec_);
-  Update();
+  Update(clock_);
   return Status();
 }
 
@@ -42,10 +42,16 @@ void LayerPlanner::SetShape(const proto::ShardMap& map) {
     for (int64_t d : t.shape()) n *= d;
     layers_[t.layer()].elements += n;
   }
-  Update();
+  Update(clock_);
 }
 
 void LayerPlanner::OnWorkerReport(int32_t worker, const proto::WorkerReport& report) {
+  for (const proto::MetricPoint& p : report.metrics()) {
+    auto it = p.values().find("loss");
+    if (it == p.values().end() || !std::isfinite(it->second) || it->second <= 0) continue;
+    if (first_loss_ < 0) first_loss_ = it->second;
+    loss_ = loss_ < 0 ? it->second : (1 - kEwma) * loss_ + kEwma * it->second;
+  }
   for (const proto::LayerGradient& g : report.layers()) {
     if (g.layer() < 0 || g.layer() >= static_cast<int32_t>(layers_.size())) continue;
     deferred_[worker][g.layer()] = std::max<int64_t>(g.deferred_bytes(), 0);
@@ -58,10 +64,13 @@ void LayerPlanner::OnWorkerReport(int32_t worker, const proto::WorkerReport& rep
   }
 }
 
-bool LayerPlanner::Update() {
+bool LayerPlanner::Update(int64_t clock) {
+  clock_ = std::max(clock_, clock);
   std::vector<LayerFigures> figures;
   for (const Layer& l : layers_) figures.push_back({l.elements, l.relative_gradient});
-  std::vector<int32_t> periods = policy_->Periods(figures);
+  const double loss_ratio = first_loss_ > 0 && loss_ > 0 ? loss_ / first_loss_ : 1.0;
+  std::vector<int32_t> periods =
+      policy_->Periods(figures, {.clock = clock_, .loss_ratio = loss_ratio});
   const bool mean = policy_->mean();
   if (std::ranges::equal(periods, hint_.periods()) && mean == hint_.mean()) return false;
   hint_.mutable_periods()->Assign(periods.begin(), periods.end());

@@ -96,7 +96,7 @@ void SchedulerLoop::Observe() {
   const double now = Now();
   last_observed_ = now;
   stats_.Update(now);
-  layers_.Update();
+  layers_.Update(stats_.MaxClock());
   SendHints();
   SetFigures();
   if (http_) http_->Publish(stats_.StatusJson(now), stats_.Metrics(now));

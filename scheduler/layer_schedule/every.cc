@@ -6,7 +6,8 @@ namespace {
 // Every layer every step: nothing is accumulated (the default).
 class EverySchedule final : public LayerSchedulePolicy {
  public:
-  std::vector<int32_t> Periods(const std::vector<LayerFigures>& layers) override {
+  std::vector<int32_t> Periods(const std::vector<LayerFigures>& layers,
+                               const RunFigures&) override {
     return std::vector<int32_t>(layers.size(), 1);
   }
 };

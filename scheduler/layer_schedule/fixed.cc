@@ -11,7 +11,8 @@ class FixedSchedule final : public LayerSchedulePolicy {
   FixedSchedule(int32_t shallow, int32_t deep, int32_t deep_from, bool mean)
       : shallow_(shallow), deep_(deep), deep_from_(deep_from), mean_(mean) {}
 
-  std::vector<int32_t> Periods(const std::vector<LayerFigures>& layers) override {
+  std::vector<int32_t> Periods(const std::vector<LayerFigures>& layers,
+                               const RunFigures&) override {
     const auto n = static_cast<int32_t>(layers.size());
     const int32_t from = deep_from_ >= 0 ? deep_from_ : (n + 1) / 2;
     std::vector<int32_t> periods(layers.size());

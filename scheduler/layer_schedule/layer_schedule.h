@@ -28,11 +28,20 @@ struct LayerFigures {
   double relative_gradient = -1;
 };
 
+// What a policy sees of the run: the furthest clock a worker reported (its steps, or a
+// federated client's rounds), and the training loss the workers report now against the first
+// they reported (EWMA over reports; 1 until known).
+struct RunFigures {
+  int64_t clock = 0;
+  double loss_ratio = 1;
+};
+
 class LayerSchedulePolicy {
  public:
   virtual ~LayerSchedulePolicy() = default;
   // Each layer's push period (>= 1), one per entry of `layers`.
-  virtual std::vector<int32_t> Periods(const std::vector<LayerFigures>& layers) = 0;
+  virtual std::vector<int32_t> Periods(const std::vector<LayerFigures>& layers,
+                                       const RunFigures& run) = 0;
   // What a push of accumulated gradients carries: their mean (true) or their sum.
   virtual bool mean() const { return false; }
 };

@@ -123,5 +123,62 @@ TEST(TableDashboardTest, TheDashboardShowsEachServersTables) {
   EXPECT_EQ(shown, 2) << dom;
 }
 
+// The layer-wise schedule (docs/layer-schedules.md) in the dashboard: the spec, the bytes saved,
+// and per layer its push period and the bytes its workers accumulated instead of pushing.
+TEST(LayerDashboardTest, TheDashboardShowsEachLayersPeriodAndSavings) {
+  if (!Have("chromium")) GTEST_SKIP() << "SKIPPED: needs the Debian package chromium";
+  ScratchDir tmp("hetps-layer-dashboard");
+  const int port = FreePort();
+  LocalCluster cluster({.servers = 1,
+                        .workers = 1,
+                        .scheduler_flags = {"--http_port=" + std::to_string(port),
+                                            "--layer_schedule=fixed:deep=4,deep_from=1"},
+                        .server_flags = {"--optimizer=sgd:lr=1"}});
+  auto clients = cluster.ConnectClients(1, [](ClientOptions& o) { o.heartbeat_interval_ms = 50; });
+  Client& c = *clients[0];
+  ASSERT_TRUE(c.DeclareTensors({{"a", {256}, 0}, {"b", {1024}, 1}}).ok());
+  for (auto deadline = Clock::now() + std::chrono::seconds(10);
+       c.layer_schedule().Period(1) != 4;) {
+    ASSERT_LT(Clock::now(), deadline) << "the schedule never reached the worker";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  LayerAccumulator acc({{0, 256}, {1, 1024}});
+  const std::vector<float> w(1024, 2.0f);
+  for (int step = 0; step < 8; ++step) {
+    std::vector<float> a(256, 1.0f), b(1024, 1.0f);  // a push's gradient becomes the sum
+    acc.BeginStep(c.layer_schedule());
+    acc.Measure(0, a.data(), w.data());
+    acc.Measure(1, b.data(), w.data());
+    if (acc.Offer(0, a.data())) {
+      ASSERT_TRUE(c.Push("a", a.data(), 256).Wait().ok());
+    }
+    if (acc.Offer(1, b.data())) {
+      ASSERT_TRUE(c.Push("b", b.data(), 1024).Wait().ok());
+    }
+    acc.Report(c);
+    ASSERT_TRUE(c.Clock().ok());
+  }
+  httplib::Client http("127.0.0.1", port);
+  int64_t saved = 0;  // 6 of layer 1's 8 steps waited: 6 x 4 KiB
+  for (auto deadline = Clock::now() + std::chrono::seconds(10); saved < 6 * 4096;) {
+    ASSERT_LT(Clock::now(), deadline) << "the savings never reached /api/status";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    saved = GetJson(http, "/api/status")["layer_schedule"]["deferred_bytes"].get<int64_t>();
+  }
+  EXPECT_EQ(saved, 6 * 4096);
+  auto [code, dom] = Shell(fmt::format(
+      "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+      "--user-data-dir={}/chromium --virtual-time-budget=3000 --dump-dom http://127.0.0.1:{}/ "
+      "2>/dev/null",
+      tmp.str(), port));
+  ASSERT_EQ(code, 0);
+  EXPECT_NE(dom.find("layer schedule fixed:combine=sum,deep=4,deep_from=1,shallow=1: 24.0 KiB "
+                     "saved"),
+            std::string::npos)
+      << dom;
+  // Layer 1's row ends with its period, relative gradient (||g||/||w|| = 1/2) and savings.
+  EXPECT_NE(dom.find("<td>4</td><td>0.5000</td><td>24.0 KiB</td>"), std::string::npos) << dom;
+}
+
 }  // namespace
 }  // namespace hetps::testing

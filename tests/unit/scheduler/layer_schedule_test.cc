@@ -14,10 +14,12 @@
 namespace hetps {
 namespace {
 
-std::vector<int32_t> Periods(const std::string& spec, const std::vector<LayerFigures>& layers) {
+// Past the warm-up unless told: clock 1000, the loss halved.
+std::vector<int32_t> Periods(const std::string& spec, const std::vector<LayerFigures>& layers,
+                             int64_t clock = 1000, double loss_ratio = 0.5) {
   auto policy = MakeLayerSchedule(spec);
   EXPECT_TRUE(policy.ok()) << policy.status().ToString();
-  return (*policy)->Periods(layers);
+  return (*policy)->Periods(layers, {.clock = clock, .loss_ratio = loss_ratio});
 }
 
 std::vector<LayerFigures> Measured(const std::vector<double>& relative) {
@@ -44,16 +46,39 @@ TEST(LayerScheduleTest, FixedSplitsShallowFromDeep) {
 }
 
 TEST(LayerScheduleTest, AdaptiveGivesSlowLayersPowerOfTwoPeriodsWithinBounds) {
-  // Against the fastest layer (0.16): ratios 1, 1.6, 5.3, 9.4, 160.
-  EXPECT_EQ(Periods("adaptive", Measured({0.16, 0.1, 0.03, 0.017, 0.001})),
+  // Against the fastest layer (0.16): ratios 1, 1.6, 5.3, 10.7, 160 (each 25% past its power of
+  // two: a period rises only then, see below).
+  EXPECT_EQ(Periods("adaptive", Measured({0.16, 0.1, 0.03, 0.015, 0.001})),
             (std::vector<int32_t>{1, 1, 4, 8, 8}));
-  EXPECT_EQ(Periods("adaptive:min=2,max=4", Measured({0.16, 0.1, 0.03, 0.017})),
+  EXPECT_EQ(Periods("adaptive:min=2,max=4", Measured({0.16, 0.1, 0.03, 0.015})),
             (std::vector<int32_t>{2, 2, 4, 4}));
   // Unmeasured layers go every `min` steps; with nothing measured, every layer does.
-  EXPECT_EQ(Periods("adaptive", Measured({0.2, -1, 0.05})), (std::vector<int32_t>{1, 1, 4}));
+  EXPECT_EQ(Periods("adaptive", Measured({0.2, -1, 0.04})), (std::vector<int32_t>{1, 1, 4}));
   EXPECT_EQ(Periods("adaptive:min=3", Measured({-1, -1})), (std::vector<int32_t>{3, 3}));
   // A layer whose gradient vanished waits the longest.
   EXPECT_EQ(Periods("adaptive:max=16", Measured({0.2, 0})), (std::vector<int32_t>{1, 16}));
+  // Before the warm-up's clock, or while the loss has not fallen by loss_drop (a network on its
+  // initial plateau), every layer goes every `min` steps.
+  EXPECT_EQ(Periods("adaptive", Measured({0.16, 0.001}), 99), (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ(Periods("adaptive", Measured({0.16, 0.001}), 5000, 0.95), (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ(Periods("adaptive:loss_drop=0", Measured({0.16, 0.001}), 100, 1.0),
+            (std::vector<int32_t>{1, 8}));
+  EXPECT_EQ(Periods("adaptive:warmup=0,min=2", Measured({0.16, 0.001}), 0),
+            (std::vector<int32_t>{2, 8}));
+}
+
+TEST(LayerScheduleTest, AdaptiveKeepsAPeriodUntilTheRatioIsClearlyPastABoundary) {
+  auto policy = std::move(*MakeLayerSchedule("adaptive:warmup=0,max=8"));
+  auto period = [&](double r) {
+    return policy->Periods(Measured({1.0, r}), {.loss_ratio = 0.5})[1];
+  };
+  EXPECT_EQ(period(1 / 5.0), 4);   // ratio 5: 4 (past 4 by 25%)
+  EXPECT_EQ(period(1 / 8.5), 4);   // ratio 8.5: not 25% past 8 yet
+  EXPECT_EQ(period(1 / 10.5), 8);  // ratio 10.5: it is
+  EXPECT_EQ(period(1 / 7.0), 8);   // back to 7: within 20% of 8, kept
+  EXPECT_EQ(period(1 / 6.0), 4);   // 6: clearly below
+  EXPECT_EQ(period(1 / 2.2), 2);
+  EXPECT_EQ(period(1.0), 1);
 }
 
 TEST(LayerScheduleTest, RefusesWhatItCannotDo) {
@@ -95,16 +120,24 @@ proto::WorkerReport Report(const std::vector<std::tuple<int, int64_t, double, do
 TEST(LayerPlannerTest, MeasuresTheWorkersAndHandsThemThePeriods) {
   LayerPlanner planner;
   ASSERT_TRUE(planner.Set("adaptive:max=8").ok());
-  EXPECT_EQ(planner.spec(), "adaptive:combine=sum,max=8,min=1");
+  EXPECT_EQ(planner.spec(), "adaptive:combine=sum,loss_drop=0.1,max=8,min=1,warmup=100");
   planner.SetShape(ThreeLayers());
   EXPECT_EQ(planner.Hint().periods_size(), 3);
-  // Layer 0: 4 steps of ||g||^2 = 0.04 against ||w||^2 = 1: r = 0.2. Layer 1: r = 0.05.
+  // Layer 0: 4 steps of ||g||^2 = 0.04 against ||w||^2 = 1: r = 0.2. Layer 1: r = 0.04.
   // Layer 2: r = 0.02. Unknown layers and garbage figures are ignored.
   planner.OnWorkerReport(
-      5, Report({{0, 4, 0.16, 1.0}, {1, 2, 0.005, 1.0}, {2, 1, 0.0004, 1.0}, {7, 1, 1, 1}}, 64));
+      5, Report({{0, 4, 0.16, 1.0}, {1, 2, 0.0032, 1.0}, {2, 1, 0.0004, 1.0}, {7, 1, 1, 1}}, 64));
   planner.OnWorkerReport(6, Report({{1, 0, 0, 0}, {2, 3, -1, 1}}, 36));
-  EXPECT_TRUE(planner.Update());
-  EXPECT_FALSE(planner.Update()) << "nothing changed";
+  EXPECT_FALSE(planner.Update(50)) << "warming up: every layer every step";
+  EXPECT_FALSE(planner.Update(200)) << "no loss reported yet";
+  proto::WorkerReport losses;
+  for (double loss : {2.3, 1.0, 1.0, 1.0}) {  // the EWMA falls below 0.9 x 2.3 at the second
+    proto::MetricPoint* p = losses.add_metrics();
+    (*p->mutable_values())["loss"] = loss;
+  }
+  planner.OnWorkerReport(5, losses);
+  EXPECT_TRUE(planner.Update(200));
+  EXPECT_FALSE(planner.Update(220)) << "nothing changed";
   const proto::LayerSchedule& hint = planner.Hint();
   EXPECT_EQ(hint.spec(), planner.spec());
   EXPECT_EQ(std::vector<int32_t>(hint.periods().begin(), hint.periods().end()),
@@ -132,7 +165,7 @@ TEST(LayerPlannerTest, StatusMetricsAndTheStatusTableShowTheSchedule) {
   ASSERT_TRUE(planner.Set("fixed:deep=4").ok());
   planner.SetShape(ThreeLayers());
   planner.OnWorkerReport(2, Report({{0, 1, 0.01, 1}, {2, 1, 0.04, 4}}, 4096));
-  planner.Update();
+  planner.Update(10);
   ClusterStats stats(1, 1);
   stats.SetLayerPlanner(&planner);
   const nlohmann::json status = nlohmann::json::parse(stats.StatusJson(1));
