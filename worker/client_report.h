@@ -1,7 +1,8 @@
 // ClientReport: what a worker's client measures about itself, for two readers: the user
 // (Client::stats()) and the scheduler (the WorkerReport riding on each heartbeat). Iteration
-// timing (time outside Clock(), time blocked in it), push and read staleness, bytes, and the
-// trainer's figures.
+// timing (time outside Clock(), time blocked in it), push and read staleness, bytes, the
+// trainer's figures and device; and the layer-wise schedule's exchange, which rides on the same
+// heartbeats: the per-layer figures going up, the periods coming back on the replies.
 //
 // Thread-safety: the counters are atomics; timing and metrics are guarded by a mutex (written
 // by the threads calling Clock(), BeginIteration() and ReportMetrics(), read by the I/O
