@@ -36,6 +36,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 mkdir -p "$work"
+work=$(cd "$work" && pwd -P)  # as /proc/mounts names it (the cleanup unmounts under it)
 dockerd_pid=""
 bridge_made=""
 cleanup() {
@@ -49,6 +50,10 @@ cleanup() {
     kill "$dockerd_pid" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$dockerd_pid" 2>/dev/null
+    # What the private dockerd mounted under its folders and left behind (its default network
+    # namespace's bind mount): deepest first.
+    awk -v w="$work/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r |
+      while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
   fi
   if [ -n "$bridge_made" ]; then ip link del "$bridge_made" 2>/dev/null; fi
 }
