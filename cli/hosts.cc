@@ -4,9 +4,11 @@
 #include <fmt/ranges.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <fstream>
 #include <future>
 #include <map>
+#include <numeric>
 #include <regex>
 
 #include "cli/launch_args.h"
@@ -134,11 +136,53 @@ std::string HostList(const std::vector<Host>& hosts) {
   return fmt::format("{}", fmt::join(parts, ","));
 }
 
-std::vector<int> LocalRanks(const Placement& p) {
+StatusOr<std::vector<int>> WorkerLocalRanks(const std::vector<Host>& hosts, int servers,
+                                            int workers) {
+  std::vector<int> local(std::max(workers, 0));
+  if (hosts.empty()) {
+    std::iota(local.begin(), local.end(), 0);
+    return local;
+  }
+  auto p = PlaceOnHosts(hosts, servers, workers);
+  if (!p.ok()) return p.status();
   std::map<int, int> next;  // host -> workers placed on it so far
-  std::vector<int> local;
-  for (int host : p.workers) local.push_back(next[host]++);
+  for (size_t i = 0; i < p->workers.size(); ++i) local[i] = next[p->workers[i]]++;
   return local;
+}
+
+namespace {
+
+// "0-3", "5", "0-1 4": a sorted list of indices as ranges.
+std::string Ranges(const std::vector<int>& sorted) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    parts.push_back(i == j ? std::to_string(sorted[i])
+                           : fmt::format("{}-{}", sorted[i], sorted[j]));
+    i = j + 1;
+  }
+  return fmt::format("{}", fmt::join(parts, " "));
+}
+
+// The indices i with of[i] == h, in order.
+std::vector<int> IndicesOn(const std::vector<int>& of, int h) {
+  std::vector<int> out;
+  for (int i = 0; i < static_cast<int>(of.size()); ++i) {
+    if (of[i] == h) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PlacedOn(const Placement& p, int h) {
+  std::vector<std::string> parts;
+  if (p.scheduler == h) parts.push_back("scheduler");
+  const std::vector<int> servers = IndicesOn(p.servers, h), workers = IndicesOn(p.workers, h);
+  if (!servers.empty()) parts.push_back("servers " + Ranges(servers));
+  if (!workers.empty()) parts.push_back("workers " + Ranges(workers));
+  return parts.empty() ? "nothing" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
 StatusOr<Placement> PlaceOnHosts(const std::vector<Host>& hosts, int servers, int workers) {

@@ -40,9 +40,13 @@ struct Placement {
   std::vector<int> workers;
 };
 StatusOr<Placement> PlaceOnHosts(const std::vector<Host>& hosts, int servers, int workers);
-// Each worker's index among the workers placed on its host (a GPU worker's device is its local
-// rank mod the host's GPUs).
-std::vector<int> LocalRanks(const Placement& p);
+// Each worker's index among the workers on its host (a GPU worker's device is its local rank
+// mod the host's GPUs): with hosts, its place among those PlaceOnHosts puts on the same host;
+// without (a local launch), its rank.
+StatusOr<std::vector<int>> WorkerLocalRanks(const std::vector<Host>& hosts, int servers,
+                                            int workers);
+// What the placement runs on host h: "scheduler, servers 0-1, workers 0-3 5", or "nothing".
+std::string PlacedOn(const Placement& p, int h);
 
 // `text` as one word for a POSIX shell: in single quotes, a quote as '\''.
 std::string ShellQuote(const std::string& text);

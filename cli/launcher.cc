@@ -15,7 +15,6 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -222,16 +221,10 @@ std::vector<std::string> WorkerCommand(const std::vector<std::string>& command,
 Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
                     const std::vector<std::string>& worker_flags, const std::string& run_dir,
                     const Netns& netns) {
-  // Each worker's index on its host (here: its rank): a GPU worker computes on GPU local rank
-  // mod the host's GPUs. hetps-worker gets --local_rank, --worker_cmd programs
-  // $HETPS_LOCAL_RANK.
-  std::vector<int> local(args.workers);
-  std::iota(local.begin(), local.end(), 0);
-  if (!args.hosts.empty()) {
-    auto placed = PlaceOnHosts(args.hosts, args.servers, args.workers);
-    if (!placed.ok()) return placed.status();
-    local = LocalRanks(*placed);
-  }
+  // Each worker's index on its host, the GPU it takes there: hetps-worker gets --local_rank,
+  // --worker_cmd programs $HETPS_LOCAL_RANK.
+  auto local = WorkerLocalRanks(args.hosts, args.servers, args.workers);
+  if (!local.ok()) return local.status();
   for (int i = 0; i < args.workers; i += args.workers_per_process) {
     std::vector<std::string> flags = {"--run_dir=" + run_dir, fmt::format("--rank={}", i)};
     if (auto slow = args.slow_workers.find(i); slow != args.slow_workers.end()) {
@@ -246,10 +239,10 @@ Status StartWorkers(const LaunchArgs& args, LocalCluster& cluster,
           "--links=netns"};
     }
     if (args.worker_cmd.empty()) {
-      flags.push_back(fmt::format("--local_rank={}", local[i]));
+      flags.push_back(fmt::format("--local_rank={}", (*local)[i]));
     } else {  // a command of the user's: hetps.Client reads these
       exec.insert(exec.end(), {"env", fmt::format("HETPS_RANK={}", i),
-                               fmt::format("HETPS_LOCAL_RANK={}", local[i])});
+                               fmt::format("HETPS_LOCAL_RANK={}", (*local)[i])});
       if (args.workers_per_process > 1) {
         const int last = std::min(args.workers, i + args.workers_per_process) - 1;
         exec.push_back(fmt::format("HETPS_RANKS={}-{}", i, last));
@@ -403,19 +396,6 @@ Status SetUpNetns(const LaunchArgs& args, const std::string& bin_dir,
   return Status();
 }
 
-// "0-3", "5", "0-1 4": a sorted list of indices as ranges.
-std::string Ranges(const std::vector<int>& sorted) {
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < sorted.size();) {
-    size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    parts.push_back(i == j ? std::to_string(sorted[i])
-                           : fmt::format("{}-{}", sorted[i], sorted[j]));
-    i = j + 1;
-  }
-  return fmt::format("{}", fmt::join(parts, " "));
-}
-
 // -H/--hosts: every process runs on its host over ssh (cli/hosts.h). The scheduler binds
 // --scheduler_port on every interface of the first host and is dialled at that host's address;
 // each server binds a free port and advertises its host's address with it. Returns the
@@ -474,19 +454,7 @@ StatusOr<std::string> SetUpHosts(const LaunchArgs& args, const std::string& bin_
     return LocalClusterOptions::Placed{OverSsh(ssh, hosts[h], argv), "@" + hosts[h].target};
   };
   for (int h = 0; h < static_cast<int>(args.hosts.size()); ++h) {
-    std::vector<std::string> parts;
-    if (p.scheduler == h) parts.push_back("scheduler");
-    std::vector<int> servers, workers;
-    for (int i = 0; i < static_cast<int>(p.servers.size()); ++i) {
-      if (p.servers[i] == h) servers.push_back(i);
-    }
-    for (int i = 0; i < static_cast<int>(p.workers.size()); ++i) {
-      if (p.workers[i] == h) workers.push_back(i);
-    }
-    if (!servers.empty()) parts.push_back("servers " + Ranges(servers));
-    if (!workers.empty()) parts.push_back("workers " + Ranges(workers));
-    Say(fmt::format("{}: {}", args.hosts[h].target,
-                    parts.empty() ? "nothing" : fmt::format("{}", fmt::join(parts, ", "))));
+    Say(fmt::format("{}: {}", args.hosts[h].target, PlacedOn(p, h)));
   }
   return scheduler.target;
 }

@@ -2,7 +2,7 @@
 // federated panel, a page of 25 clients, the evaluator's accuracy, the workers' pager and the
 // charts. Chromium comes from deploy/install_deps.sh --tests; without it the test skips visibly.
 // Unlike observe_test it times nothing, so it runs beside other tests. Also: a sparse table's
-// panel.
+// panel and the layer-wise schedule's figures.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -20,6 +20,15 @@
 
 namespace hetps::testing {
 namespace {
+
+// The dashboard served on `port` as headless Chromium renders it (its DOM), and its exit code.
+Ran DumpDashboard(const ScratchDir& tmp, int port) {
+  return Shell(fmt::format(
+      "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+      "--user-data-dir={}/chromium --virtual-time-budget=3000 --dump-dom http://127.0.0.1:{}/ "
+      "2>/dev/null",
+      tmp.str(), port));
+}
 
 // 40 edge clients in sampled rounds: the dashboard's federated panel shows them by state, a page
 // of 25 at a time, the evaluator's accuracy, and the workers table pages too.
@@ -110,11 +119,7 @@ TEST(TableDashboardTest, TheDashboardShowsEachServersTables) {
       for (const Json& t : s.value("tables", Json::array())) rows += t["rows"].get<int64_t>();
     }
   }
-  auto [code, dom] = Shell(fmt::format(
-      "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-      "--user-data-dir={}/chromium --virtual-time-budget=3000 --dump-dom http://127.0.0.1:{}/ "
-      "2>/dev/null",
-      tmp.str(), port));
+  auto [code, dom] = DumpDashboard(tmp, port);
   ASSERT_EQ(code, 0);
   EXPECT_NE(dom.find("<div id=\"tables-section\">"), std::string::npos)
       << "the section is shown once a server has a table: " << dom;
@@ -166,11 +171,7 @@ TEST(LayerDashboardTest, TheDashboardShowsEachLayersPeriodAndSavings) {
     saved = GetJson(http, "/api/status")["layer_schedule"]["deferred_bytes"].get<int64_t>();
   }
   EXPECT_EQ(saved, 6 * 4096);
-  auto [code, dom] = Shell(fmt::format(
-      "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-      "--user-data-dir={}/chromium --virtual-time-budget=3000 --dump-dom http://127.0.0.1:{}/ "
-      "2>/dev/null",
-      tmp.str(), port));
+  auto [code, dom] = DumpDashboard(tmp, port);
   ASSERT_EQ(code, 0);
   EXPECT_NE(dom.find("layer schedule fixed:combine=sum,deep=4,deep_from=1,shallow=1: 24.0 KiB "
                      "saved"),

@@ -70,11 +70,17 @@ TEST(HostsTest, PlacesTheSchedulerFirstServersRoundRobinWorkersBySlots) {
   EXPECT_EQ(p->scheduler, 0);
   EXPECT_EQ(p->servers, (std::vector<int>{0, 1, 2, 0}));
   EXPECT_EQ(p->workers, (std::vector<int>{0, 1, 2, 2}));
-  // Each worker's index on its host: the GPU it takes there (--device=cuda).
-  EXPECT_EQ(LocalRanks(*p), (std::vector<int>{0, 0, 0, 1}));
+  // Each worker's index on its host: the GPU it takes there (--device=cuda); a local launch's
+  // workers are all on this host.
+  EXPECT_EQ(*WorkerLocalRanks(*hosts, 4, 4), (std::vector<int>{0, 0, 0, 1}));
+  EXPECT_EQ(*WorkerLocalRanks({}, 1, 3), (std::vector<int>{0, 1, 2}));
+  EXPECT_FALSE(WorkerLocalRanks(*hosts, 1, 5).ok());
+  EXPECT_EQ(PlacedOn(*p, 0), "scheduler, servers 0 3, workers 0");
+  EXPECT_EQ(PlacedOn(*p, 2), "servers 2, workers 2-3");
   auto fewer = PlaceOnHosts(*hosts, 1, 2);
   ASSERT_TRUE(fewer.ok());
   EXPECT_EQ(fewer->workers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(PlacedOn(*fewer, 2), "nothing");
   auto more = PlaceOnHosts(*hosts, 1, 5);
   ASSERT_FALSE(more.ok());
   EXPECT_NE(more.status().message().find("5 workers but the hosts have 4 slots"), std::string::npos)
