@@ -46,7 +46,7 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
 }
 
 FedRounds::FedRounds(const FedRoundsOptions& options, Actions actions)
-    : options_(options), actions_(std::move(actions)), rng_(options.seed), log_(options.csv_path) {
+    : options_(options), actions_(std::move(actions)), rng_(options.seed), log_(options.csv_path, options.virtual_time) {
   auto policy = MakeSelection(options_.selection);
   if (!policy.ok()) policy = MakeSelection("random");  // validated before; never reached
   policy_ = std::move(*policy);
@@ -325,6 +325,22 @@ void FedRounds::Tick(int live_workers, double now) {
   if (async()) return TickAsync(live_workers, now);
   MaybeClose(live_workers, now);
   MaybeOpen(live_workers, now);
+}
+
+std::optional<double> FedRounds::NextDeadline() const {
+  if (options_.deadline_s <= 0 || finished()) return std::nullopt;
+  std::optional<double> next;
+  auto take = [&](double opened) {
+    if (!next || opened + options_.deadline_s < *next) next = opened + options_.deadline_s;
+  };
+  const bool first = async() ? next_task_ == 0 : round_ == 0 && state_ == State::kWaiting;
+  if (first && first_checkin_ >= 0 && !idle_.empty()) take(first_checkin_);
+  if (!async() && state_ == State::kOpen) take(opened_at_);
+  if (async()) {
+    if (!group_.empty()) take(group_opened_);
+    for (const auto& [worker, task] : tasks_) take(task.opened);
+  }
+  return next;
 }
 
 }  // namespace hetps

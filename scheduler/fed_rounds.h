@@ -55,6 +55,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -94,6 +95,8 @@ struct FedRoundsOptions {
   // uploads are dropped. An accepted upload is answered "kept" and applied by the next close
   // (none is accepted when no round is left to close).
   int64_t late_rounds = 0;
+  // Every `now` passed in is virtual time (--clock=virtual, scheduler/virtual_clock.h).
+  bool virtual_time = false;
 };
 
 class FedRounds {
@@ -165,6 +168,12 @@ class FedRounds {
   // (hetps launch: <run>/clients.csv); done when the run's rounds end.
   void WriteClients(const std::string& path) const;
   bool finished() const { return options_.rounds > 0 && round_ >= options_.rounds; }
+  // Virtual time (scheduler/virtual_clock.h): the earliest time at which Tick would act (a
+  // round's, group's or task's deadline, the end of the first round's wait), if any; and
+  // whether a close or commit waits for the servers (nothing else may happen meanwhile, so that
+  // what comes next sees the model it applied).
+  std::optional<double> NextDeadline() const;
+  bool AwaitingServers() const { return state_ == State::kClosing || !applying_.empty(); }
   const std::map<int32_t, ClientRecord>& clients() const { return clients_; }
 
  private:

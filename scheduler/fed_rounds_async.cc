@@ -24,6 +24,7 @@ void FedRounds::MaybeGrant(int live_workers, double now) {
          (options_.rounds == 0 || aggregations_ < options_.rounds)) {
     std::vector<const ClientRecord*> candidates;
     for (const auto& [id, a] : idle_) candidates.push_back(&clients_[id]);
+    SortByRank(candidates);
     const std::vector<int32_t> picked =
         policy_->Select(candidates, 1, next_task_, options_.rounds, rng_);
     auto it = picked.empty() ? idle_.end() : idle_.find(picked[0]);

@@ -49,7 +49,7 @@ void WriteRow(std::FILE* csv, const proto::FedRowState& r) {
     mean += static_cast<double>(st) / static_cast<double>(r.staleness_size());
     max = std::max(max, st);
   }
-  std::fprintf(csv, "%lld,%.3f,%d,%d,%.2f,%lld,%lld,%lld,%s,%s,%s,%s,%lld\n",
+  std::fprintf(csv, "%lld,%.3f,%d,%d,%.2f,%lld,%lld,%lld,%s,%s,%s,%s,%lld,%s\n",
                static_cast<long long>(r.aggregation()), r.wall_s(), r.kept_size(), r.dropped_size(),
                mean, static_cast<long long>(max), static_cast<long long>(r.bytes_up()),
                static_cast<long long>(r.bytes_down()),
@@ -57,7 +57,8 @@ void WriteRow(std::FILE* csv, const proto::FedRowState& r) {
                r.measured() ? fmt::format("{:.4f}", r.accuracy()).c_str() : "",
                fmt::format("{}", fmt::join(r.kept(), " ")).c_str(),
                fmt::format("{}", fmt::join(r.dropped(), " ")).c_str(),
-               static_cast<long long>(r.late()));
+               static_cast<long long>(r.late()),
+               r.host_s() > 0 ? fmt::format("{:.3f}", r.host_s()).c_str() : "");
 }
 
 }  // namespace
@@ -82,6 +83,10 @@ void FedRoundsLog::Applied(int64_t aggregation, const std::vector<int>& kept,
     proto::FedRowState& row = rows_.emplace_back();
     row.set_aggregation(aggregation);
     row.set_wall_s(wall_s);
+    if (virtual_time_) {
+      row.set_host_s(std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_)
+                         .count());
+    }
     row.set_bytes_up(bytes_up_);
     row.set_bytes_down(bytes_down_);
     row.mutable_kept()->Add(kept.begin(), kept.end());
@@ -125,7 +130,7 @@ bool FedRoundsLog::OpenCsv() {
   if (!append) {
     std::fprintf(csv_,
                  "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,"
-                 "bytes_down,test_loss,test_accuracy,kept_ranks,dropped_ranks,late\n");
+                 "bytes_down,test_loss,test_accuracy,kept_ranks,dropped_ranks,late,host_s\n");
   }
   return true;
 }

@@ -7,6 +7,7 @@
 // Thread-safety: none; owned by FedRounds.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -23,14 +24,19 @@ namespace hetps {
 class FedRoundsLog {
  public:
   // `csv_path`: rounds.csv (empty: no rows are kept).
-  explicit FedRoundsLog(std::string csv_path) : csv_path_(std::move(csv_path)) {}
+  // virtual_time: the times passed in are virtual (scheduler/virtual_clock.h); rows then carry
+  // the host's seconds as well (column host_s).
+  FedRoundsLog(std::string csv_path, bool virtual_time)
+      : csv_path_(std::move(csv_path)), virtual_time_(virtual_time) {}
   ~FedRoundsLog();  // writes every held row
   FedRoundsLog(const FedRoundsLog&) = delete;
   FedRoundsLog& operator=(const FedRoundsLog&) = delete;
 
   // The first round opened or task was granted at `now` (wall times count from it).
   void Start(double now) {
-    if (started_ < 0) started_ = now;
+    if (started_ >= 0) return;
+    started_ = now;
+    host_start_ = std::chrono::steady_clock::now();
   }
   void AddBytes(int64_t up, int64_t down) {
     bytes_up_ += up;
@@ -71,6 +77,8 @@ class FedRoundsLog {
   bool OpenCsv();
 
   const std::string csv_path_;
+  const bool virtual_time_;
+  std::chrono::steady_clock::time_point host_start_;
   std::FILE* csv_ = nullptr;  // opened at the first row
   bool csv_failed_ = false;
   bool csv_append_ = false;                    // a restored run appends

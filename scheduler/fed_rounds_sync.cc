@@ -29,6 +29,7 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
   }
   std::vector<const ClientRecord*> candidates;
   for (const auto& [id, a] : idle_) candidates.push_back(&clients_[id]);
+  SortByRank(candidates);
   const int count = std::min<int>(want, static_cast<int>(candidates.size()));
   if (count <= 0) return;
   const std::vector<int32_t> picked =
@@ -53,6 +54,8 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
     idle_.erase(it);
   }
   selected_all_.assign(selected_.begin(), selected_.end());
+  std::stable_sort(selected_all_.begin(), selected_all_.end(),  // the misses in rank order
+                   [&](int32_t a, int32_t b) { return clients_[a].rank < clients_[b].rank; });
   if (round_ == 0 && options_.deadline_s <= 0) {
     spdlog::warn(
         "rounds have no deadline (--round_deadline_ms): a selected client that fails or goes "

@@ -85,6 +85,11 @@ DEFINE_int32(concurrency, 0,
              "many clients train at once, each upload committed on its own; --rounds then counts "
              "committed uploads (0: synchronous rounds)");
 DEFINE_uint64(selection_seed, 1, "federated rounds: seed of the selection policy");
+DEFINE_string(clock, "wall",
+              "federated rounds: wall, or virtual: the scheduler acts on the clients' requests "
+              "in the order of the virtual times they carry (their device and link models), not "
+              "as they arrive, so a run depends on its seeds and not on the host "
+              "(docs/virtual-time.md)");
 DEFINE_string(rounds_csv, "", "federated rounds: write one row per closed round to this file");
 
 DEFINE_string(layer_schedule, "every",
@@ -146,6 +151,8 @@ int main(int argc, char** argv) {
   o.fed.late_rounds = FLAGS_late_rounds;
   o.fed.seed = FLAGS_selection_seed;
   o.fed.csv_path = FLAGS_rounds_csv;
+  o.clock = FLAGS_clock;
+  o.fed.virtual_time = FLAGS_clock == "virtual";
   o.layer_schedule = FLAGS_layer_schedule;
   if (hetps::Status s = hetps::ValidateSchedulerOptions(o); !s.ok()) {
     spdlog::error("{}", s.message());

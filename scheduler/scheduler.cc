@@ -33,6 +33,14 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
   }
   if (o.partition_bytes < 4) return Status::InvalidArgument("partition_bytes must be >= 4");
   if (Status s = ValidateFedRoundsOptions(o.fed); !s.ok()) return s;
+  if (o.clock != "wall" && o.clock != "virtual") {
+    return Status::InvalidArgument(fmt::format("--clock is wall or virtual, not '{}'", o.clock));
+  }
+  if (o.clock == "virtual" && !o.data_dir.empty()) {
+    return Status::InvalidArgument(
+        "--clock=virtual runs without --data_dir: the virtual clock's held requests and bounds "
+        "are not kept across a scheduler restart");
+  }
   if (auto spec = LayerSchedules().Parse(o.layer_schedule); !spec.ok()) {
     return Status::InvalidArgument(fmt::format("--layer_schedule: {}", spec.status().message()));
   }

@@ -63,6 +63,7 @@ struct SchedulerOptions {
   // Federated rounds with client sampling (scheduler/fed_rounds.h), for servers running the
   // consistency "selected".
   FedRoundsOptions fed;
+  std::string clock = "wall";  // or "virtual" (fed.virtual_time): scheduler/virtual_clock.h
   // The layer-wise push schedule workers follow (scheduler/layer_schedule/; `hetps ctl set
   // layer_schedule=SPEC` switches it live).
   std::string layer_schedule = "every";

@@ -209,7 +209,9 @@ void SchedulerLoop::HandleLeave(const Envelope& env, const Member& m) {
   stats_.OnLeft(id, Now());
   barrier_.Remove(id);
   declare_.Remove(id);
-  fed_.RemoveClient(id, LiveWorkers(), Now());
+  if (vclock_) vclock_->Remove(id);
+  fed_.RemoveClient(id, LiveWorkers(), FedNow());
+  ReleaseVirtual();
   Reply(env.identity, ReplyTo(env.message.header, proto::LEAVE, kSchedulerId));
   outbox_.Forget(env.identity);
   const proto::Header left = AboutNode(proto::NODE_LEFT, id);
@@ -242,10 +244,12 @@ void SchedulerLoop::OnDead(int32_t id) {
   checkpoints_.OnServerDead(id, Now());
   exports_.OnServerDead(id);
   if (m->info.role() == proto::SERVER) {
-    fed_.RemoveServer(id, LiveWorkers(), Now());
+    fed_.RemoveServer(id, LiveWorkers(), FedNow());
   } else {
-    fed_.RemoveClient(id, LiveWorkers(), Now());
+    if (vclock_) vclock_->Remove(id);
+    fed_.RemoveClient(id, LiveWorkers(), FedNow());
   }
+  ReleaseVirtual();
   Progress();
 }
 

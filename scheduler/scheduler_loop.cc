@@ -118,6 +118,10 @@ FedRounds::Actions SchedulerLoop::FedActions() {
       h.set_sender(kSchedulerId);
       h.set_request_id(to.request_id);
       *h.mutable_fed_round() = r;
+      if (vclock_) {
+        h.mutable_fed_round()->set_virtual_time(vclock_->now());
+        vclock_->Answered(to.worker, r.finished());
+      }
       FedSend(to.identity, h);
     };
   };
@@ -258,7 +262,11 @@ void SchedulerLoop::Serve() {
     SendJoins();
     checkpoints_.Tick(stats_.MaxClock(),
                       map_ && pending_acks_.empty() && !members_.AllWorkersDone(), Now());
-    fed_.Tick(LiveWorkers(), Now());
+    if (vclock_) {
+      ReleaseVirtual();
+    } else {
+      fed_.Tick(LiveWorkers(), Now());
+    }
     CommitFed();
   }
 }
@@ -363,7 +371,10 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
       if (worker) return HandleRound(env, *m);
       break;
     case proto::ROUND_CLOSED:
-      if (!worker) return fed_.OnClosed(m->info.id(), h.fed_round().round(), LiveWorkers(), Now());
+      if (!worker) {
+        fed_.OnClosed(m->info.id(), h.fed_round().round(), LiveWorkers(), FedNow());
+        return ReleaseVirtual();
+      }
       break;
     case proto::ERROR:
       if (policy_changes_.contains(h.request_id())) return OnPolicyAnswer(*m, h);
@@ -384,18 +395,27 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
                    kSchedulerId));
 }
 
-// A federated client's (or evaluator's) round request.
+// A federated client's (or evaluator's) round request. Under virtual time a check-in or an
+// upload report is held until the virtual clock releases it (scheduler_virtual.cc).
 void SchedulerLoop::HandleRound(const Envelope& env, const Member& m) {
   const proto::Header& h = env.message.header;
   const Arrival arrival{m.info.id(), h.request_id(), env.identity};
   if (h.type() == proto::ROUND_WATCH) {
+    if (vclock_) vclock_->Waits(m.info.id());
     if (h.fed_round().has_evaluation()) fed_.Measured(m.info.id(), h.fed_round().evaluation());
-    return fed_.Watch(arrival, h.fed_round().round(), LiveWorkers(), Now());
+    fed_.Watch(arrival, h.fed_round().round(), LiveWorkers(), FedNow());
+    return ReleaseVirtual();
   }
   if (fed_.Resent(arrival)) return;
-  fed_.Report(m.info.id(), h.fed_round());
-  if (h.type() == proto::ROUND_CHECKIN) return fed_.CheckIn(arrival, LiveWorkers(), Now());
-  fed_.Uploaded(arrival, h.fed_round().round(), LiveWorkers(), Now());
+  if (vclock_) return HoldRound(arrival, m, h);
+  DispatchRound(h.type(), arrival, h.fed_round());
+}
+
+void SchedulerLoop::DispatchRound(proto::MsgType type, const Arrival& arrival,
+                                  const proto::FedRound& request) {
+  fed_.Report(arrival.worker, request);
+  if (type == proto::ROUND_CHECKIN) return fed_.CheckIn(arrival, LiveWorkers(), FedNow());
+  fed_.Uploaded(arrival, request.round(), LiveWorkers(), FedNow());
 }
 
 // A node's ERROR that answers no policy change: logged, and a rejected shard map fails every

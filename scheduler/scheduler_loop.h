@@ -6,6 +6,7 @@
 //                           servers, nodes leaving and dying
 //   scheduler_shard_map.cc  the tensors the workers declare, the shard map built and checked
 //   scheduler_policy.cc     live policy switches, straggler figures and hints to the servers
+//   scheduler_virtual.cc    federated requests ordered by virtual time (--clock=virtual)
 //
 // Thread-safety: none; Run() owns it.
 #pragma once
@@ -33,6 +34,7 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_store.h"
 #include "scheduler/table_exports.h"
+#include "scheduler/virtual_clock.h"
 
 namespace hetps {
 
@@ -59,6 +61,7 @@ class SchedulerLoop {
         joins_(options.join_rate, options.join_burst),
         router_(ctx_, zmq::socket_type::router) {
     stats_.SetLayerPlanner(&layers_);
+    if (options.fed.virtual_time) vclock_.emplace();
   }
 
   Status Run();
@@ -84,6 +87,14 @@ class SchedulerLoop {
   void Handle(Envelope& env);
   void HandleMember(const Envelope& env, Member& member);
   void HandleRound(const Envelope& env, const Member& member);
+  void DispatchRound(proto::MsgType type, const Arrival& arrival, const proto::FedRound& request);
+  // Virtual time (scheduler_virtual.cc): a check-in or upload report waits in the virtual
+  // clock; ReleaseVirtual hands FedRounds every request and deadline the clock may release,
+  // in virtual-time order, while no close or commit waits for the servers.
+  void HoldRound(const Arrival& arrival, const Member& member, const proto::Header& h);
+  void ReleaseVirtual();
+  // The time FedRounds runs on: virtual under --clock=virtual, else the scheduler's seconds.
+  double FedNow() const { return vclock_ ? vclock_->now() : Now(); }
   // Run's parts: binds the router at `bind` (secured as the options say), then serves until
   // the cluster is done or stopped.
   Status Bind(const std::string& bind);
@@ -154,6 +165,8 @@ class SchedulerLoop {
   std::unique_ptr<SchedulerStore> store_;
   Checkpoints checkpoints_;
   FedRounds fed_;
+  std::optional<VirtualClock> vclock_;       // --clock=virtual
+  std::optional<double> fired_deadline_;     // the virtual deadline fired last
   TableExports exports_;
   JoinLimiter joins_;
   int64_t joins_refused_ = 0;

@@ -91,6 +91,41 @@ bool Waits(const RoundSpec& round, int64_t clock) {
   return !round.only_clock || clock >= round.keep_from;
 }
 
+// Where worker w's upload of `clock` comes in `round`'s order: the round's workers as the
+// scheduler listed them, then its late uploads; anything else after them.
+size_t Position(const RoundSpec& round, int64_t clock, int32_t w) {
+  auto named = std::find(round.workers.begin(), round.workers.end(), w);
+  if (named != round.workers.end() && clock == round.clock) return named - round.workers.begin();
+  for (size_t i = 0; i < round.late.size(); ++i) {
+    if (round.late[i].clock == clock && round.late[i].worker == w) return round.workers.size() + i;
+  }
+  return std::numeric_limits<size_t>::max();
+}
+
+// The held uploads of one clock that `round` takes, in the round's order (Position), so that
+// their sum does not depend on the node ids the workers were given; the others of that clock
+// are dropped, or left waiting (Waits). The caller erases each one it takes.
+template <typename ByWorker>
+std::vector<typename ByWorker::iterator> Taken(const RoundSpec& round, int64_t clock,
+                                               ByWorker& by_worker) {
+  const bool dropped_clock = round.only_clock && clock != round.clock;
+  std::vector<typename ByWorker::iterator> taken;
+  for (auto w = by_worker.begin(); w != by_worker.end();) {
+    const bool counts =
+        round.workers.empty() ||
+        std::find(round.workers.begin(), round.workers.end(), w->first) != round.workers.end();
+    if (FindLate(round, clock, w->first) == nullptr && (dropped_clock || !counts)) {
+      w = Waits(round, clock) ? std::next(w) : by_worker.erase(w);
+      continue;
+    }
+    taken.push_back(w++);
+  }
+  std::stable_sort(taken.begin(), taken.end(), [&](const auto& a, const auto& b) {
+    return Position(round, clock, a->first) < Position(round, clock, b->first);
+  });
+  return taken;
+}
+
 }  // namespace
 
 // A round-based aggregator (temporal) takes each clock's updates itself.
@@ -102,17 +137,9 @@ int PartitionState::HandOverRound(const RoundSpec& round) {
   int rounds = 0;
   bool late_open = false;  // late uploads handed over, waiting for the round's EndRound
   for (auto c = held_.begin(); c != held_.end() && c->first <= round.clock;) {
-    const bool dropped_clock = round.only_clock && c->first != round.clock;
     bool handed = false;
-    for (auto w = c->second.begin(); w != c->second.end();) {
+    for (auto w : Taken(round, c->first, c->second)) {
       const RoundSpec::Late* late = FindLate(round, c->first, w->first);
-      const bool counts =
-          round.workers.empty() ||
-          std::find(round.workers.begin(), round.workers.end(), w->first) != round.workers.end();
-      if (late == nullptr && (dropped_clock || !counts)) {
-        w = Waits(round, c->first) ? std::next(w) : c->second.erase(w);
-        continue;
-      }
       for (const Held& h : w->second) {
         PushInfo info;
         info.worker = w->first;
@@ -122,7 +149,7 @@ int PartitionState::HandOverRound(const RoundSpec& round) {
         aggregator_->Upload(*this, info, static_cast<const float*>(h.update.data()));
       }
       (late != nullptr ? late_open : handed) = true;
-      w = c->second.erase(w);
+      c->second.erase(w);
     }
     if (handed) {
       aggregator_->EndRound(*this, c->first);
@@ -170,10 +197,6 @@ int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& roun
   }
   if (round.per_push) return ApplyCommitted(round);
   if (aggregator_ && aggregator_->rounds()) return HandOverRound(round);
-  auto counts = [&](int32_t w) {
-    return round.workers.empty() ||
-           std::find(round.workers.begin(), round.workers.end(), w) != round.workers.end();
-  };
   int steps = 0;
   double total = 0;  // sum of weights (kWeighted) or contributors (kMean) of the open step
   bool open = false;
@@ -188,13 +211,8 @@ int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& roun
   };
   const int64_t version = version_;  // staleness is measured against the round's start
   for (auto c = held_.begin(); c != held_.end() && c->first <= round.clock;) {
-    const bool dropped_clock = round.only_clock && c->first != round.clock;
-    for (auto w = c->second.begin(); w != c->second.end();) {
+    for (auto w : Taken(round, c->first, c->second)) {
       const RoundSpec::Late* late = FindLate(round, c->first, w->first);
-      if (late == nullptr && (!counts(w->first) || dropped_clock)) {
-        w = Waits(round, c->first) ? std::next(w) : c->second.erase(w);  // others wait, or are late
-        continue;
-      }
       if (!open) {
         sum_.assign(info_.length, 0.0f);
         total = 0;
@@ -212,7 +230,7 @@ int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& roun
         for (int64_t i = 0; i < info_.length; ++i) sum_[i] += kf * g[i];
       }
       if (round.combine == RoundSpec::Combine::kMean) total += 1;
-      w = c->second.erase(w);
+      c->second.erase(w);
     }
     if (!round.one_step) step();
     c = c->second.empty() ? held_.erase(c) : std::next(c);

@@ -368,12 +368,14 @@ StatusOr<int64_t> Client::AwaitRound() {
   profile->set_down_mbps(impl_->link.down_mbps);
   profile->set_latency_ms(impl_->link.latency_ms);
   profile->set_loss(impl_->link.loss);
+  if (impl_->virtual_clock) h.mutable_fed_round()->set_virtual_time(impl_->virtual_time);
   auto r = impl_->io.Call(std::move(h));
   if (!r.ok()) return r.status();
   if (r->type() != proto::ROUND_TASK) {
     return Status::Malformed(fmt::format("the scheduler answered a round check-in with {}",
                                          proto::MsgType_Name(r->type())));
   }
+  impl_->TakeVirtualTime(r->fed_round());
   if (r->fed_round().finished()) return int64_t{-1};
   if (r->fed_round().round() < 0) {
     return Status::Malformed(
@@ -403,6 +405,7 @@ StatusOr<Client::RoundsClosed> Client::AwaitRoundsClosed(
                                          rounds, proto::MsgType_Name(r->type()),
                                          r->fed_round().round()));
   }
+  impl_->TakeVirtualTime(r->fed_round());
   return RoundsClosed{r->fed_round().round(), r->fed_round().finished()};
 }
 
@@ -413,13 +416,19 @@ StatusOr<bool> Client::FinishRound() {
   h.set_clock(clock());
   h.mutable_fed_round()->set_round(clock());
   impl_->AttachRoundBytes(h.mutable_fed_round());
+  if (impl_->virtual_clock) h.mutable_fed_round()->set_virtual_time(impl_->virtual_time);
   auto r = impl_->io.Call(std::move(h));
   if (!r.ok()) return r.status();
   if (r->type() != proto::ROUND_UPLOADED || r->fed_round().round() != clock()) {
     return Status::Malformed("the scheduler's answer to an upload report names another round");
   }
+  impl_->TakeVirtualTime(r->fed_round());
   return r->fed_round().kept();
 }
+
+double Client::virtual_time() const { return impl_->virtual_time; }
+void Client::SetVirtualTime(double t) { impl_->virtual_time = t; }
+
 
 Status Client::Finish() {
   if (impl_->finished.exchange(true)) return Status();

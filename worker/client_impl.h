@@ -3,6 +3,7 @@
 // thread are the ClientIo's. Shared by the API's files (client.cc, client_tables.cc).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -27,10 +28,19 @@ class Client::Impl {
   Impl(const ClientOptions& options, Auth auth)
       : device_slowdown(options.device_slowdown),
         link(options.link),
+        virtual_clock(options.virtual_clock),
         io(options, std::move(auth), report, pulls) {}
 
   const double device_slowdown;  // ClientOptions: what the round requests tell the scheduler
   const LinkOptions link;
+  const bool virtual_clock;
+  double virtual_time = 0;  // round requests' thread only
+  // An answer's virtual time moves the clock forward (never back).
+  void TakeVirtualTime(const proto::FedRound& answer) {
+    if (virtual_clock && answer.has_virtual_time()) {
+      virtual_time = std::max(virtual_time, answer.virtual_time());
+    }
+  }
 
   std::optional<ShardMap> map;
   std::atomic<int64_t> clock{0};

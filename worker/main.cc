@@ -153,6 +153,15 @@ DEFINE_double(link_loss, 0,
               "emulated link: chance that a 1460-byte packet is lost and sent again after "
               "--link_rto_ms");
 DEFINE_double(link_rto_ms, 200, "emulated link: retransmission timeout");
+DEFINE_string(clock, "wall",
+              "edge: wall, or virtual: the scheduler runs --clock=virtual; this client does not "
+              "sleep for its device or link but tells the scheduler when each round's upload "
+              "completes in virtual time (its link model and --device_gflops; "
+              "docs/virtual-time.md)");
+DEFINE_double(device_gflops, 1.0,
+              "edge, --clock=virtual: the reference device's sustained training throughput in "
+              "GFLOP/s; a client's local training takes samples x the model's training FLOPs / "
+              "this x its slowdown");
 DEFINE_uint64(link_seed, 1, "emulated link: seed of jitter and losses (the rank is added)");
 DEFINE_string(link_table, "",
               "emulated links: a CSV of link kinds with their shares of the clients "
@@ -299,6 +308,10 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.deep_period = FLAGS_deep_period;
   o.deep_rounds = FLAGS_deep_rounds;
   o.slowdown = hetps::EdgeSlowdown(ProfileFlags(), FLAGS_rank);
+  o.virtual_clock = FLAGS_clock == "virtual";
+  o.device_gflops = FLAGS_device_gflops;
+  auto link = hetps::EdgeLink(ProfileFlags(), FLAGS_rank);
+  if (link.ok()) o.link = *link;
   return o;
 }
 
@@ -315,6 +328,29 @@ int PrintLinks() {
                 static_cast<unsigned long long>(link->seed));
   }
   return 0;
+}
+
+// --clock: wall, or virtual for edge clients whose links the client models itself.
+hetps::Status CheckClock() {
+  if (FLAGS_clock != "wall" && FLAGS_clock != "virtual") {
+    return hetps::Status::InvalidArgument(
+        fmt::format("--clock is wall or virtual, not '{}'", FLAGS_clock));
+  }
+  if (FLAGS_clock == "wall") return hetps::Status();
+  if (FLAGS_workload != "edge") {
+    return hetps::Status::InvalidArgument(
+        "--clock=virtual runs federated edge clients (--workload=edge); data-centre training "
+        "in virtual time is not built yet");
+  }
+  if (FLAGS_links == "netns") {
+    return hetps::Status::InvalidArgument(
+        "--clock=virtual models each client's link in virtual time: --links=netns would delay "
+        "real messages instead");
+  }
+  if (!(FLAGS_device_gflops > 0)) {
+    return hetps::Status::InvalidArgument("--device_gflops must be > 0");
+  }
+  return hetps::Status();
 }
 
 hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
@@ -337,6 +373,10 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
   o.keys_dir = auth.keys_dir;
   o.key_name = auth.key_name;
   if (FLAGS_workload == "edge") o.device_slowdown = hetps::EdgeSlowdown(ProfileFlags(), FLAGS_rank);
+  // Virtual time: the link's delays are virtual (worker/edge/virtual_round.h); the transport
+  // does not hold messages, and the client reports the link it models.
+  o.virtual_clock = FLAGS_clock == "virtual";
+  if (o.virtual_clock) o.link.outside = true;
   return o;
 }
 
@@ -387,6 +427,7 @@ int main(int argc, char** argv) {
             : FLAGS_workload == "edge" ? hetps::ValidateEdgeOptions(*edge)
                                        : hetps::ValidateSyntheticOptions(*synthetic);
   }
+  if (valid.ok()) valid = CheckClock();
   if (valid.ok()) valid = hetps::ValidateAuthFlags(hetps::DaemonAuthFlags());
   if (!valid.ok()) {
     spdlog::error("{}", valid.message());
@@ -403,7 +444,9 @@ int main(int argc, char** argv) {
     spdlog::info(
         "emulated link ({}): up {:.2f} Mbit/s, down {:.2f} Mbit/s, {} ms each way, jitter {} ms, "
         "loss {}",
-        client_options.link.outside ? "by this client's network namespace" : "in the transport",
+        client_options.virtual_clock        ? "in virtual time"
+        : client_options.link.outside ? "by this client's network namespace"
+                                      : "in the transport",
         client_options.link.up_mbps, client_options.link.down_mbps, client_options.link.latency_ms,
         client_options.link.jitter_ms, client_options.link.loss);
   }

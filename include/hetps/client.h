@@ -78,6 +78,9 @@ struct ClientOptions {
   // Federated clients: the compute slowdown this client emulates; sent with its round requests
   // (with the link above) so that the scheduler's clients.csv describes every client.
   double device_slowdown = 1;
+  // Virtual time (docs/virtual-time.md): the scheduler runs --clock=virtual and this client's
+  // round requests carry its virtual clock (see virtual_time()).
+  bool virtual_clock = false;
   // Authentication (docs/security.md). "curve": every connection is CURVE-encrypted and proves
   // this worker's key, keys_dir/<key_name>.key (key_name default "worker"; made by `hetps
   // keygen`), and accepts only the scheduler of keys_dir/scheduler.pub and the servers whose
@@ -324,6 +327,13 @@ class Client {
   // round kept it (false: it closed without it, e.g. at its deadline, and servers drop it).
   StatusOr<int64_t> AwaitRound();
   StatusOr<bool> FinishRound();
+  // With ClientOptions::virtual_clock: the client's virtual clock in seconds (0 at the start).
+  // AwaitRound and FinishRound tell the scheduler it as the time their request happens (the
+  // caller sets it first: when the client is idle and online; when its upload completed); each
+  // answer sets it to the virtual time the scheduler answered at. A round's work takes no host
+  // time into account: its virtual duration is the caller's models' (device, link).
+  double virtual_time() const;
+  void SetVirtualTime(double t);
   // Both tell the scheduler the payload bytes this client pushed and pulled since its previous
   // call of either (the first call sets the mark: initializing the model is not counted); the
   // rounds log counts uplink and downlink bytes from them. Call them from one thread.

@@ -137,9 +137,8 @@ class FedLesScan final : public SelectionPolicy {
  public:
   std::vector<int32_t> Select(const std::vector<const ClientRecord*>& idle, int count,
                               int64_t round, int64_t total_rounds, std::mt19937_64&) override {
-    std::vector<const ClientRecord*> sorted = idle;  // by id: independent of arrival order
-    std::sort(sorted.begin(), sorted.end(),
-              [](const ClientRecord* a, const ClientRecord* b) { return a->id < b->id; });
+    std::vector<const ClientRecord*> sorted = idle;  // by rank: independent of arrival order
+    SortByRank(sorted);
     std::vector<int32_t> picked;
     std::vector<const ClientRecord*> rested, backing_off;
     for (const ClientRecord* c : sorted) {

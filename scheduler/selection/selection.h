@@ -7,6 +7,7 @@
 // Thread-safety: none; owned by the scheduler's loop thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,6 +46,13 @@ class SelectionPolicy {
                                       int64_t round, int64_t total_rounds,
                                       std::mt19937_64& rng) = 0;
 };
+
+// Candidates in rank order: what a policy draws depends on the clients' ranks and the seed, not
+// on the node ids they were given in the order they happened to join.
+inline void SortByRank(std::vector<const ClientRecord*>& candidates) {
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const ClientRecord* a, const ClientRecord* b) { return a->rank < b->rank; });
+}
 
 struct SelectionEntry {
   std::function<std::unique_ptr<SelectionPolicy>(const AlgorithmSpec&)> make;

@@ -29,8 +29,7 @@ class Selected final : public ConsistencyController {
     if (kept.empty() && late.empty()) return;
     Round r;
     r.clock = round;
-    r.workers = kept;
-    std::sort(r.workers.begin(), r.workers.end());
+    r.workers = kept;  // in the scheduler's order, which the step sums in
     r.only_clock = true;
     r.one_step = true;
     r.combine = Round::Combine::kWeighted;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "worker/edge/availability.h"
+#include "worker/edge/virtual_round.h"
 #include "worker/layer_schedule.h"
 #include "worker/train/partitioner.h"
 #include "worker/train/run_log.h"
@@ -46,7 +47,7 @@ class EdgeClient {
   Status Round(bool federated, bool& abandoned);
   // Federated rounds: waits while the client is offline; then it asks for a round.
   Status WaitOnline(const std::atomic<bool>& stop);
-  void Selected() { selected_s_ = Seconds(); }
+  void Selected() { selected_s_ = Now(); }
   // Rank 0: evaluation of the model pulled this round, the progress line and the run's rows.
   Status Observe();
   // An evaluator's whole run (evaluators > 0): every eval_every closed rounds, the global model's
@@ -88,6 +89,18 @@ class EdgeClient {
   std::optional<LayerAccumulator> layers_;  // else: the scheduler's layer-wise schedule
   std::mt19937_64 fail_rng_;  // its own stream: failures do not change the sample order
   double selected_s_ = 0;     // when the current round selected it
+  std::optional<VirtualRound> virtual_;  // --clock=virtual
+  // The client's time: virtual, or seconds since Prepare.
+  double Now() const { return virtual_ ? client_.virtual_time() : Seconds(); }
+  // Virtual time: the round's download, training and upload (bytes from the client's counts).
+  void VirtualDownload(int64_t pulled_before);
+  void VirtualTraining();
+  void VirtualUpload(int64_t pushed_before);
+  // A row of the run's metrics, stamped with the client's time (virtual time: its seconds).
+  void Record(int64_t round, double loss, std::optional<double> accuracy, int64_t staleness) {
+    const double at = virtual_ ? Now() : RunLog::Now();
+    log_->RecordAt(at, round, client_.rank(), loss, accuracy, staleness);
+  }
 };
 
 Status EdgeClient::LoadData() {
@@ -137,6 +150,10 @@ Status EdgeClient::Prepare() {
   if (!availability.ok()) return availability.status();
   availability_ = std::move(*availability);
   if (o_.deep_from >= 0) schedule_.emplace(o_.deep_from, o_.deep_period, o_.deep_rounds);
+  if (o_.virtual_clock) {
+    virtual_.emplace(o_.link, TrainingFlopsPerSample(model_->arch()), o_.device_gflops,
+                     o_.slowdown);
+  }
   auto log = RunLog::Open(o_.run_dir, client_.rank(), client_.clock());
   if (!log.ok()) return log.status();
   log_.emplace(std::move(*log));
@@ -151,7 +168,8 @@ Status EdgeClient::PullGlobal() {
 }
 
 void EdgeClient::Progress(int64_t round, const std::string& what) {
-  std::printf("round %lld/%d  %.1f s  %s\n", static_cast<long long>(round), o_.rounds, Seconds(),
+  std::printf("round %lld/%d  %.1f s%s  %s\n", static_cast<long long>(round), o_.rounds, Now(),
+              virtual_ ? " (virtual)" : "",
               what.c_str());
   std::fflush(stdout);
 }
@@ -170,7 +188,7 @@ Status EdgeClient::Evaluate(const std::atomic<bool>& stop) {
     if (!accuracy.ok()) return accuracy.status();
     rounds_done_ = closed->closed;
     client_.ReportMetrics({{"loss", *loss}, {"accuracy", *accuracy}});
-    log_->Record(rounds_done_, client_.rank(), *loss, *accuracy, 0);
+    Record(rounds_done_, *loss, *accuracy, 0);
     if (client_.rank() == 0) {
       Progress(rounds_done_,
                fmt::format("test loss {:.4f}  test accuracy {:.4f}", *loss, *accuracy));
@@ -186,15 +204,34 @@ Status EdgeClient::Evaluate(const std::atomic<bool>& stop) {
 }
 
 Status EdgeClient::WaitOnline(const std::atomic<bool>& stop) {
-  const double now = Seconds();
+  const double now = Now();
   const double back = availability_->NextOnline(now);
   if (back <= now) return Status();
   spdlog::info("client {} is offline until {:.1f} s", client_.rank(), back);
+  if (virtual_) {  // it checks in when it is back, in virtual time
+    client_.SetVirtualTime(back);
+    return Status();
+  }
   while (!stop.load() && Seconds() < back) {
     std::this_thread::sleep_for(std::chrono::milliseconds(
         std::clamp<int64_t>(static_cast<int64_t>((back - Seconds()) * 1000), 1, 100)));
   }
   return Status();
+}
+
+void EdgeClient::VirtualDownload(int64_t pulled_before) {
+  const int64_t bytes = client_.stats().bytes_pulled - pulled_before;
+  client_.SetVirtualTime(virtual_->Download(client_.virtual_time(), bytes));
+}
+
+void EdgeClient::VirtualTraining() {
+  const int64_t samples = shard_.size * o_.local.epochs;
+  client_.SetVirtualTime(virtual_->Compute(client_.virtual_time(), samples));
+}
+
+void EdgeClient::VirtualUpload(int64_t pushed_before) {
+  const int64_t bytes = client_.stats().bytes_pushed - pushed_before;
+  client_.SetVirtualTime(virtual_->Upload(client_.virtual_time(), bytes));
 }
 
 Status EdgeClient::PushDelta(const std::function<bool(size_t)>& sends) {
@@ -240,13 +277,17 @@ Status EdgeClient::Abandon(const char* why) {
 Status EdgeClient::Round(bool federated, bool& abandoned) {
   abandoned = false;
   client_.BeginIteration();
+  const ClientStats before = client_.stats();
   if (Status s = PullGlobal(); !s.ok()) return s;
+  if (virtual_) VirtualDownload(before.bytes_pulled);
   const auto train_start = Clock::now();
   for (size_t t = 0; t < tensors_.size(); ++t) local_[t] = global_[t];
   auto loss = TrainLocally(*model_, shard_, o_.local, global_, local_, grads_, rng_);
   if (!loss.ok()) return loss.status();
   loss_ = *loss;
-  if (o_.slowdown > 1.0) {
+  if (virtual_) {
+    VirtualTraining();
+  } else if (o_.slowdown > 1.0) {
     std::this_thread::sleep_for((Clock::now() - train_start) * (o_.slowdown - 1.0));
   }
   train_s_ += std::chrono::duration<double>(Clock::now() - train_start).count();
@@ -259,14 +300,19 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
   if (federated) {
     std::bernoulli_distribution fails(o_.fail_fraction);
     const bool failed = fails(fail_rng_);
-    const bool away = !availability_->OnlineThroughout(selected_s_, Seconds());
+    const bool away = !availability_->OnlineThroughout(selected_s_, Now());
     if (failed || away) {
       abandoned = true;
       ++participated_;
-      return Abandon(failed ? "fails" : "went offline");
+      const int64_t pushed = client_.stats().bytes_pushed;
+      Status s = Abandon(failed ? "fails" : "went offline");
+      if (virtual_) VirtualUpload(pushed);
+      return s;
     }
   }
+  const int64_t pushed = client_.stats().bytes_pushed;
   if (Status s = PushDelta(LayersToSend()); !s.ok()) return s;
+  if (virtual_) VirtualUpload(pushed);
   if (!federated) {
     if (Status s = client_.Clock(); !s.ok()) return s;
     rounds_done_ = client_.clock();
@@ -294,7 +340,7 @@ Status EdgeClient::Observe() {
   } else {
     client_.ReportMetrics({{"loss", loss_}});
   }
-  log_->Record(round, client_.rank(), loss_, accuracy, client_.stats().max_staleness);
+  Record(round, loss_, accuracy, client_.stats().max_staleness);
   if (client_.rank() == 0) {
     const std::string acc =
         accuracy ? fmt::format("  test accuracy {:.4f} (model of round {})", *accuracy, round - 1)

@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "hetps/client.h"
+#include "hetps/link.h"
 #include "worker/edge/local_training.h"
 #include "worker/train/workload.h"
 
@@ -44,6 +45,13 @@ struct EdgeOptions : WorkloadOptions {
   int deep_from = -1;
   int deep_period = 15;
   int deep_rounds = 5;
+  // Virtual time (--clock=virtual, worker/edge/virtual_round.h): the client does not sleep for
+  // its device or link; each round's virtual duration comes from `link` (its emulated link, not
+  // applied by the transport then) and its device: the reference device's sustained training
+  // throughput `device_gflops` times 1 / slowdown. Availability counts virtual seconds.
+  bool virtual_clock = false;
+  double device_gflops = 1;
+  LinkOptions link;
 };
 
 // Runs rounds until the client's clock reaches options.rounds; rank 0 prints the final test

@@ -1,0 +1,42 @@
+// SchedulerLoop's virtual time (--clock=virtual, scheduler/virtual_clock.h): federated clients'
+// check-ins and upload reports wait in the virtual clock and reach FedRounds in the order of the
+// virtual times they carry; round deadlines fire at their virtual times.
+#include <spdlog/spdlog.h>
+
+#include "scheduler/scheduler_loop.h"
+
+namespace hetps {
+
+void SchedulerLoop::HoldRound(const Arrival& arrival, const Member& m, const proto::Header& h) {
+  if (!h.fed_round().has_virtual_time()) {
+    return Reply(arrival.identity,
+                 ErrorReply(h,
+                            Status::InvalidArgument(
+                                "this scheduler runs virtual time (--clock=virtual): its clients "
+                                "say when each request happens; start them with --clock=virtual"),
+                            kSchedulerId));
+  }
+  vclock_->Hold(h.type(), arrival, m.info.rank(), h.fed_round().virtual_time(), h.fed_round());
+  ReleaseVirtual();
+}
+
+// Hands FedRounds what the clock may release: the earliest held request while it is earlier
+// than every working client's bound, or a deadline earlier than both. Stops while a close or
+// commit waits for the servers (what comes next must see the model it applied) and when nothing
+// may go; a deadline whose firing changed nothing fires once.
+void SchedulerLoop::ReleaseVirtual() {
+  if (!vclock_) return;
+  const std::vector<int32_t> live = members_.LiveWorkers();
+  while (!fed_.AwaitingServers()) {
+    if (std::optional<VirtualClock::Event> e = vclock_->Release(live)) {
+      DispatchRound(e->type, e->arrival, e->request);
+      continue;
+    }
+    const std::optional<double> due = fed_.NextDeadline();
+    if (!due || due == fired_deadline_ || !vclock_->Fire(*due, live)) break;
+    fired_deadline_ = due;
+    fed_.Tick(LiveWorkers(), vclock_->now());
+  }
+}
+
+}  // namespace hetps
