@@ -1,0 +1,127 @@
+// Virtual time (--clock=virtual, docs/virtual-time.md): real clients, servers and aggregation,
+// but when things happen comes from the scenario's device and link models, so a federated run's
+// outcome (which uploads each aggregation kept, in which order, with which staleness, the model
+// after it, the accuracy against virtual time) depends only on the scenario and the seeds: the
+// same with two CPU-bound processes competing for this machine's cores, and on three servers
+// instead of two.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <sstream>
+
+#include "tests/integration/fed_bench.h"
+
+namespace hetps::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The scenario of FedBench, heterogeneous: devices slowed by exp(|z|), links of 2/10 Mbit/s
+// spread log-normally with latency and jitter, every request in virtual time.
+struct VirtualBench : FedBench {
+  explicit VirtualBench(int uploads, const std::string& more = "") : FedBench(uploads) {
+    std::ofstream(scenario, std::ios::app)
+        << "--clock=virtual\n--device_spread=1.0\n--device_gflops=0.01\n--link_up_mbps=2\n"
+           "--link_down_mbps=10\n--link_spread=0.7\n--link_latency_ms=40\n"
+           "--link_jitter_ms=10\n--link_seed=5\n"
+        << more;
+  }
+  // Runs `hetps fed run` with `args` into run_dir/<name>; fails the test on a non-zero exit.
+  std::string Run(const std::string& name, const std::string& args) const {
+    const std::string dir = run_dir + "/" + name, log = Path(name + ".log");
+    const int code = WaitCode(Start("run --flagfile=" + scenario + " --run_dir=" + dir + " " + args,
+                                    log),
+                              180s);
+    EXPECT_EQ(code, 0) << Slurp(log);
+    return dir;
+  }
+};
+
+// The rounds log without its last column (host_s: the host's seconds, which may differ).
+std::string Outcome(const std::string& rounds_csv) {
+  std::istringstream in(Slurp(rounds_csv));
+  std::string out;
+  for (std::string line; std::getline(in, line);) out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
+// Two busy loops for as long as the object lives.
+class CpuHogs {
+ public:
+  CpuHogs() {
+    for (int i = 0; i < 2; ++i) {
+      auto pid = Spawn({"/bin/sh", "-c", "while :; do :; done"}, {});
+      if (pid.ok()) pids_.push_back(*pid);
+    }
+  }
+  ~CpuHogs() {
+    for (pid_t pid : pids_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+void ExpectSameOutcome(const std::string& a, const std::string& b, const char* what) {
+  const std::string rounds = Outcome(a + "/rounds.csv");
+  EXPECT_GT(std::count(rounds.begin(), rounds.end(), '\n'), 2) << rounds;
+  EXPECT_EQ(rounds, Outcome(b + "/rounds.csv")) << what;
+  const std::string ma = Slurp(a + "/model.bin"), mb = Slurp(b + "/model.bin");
+  EXPECT_FALSE(ma.empty()) << a;
+  EXPECT_TRUE(ma == mb) << what << ": the final models differ";
+}
+
+TEST(VirtualTimeTest, ASynchronousRunDependsOnlyOnItsSeeds) {
+  VirtualBench bench(8);
+  const std::string plain = bench.Run("plain", "--algorithm=fedavg");
+  const std::string header = Slurp(plain + "/rounds.csv").substr(0, 200);
+  EXPECT_NE(header.find(",late,host_s\n"), std::string::npos) << header;
+  std::string busy;
+  {
+    CpuHogs hogs;
+    busy = bench.Run("busy", "--algorithm=fedavg");
+  }
+  ExpectSameOutcome(plain, busy, "with two CPU-bound processes beside it");
+  const std::string sharded = bench.Run("sharded", "--algorithm=fedavg --servers=3");
+  ExpectSameOutcome(plain, sharded, "on three servers instead of two");
+  const std::string other = bench.Run("other", "--algorithm=fedavg --selection_seed=9");
+  EXPECT_NE(Outcome(plain + "/rounds.csv"), Outcome(other + "/rounds.csv"))
+      << "another selection seed draws other clients";
+}
+
+TEST(VirtualTimeTest, AnAsynchronousRunDependsOnlyOnItsSeeds) {
+  VirtualBench bench(12);
+  for (const char* algorithm : {"fedbuff", "fedsa"}) {
+    const std::string plain = bench.Run(std::string(algorithm) + "-plain",
+                                        std::string("--algorithm=") + algorithm);
+    std::string busy;
+    {
+      CpuHogs hogs;
+      busy = bench.Run(std::string(algorithm) + "-busy", std::string("--algorithm=") + algorithm);
+    }
+    ExpectSameOutcome(plain, busy, algorithm);
+  }
+}
+
+// Round deadlines and availability count virtual seconds: clients go offline and come back on
+// the scenario's schedule, rounds close at their deadline without the slowest, and the outcome
+// is still the seeds'.
+TEST(VirtualTimeTest, DeadlinesAndAvailabilityRunInVirtualTime) {
+  VirtualBench bench(8, "--availability=onoff:on_s=20,off_s=10\n--round_deadline_ms=9000\n");
+  const std::string a = bench.Run("a", "--algorithm=fedavg");
+  std::string b;
+  {
+    CpuHogs hogs;
+    b = bench.Run("b", "--algorithm=fedavg");
+  }
+  ExpectSameOutcome(a, b, "with deadlines and availability");
+  const std::string log = Slurp(a + "/launch.log");
+  EXPECT_NE(log.find("is offline until"), std::string::npos) << "no client went offline";
+  EXPECT_NE(log.find("selected clients missed it"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hetps::testing
