@@ -150,17 +150,24 @@ double IdleCpuPercent(const std::vector<std::pair<double, double>>& cpu) {
 
 Status StartClients(BenchCluster& cluster, const FedBenchOptions& o) {
   for (int i = 0; i <= o.clients; ++i) {
-    const std::vector<std::string> flags = {"--workload=edge",
-                                            fmt::format("--rank={}", i),
-                                            "--model=" + o.model,
-                                            "--device=cpu",
-                                            "--partition=dirichlet",
-                                            "--dirichlet_alpha=0.3",
-                                            "--evaluators=1",
-                                            fmt::format("--rounds={}", o.rounds),
-                                            fmt::format("--eval_every={}", o.rounds),
-                                            "--local_epochs=1",
-                                            "--batch=32"};
+    std::vector<std::string> flags = {"--workload=edge",
+                                      fmt::format("--rank={}", i),
+                                      "--model=" + o.model,
+                                      "--device=cpu",
+                                      "--partition=dirichlet",
+                                      "--dirichlet_alpha=0.3",
+                                      "--evaluators=1",
+                                      fmt::format("--rounds={}", o.rounds),
+                                      fmt::format("--eval_every={}", o.rounds),
+                                      "--local_epochs=1",
+                                      "--batch=32"};
+    if (o.clock == "virtual") {  // hetero100's devices and links, in virtual time
+      for (const char* f :
+           {"--clock=virtual", "--device_spread=1.0", "--link_up_mbps=2", "--link_down_mbps=10",
+            "--link_spread=0.7", "--link_latency_ms=40", "--link_jitter_ms=10"}) {
+        flags.push_back(f);
+      }
+    }
     if (Status s = cluster.StartWorker(flags); !s.ok()) return s;
   }
   return Status();
@@ -169,10 +176,11 @@ Status StartClients(BenchCluster& cluster, const FedBenchOptions& o) {
 }  // namespace
 
 int RunFedBench(const FedBenchOptions& o) {
-  if (o.clients < 2 || o.clients_per_round < 1 || o.clients_per_round > o.clients || o.rounds < 1) {
+  if (o.clients < 2 || o.clients_per_round < 1 || o.clients_per_round > o.clients || o.rounds < 1 ||
+      (o.clock != "wall" && o.clock != "virtual")) {
     std::fprintf(stderr,
                  "hetps-bench fed: need --clients >= 2, 1 <= --clients_per_round <= --clients "
-                 "and --rounds >= 1\n");
+                 "and --rounds >= 1, --clock wall or virtual\n");
     return 2;
   }
   char logs_template[] = "/tmp/hetps-bench-fed-XXXXXX";
@@ -186,9 +194,11 @@ int RunFedBench(const FedBenchOptions& o) {
   co.servers = o.servers;
   co.workers = o.clients + 1;  // and the evaluator, rank 0
   co.scheduler_flags = {fmt::format("--clients_per_round={}", o.clients_per_round),
-                        "--overcommit=1.3", fmt::format("--rounds={}", o.rounds),
+                        "--overcommit=1.3",
+                        fmt::format("--rounds={}", o.rounds),
                         "--rounds_csv=" + rounds_csv,
-                        fmt::format("--heartbeat_timeout_ms={}", o.heartbeat_timeout_ms)};
+                        fmt::format("--heartbeat_timeout_ms={}", o.heartbeat_timeout_ms),
+                        "--clock=" + o.clock};
   co.server_flags = {"--consistency=selected", "--aggregator=fedavg", "--optimizer=sgd:lr=1",
                      "--init=worker"};
   auto cluster = BenchCluster::Start(co);
@@ -215,13 +225,15 @@ int RunFedBench(const FedBenchOptions& o) {
   const double mib = 1.0 / 1024;
   std::printf(
       "{\"bench\":\"fed\",\"clients\":%d,\"servers\":%d,\"clients_per_round\":%d,\"model\":\"%s\","
-      "\"heartbeat_timeout_ms\":%d,\"rounds\":%d,\"wall_s\":%.1f,\"aggregations_per_min\":%.1f,"
+      "\"heartbeat_timeout_ms\":%d,\"clock\":\"%s\",\"rounds\":%d,\"rounds_s\":%.1f,\"wall_s\":%."
+      "1f,"
+      "\"aggregations_per_min\":%.1f,"
       "\"total_pss_mib\":%.1f,"
       "\"total_rss_mib\":%.1f,\"per_client_pss_mib\":%.2f,\"per_client_rss_mib\":%.2f,"
       "\"idle_client_cpu_percent\":%.2f}\n",
-      o.clients, o.servers, o.clients_per_round, o.model.c_str(), o.heartbeat_timeout_ms, rounds,
-      wall_s, rounds_s > 0 ? rounds * 60.0 / rounds_s : 0.0, sampler.peak_pss_kb * mib,
-      sampler.peak_rss_kb * mib,
+      o.clients, o.servers, o.clients_per_round, o.model.c_str(), o.heartbeat_timeout_ms,
+      o.clock.c_str(), rounds, rounds_s, wall_s, rounds_s > 0 ? rounds * 60.0 / rounds_s : 0.0,
+      sampler.peak_pss_kb * mib, sampler.peak_rss_kb * mib,
       sampler.clients_alive_at_peak > 0
           ? sampler.clients_pss_at_peak * mib / sampler.clients_alive_at_peak
           : 0.0,

@@ -37,6 +37,9 @@ DEFINE_string(controllers, "",
               "clock-driven controller of the registry, at its defaults)");
 DEFINE_string(model, "mlp", "train, fed: the model: mlp or cnn");
 DEFINE_int32(clients, 100, "fed: edge client processes");
+DEFINE_string(clock, "wall",
+              "fed: wall, or virtual: the hetero scenario's devices and links in virtual time "
+              "(docs/virtual-time.md)");
 DEFINE_int32(clients_per_round, 10, "fed: uploads each FedAvg round keeps (1.3x selected)");
 DEFINE_int32(rounds, 20, "fed: rounds; capacity: whole-model push/pull rounds (default 3)");
 DEFINE_int32(capacity_mib, 4096,
@@ -289,6 +292,7 @@ int Fed() {
   hetps::bench::FedBenchOptions o;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
   o.clients = FLAGS_clients;
+  o.clock = FLAGS_clock;
   o.clients_per_round = FLAGS_clients_per_round;
   o.rounds = FLAGS_rounds;
   o.model = FLAGS_model;
@@ -398,6 +402,7 @@ int main(int argc, char** argv) {
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]\n"
       "       hetps-bench optimizer [--optimizer 'sgd;adam:lr=1e-3' --mb 1,16]\n"
       "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
+      "                       [--clock=wall|virtual]\n"
       "       hetps-bench recovery [--model_mib 256,1024]\n"
       "       hetps-bench capacity [--capacity_mib 4096 --servers 4 --rounds 3]\n"
       "       hetps-bench sparse [--servers 1 --workers 1 --dim 16,64 --keys_per_op 4096 --ids "

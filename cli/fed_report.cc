@@ -87,6 +87,9 @@ StatusOr<FedOutcome> ParseFedOutcome(const std::string& text, double target) {
       o.kept += kept;
       o.dropped += std::stoll(cell("dropped"));
       if (table->column.contains("late")) o.late += std::stoll(cell("late"));  // older logs: none
+      if (table->column.contains("host_s") && !cell("host_s").empty()) {
+        o.host_s = std::stod(cell("host_s"));
+      }
       o.bytes_up = std::stoll(cell("bytes_up"));
       o.bytes_down = std::stoll(cell("bytes_down"));
       staleness_sum += std::stod(cell("staleness_mean")) * static_cast<double>(kept);
@@ -147,6 +150,15 @@ std::string FedReportMarkdown(const std::vector<FedOutcome>& runs, double target
                     r.curve.empty() ? "-" : fmt::format("{:.4f}", best), r.aggregations, r.wall_s,
                     Mb(r.bytes_up), Mb(r.bytes_down), r.effective_update_ratio(), r.mean_staleness);
   }
+  if (std::any_of(runs.begin(), runs.end(), [](const FedOutcome& r) { return r.host_s > 0; })) {
+    double host = 0;
+    for (const FedOutcome& r : runs) host += r.host_s;
+    md += fmt::format(
+        "\nEvery time is virtual (--clock=virtual: the clients' device and link models, "
+        "docs/virtual-time.md); the runs took {:.1f} s of the host's time to their last "
+        "aggregation.\n",
+        host);
+  }
   md +=
       "\nTimes are seconds from the first round's opening (or first task) to the aggregation "
       "the evaluator first measured at or above the target; uplink and downlink are the payload "
@@ -171,6 +183,8 @@ std::string FedSummaryJson(const std::vector<FedOutcome>& runs, double target) {
          {"final_accuracy", OrNull(r.final_accuracy().has_value(), r.final_accuracy().value_or(0))},
          {"aggregations", r.aggregations},
          {"wall_s", r.wall_s},
+         {"clock", r.host_s > 0 ? "virtual" : "wall"},
+         {"host_s", r.host_s > 0 ? nlohmann::json(r.host_s) : nlohmann::json()},
          {"uplink_bytes", r.bytes_up},
          {"downlink_bytes", r.bytes_down},
          {"kept", r.kept},
@@ -212,7 +226,10 @@ std::string FedPlotScript(const std::vector<FedOutcome>& runs, double target,
       "set terminal pngcairo size 1200,500\nset output '{}'\nset multiplot layout 1,2\n"
       "set key bottom right\nset grid\nset ylabel 'test accuracy'\n",
       png);
-  for (const auto& [x, label] : {std::pair{1, "wall time (s)"}, std::pair{2, "uplink MB"}}) {
+  const bool virtual_time =
+      std::any_of(runs.begin(), runs.end(), [](const FedOutcome& r) { return r.host_s > 0; });
+  for (const auto& [x, label] : {std::pair{1, virtual_time ? "virtual time (s)" : "wall time (s)"},
+                                 std::pair{2, "uplink MB"}}) {
     gp += fmt::format("set xlabel '{}'\nplot ", label);
     const auto groups = ByAlgorithm(runs);
     for (size_t i = 0; i < runs.size(); ++i) {

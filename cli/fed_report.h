@@ -25,7 +25,10 @@ struct FedOutcome {
   std::string dir;   // its run folder
   int repeat = 0;    // which repeat of the algorithm (0, 1, ...)
   int64_t aggregations = 0;
-  double wall_s = 0;  // when the last aggregation was applied
+  double wall_s = 0;  // when the last aggregation was applied (virtual seconds: see host_s)
+  // --clock=virtual: every time here is virtual (rounds.csv's wall_s) and this is the host's
+  // seconds to the last aggregation (its host_s); 0 under wall time.
+  double host_s = 0;
   int64_t kept = 0, dropped = 0;
   int64_t late = 0;  // kept uploads that came late: each was dropped from its own round first
   int64_t bytes_up = 0, bytes_down = 0;  // every client's payload, to the last aggregation

@@ -46,7 +46,10 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
 }
 
 FedRounds::FedRounds(const FedRoundsOptions& options, Actions actions)
-    : options_(options), actions_(std::move(actions)), rng_(options.seed), log_(options.csv_path, options.virtual_time) {
+    : options_(options),
+      actions_(std::move(actions)),
+      rng_(options.seed),
+      log_(options.csv_path, options.virtual_time) {
   auto policy = MakeSelection(options_.selection);
   if (!policy.ok()) policy = MakeSelection("random");  // validated before; never reached
   policy_ = std::move(*policy);

@@ -84,8 +84,8 @@ void FedRoundsLog::Applied(int64_t aggregation, const std::vector<int>& kept,
     row.set_aggregation(aggregation);
     row.set_wall_s(wall_s);
     if (virtual_time_) {
-      row.set_host_s(std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_)
-                         .count());
+      row.set_host_s(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count());
     }
     row.set_bytes_up(bytes_up_);
     row.set_bytes_down(bytes_down_);

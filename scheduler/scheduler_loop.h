@@ -165,8 +165,8 @@ class SchedulerLoop {
   std::unique_ptr<SchedulerStore> store_;
   Checkpoints checkpoints_;
   FedRounds fed_;
-  std::optional<VirtualClock> vclock_;       // --clock=virtual
-  std::optional<double> fired_deadline_;     // the virtual deadline fired last
+  std::optional<VirtualClock> vclock_;    // --clock=virtual
+  std::optional<double> fired_deadline_;  // the virtual deadline fired last
   TableExports exports_;
   JoinLimiter joins_;
   int64_t joins_refused_ = 0;

@@ -429,7 +429,6 @@ StatusOr<bool> Client::FinishRound() {
 double Client::virtual_time() const { return impl_->virtual_time; }
 void Client::SetVirtualTime(double t) { impl_->virtual_time = t; }
 
-
 Status Client::Finish() {
   if (impl_->finished.exchange(true)) return Status();
   // The last worker's LEAVE shuts the servers down: what is in flight is answered first,

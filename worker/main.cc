@@ -444,7 +444,7 @@ int main(int argc, char** argv) {
     spdlog::info(
         "emulated link ({}): up {:.2f} Mbit/s, down {:.2f} Mbit/s, {} ms each way, jitter {} ms, "
         "loss {}",
-        client_options.virtual_clock        ? "in virtual time"
+        client_options.virtual_clock  ? "in virtual time"
         : client_options.link.outside ? "by this client's network namespace"
                                       : "in the transport",
         client_options.link.up_mbps, client_options.link.down_mbps, client_options.link.latency_ms,

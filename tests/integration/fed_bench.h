@@ -23,7 +23,7 @@
 namespace hetps::testing {
 
 inline void WriteIdxGz(const std::string& path, std::vector<int32_t> dims,
-                const std::vector<uint8_t>& data) {
+                       const std::vector<uint8_t>& data) {
   std::vector<uint8_t> b = {0, 0, 0x08, static_cast<uint8_t>(dims.size())};
   for (int32_t d : dims) {
     for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(d >> s));

@@ -29,9 +29,8 @@ struct VirtualBench : FedBench {
   // Runs `hetps fed run` with `args` into run_dir/<name>; fails the test on a non-zero exit.
   std::string Run(const std::string& name, const std::string& args) const {
     const std::string dir = run_dir + "/" + name, log = Path(name + ".log");
-    const int code = WaitCode(Start("run --flagfile=" + scenario + " --run_dir=" + dir + " " + args,
-                                    log),
-                              180s);
+    const int code =
+        WaitCode(Start("run --flagfile=" + scenario + " --run_dir=" + dir + " " + args, log), 180s);
     EXPECT_EQ(code, 0) << Slurp(log);
     return dir;
   }
@@ -95,8 +94,8 @@ TEST(VirtualTimeTest, ASynchronousRunDependsOnlyOnItsSeeds) {
 TEST(VirtualTimeTest, AnAsynchronousRunDependsOnlyOnItsSeeds) {
   VirtualBench bench(12);
   for (const char* algorithm : {"fedbuff", "fedsa"}) {
-    const std::string plain = bench.Run(std::string(algorithm) + "-plain",
-                                        std::string("--algorithm=") + algorithm);
+    const std::string plain =
+        bench.Run(std::string(algorithm) + "-plain", std::string("--algorithm=") + algorithm);
     std::string busy;
     {
       CpuHogs hogs;

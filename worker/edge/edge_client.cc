@@ -87,8 +87,8 @@ class EdgeClient {
   std::unique_ptr<Availability> availability_;
   std::optional<LayerSchedule> schedule_;   // deep_from >= 0
   std::optional<LayerAccumulator> layers_;  // else: the scheduler's layer-wise schedule
-  std::mt19937_64 fail_rng_;  // its own stream: failures do not change the sample order
-  double selected_s_ = 0;     // when the current round selected it
+  std::mt19937_64 fail_rng_;             // its own stream: failures do not change the sample order
+  double selected_s_ = 0;                // when the current round selected it
   std::optional<VirtualRound> virtual_;  // --clock=virtual
   // The client's time: virtual, or seconds since Prepare.
   double Now() const { return virtual_ ? client_.virtual_time() : Seconds(); }
@@ -169,8 +169,7 @@ Status EdgeClient::PullGlobal() {
 
 void EdgeClient::Progress(int64_t round, const std::string& what) {
   std::printf("round %lld/%d  %.1f s%s  %s\n", static_cast<long long>(round), o_.rounds, Now(),
-              virtual_ ? " (virtual)" : "",
-              what.c_str());
+              virtual_ ? " (virtual)" : "", what.c_str());
   std::fflush(stdout);
 }
 
