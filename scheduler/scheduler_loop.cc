@@ -368,6 +368,7 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
     case proto::ROUND_CHECKIN:
     case proto::ROUND_UPLOADED:
     case proto::ROUND_WATCH:
+    case proto::ROUND_PROGRESS:
       if (worker) return HandleRound(env, *m);
       break;
     case proto::ROUND_CLOSED:
@@ -406,6 +407,7 @@ void SchedulerLoop::HandleRound(const Envelope& env, const Member& m) {
     fed_.Watch(arrival, h.fed_round().round(), LiveWorkers(), FedNow());
     return ReleaseVirtual();
   }
+  if (h.type() == proto::ROUND_PROGRESS) return DeclareProgress(env, m);
   if (fed_.Resent(arrival)) return;
   if (vclock_) return HoldRound(arrival, m, h);
   DispatchRound(h.type(), arrival, h.fed_round());

@@ -92,6 +92,7 @@ class SchedulerLoop {
   // clock; ReleaseVirtual hands FedRounds every request and deadline the clock may release,
   // in virtual-time order, while no close or commit waits for the servers.
   void HoldRound(const Arrival& arrival, const Member& member, const proto::Header& h);
+  void DeclareProgress(const Envelope& env, const Member& member);  // ROUND_PROGRESS
   void ReleaseVirtual();
   // The time FedRounds runs on: virtual under --clock=virtual, else the scheduler's seconds.
   double FedNow() const { return vclock_ ? vclock_->now() : Now(); }

@@ -20,6 +20,17 @@ void SchedulerLoop::HoldRound(const Arrival& arrival, const Member& m, const pro
   ReleaseVirtual();
 }
 
+// A client's lookahead: its next request comes no earlier than the time it declares, so what is
+// held before that time may go while it trains. Answered at once (also under wall time, where
+// it changes nothing).
+void SchedulerLoop::DeclareProgress(const Envelope& env, const Member& m) {
+  const proto::Header& h = env.message.header;
+  Reply(env.identity, ReplyTo(h, proto::ROUND_PROGRESS, kSchedulerId));
+  if (!vclock_ || !h.fed_round().has_virtual_time()) return;
+  vclock_->Declare(m.info.id(), h.fed_round().virtual_time());
+  ReleaseVirtual();
+}
+
 // Hands FedRounds what the clock may release: the earliest held request while it is earlier
 // than every working client's bound, or a deadline earlier than both. Stops while a close or
 // commit waits for the servers (what comes next must see the model it applied) and when nothing

@@ -33,6 +33,11 @@ void VirtualClock::Answered(int32_t worker, bool finished) {
   state_[worker] = now_;
 }
 
+void VirtualClock::Declare(int32_t worker, double t) {
+  auto it = state_.find(worker);
+  if (it != state_.end() && it->second != kWaiting && t > it->second) it->second = t;
+}
+
 void VirtualClock::Remove(int32_t worker) {
   state_.erase(worker);
   finished_.insert(worker);

@@ -58,6 +58,9 @@ class VirtualClock {
   void Waits(int32_t worker) { state_[worker] = kWaiting; }
   // The worker was answered at now(): it works from there on (finished: it sends no more).
   void Answered(int32_t worker, bool finished);
+  // The working worker's next request will come at t or later (ROUND_PROGRESS): its bound rises
+  // to t. Nothing for a worker that waits or has not spoken.
+  void Declare(int32_t worker, double t);
   // The worker died or left: its bound and held requests go.
   void Remove(int32_t worker);
 

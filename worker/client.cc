@@ -427,6 +427,21 @@ StatusOr<bool> Client::FinishRound() {
 }
 
 double Client::virtual_time() const { return impl_->virtual_time; }
+
+Status Client::DeclareVirtualTime(double not_before) {
+  if (!impl_->virtual_clock) return Status();
+  if (Status s = impl_->Open(); !s.ok()) return s;
+  proto::Header h;
+  h.set_type(proto::ROUND_PROGRESS);
+  h.mutable_fed_round()->set_virtual_time(not_before);
+  auto r = impl_->io.Call(std::move(h));
+  if (!r.ok()) return r.status();
+  if (r->type() != proto::ROUND_PROGRESS) {
+    return Status::Malformed(fmt::format("the scheduler answered a virtual-time declaration with {}",
+                                         proto::MsgType_Name(r->type())));
+  }
+  return Status();
+}
 void Client::SetVirtualTime(double t) { impl_->virtual_time = t; }
 
 Status Client::Finish() {

@@ -334,6 +334,12 @@ class Client {
   // time into account: its virtual duration is the caller's models' (device, link).
   double virtual_time() const;
   void SetVirtualTime(double t);
+  // Tells the scheduler that this client's next round request will carry a virtual time of at
+  // least `not_before` (a selected client, once it pulled the model, knows when its training
+  // ends), so that the scheduler may act on what comes earlier while this client still works.
+  // Only under virtual_clock. (An evaluator declares nothing: which aggregation its next watch
+  // is answered at depends on when it asks.)
+  Status DeclareVirtualTime(double not_before);
   // Both tell the scheduler the payload bytes this client pushed and pulled since its previous
   // call of either (the first call sets the mark: initializing the model is not counted); the
   // rounds log counts uplink and downlink bytes from them. Call them from one thread.

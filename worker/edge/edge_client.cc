@@ -180,6 +180,7 @@ Status EdgeClient::Evaluate(const std::atomic<bool>& stop) {
     auto closed = client_.AwaitRoundsClosed(next, measured);
     if (!closed.ok()) return closed.status();
     if (Status s = PullGlobal(); !s.ok()) return s;
+
     auto loss =
         model_->LossAndGradients(global_, test_->x.data(), test_->y.data(), test_->size, grads_);
     if (!loss.ok()) return loss.status();
@@ -278,15 +279,17 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
   client_.BeginIteration();
   const ClientStats before = client_.stats();
   if (Status s = PullGlobal(); !s.ok()) return s;
-  if (virtual_) VirtualDownload(before.bytes_pulled);
+  if (virtual_) {  // when its training ends is known now: the scheduler may go on meanwhile
+    VirtualDownload(before.bytes_pulled);
+    VirtualTraining();
+    if (Status s = client_.DeclareVirtualTime(client_.virtual_time()); !s.ok()) return s;
+  }
   const auto train_start = Clock::now();
   for (size_t t = 0; t < tensors_.size(); ++t) local_[t] = global_[t];
   auto loss = TrainLocally(*model_, shard_, o_.local, global_, local_, grads_, rng_);
   if (!loss.ok()) return loss.status();
   loss_ = *loss;
-  if (virtual_) {
-    VirtualTraining();
-  } else if (o_.slowdown > 1.0) {
+  if (!virtual_ && o_.slowdown > 1.0) {
     std::this_thread::sleep_for((Clock::now() - train_start) * (o_.slowdown - 1.0));
   }
   train_s_ += std::chrono::duration<double>(Clock::now() - train_start).count();

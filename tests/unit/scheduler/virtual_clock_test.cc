@@ -51,6 +51,30 @@ TEST(VirtualClockTest, AnAnsweredWorkerHoldsBackWhatIsNotEarlierThanItsTime) {
   EXPECT_EQ(third->arrival.worker, 2);
 }
 
+TEST(VirtualClockTest, ADeclaredLookaheadLetsEarlierEventsGoWhileAClientTrains) {
+  VirtualClock c;
+  const std::vector<int32_t> live = {1, 2};
+  Check(c, 1, 0.0);
+  Check(c, 2, 0.0);
+  while (c.Release(live)) {
+  }
+  c.Answered(1, false);  // both selected at 0
+  c.Answered(2, false);
+  c.Hold(proto::ROUND_UPLOADED, From(1), 1, 3.0, {});
+  EXPECT_FALSE(c.Release(live)) << "worker 2 may upload before 3";
+  c.Declare(2, 2.0);  // it pulled: its training ends at 2, its upload comes later
+  EXPECT_FALSE(c.Release(live)) << "2 is before 3: worker 2 may still report at 2";
+  c.Declare(2, 5.0);
+  c.Declare(2, 4.0);  // a bound never goes back
+  EXPECT_DOUBLE_EQ(c.Bound(live), 5.0);
+  auto e = c.Release(live);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->arrival.worker, 1);
+  c.Declare(1, 10.0);  // worker 1 waits for its answer: its declaration changes nothing
+  c.Answered(1, false);
+  EXPECT_DOUBLE_EQ(c.Bound(live), 3.0);
+}
+
 TEST(VirtualClockTest, EqualTimesGoByRankThenArrival) {
   VirtualClock c;
   const std::vector<int32_t> live = {7, 8};
