@@ -93,6 +93,9 @@ class SchedulerLoop {
   // in virtual-time order, while no close or commit waits for the servers.
   void HoldRound(const Arrival& arrival, const Member& member, const proto::Header& h);
   void DeclareProgress(const Envelope& env, const Member& member);  // ROUND_PROGRESS
+  // The federated summary (JSON text) with, under virtual time, "virtual": the clock's time, the
+  // requests it holds and the ranks it waits for (/api/status, hetps status).
+  std::string WithVirtualClock(std::string summary);
   void ReleaseVirtual();
   // The time FedRounds runs on: virtual under --clock=virtual, else the scheduler's seconds.
   double FedNow() const { return vclock_ ? vclock_->now() : Now(); }

@@ -3,6 +3,9 @@
 // virtual times they carry; round deadlines fire at their virtual times.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
 #include "scheduler/scheduler_loop.h"
 
 namespace hetps {
@@ -48,6 +51,20 @@ void SchedulerLoop::ReleaseVirtual() {
     fired_deadline_ = due;
     fed_.Tick(LiveWorkers(), vclock_->now());
   }
+}
+
+std::string SchedulerLoop::WithVirtualClock(std::string summary) {
+  if (!vclock_ || summary.empty()) return summary;
+  nlohmann::json j = nlohmann::json::parse(summary, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return summary;
+  std::vector<int> waiting_for;
+  for (int32_t id : vclock_->Blocking(members_.LiveWorkers())) {
+    if (const Member* m = members_.ById(id)) waiting_for.push_back(m->info.rank());
+  }
+  std::sort(waiting_for.begin(), waiting_for.end());
+  j["virtual"] = {
+      {"now_s", vclock_->now()}, {"held", vclock_->held()}, {"waiting_for", waiting_for}};
+  return j.dump();
 }
 
 }  // namespace hetps

@@ -159,6 +159,15 @@ TEST(StatusRenderTest, FederatedRoundsShowTheirClientsByState) {
                        "0.6250 after 1 aggregations\n"),
             std::string::npos)
       << *text;
+  // Under virtual time: the clock, what it holds and whom it waits for.
+  auto summary = nlohmann::json::parse(fed.SummaryJson());
+  summary["virtual"] = {{"now_s", 12.25}, {"held", 3}, {"waiting_for", {2, 7}}};
+  stats.SetFederated(summary.dump());
+  text = RenderStatus(stats.StatusJson(1));
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("virtual time 12.2 s: 3 requests held, waiting for ranks 2 7\n"),
+            std::string::npos)
+      << *text;
 }
 
 TEST(StatusRenderTest, RejectsWhatIsNotAStatus) {
