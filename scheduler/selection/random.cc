@@ -11,8 +11,9 @@ class RandomSelection final : public SelectionPolicy {
   std::vector<int32_t> Select(const std::vector<const ClientRecord*>& idle, int count, int64_t,
                               int64_t, std::mt19937_64& rng) override {
     std::vector<int32_t> ids;
-    // The candidates come in rank order (SortByRank): the draw depends on the seed only.
-    for (const ClientRecord* c : idle) ids.push_back(c->id);
+    std::vector<const ClientRecord*> sorted = idle;  // the draw depends on the seed only
+    SortByRank(sorted);
+    for (const ClientRecord* c : sorted) ids.push_back(c->id);
     std::vector<int32_t> picked;
     std::sample(ids.begin(), ids.end(), std::back_inserter(picked), count, rng);
     return picked;

@@ -47,11 +47,13 @@ class SelectionPolicy {
                                       std::mt19937_64& rng) = 0;
 };
 
-// Candidates in rank order: what a policy draws depends on the clients' ranks and the seed, not
-// on the node ids they were given in the order they happened to join.
+// Candidates in rank order (then node id): what a policy draws depends on the clients' ranks and
+// the seed, not on the order they became idle nor on the node ids they were given in the order
+// they happened to join.
 inline void SortByRank(std::vector<const ClientRecord*>& candidates) {
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const ClientRecord* a, const ClientRecord* b) { return a->rank < b->rank; });
+  std::sort(candidates.begin(), candidates.end(), [](const ClientRecord* a, const ClientRecord* b) {
+    return a->rank != b->rank ? a->rank < b->rank : a->id < b->id;
+  });
 }
 
 struct SelectionEntry {
