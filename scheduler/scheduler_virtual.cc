@@ -1,9 +1,11 @@
 // SchedulerLoop's virtual time (--clock=virtual, scheduler/virtual_clock.h): federated clients'
 // check-ins and upload reports wait in the virtual clock and reach FedRounds in the order of the
 // virtual times they carry; round deadlines fire at their virtual times.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "scheduler/scheduler_loop.h"
@@ -17,6 +19,14 @@ void SchedulerLoop::HoldRound(const Arrival& arrival, const Member& m, const pro
                             Status::InvalidArgument(
                                 "this scheduler runs virtual time (--clock=virtual): its clients "
                                 "say when each request happens; start them with --clock=virtual"),
+                            kSchedulerId));
+  }
+  if (!std::isfinite(h.fed_round().virtual_time())) {
+    return Reply(arrival.identity,
+                 ErrorReply(h,
+                            Status::InvalidArgument(
+                                fmt::format("a round request's virtual time must be finite, not {}",
+                                            h.fed_round().virtual_time())),
                             kSchedulerId));
   }
   vclock_->Hold(h.type(), arrival, m.info.rank(), h.fed_round().virtual_time(), h.fed_round());
