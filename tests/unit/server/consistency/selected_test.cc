@@ -27,7 +27,9 @@ TEST(SelectedTest, NothingWaitsOnClocksAndOnlyClosedRoundsAreApplied) {
   auto rounds = c->TakeRounds();
   ASSERT_EQ(rounds.size(), 1u);
   EXPECT_EQ(rounds[0].clock, 0);
-  EXPECT_EQ(rounds[0].workers, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(rounds[0].workers, (std::vector<int32_t>{3, 1}))
+      << "in the scheduler's order (under virtual time: the uploads' virtual order), which the "
+         "step sums in";
   EXPECT_TRUE(rounds[0].only_clock);
   EXPECT_TRUE(rounds[0].one_step);
   EXPECT_EQ(rounds[0].combine, RoundSpec::Combine::kWeighted);
