@@ -180,7 +180,6 @@ Status EdgeClient::Evaluate(const std::atomic<bool>& stop) {
     auto closed = client_.AwaitRoundsClosed(next, measured);
     if (!closed.ok()) return closed.status();
     if (Status s = PullGlobal(); !s.ok()) return s;
-
     auto loss =
         model_->LossAndGradients(global_, test_->x.data(), test_->y.data(), test_->size, grads_);
     if (!loss.ok()) return loss.status();
