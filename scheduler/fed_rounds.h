@@ -169,7 +169,8 @@ class FedRounds {
   void WriteClients(const std::string& path) const;
   bool finished() const { return options_.rounds > 0 && round_ >= options_.rounds; }
   // Virtual time (scheduler/virtual_clock.h): the earliest time at which Tick would act (a
-  // round's, group's or task's deadline, the end of the first round's wait), if any; and
+  // round's, group's or task's deadline, the end of the first round's wait: every deadline check
+  // compares now with opened + deadline_s, this very value, so a tick at it acts), if any; and
   // whether a close or commit waits for the servers (nothing else may happen meanwhile, so that
   // what comes next sees the model it applied).
   std::optional<double> NextDeadline() const;
@@ -227,7 +228,7 @@ class FedRounds {
   // after the first check-in (clients that start offline would hold it up).
   bool WaitedLongEnough(double now) const {
     return options_.deadline_s > 0 && first_checkin_ >= 0 &&
-           now - first_checkin_ >= options_.deadline_s;
+           now >= first_checkin_ + options_.deadline_s;
   }
   // Live workers that are clients (not evaluators).
   int Clients(int live_workers) const {

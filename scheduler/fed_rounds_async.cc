@@ -90,7 +90,7 @@ int FedRounds::Quorum(int live_workers) const {
 
 void FedRounds::MaybeCloseGroup(double now, int live_workers) {
   if (group_.empty()) return;
-  const bool late = options_.deadline_s > 0 && now - group_opened_ >= options_.deadline_s;
+  const bool late = options_.deadline_s > 0 && now >= group_opened_ + options_.deadline_s;
   if (static_cast<int>(group_.size()) < Quorum(live_workers) && !late) return;
   proto::FedRound close;
   int64_t id = 0;
@@ -174,7 +174,7 @@ void FedRounds::TickAsync(int live_workers, double now) {
   MaybeCloseGroup(now, live_workers);
   if (options_.deadline_s > 0) {
     for (auto it = tasks_.begin(); it != tasks_.end();) {
-      if (now - it->second.opened < options_.deadline_s) {
+      if (now < it->second.opened + options_.deadline_s) {
         ++it;
         continue;
       }

@@ -102,7 +102,7 @@ void FedRounds::MaybeClose(int live_workers, double now) {
   for (int32_t id : selected_) {
     if (std::find(uploads_.begin(), uploads_.end(), id) == uploads_.end()) everyone = false;
   }
-  const bool late = options_.deadline_s > 0 && now - opened_at_ >= options_.deadline_s;
+  const bool late = options_.deadline_s > 0 && now >= opened_at_ + options_.deadline_s;
   if (static_cast<int>(uploads_.size()) >= keep_ || everyone || late) Close(live_workers, now);
 }
 

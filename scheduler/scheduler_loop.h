@@ -170,7 +170,7 @@ class SchedulerLoop {
   Checkpoints checkpoints_;
   FedRounds fed_;
   std::optional<VirtualClock> vclock_;    // --clock=virtual
-  std::optional<double> fired_deadline_;  // the virtual deadline fired last
+  std::optional<double> stale_deadline_;  // a virtual deadline whose firing changed nothing
   TableExports exports_;
   JoinLimiter joins_;
   int64_t joins_refused_ = 0;

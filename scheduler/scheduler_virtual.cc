@@ -47,19 +47,24 @@ void SchedulerLoop::DeclareProgress(const Envelope& env, const Member& m) {
 // Hands FedRounds what the clock may release: the earliest held request while it is earlier
 // than every working client's bound, or a deadline earlier than both. Stops while a close or
 // commit waits for the servers (what comes next must see the model it applied) and when nothing
-// may go; a deadline whose firing changed nothing fires once.
+// may go.
 void SchedulerLoop::ReleaseVirtual() {
   if (!vclock_) return;
   const std::vector<int32_t> live = members_.LiveWorkers();
   while (!fed_.AwaitingServers()) {
-    if (std::optional<VirtualClock::Event> e = vclock_->Release(live)) {
+    std::optional<double> due = fed_.NextDeadline();
+    if (due == stale_deadline_) due.reset();
+    // A deadline earlier than the earliest held request fires before it.
+    if (std::optional<VirtualClock::Event> e =
+            vclock_->Release(live, due.value_or(VirtualClock::kNever))) {
       DispatchRound(e->type, e->arrival, e->request);
       continue;
     }
-    const std::optional<double> due = fed_.NextDeadline();
-    if (!due || due == fired_deadline_ || !vclock_->Fire(*due, live)) break;
-    fired_deadline_ = due;
+    if (!due || !vclock_->Fire(*due, live)) break;
     fed_.Tick(LiveWorkers(), vclock_->now());
+    // Firing changed nothing (the first round's wait with too few idle clients): it holds
+    // nothing back from then on.
+    if (fed_.NextDeadline() == due) stale_deadline_ = due;
   }
 }
 

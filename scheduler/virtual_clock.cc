@@ -54,10 +54,11 @@ double VirtualClock::Bound(const std::vector<int32_t>& live) const {
   return bound;
 }
 
-std::optional<VirtualClock::Event> VirtualClock::Release(const std::vector<int32_t>& live) {
+std::optional<VirtualClock::Event> VirtualClock::Release(const std::vector<int32_t>& live,
+                                                         double not_after) {
   if (held_.empty()) return std::nullopt;
   auto first = held_.begin();
-  if (!(first->first.t < Bound(live))) return std::nullopt;
+  if (first->first.t > not_after || !(first->first.t < Bound(live))) return std::nullopt;
   Event e = std::move(first->second);
   held_.erase(first);
   now_ = std::max(now_, e.t);

@@ -66,9 +66,9 @@ class VirtualClock {
 
   // The smallest bound over the working participants among `live` (kNever: none works).
   double Bound(const std::vector<int32_t>& live) const;
-  // The earliest held event, if it may be released now (its time < Bound(live)); removes it and
-  // advances now() to its time.
-  std::optional<Event> Release(const std::vector<int32_t>& live);
+  // The earliest held event, if it may be released now (its time < Bound(live), and not after
+  // `not_after`: a timer due earlier fires first); removes it and advances now() to its time.
+  std::optional<Event> Release(const std::vector<int32_t>& live, double not_after = kNever);
   // A timer due at `t` may fire now: t is earlier than every held event and every working bound
   // (a timer at the time of a held event fires after it). Advances now() to t when it may.
   bool Fire(double t, const std::vector<int32_t>& live);

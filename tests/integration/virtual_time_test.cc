@@ -106,10 +106,13 @@ TEST(VirtualTimeTest, AnAsynchronousRunDependsOnlyOnItsSeeds) {
 }
 
 // Round deadlines and availability count virtual seconds: clients go offline and come back on
-// the scenario's schedule, rounds close at their deadline without the slowest, and the outcome
-// is still the seeds'.
+// the scenario's schedule, some fail mid-round, rounds close at their deadline without the
+// slowest (a deadline fires before any later upload, also when the failed client's check-in is
+// what lets both go), and the outcome is still the seeds'.
 TEST(VirtualTimeTest, DeadlinesAndAvailabilityRunInVirtualTime) {
-  VirtualBench bench(8, "--availability=onoff:on_s=20,off_s=10\n--round_deadline_ms=9000\n");
+  VirtualBench bench(8,
+                     "--availability=onoff:on_s=20,off_s=10\n--round_deadline_ms=9000\n"
+                     "--fail_fraction=0.3\n");
   const std::string a = bench.Run("a", "--algorithm=fedavg");
   std::string b;
   {

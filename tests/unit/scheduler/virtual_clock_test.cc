@@ -128,6 +128,15 @@ TEST(VirtualClockTest, ATimerFiresOnlyBeforeEveryHeldEventAndEveryBound) {
   EXPECT_FALSE(c.Fire(7.0, live)) << "a timer at a held event's time fires after it";
 }
 
+TEST(VirtualClockTest, ATimerDueBeforeTheEarliestHeldEventHoldsItBack) {
+  VirtualClock c;
+  const std::vector<int32_t> live = {1};
+  Check(c, 1, 5.0);
+  EXPECT_FALSE(c.Release(live, /*not_after=*/4.0)) << "the deadline at 4 fires first";
+  EXPECT_TRUE(c.Fire(4.0, live));
+  ASSERT_TRUE(c.Release(live, /*not_after=*/5.0)) << "an event at the timer's time goes first";
+}
+
 TEST(VirtualClockTest, ATimeInThePastIsTakenAsNow) {
   VirtualClock c;
   const std::vector<int32_t> live = {1};
