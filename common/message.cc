@@ -92,6 +92,7 @@ proto::Header ReplyTo(const proto::Header& request, proto::MsgType type, int32_t
   h.set_sender(self);
   h.set_request_id(request.request_id());
   h.set_partition(request.partition());
+  if (request.has_virtual_time()) h.set_virtual_time(request.virtual_time());
   return h;
 }
 

@@ -49,13 +49,14 @@ bool Send(zmq::socket_t& socket, const proto::Header& header,
 bool SendRouted(zmq::socket_t& socket, const std::string& identity, const proto::Header& header,
                 std::vector<zmq::message_t> payload = {});
 
-// A reply header for `request`: same request id, sender = `self`.
 // A payload frame that takes over `bytes` without copying them (freed once ZeroMQ sent it).
 zmq::message_t OwnedFrame(std::vector<uint8_t> bytes);
 // A payload frame of shared `bytes`, kept alive until ZeroMQ sent it (no copy; the caller may
 // keep them to send again).
 zmq::message_t SharedFrame(std::shared_ptr<const std::vector<uint8_t>> bytes);
 
+// A reply header for `request`: same request id and partition, sender = `self`, and the
+// request's virtual time when it has one.
 proto::Header ReplyTo(const proto::Header& request, proto::MsgType type, int32_t self);
 // An ERROR reply header for `request` carrying `status`.
 proto::Header ErrorReply(const proto::Header& request, const Status& status, int32_t self);

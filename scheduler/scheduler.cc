@@ -41,6 +41,11 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
         "--clock=virtual runs without --data_dir: the virtual clock's held requests and bounds "
         "are not kept across a scheduler restart");
   }
+  if (o.clock == "virtual" && o.layer_schedule != "every") {
+    return Status::InvalidArgument(
+        "--clock=virtual: the layer schedule reaches workers on heartbeats, at host times, so "
+        "a run would depend on the host; run it with --layer_schedule=every");
+  }
   if (auto spec = LayerSchedules().Parse(o.layer_schedule); !spec.ok()) {
     return Status::InvalidArgument(fmt::format("--layer_schedule: {}", spec.status().message()));
   }

@@ -210,6 +210,7 @@ void SchedulerLoop::HandleLeave(const Envelope& env, const Member& m) {
   barrier_.Remove(id);
   declare_.Remove(id);
   if (vclock_) vclock_->Remove(id);
+  if (turn_ == id) turn_.reset();
   fed_.RemoveClient(id, LiveWorkers(), FedNow());
   ReleaseVirtual();
   Reply(env.identity, ReplyTo(env.message.header, proto::LEAVE, kSchedulerId));
@@ -247,6 +248,7 @@ void SchedulerLoop::OnDead(int32_t id) {
     fed_.RemoveServer(id, LiveWorkers(), FedNow());
   } else {
     if (vclock_) vclock_->Remove(id);
+    if (turn_ == id) turn_.reset();
     fed_.RemoveClient(id, LiveWorkers(), FedNow());
   }
   ReleaseVirtual();

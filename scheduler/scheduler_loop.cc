@@ -371,6 +371,12 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
     case proto::ROUND_PROGRESS:
       if (worker) return HandleRound(env, *m);
       break;
+    case proto::VIRTUAL_TURN:
+      if (worker) return HoldTurn(env, *m);
+      break;
+    case proto::VIRTUAL_DONE:
+      if (worker) return EndTurn(env, *m);
+      break;
     case proto::ROUND_CLOSED:
       if (!worker) {
         fed_.OnClosed(m->info.id(), h.fed_round().round(), LiveWorkers(), FedNow());

@@ -6,7 +6,8 @@
 //                           servers, nodes leaving and dying
 //   scheduler_shard_map.cc  the tensors the workers declare, the shard map built and checked
 //   scheduler_policy.cc     live policy switches, straggler figures and hints to the servers
-//   scheduler_virtual.cc    federated requests ordered by virtual time (--clock=virtual)
+//   scheduler_virtual.cc    virtual time (--clock=virtual): federated requests and data-centre
+//                           workers' turns released in virtual-time order
 //
 // Thread-safety: none; Run() owns it.
 #pragma once
@@ -93,6 +94,10 @@ class SchedulerLoop {
   // in virtual-time order, while no close or commit waits for the servers.
   void HoldRound(const Arrival& arrival, const Member& member, const proto::Header& h);
   void DeclareProgress(const Envelope& env, const Member& member);  // ROUND_PROGRESS
+  // A data-centre worker's turn (VIRTUAL_TURN): held in the virtual clock, granted when it is
+  // the earliest the clock may release and no other turn is in flight; VIRTUAL_DONE ends it.
+  void HoldTurn(const Envelope& env, const Member& member);
+  void EndTurn(const Envelope& env, const Member& member);
   // The federated summary (JSON text) with, under virtual time, "virtual": the clock's time, the
   // requests it holds and the ranks it waits for (/api/status, hetps status).
   std::string WithVirtualClock(std::string summary);
@@ -171,6 +176,7 @@ class SchedulerLoop {
   FedRounds fed_;
   std::optional<VirtualClock> vclock_;    // --clock=virtual
   std::optional<double> stale_deadline_;  // a virtual deadline whose firing changed nothing
+  std::optional<int32_t> turn_;           // the data-centre worker whose turn is in flight
   TableExports exports_;
   JoinLimiter joins_;
   int64_t joins_refused_ = 0;

@@ -1,6 +1,8 @@
 // SchedulerLoop's virtual time (--clock=virtual, scheduler/virtual_clock.h): federated clients'
 // check-ins and upload reports wait in the virtual clock and reach FedRounds in the order of the
-// virtual times they carry; round deadlines fire at their virtual times.
+// virtual times they carry; round deadlines fire at their virtual times. Data-centre workers'
+// turns (their pulls; their pushes and clock) wait there too and are granted one at a time,
+// so the servers see every turn's requests in virtual-time order.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -44,6 +46,56 @@ void SchedulerLoop::DeclareProgress(const Envelope& env, const Member& m) {
   ReleaseVirtual();
 }
 
+void SchedulerLoop::HoldTurn(const Envelope& env, const Member& m) {
+  const proto::Header& h = env.message.header;
+  Status refused;
+  if (!vclock_) {
+    refused = Status::FailedPrecondition(
+        "this scheduler runs wall time: start it with --clock=virtual for workers that run in "
+        "virtual time");
+  } else if (!h.has_virtual_time() || !std::isfinite(h.virtual_time())) {
+    refused = Status::InvalidArgument("a turn request must carry a finite virtual time");
+  } else if (turn_ == m.info.id()) {
+    refused =
+        Status::FailedPrecondition("this worker's previous turn has not ended (VIRTUAL_DONE) yet");
+  }
+  if (!refused.ok()) return Reply(env.identity, ErrorReply(h, refused, kSchedulerId));
+  const Arrival arrival{m.info.id(), h.request_id(), env.identity};
+  vclock_->Hold(proto::VIRTUAL_TURN, arrival, m.info.rank(), h.virtual_time(), {});
+  ReleaseVirtual();
+}
+
+// The turn in flight settled: what it released (workers whose parked requests it answered) works
+// from the turn's time; its worker waits while a server parks its request, else it works until
+// the time it declares; a worker's last turn (or the end of its parked last turn, out of turn)
+// ends its part.
+void SchedulerLoop::EndTurn(const Envelope& env, const Member& m) {
+  const proto::Header& h = env.message.header;
+  const proto::VirtualTurn& turn = h.virtual_turn();
+  const int32_t id = m.info.id();
+  const bool in_turn = turn_ == id;
+  if (!vclock_ || (!in_turn && !(turn.finished() && !turn.parked()))) {
+    return Reply(env.identity,
+                 ErrorReply(h, Status::FailedPrecondition("no turn of this worker is in flight"),
+                            kSchedulerId));
+  }
+  if (in_turn) turn_.reset();
+  spdlog::debug("worker {}'s turn ended{}{}{}, next at {:.6f}", id, turn.parked() ? " parked" : "",
+                turn.finished() ? " (its last)" : "",
+                turn.unparked_size() > 0 ? fmt::format(", releasing {}", turn.unparked_size()) : "",
+                turn.next());
+  for (int32_t released : turn.unparked()) vclock_->Unparked(released);
+  if (turn.finished() && !turn.parked()) {
+    vclock_->Answered(id, /*finished=*/true);
+  } else if (turn.parked()) {
+    vclock_->Parked(id);
+  } else {
+    vclock_->Declare(id, turn.next());
+  }
+  Reply(env.identity, ReplyTo(h, proto::VIRTUAL_DONE, kSchedulerId));
+  ReleaseVirtual();
+}
+
 // Hands FedRounds what the clock may release: the earliest held request while it is earlier
 // than every working client's bound, or a deadline earlier than both. Stops while a close or
 // commit waits for the servers (what comes next must see the model it applied) and when nothing
@@ -51,12 +103,25 @@ void SchedulerLoop::DeclareProgress(const Envelope& env, const Member& m) {
 void SchedulerLoop::ReleaseVirtual() {
   if (!vclock_) return;
   const std::vector<int32_t> live = members_.LiveWorkers();
-  while (!fed_.AwaitingServers()) {
+  while (!fed_.AwaitingServers() && !turn_) {
     std::optional<double> due = fed_.NextDeadline();
     if (due == stale_deadline_) due.reset();
     // A deadline earlier than the earliest held request fires before it.
     if (std::optional<VirtualClock::Event> e =
             vclock_->Release(live, due.value_or(VirtualClock::kNever))) {
+      if (e->type == proto::VIRTUAL_TURN) {
+        proto::Header h;
+        h.set_type(proto::VIRTUAL_TURN);
+        h.set_sender(kSchedulerId);
+        h.set_request_id(e->arrival.request_id);
+        h.set_virtual_time(e->t);
+        vclock_->Answered(e->arrival.worker, /*finished=*/false);
+        turn_ = e->arrival.worker;
+        spdlog::debug("virtual time {:.6f}: turn of worker {} (rank {})", e->t, e->arrival.worker,
+                      e->rank);
+        Reply(e->arrival.identity, h);
+        continue;
+      }
       DispatchRound(e->type, e->arrival, e->request);
       continue;
     }

@@ -25,6 +25,7 @@ void VirtualClock::Hold(proto::MsgType type, const Arrival& arrival, int rank, d
 }
 
 void VirtualClock::Answered(int32_t worker, bool finished) {
+  parked_.erase(worker);
   if (finished) {
     finished_.insert(worker);
     state_.erase(worker);
@@ -35,11 +36,26 @@ void VirtualClock::Answered(int32_t worker, bool finished) {
 
 void VirtualClock::Declare(int32_t worker, double t) {
   auto it = state_.find(worker);
-  if (it != state_.end() && it->second != kWaiting && t > it->second) it->second = t;
+  if (it == state_.end()) return;
+  if (parked_.erase(worker) > 0) {
+    it->second = std::max(t, now_);
+  } else if (it->second != kWaiting && t > it->second) {
+    it->second = t;
+  }
+}
+
+void VirtualClock::Parked(int32_t worker) {
+  state_[worker] = kWaiting;
+  parked_.insert(worker);
+}
+
+void VirtualClock::Unparked(int32_t worker) {
+  if (parked_.erase(worker) > 0) state_[worker] = now_;
 }
 
 void VirtualClock::Remove(int32_t worker) {
   state_.erase(worker);
+  parked_.erase(worker);
   finished_.insert(worker);
   std::erase_if(held_, [&](const auto& kv) { return kv.second.arrival.worker == worker; });
 }

@@ -13,6 +13,10 @@
 // left is removed with its held requests. Nothing is held forever: every working participant
 // either sends its next request (real work, bounded) or dies.
 //
+// Data-centre training (VIRTUAL_TURN) uses the same rule for workers' turns: a worker waits
+// from its turn request until the turn is granted, works from the grant, and waits again while
+// a server parks its request for slower workers (until the turn that releases it ends).
+//
 // Timers (round deadlines, the first round's wait) are events too: the caller asks for the next
 // one and fires it when it is earlier than every held request and every working bound.
 //
@@ -58,9 +62,17 @@ class VirtualClock {
   void Waits(int32_t worker) { state_[worker] = kWaiting; }
   // The worker was answered at now(): it works from there on (finished: it sends no more).
   void Answered(int32_t worker, bool finished);
-  // The working worker's next request will come at t or later (ROUND_PROGRESS): its bound rises
-  // to t. Nothing for a worker that waits or has not spoken.
+  // The worker's next request will come at t or later (ROUND_PROGRESS): a working worker's bound
+  // rises to t; a parked one (whose request a server answered, which it may say before the turn
+  // that released it ends) works from t. Nothing for a worker that has not spoken.
   void Declare(int32_t worker, double t);
+  // A server parked the request of the worker's turn until slower workers catch up: it waits
+  // (it cannot act before another turn releases it).
+  void Parked(int32_t worker);
+  // The parked worker's request was answered at now() (by the turn that ends): it works from
+  // now() on. Nothing for one that is not parked (it declared already, and may wait again for
+  // its next turn), finished or left.
+  void Unparked(int32_t worker);
   // The worker died or left: its bound and held requests go.
   void Remove(int32_t worker);
 
@@ -96,6 +108,7 @@ class VirtualClock {
   // worker with no entry has not sent anything: it works with bound -inf.
   std::map<int32_t, double> state_;
   std::set<int32_t> finished_;
+  std::set<int32_t> parked_;  // waiting for a server, not for a held request
 };
 
 }  // namespace hetps

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "server/aggregation/aggregator.h"
 
 namespace hetps {
@@ -26,14 +29,25 @@ int64_t ConsistencyGate::MinClock(int64_t fallback) const {
   return slowest == kUnbounded ? fallback : slowest;
 }
 
+void ConsistencyGate::See(const proto::Header& h) {
+  if (!h.has_virtual_time() || !std::isfinite(h.virtual_time())) return;
+  virtual_ = true;
+  virtual_now_ = std::max(virtual_now_, h.virtual_time());
+  controller_->Tick(virtual_now_);
+  CompleteRounds();
+}
+
 void ConsistencyGate::Admit(Envelope& env) {
   const proto::Header& h = env.message.header;
+  released_.clear();
+  See(h);
   if (controller_->Observe(h.sender(), h.clock())) {  // a restarted server catching up
     CompleteRounds();
     Release();
   }
   if (h.type() == proto::PULL && !controller_->ReadReady(h.sender(), h.clock())) {
     if (ParkedFull(env)) return;
+    if (h.has_virtual_time()) NoticeParked(env.identity, h);
     Park(parked_reads_, env);  // answered by Release() once the slowest catch up
     return;
   }
@@ -63,11 +77,34 @@ void ConsistencyGate::Serve(Envelope& env) {
 void ConsistencyGate::OnClock(Envelope& env) {
   const proto::Header& h = env.message.header;
   if (ParkedFull(env)) return;  // before the controller counts it
+  See(h);
   controller_->Observe(h.sender(), h.clock());
-  controller_->OnClock(h.sender(), h.clock(), actions_.now());
+  controller_->OnClock(h.sender(), h.clock(), Now());
   CompleteRounds();
-  Park(parked_clocks_, env);  // the reply waits for the gate
-  Release();
+  if (!h.has_virtual_time()) {
+    Park(parked_clocks_, env);  // the reply waits for the gate
+    return Release();
+  }
+  // Virtual: the turn ends with this reply (a grant or PARKED), naming whom the clock released.
+  const std::string identity = env.identity;
+  const proto::Header request = h;
+  Park(parked_clocks_, env);
+  released_.clear();
+  Release(&request);
+  std::erase(released_, request.sender());
+  if (!kept_) return NoticeParked(identity, request);
+  for (int32_t w : released_) kept_->mutable_virtual_turn()->add_unparked(w);
+  actions_.reply(identity, *kept_);
+  kept_.reset();
+}
+
+void ConsistencyGate::NoticeParked(const std::string& identity, const proto::Header& request) {
+  proto::Header r = ReplyTo(request, proto::PARKED, -1);
+  for (int32_t w : released_) {
+    if (w != request.sender()) r.mutable_virtual_turn()->add_unparked(w);
+  }
+  released_.clear();
+  actions_.reply(identity, r);
 }
 
 bool ConsistencyGate::ParkedFull(const Envelope& env) {
@@ -95,33 +132,42 @@ void ConsistencyGate::Unparked(int32_t worker) {
 }
 
 void ConsistencyGate::Tick() {
-  if (!controller_) return;
+  if (!controller_ || virtual_) return;  // virtual deadlines fire as requests arrive (See)
   controller_->Tick(actions_.now());
   CompleteRounds();
   Release();
 }
 
-void ConsistencyGate::Release() {
-  const double now = actions_.now();
+void ConsistencyGate::Release(const proto::Header* keep) {
+  const double now = Now();
   for (auto it = parked_clocks_.begin(); it != parked_clocks_.end();) {
-    const proto::Header& h = it->message.header;
+    proto::Header& h = it->message.header;
     if (!controller_->TryStart(h.sender(), h.clock() + 1, now)) {
       ++it;
       continue;
     }
+    if (h.has_virtual_time()) h.set_virtual_time(virtual_now_);  // answered now
     proto::Header r = ReplyTo(h, proto::CLOCK_REPLY, -1);
     r.set_clock(controller_->ContinueAt(h.sender(), h.clock()));
     r.set_min_clock(MinClock(h.clock() + 1));
-    actions_.reply(it->identity, r);
+    if (keep != nullptr && h.sender() == keep->sender() && h.request_id() == keep->request_id()) {
+      kept_ = std::move(r);
+    } else {
+      if (virtual_) released_.push_back(h.sender());
+      actions_.reply(it->identity, r);
+    }
     Unparked(h.sender());
     it = parked_clocks_.erase(it);
   }
   for (auto it = parked_reads_.begin(); it != parked_reads_.end();) {
-    if (!controller_->ReadReady(it->message.header.sender(), it->message.header.clock())) {
+    proto::Header& h = it->message.header;
+    if (!controller_->ReadReady(h.sender(), h.clock())) {
       ++it;
       continue;
     }
-    const int32_t worker = it->message.header.sender();
+    const int32_t worker = h.sender();
+    if (h.has_virtual_time()) h.set_virtual_time(virtual_now_);
+    if (virtual_) released_.push_back(worker);
     Serve(*it);
     Unparked(worker);
     it = parked_reads_.erase(it);
@@ -151,7 +197,9 @@ int64_t ConsistencyGate::AddWorker(int32_t w) {
 }
 
 void ConsistencyGate::OnHint(const std::vector<int32_t>& stragglers, int64_t quorum) {
-  if (!controller_) return;
+  // Under virtual time the hints (from the workers' iteration times on the host) would make a
+  // run depend on the host: backups=auto and quorum=auto keep their defaults.
+  if (!controller_ || virtual_) return;
   controller_->OnHint(stragglers, quorum);
   CompleteRounds();
   Release();

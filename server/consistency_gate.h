@@ -6,6 +6,14 @@
 // rounds are handed to the partition owners. The controller can be switched while running
 // (Switch), losing nothing held.
 //
+// Virtual time (docs/virtual-time.md): requests of data-centre workers in virtual time carry
+// the virtual time of their turn; the scheduler grants one turn at a time, in virtual-time
+// order. The gate then runs its controller on the virtual time of the latest request (deadlines
+// fire when a request past them arrives), tells a worker at once when its PULL or CLOCK is
+// parked (PARKED: the turn can end while it waits), answers a parked request with the virtual
+// time of the request that released it, and names in that request's CLOCK reply (or PARKED
+// notice) the workers it released, for the scheduler.
+//
 // Thread-safety: none; owned by the server's network thread.
 #pragma once
 
@@ -13,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -85,8 +94,17 @@ class ConsistencyGate {
 
  private:
   void Serve(Envelope& env);  // with the gate's marks
-  void Release();             // answers parked clocks and reads that may go on now
-  void CompleteRounds();      // hands closed rounds to the owners
+  // Answers parked clocks and reads that may go on now; the workers they belong to join
+  // released_. A grant of the clock `keep` (a virtual CLOCK being handled: its sender and
+  // request id) goes to kept_ instead of being sent.
+  void Release(const proto::Header* keep = nullptr);
+  // The time the controller runs on: the latest request's virtual time under virtual time.
+  double Now() const { return virtual_ ? virtual_now_ : actions_.now(); }
+  // A request's virtual time moves the gate's forward (and fires what is due by then).
+  void See(const proto::Header& h);
+  // Answers a virtual request that stays parked: PARKED, with the workers released meanwhile.
+  void NoticeParked(const std::string& identity, const proto::Header& request);
+  void CompleteRounds();  // hands closed rounds to the owners
   int64_t MinClock(int64_t fallback) const;
 
   AlgorithmSpec consistency_, aggregator_;
@@ -99,7 +117,11 @@ class ConsistencyGate {
   bool ParkedFull(const Envelope& env);
   void Park(std::deque<Envelope>& queue, Envelope& env);
   void Unparked(int32_t worker);
-  int64_t dropped_ = 0;  // pushes too late for their round (backup)
+  int64_t dropped_ = 0;   // pushes too late for their round (backup)
+  bool virtual_ = false;  // a request carried a virtual time
+  double virtual_now_ = 0;
+  std::vector<int32_t> released_;      // by Release, for the virtual CLOCK being handled
+  std::optional<proto::Header> kept_;  // that CLOCK's grant, sent with released_
 };
 
 }  // namespace hetps

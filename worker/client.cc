@@ -328,10 +328,14 @@ Status Client::Clock() {
   return s;
 }
 
-Status Client::ClockAllServers() {
-  if (Status s = impl_->Open(); !s.ok()) return s;
+Status Client::ClockAllServers() { return ClockAsync().Wait(); }
+
+Ticket Client::ClockAsync() {
+  if (Status s = impl_->Open(); !s.ok()) return Ticket(FailedOp(s));
   const int servers = num_servers();
   auto op = std::make_shared<Ticket::State>(servers);
+  // Usually the next clock; a controller may move a late worker up to the open round (backup).
+  op->then = [this, state = op.get()] { impl_->clock = std::max(clock() + 1, state->max_clock); };
   std::vector<Outgoing> batch;
   for (int rank = 0; rank < servers; ++rank) {
     Outgoing o;
@@ -342,10 +346,7 @@ Status Client::ClockAllServers() {
     batch.push_back(std::move(o));
   }
   impl_->io.Submit(std::move(batch));
-  Status s = Ticket(op).Wait();
-  // Usually the next clock; a controller may move a late worker up to the open round (backup).
-  if (s.ok()) impl_->clock = std::max(clock() + 1, op->max_clock);
-  return s;
+  return Ticket(op);
 }
 
 Status Client::Barrier() {
@@ -425,24 +426,6 @@ StatusOr<bool> Client::FinishRound() {
   impl_->TakeVirtualTime(r->fed_round());
   return r->fed_round().kept();
 }
-
-double Client::virtual_time() const { return impl_->virtual_time; }
-
-Status Client::DeclareVirtualTime(double not_before) {
-  if (!impl_->virtual_clock) return Status();
-  if (Status s = impl_->Open(); !s.ok()) return s;
-  proto::Header h;
-  h.set_type(proto::ROUND_PROGRESS);
-  h.mutable_fed_round()->set_virtual_time(not_before);
-  auto r = impl_->io.Call(std::move(h));
-  if (!r.ok()) return r.status();
-  if (r->type() != proto::ROUND_PROGRESS) {
-    return Status::Malformed(fmt::format("the scheduler answered a virtual-time declaration with {}",
-                                         proto::MsgType_Name(r->type())));
-  }
-  return Status();
-}
-void Client::SetVirtualTime(double t) { impl_->virtual_time = t; }
 
 Status Client::Finish() {
   if (impl_->finished.exchange(true)) return Status();

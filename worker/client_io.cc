@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 
 #include "common/logging.h"
@@ -202,6 +203,11 @@ StatusOr<proto::Header> ClientIo::Ask(int rank, proto::Header h) {
 }
 
 void ClientIo::Submit(std::vector<Outgoing> batch) {
+  if (const double t = turn_time_.load(); !std::isnan(t)) {
+    for (Outgoing& o : batch) {
+      if (o.target >= 0) o.header.set_virtual_time(t);
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (stopped_) return Refuse(batch, StoppedStatus());

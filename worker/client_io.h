@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,6 +75,13 @@ struct Ticket::State {
   std::shared_ptr<IoGate> gate;
   bool led = false;  // a thread waiting on it is driving the sockets (guarded by mu)
 
+  // Virtual time (Client::EndTurn): the operation's requests a server parked and has not
+  // answered yet, the latest virtual time a reply or notice carried, and the workers they said
+  // were released.
+  int parked = 0;
+  double virtual_time = -std::numeric_limits<double>::infinity();
+  std::vector<int32_t> unparked;
+
   explicit State(int n) : remaining(n) {}
   void Complete(const Status& s, const proto::Header* header = nullptr) {
     std::lock_guard<std::mutex> lock(mu);
@@ -88,7 +96,19 @@ struct Ticket::State {
       cv.notify_all();
       // The thread driving the sockets for this operation sleeps in their poll: wake it.
       if (led) WakeLeader();
+    } else if (remaining == parked) {
+      cv.notify_all();  // settled: what is left waits at servers (Client::EndTurn)
     }
+  }
+  // A server parked one of the requests (PARKED), or answered one under virtual time
+  // (`was_parked`: one it had parked): notes the reply's virtual time and released workers.
+  void Note(const proto::Header& h, bool notice, bool was_parked) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (notice) ++parked;
+    if (was_parked) --parked;
+    if (h.has_virtual_time()) virtual_time = std::max(virtual_time, h.virtual_time());
+    for (int32_t w : h.virtual_turn().unparked()) unparked.push_back(w);
+    if (notice && remaining == parked) cv.notify_all();
   }
   void WakeLeader() const;
   // One more completion to wait for (a resent request's buffer release).
@@ -173,6 +193,9 @@ class ClientIo {
   // thread if it sleeps on sockets that changed meanwhile.
   void LetGo();
 
+  // Virtual time: requests submitted to servers carry `t` as their virtual time (NaN: none).
+  void SetTurnTime(double t) { turn_time_.store(t); }
+
   const ClusterView& view() const { return link_.view(); }
   int32_t id() const { return link_.id(); }
   int rank() const { return link_.rank(); }
@@ -193,6 +216,7 @@ class ClientIo {
     size_t src_bytes = 0;
     std::shared_ptr<const std::vector<uint8_t>> encoded;
     int64_t window_bytes = 0;  // what it counts against its server's in-flight window
+    bool parked = false;       // the server said it parked it (virtual time)
     // A co-located transport (worker/transport.h) that took its values, and what it took.
     std::shared_ptr<Transport> via;
     TransportSlot slot;
@@ -292,7 +316,8 @@ class ClientIo {
   bool stopped_ = false;  // guarded by queue_mu_: the I/O thread is gone, Submit fails at once
   std::thread io_thread_;
   std::atomic<bool> stopping_{false};
-  std::atomic<int> stop_grace_ms_{kStopGraceMs};  // Stop's
+  std::atomic<double> turn_time_{std::numeric_limits<double>::quiet_NaN()};  // SetTurnTime
+  std::atomic<int> stop_grace_ms_{kStopGraceMs};                             // Stop's
   std::shared_ptr<IoGate> gate_ = std::make_shared<IoGate>();
   std::condition_variable settled_;  // with gate_->mu: a turn ended (AwaitServers looks again)
   bool caller_io_ = false;           // options.caller_io, and no emulated link

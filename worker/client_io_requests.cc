@@ -247,6 +247,17 @@ void ClientIo::OnReply(Envelope& env, int from) {
     spdlog::warn("reply {} from server rank {} matches no request", h.request_id(), from);
     return;
   }
+  if (h.type() == proto::PARKED) {  // virtual time: the reply comes later; the turn may end
+    Pending& parked = it->second;
+    if ((parked.type != proto::PULL && parked.type != proto::CLOCK) || parked.parked) {
+      spdlog::warn("server rank {} said it parked request {} ({}), which it may not", from,
+                   h.request_id(), proto::MsgType_Name(parked.type));
+      return;
+    }
+    parked.parked = true;
+    parked.op->Note(h, /*notice=*/true, /*was_parked=*/false);
+    return;
+  }
   Pending p = std::move(it->second);
   pending_.erase(it);
   in_flight_[from] -= p.window_bytes;
@@ -257,6 +268,7 @@ void ClientIo::OnReply(Envelope& env, int from) {
     ReleaseWaiting(from);
     return;
   }
+  if (p.parked || h.has_virtual_time()) p.op->Note(h, /*notice=*/false, p.parked);
   s = StatusOf(h);
   if (h.dropped()) report_.OnDropped();
   if (s.ok() && h.type() == proto::PUSH_REPLY && !h.dropped()) report_.OnPushAcked(h.staleness());

@@ -154,14 +154,14 @@ DEFINE_double(link_loss, 0,
               "--link_rto_ms");
 DEFINE_double(link_rto_ms, 200, "emulated link: retransmission timeout");
 DEFINE_string(clock, "wall",
-              "edge: wall, or virtual: the scheduler runs --clock=virtual; this client does not "
-              "sleep for its device or link but tells the scheduler when each round's upload "
-              "completes in virtual time (its link model and --device_gflops; "
-              "docs/virtual-time.md)");
+              "edge, train: wall, or virtual: the scheduler runs --clock=virtual; this worker "
+              "does not sleep for its device or link but tells the scheduler when each request "
+              "happens in virtual time (its link model and --device_gflops; edge: when each "
+              "round's upload completes; train: the turns of each step; docs/virtual-time.md)");
 DEFINE_double(device_gflops, 1.0,
-              "edge, --clock=virtual: the reference device's sustained training throughput in "
-              "GFLOP/s; a client's local training takes samples x the model's training FLOPs / "
-              "this x its slowdown");
+              "--clock=virtual: the reference device's sustained training throughput in "
+              "GFLOP/s; training on N samples takes N x the model's training FLOPs per sample / "
+              "this x the worker's slowdown (train: x its straggler factor)");
 DEFINE_uint64(link_seed, 1, "emulated link: seed of jitter and losses (the rank is added)");
 DEFINE_string(link_table, "",
               "emulated links: a CSV of link kinds with their shares of the clients "
@@ -262,6 +262,8 @@ hetps::StatusOr<hetps::TrainOptions> TrainFromFlags() {
   o.progress_every = std::max(1, FLAGS_progress_every);
   o.slowdown = FLAGS_slowdown;
   o.straggler = FLAGS_straggler;
+  o.virtual_clock = FLAGS_clock == "virtual";
+  o.device_gflops = FLAGS_device_gflops;
   o.ctr.ids_per_field = FLAGS_ctr_ids_per_field;
   o.ctr.zipf = FLAGS_ctr_zipf;
   o.ctr.dim = FLAGS_ctr_dim;
@@ -330,17 +332,21 @@ int PrintLinks() {
   return 0;
 }
 
-// --clock: wall, or virtual for edge clients whose links the client models itself.
+// --clock: wall, or virtual for edge clients and trainers whose links the worker models itself.
 hetps::Status CheckClock() {
   if (FLAGS_clock != "wall" && FLAGS_clock != "virtual") {
     return hetps::Status::InvalidArgument(
         fmt::format("--clock is wall or virtual, not '{}'", FLAGS_clock));
   }
   if (FLAGS_clock == "wall") return hetps::Status();
-  if (FLAGS_workload != "edge") {
+  if (FLAGS_workload != "edge" && FLAGS_workload != "train") {
     return hetps::Status::InvalidArgument(
-        "--clock=virtual runs federated edge clients (--workload=edge); data-centre training "
-        "in virtual time is not built yet");
+        "--clock=virtual runs federated edge clients (--workload=edge) and trainers "
+        "(--workload=train); the synthetic load measures the host");
+  }
+  if (FLAGS_workload == "train" && FLAGS_model == "ctr") {
+    return hetps::Status::InvalidArgument(
+        "--clock=virtual trains the mlp and the cnn; --model=ctr runs in wall time");
   }
   if (FLAGS_links == "netns") {
     return hetps::Status::InvalidArgument(
@@ -376,7 +382,12 @@ hetps::ClientOptions ClientFromFlags(const std::atomic<bool>& stop,
   // Virtual time: the link's delays are virtual (worker/edge/virtual_round.h); the transport
   // does not hold messages, and the client reports the link it models.
   o.virtual_clock = FLAGS_clock == "virtual";
-  if (o.virtual_clock) o.link.outside = true;
+  if (o.virtual_clock) {
+    o.link.outside = true;
+    // A turn waits until each request is answered or parked (Client::EndTurn): the I/O thread
+    // matches the replies while the training thread waits.
+    o.caller_io = false;
+  }
   return o;
 }
 
@@ -409,6 +420,7 @@ int main(int argc, char** argv) {
   if (valid.ok()) valid = hetps::ValidateEdgeProfileFlags(ProfileFlags());
   auto link = hetps::EdgeLink(ProfileFlags(), FLAGS_rank);
   if (valid.ok()) valid = link.ok() ? hetps::ValidateLinkOptions(*link) : link.status();
+  if (train.ok() && link.ok()) train->link = *link;  // modelled in virtual time
   if (valid.ok() && (FLAGS_shared_memory_mib < 0 || FLAGS_shared_memory_mib > 4096)) {
     valid = hetps::Status::InvalidArgument("--shared_memory_mib must be within [0, 4096]");
   }

@@ -287,6 +287,9 @@ class Client {
   // Clock() calls, less the time blocked inside them, is this worker's iteration time: the
   // scheduler's straggler detection and status see it (reported on heartbeats).
   Status Clock();
+  // Clock() without waiting: the ticket completes once every server let this worker go on
+  // (clock() has then advanced). Not counted as blocked time in the iteration time.
+  Ticket ClockAsync();
   // Optional: marks the start of an iteration. A trainer that calls it at the top of each
   // iteration keeps what it does between Clock() and the next BeginIteration() (evaluation,
   // logging) out of its iteration time, so it is not mistaken for a straggler. Without it an
@@ -340,6 +343,19 @@ class Client {
   // Only under virtual_clock. (An evaluator declares nothing: which aggregation its next watch
   // is answered at depends on when it asks.)
   Status DeclareVirtualTime(double not_before);
+  // Data-centre training in virtual time (docs/virtual-time.md; the scheduler runs
+  // --clock=virtual): the scheduler grants one worker's turn at a time, in virtual-time order,
+  // so the servers see every turn's requests in that order. BeginTurn blocks until this
+  // worker's turn at virtual time `t` is granted; the pulls, pushes and clock issued then carry
+  // t. EndTurn waits until each of `ops` (that turn's tickets) is answered, or parked by a
+  // server for slower workers; it ends the turn, telling the scheduler that the next one comes
+  // no earlier than the answer's time + `next_after`, then waits for what was parked. Returns
+  // the virtual time the turn was answered at: t, or later when a server parked a request until
+  // another worker's turn released it. Errors of the tickets are returned. FinishTurns tells
+  // the scheduler that this worker takes no more turns (it no longer holds the clock back).
+  Status BeginTurn(double t);
+  StatusOr<double> EndTurn(const std::vector<Ticket>& ops, double next_after);
+  Status FinishTurns();
   // Both tell the scheduler the payload bytes this client pushed and pulled since its previous
   // call of either (the first call sets the mark: initializing the model is not counted); the
   // rounds log counts uplink and downlink bytes from them. Call them from one thread.

@@ -536,11 +536,17 @@ TEST(ClusterTest, LayerScheduleAccumulatesExactlyAndSwitchesLive) {
   Client& c = *clients[0];
   const std::vector<TensorSpec> tensors = {{"shallow", {6}, 0}, {"deep", {6}, 1}};
   ASSERT_TRUE(c.DeclareTensors(tensors).ok());
+  // A heartbeat answered before the shard map was built names the schedule without periods
+  // (no layers yet): wait for one with them.
+  auto arrived = [&](const std::string& prefix) {
+    const LayerPeriods p = c.layer_schedule();
+    return p.spec.starts_with(prefix) && p.periods.size() == 2;
+  };
   auto wait_for = [&](const std::string& prefix) {
-    for (int i = 0; i < 200 && !c.layer_schedule().spec.starts_with(prefix); ++i) {
+    for (int i = 0; i < 200 && !arrived(prefix); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    return c.layer_schedule().spec.starts_with(prefix);
+    return arrived(prefix);
   };
   ASSERT_TRUE(wait_for("fixed:")) << c.layer_schedule().spec;
   EXPECT_EQ(c.layer_schedule().Period(0), 1);

@@ -122,6 +122,7 @@ void GatherWorkers(const std::string& dir, std::vector<std::pair<double, std::st
 std::string SummaryJson(const RunSummary& s, const WorkerTraffic& traffic, int traffic_workers) {
   std::string extra;  // the workload's own: its model's name and figures
   if (!s.model.empty()) extra += fmt::format(",\"model\":\"{}\"", s.model);
+  if (s.virtual_time) extra += fmt::format(",\"clock\":\"virtual\",\"host_s\":{:.2f}", s.host_s);
   for (const auto& [name, value] : s.figures) extra += fmt::format(",\"{}\":{:.6f}", name, value);
   return fmt::format(
       "{{\"{}_accuracy\":{:.4f},\"eval_set\":\"{}\",\"wall_s\":{:.2f},\"iterations\":{},"
@@ -142,14 +143,15 @@ std::string SummaryJson(const RunSummary& s, const WorkerTraffic& traffic, int t
       traffic.max_push_staleness, extra);
 }
 
-void Plot(const std::string& dir, const std::string& metrics, const std::string& eval_set) {
+void Plot(const std::string& dir, const std::string& metrics, const std::string& eval_set,
+          bool virtual_time) {
   const std::string script = fmt::format(
       "set terminal pngcairo size 900,500; set output '{0}/plot.png';"
-      "set datafile separator ','; set key top center; set xlabel 'wall time (s)';"
+      "set datafile separator ','; set key top center; set xlabel '{3} time (s)';"
       "set ylabel 'training loss'; set y2label '{2} accuracy'; set ytics nomirror; set y2tics;"
       "plot '{1}' every ::1 using 1:4 with points pt 7 ps 0.3 title 'loss (every worker)',"
       " '' every ::1 using 1:5 axes x1y2 with linespoints lw 2 title '{2} accuracy'",
-      dir, metrics, eval_set);
+      dir, metrics, eval_set, virtual_time ? "virtual" : "wall");
   const std::string cmd = fmt::format("gnuplot -e \"{}\" 2>&1", script);
   if (std::system(cmd.c_str()) != 0) {
     spdlog::warn("no plot: gnuplot failed or is not installed (apt-get install gnuplot-nox)");
@@ -167,9 +169,8 @@ Status FinishRun(const std::string& dir, const RunSummary& s) {
   {
     std::ofstream out(metrics);
     out << fmt::format(kHeader, s.eval_set) << "\n";
-    for (const auto& [t, rest] : rows) {
-      out << fmt::format("{:.3f},{}\n", t - rows.front().first, rest);
-    }
+    const double origin = s.virtual_time || rows.empty() ? 0 : rows.front().first;
+    for (const auto& [t, rest] : rows) out << fmt::format("{:.3f},{}\n", t - origin, rest);
     if (!out) return Status::InvalidArgument(fmt::format("cannot write {}", metrics));
   }
   {
@@ -178,7 +179,7 @@ Status FinishRun(const std::string& dir, const RunSummary& s) {
     out << SummaryJson(s, traffic, traffic_workers);
     if (!out) return Status::InvalidArgument(fmt::format("cannot write {}", path));
   }
-  Plot(dir, metrics, s.eval_set);
+  Plot(dir, metrics, s.eval_set, s.virtual_time);
   return Status();
 }
 

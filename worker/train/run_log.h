@@ -1,7 +1,7 @@
 // A training run's folder: each worker appends its rows to <dir>/worker-<rank>.csv while it
 // trains; after the final barrier rank 0 merges them into metrics.csv (wall time from the run's
-// first row), writes summary.json and draws plot.png (accuracy and loss against wall time,
-// with gnuplot when installed).
+// first row; under virtual time the virtual seconds from the start), writes summary.json and
+// draws plot.png (accuracy and loss against time, with gnuplot when installed).
 #pragma once
 
 #include <cstdint>
@@ -62,10 +62,14 @@ struct RunSummary {
   int workers = 0;
   int64_t samples = 0;  // trained on, all workers
   std::string consistency;
-  std::string device;                                   // where rank 0 computed
-  int64_t device_encoded_partitions = 0;                // partitions rank 0 encoded on its device
-  StepSeconds step;                                     // rank 0's mean step
-  std::string model;                                    // written when set (e.g. "ctr")
+  std::string device;                     // where rank 0 computed
+  int64_t device_encoded_partitions = 0;  // partitions rank 0 encoded on its device
+  StepSeconds step;                       // rank 0's mean step
+  std::string model;                      // written when set (e.g. "ctr")
+  // Virtual time (TrainOptions::virtual_clock): metrics.csv and wall_s are in virtual seconds
+  // from the run's start (wall_s: when rank 0 finished its last step), host_s the host's.
+  bool virtual_time = false;
+  double host_s = 0;
   std::vector<std::pair<std::string, double>> figures;  // the workload's own, e.g. auc
 };
 

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "worker/edge/virtual_round.h"
 #include "worker/train/gradient_encoders.h"
 #include "worker/train/model.h"
 #include "worker/train/partitioner.h"
@@ -20,6 +21,7 @@
 #include "worker/train/shared_images.h"
 #include "worker/train/straggler.h"
 #include "worker/train/tensor_requests.h"
+#include "worker/train/virtual_steps.h"
 
 namespace hetps {
 namespace {
@@ -98,6 +100,13 @@ Status ValidateTrainOptions(const TrainOptions& o) {
     return Status::InvalidArgument(
         fmt::format("unknown partition '{}' (iid, dirichlet)", o.partition));
   }
+  if (o.virtual_clock && o.device == "cuda") {
+    return Status::InvalidArgument(
+        "--clock=virtual models the device's speed (--device_gflops): train on the cpu");
+  }
+  if (o.virtual_clock && !(o.device_gflops > 0)) {
+    return Status::InvalidArgument("--device_gflops must be > 0");
+  }
   return Status();
 }
 
@@ -117,6 +126,9 @@ class Trainer {
   Status Prepare();
   // One iteration: pull, compute, push (the previous push stays in flight), clock.
   Status Step(int it);
+  // Step in virtual time: the pull's turn, the compute, the turn of the pushes and the clock
+  // (worker/train/virtual_steps.h). Pushes are answered within their turn.
+  Status VirtualStep();
   // After a step: evaluation (rank 0), reported figures and the progress line.
   Status Observe(int it);
   // Waits for the last pushes, meets the other workers, and rank 0 evaluates the final model
@@ -163,6 +175,9 @@ class Trainer {
   std::optional<RunLog> log_;
   std::optional<Batches> batches_;
   std::unique_ptr<Straggler> straggler_;  // o_.straggler, seeded by (seed, rank)
+  std::optional<VirtualSteps> virtual_;   // o_.virtual_clock
+  // The time rows are stamped with: virtual seconds under virtual time, else the host's.
+  double Stamp() const { return virtual_ ? virtual_->now() : RunLog::Now(); }
   std::vector<float> x_;
   std::vector<int32_t> y_;
   Clock::time_point start_;
@@ -257,6 +272,16 @@ Status Trainer::Prepare() {
   batches_.emplace(std::move(samples), o_.seed * 1000003 + client_.rank());
   // Started past clock 0 (resumed, or joined a running cluster): continue the data order.
   batches_->Skip(client_.clock() * o_.batch);
+  if (o_.virtual_clock) {
+    const double flops = TrainingFlopsPerSample(model_->arch());
+    virtual_.emplace(client_, o_.link, flops, o_.device_gflops);
+    spdlog::info(
+        "rank {} runs in virtual time: a step computes {:.17g} virtual s ({} samples x {:.0f} "
+        "FLOPs / {} GFLOP/s x slowdown {}{})",
+        client_.rank(), virtual_->ComputeSeconds(o_.batch, o_.slowdown), o_.batch, flops,
+        o_.device_gflops, o_.slowdown,
+        o_.straggler == "none" ? "" : " x the straggler factor of each clock");
+  }
   start_ = Clock::now();
   return Status();
 }
@@ -312,7 +337,40 @@ Status Trainer::PushGradients(Params& g) {
   return Status();
 }
 
+Status Trainer::VirtualStep() {
+  const double compute =
+      virtual_->ComputeSeconds(o_.batch, o_.slowdown * straggler_->FactorAt(client_.clock()));
+  Status pulled = virtual_->Turn(
+      [&]() -> StatusOr<std::vector<Ticket>> {
+        std::vector<Client::TensorView> into;
+        for (size_t t = 0; t < tensors_.size(); ++t) {
+          into.push_back({tensors_[t].name, params_[t].data(), tensors_[t].NumElements()});
+        }
+        return std::vector<Ticket>{client_.Pull(into)};
+      },
+      compute);
+  if (!pulled.ok()) return pulled;
+  Params& g = grads_[0];
+  batches_->Next(*train_, o_.batch, x_, y_);
+  auto computed = model_->LossAndGradients(params_, x_.data(), y_.data(), o_.batch, g);
+  if (!computed.ok()) return computed.status();
+  loss_ewma_ = loss_ewma_ < 0 ? *computed : 0.95 * loss_ewma_ + 0.05 * *computed;
+  client_.SetLoss(*computed);
+  virtual_->Advance(compute);
+  ++steps_;
+  return virtual_->Turn(
+      [&]() -> StatusOr<std::vector<Ticket>> {
+        if (Status s = PushGradients(g); !s.ok()) return s;
+        std::vector<Ticket> turn = std::move(in_flight_);
+        in_flight_.clear();
+        turn.push_back(client_.ClockAsync());
+        return turn;
+      },
+      0);
+}
+
 Status Trainer::Step(int it) {
+  if (virtual_) return VirtualStep();
   client_.BeginIteration();  // evaluation in Observe is not iteration time
   auto mark = Clock::now();
   if (Status s = device_ ? PullAndUpload() : PullModel(client_, tensors_, params_); !s.ok()) {
@@ -368,8 +426,7 @@ Status Trainer::Observe(int it) {
     for (const auto& p : params_) bytes += static_cast<int64_t>(p.size() * sizeof(float));
     if (snapshot_bytes_ + bytes <= kDeferredEvalBytes) {
       snapshot_bytes_ += bytes;
-      snapshots_.push_back(
-          {RunLog::Now(), clock, loss_ewma_, client_.stats().max_staleness, params_});
+      snapshots_.push_back({Stamp(), clock, loss_ewma_, client_.stats().max_staleness, params_});
       deferred = true;
     } else if (snapshot_bytes_ <= kDeferredEvalBytes) {
       snapshot_bytes_ = kDeferredEvalBytes + 1;  // warn once
@@ -390,7 +447,8 @@ Status Trainer::Observe(int it) {
       client_.ReportMetrics({{"loss", loss_ewma_}});
     }
     if (!deferred) {
-      log_->Record(clock, client_.rank(), loss_ewma_, accuracy, client_.stats().max_staleness);
+      log_->RecordAt(Stamp(), clock, client_.rank(), loss_ewma_, accuracy,
+                     client_.stats().max_staleness);
     }
   }
   if (clock % o_.progress_every == 0 || (eval && !deferred)) {
@@ -408,6 +466,9 @@ Status Trainer::Observe(int it) {
 Status Trainer::Finish() {
   for (const Ticket& t : in_flight_) {
     if (Status s = t.Wait(); !s.ok()) return s;
+  }
+  if (virtual_) {
+    if (Status s = virtual_->Finish(); !s.ok()) return s;
   }
   if (Status s = ReportTraffic(); !s.ok()) return s;
   // Every worker's file is closed before the barrier: rank 0 merges them after it. Rank 0's own
@@ -476,7 +537,9 @@ RunSummary Trainer::Summary(double accuracy, double wall) const {
   RunSummary summary;
   summary.accuracy = accuracy;
   summary.eval_set = eval_set_;
-  summary.wall_s = wall;
+  summary.wall_s = virtual_ ? virtual_->now() : wall;
+  summary.virtual_time = virtual_.has_value();
+  summary.host_s = wall;
   summary.iterations = o_.iterations;
   summary.workers = client_.num_workers();
   summary.samples = static_cast<int64_t>(o_.iterations) * o_.batch * client_.num_workers();

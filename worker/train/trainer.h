@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "hetps/client.h"
+#include "hetps/link.h"
 #include "worker/ctr/ctr_training.h"
 #include "worker/train/workload.h"
 
@@ -37,7 +38,14 @@ struct TrainOptions : WorkloadOptions {
   // multiplies `slowdown` per iteration.
   std::string straggler = "none";
   int log_every = 10;  // clocks between rows of the run's metrics
-  CtrOptions ctr;      // model "ctr" (worker/ctr/ctr_training.h)
+  // Virtual time (worker/train/virtual_steps.h; the scheduler runs --clock=virtual): each step
+  // is two turns in virtual-time order; its compute takes the device model's virtual time
+  // (device_gflops: the device's sustained training GFLOP/s, times slowdown and the straggler
+  // factor), its transfers the emulated link's. The run's metrics are stamped in virtual time.
+  bool virtual_clock = false;
+  double device_gflops = 1;
+  LinkOptions link;
+  CtrOptions ctr;  // model "ctr" (worker/ctr/ctr_training.h)
 };
 
 // Trains until the worker's clock reaches `iterations`; rank 0 prints the final test accuracy.

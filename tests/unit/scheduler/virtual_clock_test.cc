@@ -150,5 +150,60 @@ TEST(VirtualClockTest, ATimeInThePastIsTakenAsNow) {
   EXPECT_DOUBLE_EQ(c.now(), 4.0);
 }
 
+// Data-centre turns: worker 1's request parked at a server makes it wait (bound +inf), so
+// worker 2's later turn may go; the turn that released it makes it work from that turn's time,
+// whether its own declaration (its next turn's time) arrives before or after the release.
+TEST(VirtualClockTest, AParkedWorkerWaitsUntilTheTurnThatReleasesItThenWorksFromThere) {
+  for (const bool declared_first : {false, true}) {
+    VirtualClock c;
+    const std::vector<int32_t> live = {1, 2};
+    c.Hold(proto::VIRTUAL_TURN, From(1), 1, 1.0, {});
+    c.Hold(proto::VIRTUAL_TURN, From(2), 2, 3.0, {});
+    ASSERT_TRUE(c.Release(live));
+    c.Answered(1, /*finished=*/false);
+    EXPECT_FALSE(c.Release(live)) << "worker 1's turn is still working at 1";
+    c.Parked(1);  // its clock was parked for worker 2
+    auto second = c.Release(live);
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second->arrival.worker, 2);
+    c.Answered(2, /*finished=*/false);
+    if (declared_first) c.Declare(1, 3.5);  // released at 3, computes 0.5
+    c.Unparked(1);                          // the end of worker 2's turn names it
+    if (!declared_first) {
+      EXPECT_DOUBLE_EQ(c.Bound(live), 3.0) << "worker 1 works from the releasing turn's time";
+      c.Declare(1, 3.5);
+    }
+    EXPECT_DOUBLE_EQ(c.Bound(live), 3.0) << "worker 2 works from 3";
+    c.Declare(2, 4.0);
+    EXPECT_DOUBLE_EQ(c.Bound(live), 3.5) << (declared_first ? "declared first" : "after");
+    c.Answered(1, /*finished=*/true);
+    c.Unparked(1);  // a late or repeated release changes nothing for a finished worker
+    EXPECT_DOUBLE_EQ(c.Bound(live), 4.0);
+  }
+}
+
+// The race that matters: the released worker hears its answer, declares and asks for its next
+// turn before the turn that released it ends. Its held request keeps it waiting: the late
+// release must not make it "working" at the release's time (it would wait for itself).
+TEST(VirtualClockTest, AReleaseThatArrivesAfterTheWorkersNextRequestChangesNothing) {
+  VirtualClock c;
+  const std::vector<int32_t> live = {1, 2};
+  c.Hold(proto::VIRTUAL_TURN, From(1), 1, 1.0, {});
+  c.Hold(proto::VIRTUAL_TURN, From(2), 2, 2.0, {});
+  ASSERT_TRUE(c.Release(live));
+  c.Answered(1, false);
+  c.Parked(1);
+  ASSERT_TRUE(c.Release(live));
+  c.Answered(2, false);  // worker 2's turn at 2 releases worker 1
+  c.Declare(1, 2.0);     // worker 1 heard first
+  c.Hold(proto::VIRTUAL_TURN, From(1), 1, 2.0, {});
+  c.Unparked(1);  // then the end of worker 2's turn
+  c.Declare(2, 2.0);
+  c.Hold(proto::VIRTUAL_TURN, From(2), 2, 2.0, {});
+  auto next = c.Release(live);
+  ASSERT_TRUE(next) << "worker 1 must not hold back its own turn";
+  EXPECT_EQ(next->arrival.worker, 1);
+}
+
 }  // namespace
 }  // namespace hetps
