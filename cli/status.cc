@@ -244,16 +244,19 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                       Int<int>(n.at("uploaded")), Int<int>(n.at("away")), Int<int>(n.at("left")),
                       Int<int>(n.at("evaluator")), IntOr(f, "kept", 0), IntOr(f, "dropped", 0),
                       Bytes(IntOr(f, "bytes_up", 0)), Bytes(IntOr(f, "bytes_down", 0)), measured));
-      if (f.contains("virtual") && f.at("virtual").is_object()) {
-        const Json& v = f.at("virtual");
-        std::vector<int> ranks;
-        for (const Json& r : v.at("waiting_for")) ranks.push_back(Int<int>(r));
-        out.insert(out.size() - 1, fmt::format("virtual time {:.1f} s: {} requests held{}\n",
-                                               v.at("now_s").get<double>(), IntOr(v, "held", 0),
-                                               ranks.empty() ? std::string()
-                                                             : fmt::format(", waiting for ranks {}",
-                                                                           fmt::join(ranks, " "))));
-      }
+    }
+    if (j.contains("virtual") && j.at("virtual").is_object()) {
+      const Json& v = j.at("virtual");
+      std::vector<int> ranks;
+      for (const Json& r : v.at("waiting_for")) ranks.push_back(Int<int>(r));
+      const int turn = IntOr(v, "turn", -1);
+      out.insert(
+          out.size() - 1,
+          fmt::format("virtual time {:.1f} s: {} requests held{}{}\n", v.at("now_s").get<double>(),
+                      IntOr(v, "held", 0),
+                      ranks.empty() ? std::string()
+                                    : fmt::format(", waiting for ranks {}", fmt::join(ranks, " ")),
+                      turn < 0 ? std::string() : fmt::format("; rank {}'s turn", turn)));
     }
     out += fmt::format(
         "{:>4} {:>4} {:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>6} {:>10} {:>10} {:<10} {:<8} {:>7} "

@@ -416,6 +416,7 @@ std::string ClusterStats::StatusJson(double now) const {
                                                   {"age_s", now - checkpoint_->at}}
                                            : Json(nullptr);
   j["federated"] = federated_.empty() ? Json(nullptr) : Json::parse(federated_);
+  if (!virtual_.empty()) j["virtual"] = Json::parse(virtual_);
   j["workers"] = WorkersJson(now);
   j["servers"] = ServersJson(now);
   j["layers"] = LayersJson();

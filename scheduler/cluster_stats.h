@@ -71,6 +71,9 @@ class ClusterStats {
   // The federated rounds' summary (FedRounds::SummaryJson, JSON text; empty: none), shown as
   // /api/status's "federated".
   void SetFederated(std::string json) { federated_ = std::move(json); }
+  // Under virtual time: the clock's time, the requests it holds and the ranks it waits for
+  // (JSON text; empty: wall time), shown as /api/status's "virtual".
+  void SetVirtual(std::string json) { virtual_ = std::move(json); }
   // The layer-wise schedule (periods, bytes saved), shown in "layer_schedule" and /metrics.
   void SetLayerPlanner(const LayerPlanner* planner) { planner_ = planner; }
   // What the scheduler itself refused so far (/metrics).
@@ -152,6 +155,7 @@ class ClusterStats {
   };
   std::optional<CheckpointRecord> checkpoint_;  // the last complete one
   std::string federated_;
+  std::string virtual_;
   const LayerPlanner* planner_ = nullptr;
   Refused refused_;
   std::vector<double> history_t_;

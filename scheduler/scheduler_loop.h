@@ -98,9 +98,9 @@ class SchedulerLoop {
   // the earliest the clock may release and no other turn is in flight; VIRTUAL_DONE ends it.
   void HoldTurn(const Envelope& env, const Member& member);
   void EndTurn(const Envelope& env, const Member& member);
-  // The federated summary (JSON text) with, under virtual time, "virtual": the clock's time, the
-  // requests it holds and the ranks it waits for (/api/status, hetps status).
-  std::string WithVirtualClock(std::string summary);
+  // Under virtual time, /api/status's "virtual" (JSON text; empty under wall time): the clock's
+  // time, the requests it holds, the ranks it waits for and whose turn is in flight.
+  std::string VirtualJson();
   void ReleaseVirtual();
   // The time FedRounds runs on: virtual under --clock=virtual, else the scheduler's seconds.
   double FedNow() const { return vclock_ ? vclock_->now() : Now(); }

@@ -86,7 +86,8 @@ void SchedulerLoop::FinishPolicyChanges() {
 // The figures ClusterStats takes from the loop rather than from reports: the federated rounds'
 // summary and what the scheduler refused.
 void SchedulerLoop::SetFigures() {
-  stats_.SetFederated(WithVirtualClock(fed_.SummaryJson()));
+  stats_.SetFederated(fed_.SummaryJson());
+  stats_.SetVirtual(VirtualJson());
   stats_.SetRefused({.messages = refused_,
                      .registrations = joins_refused_,
                      .connections = guard_ ? guard_->refused() : 0});

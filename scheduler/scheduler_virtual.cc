@@ -133,17 +133,18 @@ void SchedulerLoop::ReleaseVirtual() {
   }
 }
 
-std::string SchedulerLoop::WithVirtualClock(std::string summary) {
-  if (!vclock_ || summary.empty()) return summary;
-  nlohmann::json j = nlohmann::json::parse(summary, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return summary;
+std::string SchedulerLoop::VirtualJson() {
+  if (!vclock_) return "";
   std::vector<int> waiting_for;
   for (int32_t id : vclock_->Blocking(members_.LiveWorkers())) {
     if (const Member* m = members_.ById(id)) waiting_for.push_back(m->info.rank());
   }
   std::sort(waiting_for.begin(), waiting_for.end());
-  j["virtual"] = {
-      {"now_s", vclock_->now()}, {"held", vclock_->held()}, {"waiting_for", waiting_for}};
+  const Member* turn = turn_ ? members_.ById(*turn_) : nullptr;
+  const nlohmann::json j = {{"now_s", vclock_->now()},
+                            {"held", vclock_->held()},
+                            {"waiting_for", waiting_for},
+                            {"turn", turn ? turn->info.rank() : -1}};
   return j.dump();
 }
 

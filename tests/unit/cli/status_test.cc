@@ -159,14 +159,18 @@ TEST(StatusRenderTest, FederatedRoundsShowTheirClientsByState) {
                        "0.6250 after 1 aggregations\n"),
             std::string::npos)
       << *text;
-  // Under virtual time: the clock, what it holds and whom it waits for.
-  auto summary = nlohmann::json::parse(fed.SummaryJson());
-  summary["virtual"] = {{"now_s", 12.25}, {"held", 3}, {"waiting_for", {2, 7}}};
-  stats.SetFederated(summary.dump());
+  // Under virtual time: the clock, what it holds, whom it waits for and whose turn goes.
+  stats.SetVirtual(R"({"now_s": 12.25, "held": 3, "waiting_for": [2, 7], "turn": -1})");
   text = RenderStatus(stats.StatusJson(1));
   ASSERT_TRUE(text.ok());
   EXPECT_NE(text->find("virtual time 12.2 s: 3 requests held, waiting for ranks 2 7\n"),
             std::string::npos)
+      << *text;
+  stats.SetFederated("");  // a data-centre run: the line without the federated one
+  stats.SetVirtual(R"({"now_s": 3.5, "held": 1, "waiting_for": [], "turn": 4})");
+  text = RenderStatus(stats.StatusJson(1));
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("virtual time 3.5 s: 1 requests held; rank 4's turn\n"), std::string::npos)
       << *text;
 }
 
