@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <zlib.h>
 
@@ -93,5 +94,25 @@ inline int WaitCode(pid_t pid, std::chrono::seconds timeout) {
   }
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+// Two busy loops for as long as the object lives.
+class CpuHogs {
+ public:
+  CpuHogs() {
+    for (int i = 0; i < 2; ++i) {
+      auto pid = Spawn({"/bin/sh", "-c", "while :; do :; done"}, {});
+      if (pid.ok()) pids_.push_back(*pid);
+    }
+  }
+  ~CpuHogs() {
+    for (pid_t pid : pids_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
 
 }  // namespace hetps::testing

@@ -44,26 +44,6 @@ std::string Outcome(const std::string& rounds_csv) {
   return out;
 }
 
-// Two busy loops for as long as the object lives.
-class CpuHogs {
- public:
-  CpuHogs() {
-    for (int i = 0; i < 2; ++i) {
-      auto pid = Spawn({"/bin/sh", "-c", "while :; do :; done"}, {});
-      if (pid.ok()) pids_.push_back(*pid);
-    }
-  }
-  ~CpuHogs() {
-    for (pid_t pid : pids_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-
- private:
-  std::vector<pid_t> pids_;
-};
-
 void ExpectSameOutcome(const std::string& a, const std::string& b, const char* what) {
   const std::string rounds = Outcome(a + "/rounds.csv");
   EXPECT_GT(std::count(rounds.begin(), rounds.end(), '\n'), 2) << rounds;

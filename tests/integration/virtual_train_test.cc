@@ -21,26 +21,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Two busy loops for as long as the object lives.
-class CpuHogs {
- public:
-  CpuHogs() {
-    for (int i = 0; i < 2; ++i) {
-      auto pid = Spawn({"/bin/sh", "-c", "while :; do :; done"}, {});
-      if (pid.ok()) pids_.push_back(*pid);
-    }
-  }
-  ~CpuHogs() {
-    for (pid_t pid : pids_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-
- private:
-  std::vector<pid_t> pids_;
-};
-
 // `hetps launch` of a small MLP in virtual time on a learnable image set.
 struct TrainBench {
   ScratchDir dir{"virtual_train_test"};
