@@ -98,6 +98,9 @@ StatusOr<double> Client::EndTurn(const std::vector<Ticket>& tickets, double next
     r = Status::Malformed(fmt::format("the scheduler answered the end of a turn with {}",
                                       proto::MsgType_Name(r->type())));
   }
+  // A turn the scheduler did not take leaves what a server parked parked: nothing would release
+  // it, so the error goes back at once.
+  if (!r.ok() && settled.parked) return r.status();
   Status first = r.status();
   for (const Ticket& k : tickets) {
     if (Status s = k.Wait(); !s.ok() && first.ok()) first = s;
