@@ -329,14 +329,6 @@ StatusOr<FedArgs> ParseFedArgs(const std::vector<std::string>& args) {
     return Status::InvalidArgument(
         "--clients_per_process pools clients of a --client_cmd program; hetps-worker runs one");
   }
-  std::string clock =
-      LastFlagValue(a.role_flags, "clock");  // the command line's, else the scenario's
-  if (clock.empty()) clock = LastFlagValue(a.scenario_flags, "clock");
-  if (!a.client_cmd.empty() && clock == "virtual") {
-    return Status::InvalidArgument(
-        "--clock=virtual runs C++ edge clients: --client_cmd programs (hetps.fed) do not say "
-        "when their requests happen in virtual time yet");
-  }
   if (!a.compare && a.algorithms.size() != 1) {
     return Status::InvalidArgument("'run' runs one algorithm; use 'compare' for several");
   }

@@ -82,7 +82,7 @@ PYBIND11_MODULE(_hetps, m) {
       "(set by hetps launch), auth/keys_dir/key_name to $HETPS_AUTH/$HETPS_KEYS/$HETPS_KEY.")
       .def(py::init<std::string, std::optional<int>, std::string, std::string, int, int, int,
                     std::string, std::string, std::string, int64_t, int64_t, std::string,
-                    const LinkOptions&, double>(),
+                    const LinkOptions&, double, bool>(),
            py::arg("scheduler") = "", py::arg("rank") = py::none(), py::arg("push_codec") = "none",
            py::arg("pull_codec") = "none", py::arg("heartbeat_interval_ms") = 500,
            py::arg("join_timeout_ms") = 60000, py::arg("server_recovery_timeout_ms") = 0,
@@ -90,7 +90,7 @@ PYBIND11_MODULE(_hetps, m) {
            py::arg("shared_memory_bytes") = ClientOptions{}.shared_memory_bytes,
            py::arg("batch_bytes") = ClientOptions{}.batch_bytes,
            py::arg("transport") = ClientOptions{}.transport, py::arg("link") = LinkOptions{},
-           py::arg("device_slowdown") = 1.0,
+           py::arg("device_slowdown") = 1.0, py::arg("virtual_clock") = false,
            "Registers with the scheduler and blocks until the cluster view arrives. push_codec: "
            "one codec spec for every layer ('topk:density=0.01,ef=1') or per layer "
            "('default=topk:density=0.01;layer0=none'); pull_codec: 'none' or 'fp16'; rank: the "
@@ -100,7 +100,15 @@ PYBIND11_MODULE(_hetps, m) {
            "'auto' (shm, else cma) or 'socket' (neither); batch_bytes: requests to one server "
            "smaller than this, sent together, go as one message (0: one message each); link: an "
            "emulated edge link (hetps.Link) this client's requests and replies go through; "
-           "device_slowdown: the compute slowdown a federated client reports with its rounds.")
+           "device_slowdown: the compute slowdown a federated client reports with its rounds; "
+           "virtual_clock: the scheduler runs --clock=virtual and this client's round requests "
+           "carry its virtual_time (docs/virtual-time.md).")
+      .def_property(
+          "virtual_time", [](PyClient& c) { return c.client()->virtual_time(); },
+          [](PyClient& c, double t) { c.client()->SetVirtualTime(t); },
+          "Under virtual_clock: the client's virtual clock in seconds; await_round and "
+          "finish_round tell the scheduler it as their request's time, and each answer sets it "
+          "to the time the scheduler answered at.")
       .def_property_readonly(
           "id", [](PyClient& c) { return c.client()->id(); }, "Node id assigned by the scheduler.")
       .def_property_readonly("rank", [](PyClient& c) { return c.client()->rank(); })

@@ -37,7 +37,8 @@ PyClient::PyClient(std::string scheduler, std::optional<int> rank, std::string p
                    std::string pull_codec, int heartbeat_interval_ms, int join_timeout_ms,
                    int server_recovery_timeout_ms, std::string auth, std::string keys_dir,
                    std::string key_name, int64_t shared_memory_bytes, int64_t batch_bytes,
-                   std::string transport, const LinkOptions& link, double device_slowdown) {
+                   std::string transport, const LinkOptions& link, double device_slowdown,
+                   bool virtual_clock) {
   ClientOptions o;
   o.scheduler = scheduler.empty() ? Env("HETPS_SCHEDULER") : scheduler;
   if (o.scheduler.empty()) {
@@ -68,6 +69,9 @@ PyClient::PyClient(std::string scheduler, std::optional<int> rank, std::string p
   if (!(device_slowdown >= 1)) Raise(Status::InvalidArgument("device_slowdown must be >= 1"));
   o.link = link;
   o.device_slowdown = device_slowdown;
+  // Virtual time: the link's delays are the caller's model (hetps.VirtualRound), not held here.
+  o.virtual_clock = virtual_clock;
+  if (virtual_clock) o.link.outside = true;
   o.auth = auth.empty() ? (Env("HETPS_AUTH").empty() ? "none" : Env("HETPS_AUTH")) : auth;
   o.keys_dir = keys_dir.empty() ? Env("HETPS_KEYS") : keys_dir;
   o.key_name = key_name.empty() ? Env("HETPS_KEY") : key_name;

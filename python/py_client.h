@@ -51,7 +51,8 @@ class PyClient {
            std::string pull_codec, int heartbeat_interval_ms, int join_timeout_ms,
            int server_recovery_timeout_ms, std::string auth, std::string keys_dir,
            std::string key_name, int64_t shared_memory_bytes, int64_t batch_bytes,
-           std::string transport, const LinkOptions& link, double device_slowdown);
+           std::string transport, const LinkOptions& link, double device_slowdown,
+           bool virtual_clock);
 
   // A client dropped without finish() leaves the cluster here: the transfers in flight end
   // before the arrays they use are released.

@@ -12,6 +12,7 @@
 #include "python/py_errors.h"
 #include "worker/edge/availability.h"
 #include "worker/edge/edge_profile.h"
+#include "worker/edge/virtual_round.h"
 #include "worker/link_shaper.h"
 #include "worker/train/workload.h"
 
@@ -106,6 +107,28 @@ void AddAvailability(py::module_& m) {
       "as the C++ edge client seeds it.");
 }
 
+void AddVirtualRound(py::module_& m) {
+  py::class_<VirtualRound>(m, "VirtualRound",
+                           "How long an edge client's round takes in virtual time "
+                           "(worker/edge/virtual_round.h): its link (the shaper on the virtual "
+                           "clock, seeded as the link says) and its device model.")
+      .def(py::init([](const LinkOptions& link, double flops_per_sample, double gflops,
+                       double slowdown) {
+             if (!(flops_per_sample > 0) || !(gflops > 0) || !(slowdown >= 1)) {
+               throw py::value_error(
+                   "VirtualRound needs flops_per_sample > 0, gflops > 0 and slowdown >= 1");
+             }
+             return VirtualRound(link, flops_per_sample, gflops, slowdown);
+           }),
+           py::arg("link"), py::arg("flops_per_sample"), py::arg("gflops"), py::arg("slowdown"))
+      .def("download", &VirtualRound::Download, py::arg("t"), py::arg("bytes"),
+           "When the global model of `bytes`, asked for at t, has arrived.")
+      .def("compute", &VirtualRound::Compute, py::arg("t"), py::arg("samples"),
+           "When training on `samples` samples (every epoch's) started at t ends.")
+      .def("upload", &VirtualRound::Upload, py::arg("t"), py::arg("bytes"),
+           "When the delta of `bytes`, sent at t, is acknowledged.");
+}
+
 void AddPartition(py::module_& m) {
   m.def(
       "split_samples",
@@ -140,6 +163,7 @@ void AddPartition(py::module_& m) {
 void AddEdge(py::module_& m) {
   AddLink(m);
   AddAvailability(m);
+  AddVirtualRound(m);
   AddPartition(m);
   m.def(
       "edge_profile",

@@ -42,7 +42,7 @@ import traceback
 
 import numpy as np
 
-from ._hetps import Client, LayerAccumulator
+from ._hetps import Client, LayerAccumulator, VirtualRound
 from ._hetps import split_samples as _split_samples
 from .scenario import Scenario
 
@@ -99,6 +99,7 @@ class _Run:
     def __init__(self, c, client, scenario, log):
         self.c, self.client, self.s, self.log = c, client, scenario, log
         self.start = time.monotonic()
+        self.virtual = None  # VirtualRound under --clock=virtual, made once the model is known
         self.rng = np.random.default_rng(scenario.fail_seed)
         self.done = {"rounds": 0, "kept": 0, "failed": 0, "abandoned": 0, "metrics": {}}
 
@@ -115,16 +116,26 @@ class _Run:
                                "--consistency=selected or committed (hetps fed run does)")
         self.global_model = {name: np.empty_like(a) for name, a in model.items()}
         self.names = list(model)
+        if self.s.virtual:
+            # A model of Python's own has no layer list to count: its training FLOPs per sample
+            # are taken as 6 per parameter (2 forward, 4 backward), the usual estimate for
+            # dense layers.
+            flops = 6.0 * sum(a.size for a in model.values())
+            self.virtual = VirtualRound(self.s.link, flops, self.s.device_gflops, self.s.slowdown)
         self.accumulator = LayerAccumulator([(self.layers[n], model[n].size) for n in self.names])
 
     def seconds(self):
-        return time.monotonic() - self.start
+        """The client's time: virtual seconds under --clock=virtual, else the host's."""
+        return self.c.virtual_time if self.virtual else time.monotonic() - self.start
 
     def wait_online(self):
         back = self.s.availability.next_online(self.seconds())
         if back > self.seconds():
             self.log(f"client {self.c.rank} is offline until {back:.1f} s")
-            time.sleep(max(0.0, back - self.seconds()))
+            if self.virtual:
+                self.c.virtual_time = back  # its next check-in happens then; nothing sleeps
+            else:
+                time.sleep(max(0.0, back - self.seconds()))
 
     def train(self):
         """Rounds until the run's are done."""
@@ -136,7 +147,11 @@ class _Run:
             self.round(round_, self.seconds())
 
     def round(self, round_, selected_s):
+        pulled = self.c.stats()["bytes_pulled"]
         self.c.pull_all(self.global_model).wait()
+        if self.virtual:
+            self.c.virtual_time = self.virtual.download(
+                selected_s, self.c.stats()["bytes_pulled"] - pulled)
         config = dict(self.s.config, round=round_, rank=self.c.rank)
         started = time.monotonic()
         try:
@@ -146,16 +161,24 @@ class _Run:
             self.log(f"client {self.c.rank}: fit raised in round {round_}; nothing uploaded:\n"
                      + traceback.format_exc().rstrip())
             return
-        if self.s.slowdown > 1:  # the emulated device is this much slower than this host
-            time.sleep((time.monotonic() - started) * (self.s.slowdown - 1))
         parameters, num_samples, metrics = _fit_result(result)
+        if self.virtual:  # every epoch's samples on the modelled device
+            epochs = int(config.get("local_epochs", 1))
+            self.c.virtual_time = self.virtual.compute(self.c.virtual_time,
+                                                       int(num_samples) * max(1, epochs))
+        elif self.s.slowdown > 1:  # the emulated device is this much slower than this host
+            time.sleep((time.monotonic() - started) * (self.s.slowdown - 1))
         local = _checked(parameters, self.global_model, "fit's parameters")
         deltas = {n: self.global_model[n] - local[n] for n in self.global_model}
         failed = self.rng.random() < self.s.fail_fraction
         if failed or not self.s.availability.online_throughout(selected_s, self.seconds()):
             self.abandon(deltas, num_samples, "fails" if failed else "went offline", round_)
             return
+        pushed = self.c.stats()["bytes_pushed"]
         self.c.push_all(self.to_send(deltas, round_), weight=float(num_samples)).wait()
+        if self.virtual:
+            self.c.virtual_time = self.virtual.upload(self.c.virtual_time,
+                                                      self.c.stats()["bytes_pushed"] - pushed)
         self.done["kept"] += bool(self.c.finish_round())
         self.done["rounds"] += 1
         self.report(metrics)
@@ -229,7 +252,8 @@ def run_client(client, scheduler="", rank=None, log=None, scenario=None):
     rank = scenario.rank if scenario.rank >= 0 else None
     push_codec, pull_codec = scenario.flags["codec"], scenario.flags["pull_codec"]
     with Client(scheduler, rank=rank, push_codec=push_codec, pull_codec=pull_codec,
-                link=scenario.link, device_slowdown=scenario.slowdown) as c:
+                link=scenario.link, device_slowdown=scenario.slowdown,
+                virtual_clock=scenario.virtual) as c:
         scenario.rank = c.rank
         scenario.clients = c.num_workers - scenario.evaluators
         if scenario.clients < 1:

@@ -24,7 +24,7 @@ _DEFAULTS = {
     "local_epochs": "1", "batch": "32", "local_lr": "0.05", "prox_mu": "0",
     "availability": "always", "fail_fraction": "0", "evaluators": "0", "eval_every": "5",
     "deep_from": "-1", "deep_period": "15", "deep_rounds": "5", "codec": "none",
-    "pull_codec": "none", "run_dir": "",
+    "pull_codec": "none", "run_dir": "", "clock": "wall", "device_gflops": "1",
 }
 
 
@@ -73,6 +73,14 @@ class Scenario:
                                               seed * 104729 + max(0, self.rank), client)
         self.fail_seed = seed * 7919 + 17 * max(0, self.rank) + 1
         self.clients = None  # training clients: num_workers - evaluators, set on joining
+        # Virtual time (docs/virtual-time.md): the scheduler runs --clock=virtual; a round's
+        # download, training and upload take the link's and the device model's virtual time.
+        if self.flags["clock"] not in ("wall", "virtual"):
+            raise ValueError(f"--clock is wall or virtual, not '{self.flags['clock']}'")
+        self.virtual = self.flags["clock"] == "virtual"
+        self.device_gflops = self._float("device_gflops", 0)
+        if self.virtual and not self.device_gflops > 0:
+            raise ValueError("--device_gflops must be > 0")
         self.config = {
             "local_epochs": self._int("local_epochs", 1),
             "batch_size": self._int("batch", 1),

@@ -208,3 +208,27 @@ def test_the_layer_accumulator_delivers_every_delta_summed():
         acc.offer(2, np.zeros(2, np.float32))  # no such tensor
     with pytest.raises(ValueError):
         acc.offer(0, np.zeros(3, np.float64))  # not float32
+
+
+def test_python_clients_in_virtual_time_give_the_same_run_under_load(tmp_path):
+    # The clients' rounds take their device's and link's virtual time (training: 6 FLOPs per
+    # parameter and sample at --device_gflops, times the client's slowdown), so the rounds log
+    # (all but host_s) is the same with two busy loops competing for the host's cores.
+    def outcome(name, hogs):
+        (tmp_path / name).mkdir()
+        busy = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(hogs)]
+        try:
+            done, run_dir, log = fed_run(tmp_path / name, "fedbuff", "--clock=virtual",
+                                         "--device_gflops=0.001", "--clients_per_process=3")
+        finally:
+            for p in busy:
+                p.kill()
+                p.wait()
+        assert done.returncode == 0, done.stdout + done.stderr + log
+        measured = rows(run_dir / "rounds.csv")
+        assert len(measured) >= 3 and any(r["test_accuracy"] for r in measured)
+        return [{k: v for k, v in r.items() if k != "host_s"} for r in measured]
+
+    plain = outcome("plain", 0)
+    assert float(plain[-1]["wall_s"]) > 0  # virtual seconds from the first round's opening
+    assert outcome("loaded", 2) == plain
