@@ -99,7 +99,8 @@ std::string ReportMarkdown(const std::vector<TrainOutcome>& runs,
     md += fmt::format("\n![{0}](plots/{1}.png)\n\n", setting, DirName(setting));
   }
   md +=
-      "Times are seconds from the run's first metrics row to the first evaluation of rank 0's "
+      "Times are seconds from the run's first metrics row (virtual seconds from the run's "
+      "start under --clock=virtual) to the first evaluation of rank 0's "
       "model at or above the target; clocks are rank 0's. The final accuracy is the model's "
       "after every worker's last clock. MB pushed is every worker's payload (after "
       "compression); push staleness is per partition push, the versions the partition had "
@@ -138,7 +139,11 @@ std::string PlotScript(const std::vector<TrainOutcome>& runs, const ExperimentRe
       png, Title(setting));
   if (drawn.empty()) gp += "set yrange [0:1]\nset xrange [0:1]\n";  // no run finished yet
   for (const bool by_clock : {false, true}) {
-    gp += fmt::format("set xlabel '{}'\nplot ", by_clock ? "clocks (rank 0)" : "wall time (s)");
+    const bool virtual_time =
+        std::any_of(runs.begin(), runs.end(), [](const TrainOutcome& r) { return r.virtual_time; });
+    gp += fmt::format("set xlabel '{}'\nplot ", by_clock       ? "clocks (rank 0)"
+                                                : virtual_time ? "virtual time (s)"
+                                                               : "wall time (s)");
     for (const size_t a : drawn) {
       const char* data = by_clock ? "clocks" : "time";
       gp += fmt::format(
@@ -198,6 +203,7 @@ StatusOr<TrainOutcome> ParseTrainOutcome(const std::string& metrics_csv,
     }
     o.final_accuracy = summary.at(column).get<double>();
     o.wall_s = summary.at("wall_s").get<double>();
+    o.virtual_time = summary.value("clock", std::string("wall")) == "virtual";
     o.samples_per_s = summary.at("samples_per_s").get<double>();
     // The traffic is absent from runs whose workers wrote none (older runs).
     o.partition_pushes = summary.value("partition_pushes", int64_t{0});

@@ -31,6 +31,7 @@ struct TrainOutcome {
   std::optional<Point> at_target;  // the first evaluation at or above the target
   double final_accuracy = 0;       // the model after the last clock of every worker
   double wall_s = 0, samples_per_s = 0;
+  bool virtual_time = false;  // summary.json's "clock": times are virtual seconds
   int64_t partition_pushes = 0, bytes_pushed = 0, bytes_pulled = 0, dropped_pushes = 0;
   double mean_push_staleness = 0;
   double best_accuracy() const;

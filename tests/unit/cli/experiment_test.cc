@@ -380,7 +380,16 @@ TEST(ExperimentReportTest, TheReportHasEveryRunTheTablesAndAPlotPerSetting) {
   EXPECT_EQ(gp.find("$clocks1"), std::string::npos) << "asp has no runs: not drawn";
   EXPECT_NE(Slurp(dir + "/plots/slow.gp").find("set yrange [0:1]"), std::string::npos);
   EXPECT_NE(gp.find("filledcurves"), std::string::npos);
+  EXPECT_NE(gp.find("set xlabel 'wall time (s)'"), std::string::npos) << gp;
   EXPECT_TRUE(std::filesystem::exists(dir + "/plots/slow.gp"));
+  // Runs in virtual time (summary.json "clock": "virtual") are plotted against it.
+  auto virtual_run =
+      ParseTrainOutcome(kMetrics, std::string(kSummary).insert(1, "\"clock\":\"virtual\","), 0.8);
+  ASSERT_TRUE(virtual_run.ok()) << virtual_run.status().ToString();
+  EXPECT_TRUE(virtual_run->virtual_time);
+  for (TrainOutcome& r : runs) r.virtual_time = true;
+  ASSERT_TRUE(WriteExperimentReport(dir, runs, info).ok());
+  EXPECT_NE(Slurp(dir + "/plots/even.gp").find("set xlabel 'virtual time (s)'"), std::string::npos);
 }
 
 }  // namespace
