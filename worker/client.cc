@@ -323,12 +323,10 @@ void Client::ReportMetrics(const std::map<std::string, double>& metrics) {
 
 Status Client::Clock() {
   const auto entered = impl_->report.EnterClock();
-  Status s = ClockAllServers();
+  Status s = ClockAsync().Wait();
   impl_->report.LeaveClock(entered);
   return s;
 }
-
-Status Client::ClockAllServers() { return ClockAsync().Wait(); }
 
 Ticket Client::ClockAsync() {
   if (Status s = impl_->Open(); !s.ok()) return Ticket(FailedOp(s));

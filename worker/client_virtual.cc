@@ -12,6 +12,21 @@
 #include "worker/client_io.h"
 
 namespace hetps {
+namespace {
+
+// Sends `h` to the scheduler and checks that it answered with `answer` (`what`: the request,
+// for the error).
+StatusOr<proto::Header> CallFor(ClientIo& io, proto::Header h, proto::MsgType answer,
+                                const char* what) {
+  auto r = io.Call(std::move(h));
+  if (r.ok() && r->type() != answer) {
+    return Status::Malformed(
+        fmt::format("the scheduler answered {} with {}", what, proto::MsgType_Name(r->type())));
+  }
+  return r;
+}
+
+}  // namespace
 
 double Client::virtual_time() const { return impl_->virtual_time; }
 
@@ -23,14 +38,8 @@ Status Client::DeclareVirtualTime(double not_before) {
   proto::Header h;
   h.set_type(proto::ROUND_PROGRESS);
   h.mutable_fed_round()->set_virtual_time(not_before);
-  auto r = impl_->io.Call(std::move(h));
-  if (!r.ok()) return r.status();
-  if (r->type() != proto::ROUND_PROGRESS) {
-    return Status::Malformed(
-        fmt::format("the scheduler answered a virtual-time declaration with {}",
-                    proto::MsgType_Name(r->type())));
-  }
-  return Status();
+  return CallFor(impl_->io, std::move(h), proto::ROUND_PROGRESS, "a virtual-time declaration")
+      .status();
 }
 
 Status Client::BeginTurn(double t) {
@@ -44,11 +53,11 @@ Status Client::BeginTurn(double t) {
   proto::Header h;
   h.set_type(proto::VIRTUAL_TURN);
   h.set_virtual_time(t);
-  auto r = impl_->io.Call(std::move(h));
+  auto r = CallFor(impl_->io, std::move(h), proto::VIRTUAL_TURN, "a turn request");
   if (!r.ok()) return r.status();
-  if (r->type() != proto::VIRTUAL_TURN || r->virtual_time() != t) {
-    return Status::Malformed(fmt::format("the scheduler answered a turn at {} with {} at {}", t,
-                                         proto::MsgType_Name(r->type()), r->virtual_time()));
+  if (r->virtual_time() != t) {
+    return Status::Malformed(
+        fmt::format("the scheduler granted a turn at {} for {}", r->virtual_time(), t));
   }
   impl_->virtual_time = t;
   impl_->io.SetTurnTime(t);
@@ -93,11 +102,7 @@ StatusOr<double> Client::EndTurn(const std::vector<Ticket>& tickets, double next
   turn->set_parked(settled.parked);
   for (int32_t w : settled.unparked) turn->add_unparked(w);
   turn->set_next(answered + next_after);
-  auto r = impl_->io.Call(std::move(h));
-  if (r.ok() && r->type() != proto::VIRTUAL_DONE) {
-    r = Status::Malformed(fmt::format("the scheduler answered the end of a turn with {}",
-                                      proto::MsgType_Name(r->type())));
-  }
+  auto r = CallFor(impl_->io, std::move(h), proto::VIRTUAL_DONE, "the end of a turn");
   // A turn the scheduler did not take leaves what a server parked parked: nothing would release
   // it, so the error goes back at once.
   if (!r.ok() && settled.parked) return r.status();
@@ -123,13 +128,7 @@ Status Client::FinishTurns() {
   proto::Header h;
   h.set_type(proto::VIRTUAL_DONE);
   h.mutable_virtual_turn()->set_finished(true);
-  auto r = impl_->io.Call(std::move(h));
-  if (!r.ok()) return r.status();
-  if (r->type() != proto::VIRTUAL_DONE) {
-    return Status::Malformed(fmt::format("the scheduler answered a worker's last turn with {}",
-                                         proto::MsgType_Name(r->type())));
-  }
-  return Status();
+  return CallFor(impl_->io, std::move(h), proto::VIRTUAL_DONE, "a worker's last turn").status();
 }
 
 }  // namespace hetps

@@ -389,7 +389,6 @@ class Client {
  private:
   class Impl;
   explicit Client(std::unique_ptr<Impl> impl);
-  Status ClockAllServers();
   // Push and Init: one request per partition, each sending its slice of `data` zero-copy, or
   // its encoding when the partition's layer has a codec (pushes only).
   enum class Update { kPush, kInit };

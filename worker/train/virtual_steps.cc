@@ -2,18 +2,12 @@
 
 namespace hetps {
 
-namespace {
-constexpr size_t kRequestBytes = 64;  // a request's or an acknowledgement's own bytes
-}
-
 VirtualSteps::VirtualSteps(Client& client, const LinkOptions& link, double flops_per_sample,
                            double gflops)
-    : client_(client), flops_per_sample_(flops_per_sample), gflops_(gflops) {
-  if (link.enabled()) link_.emplace(link);
-}
+    : client_(client), model_(link, flops_per_sample, gflops, 1.0), link_(link.enabled()) {}
 
 double VirtualSteps::ComputeSeconds(int64_t samples, double slowdown) const {
-  return static_cast<double>(samples) * flops_per_sample_ / (gflops_ * 1e9) * slowdown;
+  return model_.Compute(0, samples) * slowdown;
 }
 
 Status VirtualSteps::Turn(const Requests& requests, double next_after) {
@@ -21,7 +15,7 @@ Status VirtualSteps::Turn(const Requests& requests, double next_after) {
   if (Status s = client_.BeginTurn(now_); !s.ok()) return s;
   auto tickets = requests();
   if (!tickets.ok()) {
-    // The turn must end even so: what was issued is waited for, the error returned.
+    // The turn ends even so, or the scheduler would wait for it; the error is returned.
     (void)client_.EndTurn({}, next_after);
     return tickets.status();
   }
@@ -30,10 +24,12 @@ Status VirtualSteps::Turn(const Requests& requests, double next_after) {
   now_ = *answered;
   if (link_) {
     const ClientStats after = client_.stats();
-    const auto pulled = static_cast<size_t>(after.bytes_pulled - before.bytes_pulled);
-    const auto pushed = static_cast<size_t>(after.bytes_pushed - before.bytes_pushed);
-    if (pulled > 0) now_ = link_->Down(pulled, link_->Up(kRequestBytes, now_));
-    if (pushed > 0) now_ = link_->Down(kRequestBytes, link_->Up(pushed, now_));
+    if (const int64_t pulled = after.bytes_pulled - before.bytes_pulled; pulled > 0) {
+      now_ = model_.Download(now_, pulled);
+    }
+    if (const int64_t pushed = after.bytes_pushed - before.bytes_pushed; pushed > 0) {
+      now_ = model_.Upload(now_, pushed);
+    }
   }
   return Status();
 }

@@ -13,12 +13,11 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <vector>
 
 #include "hetps/client.h"
 #include "hetps/link.h"
-#include "worker/link_shaper.h"
+#include "worker/edge/virtual_round.h"
 
 namespace hetps {
 
@@ -45,9 +44,8 @@ class VirtualSteps {
 
  private:
   Client& client_;
-  std::optional<LinkShaper> link_;  // when emulated
-  double flops_per_sample_;
-  double gflops_;
+  VirtualRound model_;  // the device (at slowdown 1) and the link, as edge clients model them
+  bool link_;           // a link is emulated
   double now_ = 0;
 };
 
