@@ -47,6 +47,22 @@ Status SchedulerLoop::Authorize(const Envelope& env) {
   return Status();
 }
 
+// A worker in wall time beside virtual ones would hold the virtual clock (it never says when its
+// next request happens) and one in virtual time cannot run on a wall clock: both are refused at
+// the door. PyTorch workers (hetps.torch) take no virtual-time turns.
+Status SchedulerLoop::SameClock(const proto::Header& h) const {
+  if (h.role() != proto::WORKER || h.virtual_clock() == vclock_.has_value()) return Status();
+  if (vclock_) {
+    return Status::FailedPrecondition(
+        "this scheduler runs virtual time (--clock=virtual): its workers must too (hetps-worker "
+        "--clock=virtual, hetps.Client(virtual_clock=True)); hetps.torch workers run in wall "
+        "time only");
+  }
+  return Status::FailedPrecondition(
+      "this worker runs virtual time (--clock=virtual) and this scheduler wall time: start the "
+      "scheduler with --clock=virtual too");
+}
+
 void SchedulerLoop::HandleRegister(const Envelope& env) {
   const proto::Header& h = env.message.header;
   const bool retried = members_.ByIdentity(env.identity) != nullptr;
@@ -64,6 +80,10 @@ void SchedulerLoop::HandleRegister(const Envelope& env) {
                          from, options_.join_burst, options_.join_rate, 1000 * wait)),
                      kSchedulerId));
     return;
+  }
+  if (Status clock = SameClock(h); !clock.ok()) {
+    spdlog::warn("refused registration of a {}: {}", proto::Role_Name(h.role()), clock.message());
+    return Reply(env.identity, ErrorReply(h, clock, kSchedulerId));
   }
   auto m = members_.Register(env.identity, h, Clock::now());
   if (!m.ok()) {

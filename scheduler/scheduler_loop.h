@@ -110,6 +110,8 @@ class SchedulerLoop {
   void Serve();
   void OnNodeError(const Member& member, const proto::Header& h);
   Status Authorize(const Envelope& env);
+  // A worker registers in this scheduler's clock (wall or virtual) or not at all.
+  Status SameClock(const proto::Header& registration) const;
   void HandleRegister(const Envelope& env);
   void HandleDeclare(const Envelope& env, const Member& m);
   void HandleLeave(const Envelope& env, const Member& m);

@@ -91,6 +91,7 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
   static const std::atomic<bool> never{false};
   const std::atomic<bool>& stop = options_.stop ? *options_.stop : never;
   if (options_.rank >= 0) link_.registration().set_rank(options_.rank);
+  link_.registration().set_virtual_clock(options_.virtual_clock);
   if (Status s = link_.Join(stop, options_.join_timeout_ms); !s.ok()) return s;
   SetLogNode("worker", link_.id());
   servers_.resize(link_.view().servers().size());

@@ -346,3 +346,14 @@ def test_table_rows_sum_exactly_and_bad_arrays_raise(cluster):
             w.push_rows("emb", keys.astype(np.int32), grads)
         with pytest.raises(hetps.NotFound):
             w.push_rows("nope", keys, grads).wait()
+
+
+def test_a_worker_joins_only_a_scheduler_on_its_own_clock(cluster):
+    virtual = cluster(scheduler_flags=["--clock=virtual"])
+    with pytest.raises(hetps.FailedPrecondition, match="runs virtual time.*hetps.torch"):
+        hetps.Client(virtual.endpoint, join_timeout_ms=5000)
+    wall = cluster()
+    with pytest.raises(hetps.FailedPrecondition, match="start the scheduler with --clock=virtual"):
+        hetps.Client(wall.endpoint, join_timeout_ms=5000, virtual_clock=True)
+    with hetps.Client(wall.endpoint) as w:  # the refused ones took no place
+        assert w.rank == 0
