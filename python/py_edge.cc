@@ -44,6 +44,8 @@ EdgeProfileFlags ProfileFlags(const Flags& f) {
   EdgeProfileFlags p;
   Read(f, "slowdown", p.slowdown);
   Read(f, "device_spread", p.device_spread);
+  Read(f, "device_gflops", p.device_gflops);
+  if (auto it = f.find("device_table"); it != f.end()) p.device_table = it->second;
   Read(f, "data_seed", p.data_seed);
   Read(f, "link_up_mbps", p.link_up_mbps);
   Read(f, "link_down_mbps", p.link_down_mbps);
@@ -177,8 +179,19 @@ void AddEdge(py::module_& m) {
       },
       py::arg("flags"), py::arg("rank"),
       "(Link, slowdown) of edge client `rank` from a scenario's flags ({name: value}, the "
-      "names of hetps-worker's --slowdown, --device_spread, --data_seed, --link_*, --links, "
-      "--evaluators; others are ignored), drawn as hetps-worker draws them.");
+      "names of hetps-worker's --slowdown, --device_spread, --device_table, --data_seed, "
+      "--link_*, --links, --evaluators; others are ignored), drawn as hetps-worker draws them.");
+  m.def(
+      "edge_device",
+      [](const Flags& flags, int rank) {
+        const EdgeProfileFlags f = ProfileFlags(flags);
+        Check(ValidateEdgeProfileFlags(f));
+        return std::make_pair(EdgeDeviceName(f, rank), EdgeReferenceGflops(f));
+      },
+      py::arg("flags"), py::arg("rank"),
+      "(kind, reference GFLOP/s) of edge client `rank`: the --device_table row it drew ('' "
+      "without a table) and the reference device's rate (--device_gflops, or the table's "
+      "fastest); the client computes at that rate over its slowdown.");
 }
 
 }  // namespace hetps

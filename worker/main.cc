@@ -114,6 +114,13 @@ DEFINE_string(straggler, "none",
 DEFINE_double(device_spread, 0,
               "edge: heterogeneous devices: this client's --slowdown is multiplied by "
               "exp(S |z|), z standard normal drawn from --data_seed and the rank (needs --rank)");
+DEFINE_string(device_table, "",
+              "edge: devices from a CSV of device kinds with their shares of the clients and "
+              "their measured training throughput (worker/edge/device_table.h, e.g. "
+              "deploy/edge/devices/phones.csv); each client draws one by --data_seed and its "
+              "rank; its slowdown is the table's fastest rate over its own (--device_spread and "
+              "--slowdown still apply), and the fastest rate is the reference device's "
+              "(--device_gflops left unset)");
 DEFINE_double(link_spread, 0,
               "heterogeneous links: this client's link bandwidths are multiplied by exp(S z), z "
               "standard normal drawn from --link_seed and the rank (log-normal around the "
@@ -278,6 +285,8 @@ hetps::EdgeProfileFlags ProfileFlags() {
   hetps::EdgeProfileFlags f;
   f.slowdown = FLAGS_slowdown;
   f.device_spread = FLAGS_device_spread;
+  f.device_table = FLAGS_workload == "edge" ? FLAGS_device_table : "";
+  f.device_gflops = FLAGS_device_gflops;
   f.data_seed = FLAGS_data_seed;
   f.link_up_mbps = FLAGS_link_up_mbps;
   f.link_down_mbps = FLAGS_link_down_mbps;
@@ -310,8 +319,9 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.deep_period = FLAGS_deep_period;
   o.deep_rounds = FLAGS_deep_rounds;
   o.slowdown = hetps::EdgeSlowdown(ProfileFlags(), FLAGS_rank);
+  o.device_kind = hetps::EdgeDeviceName(ProfileFlags(), FLAGS_rank);
   o.virtual_clock = FLAGS_clock == "virtual";
-  o.device_gflops = FLAGS_device_gflops;
+  o.device_gflops = hetps::EdgeReferenceGflops(ProfileFlags());
   auto link = hetps::EdgeLink(ProfileFlags(), FLAGS_rank);
   if (link.ok()) o.link = *link;
   return o;
@@ -418,6 +428,10 @@ int main(int argc, char** argv) {
     if (valid.ok()) valid = s;
   }
   if (valid.ok()) valid = hetps::ValidateEdgeProfileFlags(ProfileFlags());
+  if (valid.ok() && !FLAGS_device_table.empty() && FLAGS_workload != "edge") {
+    valid = hetps::Status::InvalidArgument(
+        "--device_table draws federated edge clients' devices (--workload=edge)");
+  }
   auto link = hetps::EdgeLink(ProfileFlags(), FLAGS_rank);
   if (valid.ok()) valid = link.ok() ? hetps::ValidateLinkOptions(*link) : link.status();
   if (train.ok() && link.ok()) train->link = *link;  // modelled in virtual time

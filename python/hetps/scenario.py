@@ -6,17 +6,18 @@ Scenario reads them so that the Python client of rank r is the same emulated dev
 one: its link (bandwidths, latency, jitter, loss; in the transport, or its network namespace's
 with --links=netns), its compute slowdown, its availability and mid-round failures, its data
 partition, the layer schedule and the local training settings. Every draw is the C++ client's
-own code (hetps._hetps.edge_profile, make_availability, split_samples).
+own code (hetps._hetps.edge_profile, edge_device, make_availability, split_samples).
 
     s = Scenario.from_argv()            # sys.argv[1:] and $HETPS_RANK
     s.link, s.slowdown                  # what hetps.fed.run_client applies
+    s.device_kind, s.device_gflops      # its --device_table row, the reference rate
     s.partition(labels)                 # this client's sample indices (after joining)
     s.config                            # local_epochs, batch_size, lr, proximal_mu for fit
 """
 import os
 import sys
 
-from ._hetps import edge_profile, make_availability, split_samples
+from ._hetps import edge_device, edge_profile, make_availability, split_samples
 
 # The flags a client program may meet that have defaults here (hetps-worker's defaults).
 _DEFAULTS = {
@@ -78,9 +79,7 @@ class Scenario:
         if self.flags["clock"] not in ("wall", "virtual"):
             raise ValueError(f"--clock is wall or virtual, not '{self.flags['clock']}'")
         self.virtual = self.flags["clock"] == "virtual"
-        self.device_gflops = self._float("device_gflops", 0)
-        if self.virtual and not self.device_gflops > 0:
-            raise ValueError("--device_gflops must be > 0")
+        self.device_kind, self.device_gflops = edge_device(self.flags, self.rank)
         self.config = {
             "local_epochs": self._int("local_epochs", 1),
             "batch_size": self._int("batch", 1),

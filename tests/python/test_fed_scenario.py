@@ -43,6 +43,24 @@ def test_a_python_client_gets_the_link_hetps_worker_draws_for_its_rank():
     assert all(Scenario(CLIENT_FLAGS, r).slowdown >= 1 for r in range(1, 7))
 
 
+PHONES = os.path.join(os.path.dirname(__file__), "../../deploy/edge/devices/phones.csv")
+
+
+def test_a_python_client_computes_at_the_rate_it_drew_from_the_device_table():
+    flags = dict(CLIENT_FLAGS, device_table=PHONES, device_spread="0", evaluators="1")
+    rates = []
+    for rank in range(1, 30):
+        s = Scenario(flags, rank)
+        assert s.device_kind == "snapdragon8-cpu" and s.device_gflops == 30  # the fastest
+        rates.append(s.device_gflops / s.slowdown)  # what its virtual compute runs at
+    assert all(15 <= r <= 30 for r in rates) and len(set(rates)) == len(rates)
+    assert Scenario(flags, 0).device_kind == "" and Scenario(flags, 0).slowdown == 1
+    assert [Scenario(flags, r).slowdown for r in range(1, 30)] == \
+        [Scenario(flags, r).slowdown for r in range(1, 30)]  # the same draw every time
+    with pytest.raises(hetps.NotFound, match="cannot read the device table /nonexistent.csv"):
+        Scenario(dict(flags, device_table="/nonexistent.csv"), 1)
+
+
 def test_the_layer_schedule_sends_deep_layers_on_the_last_rounds_of_each_period():
     s = Scenario({"deep_from": "1", "deep_period": "15", "deep_rounds": "5"}, 1)
     assert all(s.uploads(0, r) for r in range(30))
@@ -56,6 +74,7 @@ def test_the_layer_schedule_sends_deep_layers_on_the_last_rounds_of_each_period(
     ({"links": "radio"}, "--links must be transport or netns"),
     ({"deep_from": "1", "deep_period": "3", "deep_rounds": "4"}, "deep_rounds <= deep_period"),
     ({"local_epochs": "many"}, "--local_epochs needs an integer"),
+    ({"device_table": PHONES, "device_gflops": "50"}, "leave --device_gflops unset"),
 ])
 def test_a_scenario_flag_that_cannot_be_right_is_named(flags, message):
     with pytest.raises(ValueError, match=None) as raised:

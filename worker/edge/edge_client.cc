@@ -119,8 +119,9 @@ Status EdgeClient::LoadData() {
   } else {
     shard_ = train->Gather(parts[Shard()]);
     const auto histogram = LabelHistogram({parts[Shard()]}, train->labels(), train->classes());
-    spdlog::info("client {} trains on {} samples, labels [{}], device slowdown {:.2f}",
-                 client_.rank(), shard_.size, fmt::join(histogram[0], " "), o_.slowdown);
+    spdlog::info("client {} trains on {} samples, labels [{}], device {}slowdown {:.2f}",
+                 client_.rank(), shard_.size, fmt::join(histogram[0], " "),
+                 o_.device_kind.empty() ? "" : o_.device_kind + ", ", o_.slowdown);
   }
   if (client_.rank() == 0 || evaluator()) {
     auto test = LoadTestSet(o_);

@@ -51,6 +51,7 @@ struct EdgeOptions : WorkloadOptions {
   // throughput `device_gflops` times 1 / slowdown. Availability counts virtual seconds.
   bool virtual_clock = false;
   double device_gflops = 1;
+  std::string device_kind;  // the --device_table row this client drew, for its log
   LinkOptions link;
 };
 

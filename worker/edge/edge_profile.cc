@@ -2,14 +2,32 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <random>
 
+#include "worker/edge/device_table.h"
 #include "worker/link_table.h"
 
 namespace hetps {
 namespace {
 
 bool Evaluator(const EdgeProfileFlags& f, int rank) { return rank >= 0 && rank < f.evaluators; }
+
+// The device table at `path`, read once per process (empty when it cannot be read: the flags'
+// validation says why).
+std::vector<DeviceKind> Devices(const std::string& path) {
+  if (path.empty()) return {};
+  static std::mutex mu;
+  static std::map<std::string, std::vector<DeviceKind>> read;
+  std::lock_guard lock(mu);
+  auto it = read.find(path);
+  if (it == read.end()) {
+    auto t = ReadDeviceTable(path);
+    it = read.emplace(path, t.ok() ? std::move(*t) : std::vector<DeviceKind>{}).first;
+  }
+  return it->second;
+}
 
 }  // namespace
 
@@ -32,12 +50,36 @@ Status ValidateEdgeProfileFlags(const EdgeProfileFlags& f) {
   if (!f.link_table.empty()) {
     if (auto table = ReadLinkTable(f.link_table); !table.ok()) return table.status();
   }
+  if (!(f.device_gflops > 0)) return Status::InvalidArgument("--device_gflops must be > 0");
+  if (!f.device_table.empty()) {
+    if (auto table = ReadDeviceTable(f.device_table); !table.ok()) return table.status();
+    if (f.device_gflops != 1) {
+      return Status::InvalidArgument(
+          "--device_table gives each client's rate (its fastest row is the reference device): "
+          "leave --device_gflops unset");
+    }
+  }
   return Status();
 }
 
 double EdgeSlowdown(const EdgeProfileFlags& f, int rank) {
   if (Evaluator(f, rank)) return 1.0;
-  return f.slowdown * SpreadFactor(f.device_spread, f.data_seed, 1, true, rank);
+  double device = 1.0;
+  if (const std::vector<DeviceKind> table = Devices(f.device_table); !table.empty()) {
+    device = ReferenceGflops(table) / DrawDevice(table, f.data_seed, std::max(0, rank)).gflops;
+  }
+  return f.slowdown * device * SpreadFactor(f.device_spread, f.data_seed, 1, true, rank);
+}
+
+double EdgeReferenceGflops(const EdgeProfileFlags& f) {
+  const std::vector<DeviceKind> table = Devices(f.device_table);
+  return table.empty() ? f.device_gflops : ReferenceGflops(table);
+}
+
+std::string EdgeDeviceName(const EdgeProfileFlags& f, int rank) {
+  const std::vector<DeviceKind> table = Devices(f.device_table);
+  if (Evaluator(f, rank) || table.empty()) return "";
+  return DrawDevice(table, f.data_seed, std::max(0, rank)).name;
 }
 
 StatusOr<LinkOptions> EdgeLink(const EdgeProfileFlags& f, int rank) {

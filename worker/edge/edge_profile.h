@@ -3,7 +3,9 @@
 // same client gets the same device and link in every run and in either language (hetps-worker
 // --workload=edge, and a Python client through hetps.fed's Scenario).
 //   slowdown     --slowdown times exp(device_spread |z|), z standard normal from (data_seed,
-//                rank): a device never faster than the reference
+//                rank): a device never faster than the reference; with --device_table, also
+//                times the table's fastest rate over the rate of the device the client draws
+//                (by data_seed and the rank), that fastest rate being the reference's
 //   link         the --link_* flags, or client rank's row of --link_table (drawn by link_seed
 //                and the rank), bandwidths times exp(link_spread z); an evaluator (rank <
 //                evaluators) measures the model, it is no edge device: its link is not emulated
@@ -21,6 +23,8 @@ namespace hetps {
 struct EdgeProfileFlags {
   double slowdown = 1;
   double device_spread = 0;
+  std::string device_table;  // a CSV of device kinds (worker/edge/device_table.h)
+  double device_gflops = 1;  // the reference device's rate, without a device table
   uint64_t data_seed = 1;
   double link_up_mbps = 0, link_down_mbps = 0, link_latency_ms = 0, link_jitter_ms = 0;
   double link_loss = 0, link_rto_ms = 200;
@@ -39,6 +43,11 @@ double SpreadFactor(double spread, uint64_t seed, uint64_t what, bool at_least_o
 Status ValidateEdgeProfileFlags(const EdgeProfileFlags& flags);
 // Client rank's compute slowdown (1 for an evaluator).
 double EdgeSlowdown(const EdgeProfileFlags& flags, int rank);
+// The reference device's rate in GFLOP/s (virtual time: a client computes at this over its
+// slowdown): --device_gflops, or the device table's fastest.
+double EdgeReferenceGflops(const EdgeProfileFlags& flags);
+// The kind of device client rank drew from the device table ("" without one, or an evaluator).
+std::string EdgeDeviceName(const EdgeProfileFlags& flags, int rank);
 // Client rank's emulated link (none for an evaluator); fails when the link table cannot be read.
 StatusOr<LinkOptions> EdgeLink(const EdgeProfileFlags& flags, int rank);
 
