@@ -35,6 +35,18 @@ struct OnePartition {
     state->aggregator()->OnPush(*state, info, g.data());
   }
   void Pull(int32_t worker) { state->aggregator()->OnPull(*state, worker); }
+  // A closed round (bsp's, or one the scheduler closed): each upload handed over in worker
+  // order, then the round ends, as PartitionState::ApplyRound does for a rounds aggregator.
+  void Round(const std::vector<std::vector<float>>& uploads, int64_t clock = 0) {
+    for (size_t w = 0; w < uploads.size(); ++w) {
+      PushInfo info;
+      info.worker = static_cast<int32_t>(w);
+      info.clock = clock;
+      info.base_version = state->version();
+      state->aggregator()->Upload(*state, info, uploads[w].data());
+    }
+    state->aggregator()->EndRound(*state, clock);
+  }
   std::vector<float> values() const {
     return {state->values(), state->values() + state->info().length};
   }
