@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <string_view>
 
 #include "cli/fed_report.h"
 #include "cli/launch_args.h"
@@ -29,6 +30,10 @@ struct Preset {
 
 constexpr char kRounds[] =
     "--consistency=selected --aggregator=fedavg --optimizer=sgd:lr=1 --clients_per_round={K} "
+    "--overcommit={O}";
+// {A}: the preset's name, the aggregator.
+constexpr char kRobust[] =
+    "--consistency=selected --aggregator={A} --optimizer=sgd:lr=1 --clients_per_round={K} "
     "--overcommit={O}";
 constexpr char kFedSa[] =
     "--consistency=committed:exponent=1 --aggregator=sum --optimizer=sgd:lr=0.5 "
@@ -59,6 +64,12 @@ const std::vector<Preset>& Presets() {
       {"fedsa-auto", true, "{S} --quorum=0"},
       // AAFL (Liu et al.): the aggregation ratio chosen per aggregation by the greedy policy.
       {"aafl", true, "{S} --ratio=greedy"},
+      // FedAvg's rounds combined by a robust rule (ALGORITHMS.md §13; the rule's parameters
+      // after the name: krum:f=2): coordinate-wise median, trimmed mean, Krum, norm bounding.
+      {"median", true, kRobust},
+      {"trimmed_mean", true, kRobust},
+      {"krum", true, kRobust},
+      {"norm_bound", true, kRobust},
   };
   return presets;
 }
@@ -204,11 +215,17 @@ std::vector<std::string> FedPresetNames() {
 StatusOr<std::vector<std::string>> FedAlgorithmFlags(const std::string& algorithm,
                                                      const FedArgs& a) {
   const auto& presets = Presets();
-  const auto it = std::find_if(presets.begin(), presets.end(),
-                               [&](const Preset& p) { return algorithm == p.name; });
+  // A robust rule's preset takes its aggregator's parameters: krum:f=2.
+  const std::string base = algorithm.substr(0, algorithm.find(':'));
+  const auto it =
+      std::find_if(presets.begin(), presets.end(), [&](const Preset& p) { return base == p.name; });
   if (it == presets.end()) {
     return Status::NotFound(fmt::format("no algorithm '{}' (presets: {}; or a .flags file)",
                                         algorithm, fmt::join(FedPresetNames(), ", ")));
+  }
+  if (base != algorithm && std::string_view(it->flags).find("{A}") == std::string_view::npos) {
+    return Status::InvalidArgument(
+        fmt::format("the preset {} takes no parameters (given '{}')", base, algorithm));
   }
   if (a.per_round > a.parallel) {
     return Status::InvalidArgument(fmt::format(
@@ -225,6 +242,7 @@ StatusOr<std::vector<std::string>> FedAlgorithmFlags(const std::string& algorith
   std::string flags = it->flags;
   flags = Replace(flags, "{R}", kRounds);
   flags = Replace(flags, "{S}", kFedSa);
+  flags = Replace(flags, "{A}", algorithm);
   flags = Replace(flags, "{P}", std::to_string(a.parallel));
   flags = Replace(flags, "{K}", std::to_string(a.per_round));
   flags = Replace(flags, "{O}", fmt::format("{:g}", static_cast<double>(a.parallel) / a.per_round));

@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/signals.h"
 #include "hetps/client.h"
+#include "worker/edge/attack.h"
 #include "worker/edge/availability.h"
 #include "worker/edge/edge_client.h"
 #include "worker/edge/edge_profile.h"
@@ -78,6 +79,12 @@ DEFINE_string(availability, "always",
 DEFINE_double(fail_fraction, 0,
               "edge, federated rounds: chance that a selected client fails in the middle of its "
               "work (uploads part of its delta, never reports it)");
+DEFINE_double(byzantine_fraction, 0,
+              "edge: emulated attackers: round(F x training clients) of them, drawn from "
+              "--data_seed, run --attack (worker/edge/attack.h)");
+DEFINE_string(attack, "sign_flip",
+              "edge: what a Byzantine client does: sign_flip:factor=C, scale:factor=K, "
+              "gaussian:std=S or label_flip (hetps-worker --list)");
 DEFINE_int32(deep_from, -1,
              "edge: layer-wise uploads (pair with --aggregator=temporal): layers from this index "
              "on go up only on the schedule's deep rounds (-1: every layer every round)");
@@ -315,6 +322,8 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.evaluators = FLAGS_evaluators;
   o.availability = FLAGS_availability;
   o.fail_fraction = FLAGS_fail_fraction;
+  o.byzantine_fraction = FLAGS_byzantine_fraction;
+  o.attack = FLAGS_attack;
   o.deep_from = FLAGS_deep_from;
   o.deep_period = FLAGS_deep_period;
   o.deep_rounds = FLAGS_deep_rounds;
@@ -414,7 +423,8 @@ int main(int argc, char** argv) {
     fmt::print("{}",
                hetps::Catalogue({{&hetps::compress::Codecs(), "--codec=NAME:key=value,..."},
                                  {&hetps::Stragglers(), "--straggler=NAME:key=value,..."},
-                                 {&hetps::Availabilities(), "--availability=NAME:key=value,..."}},
+                                 {&hetps::Availabilities(), "--availability=NAME:key=value,..."},
+                                 {&hetps::Attacks(), "--attack=NAME:key=value,..."}},
                                 FLAGS_markdown));
     return 0;
   }

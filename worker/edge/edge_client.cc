@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "worker/edge/attack.h"
 #include "worker/edge/availability.h"
 #include "worker/edge/virtual_round.h"
 #include "worker/layer_schedule.h"
@@ -58,6 +59,7 @@ class EdgeClient {
 
  private:
   Status LoadData();
+  Status Attacker();
   int Clients() const { return client_.num_workers() - o_.evaluators; }
   int Shard() const { return (client_.rank() - o_.evaluators) % Clients(); }
   Status PullGlobal();
@@ -87,7 +89,9 @@ class EdgeClient {
   std::unique_ptr<Availability> availability_;
   std::optional<LayerSchedule> schedule_;   // deep_from >= 0
   std::optional<LayerAccumulator> layers_;  // else: the scheduler's layer-wise schedule
-  std::mt19937_64 fail_rng_;             // its own stream: failures do not change the sample order
+  std::mt19937_64 fail_rng_;        // its own stream: failures do not change the sample order
+  std::unique_ptr<Attack> attack_;  // a Byzantine client's attack (--byzantine_fraction)
+  std::mt19937_64 attack_rng_;
   double selected_s_ = 0;                // when the current round selected it
   std::optional<VirtualRound> virtual_;  // --clock=virtual
   // The client's time: virtual, or seconds since Prepare.
@@ -102,6 +106,19 @@ class EdgeClient {
     log_->RecordAt(at, round, client_.rank(), loss, accuracy, staleness);
   }
 };
+
+// Whether this client is one of the scenario's attackers; if so its attack poisons its labels
+// now (label_flip) and its uploads later.
+Status EdgeClient::Attacker() {
+  if (!IsByzantine(o_.byzantine_fraction, o_.seed, Shard(), Clients())) return Status();
+  auto attack = MakeAttack(o_.attack);
+  if (!attack.ok()) return attack.status();
+  attack_ = std::move(*attack);
+  attack_->PoisonLabels(shard_.classes, shard_.y);
+  attack_rng_.seed(o_.seed * 31337 + static_cast<uint64_t>(client_.rank()));
+  spdlog::info("client {} is Byzantine: {}", client_.rank(), o_.attack);
+  return Status();
+}
 
 Status EdgeClient::LoadData() {
   auto train = OpenTrainSet(o_);
@@ -118,6 +135,7 @@ Status EdgeClient::LoadData() {
     shard_ = train->Gather({});  // the shape only
   } else {
     shard_ = train->Gather(parts[Shard()]);
+    if (Status s = Attacker(); !s.ok()) return s;
     const auto histogram = LabelHistogram({parts[Shard()]}, train->labels(), train->classes());
     spdlog::info("client {} trains on {} samples, labels [{}], device {}slowdown {:.2f}",
                  client_.rank(), shard_.size, fmt::join(histogram[0], " "),
@@ -299,6 +317,7 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
     const float* g = global_[t].data();
     for (size_t i = 0; i < local_[t].size(); ++i) d[i] = g[i] - d[i];
   }
+  if (attack_) attack_->PoisonUpdate(local_, attack_rng_);
   if (federated) {
     std::bernoulli_distribution fails(o_.fail_fraction);
     const bool failed = fails(fail_rng_);
@@ -408,6 +427,9 @@ Status ValidateEdgeOptions(const EdgeOptions& o) {
   }
   if (!(o.fail_fraction >= 0 && o.fail_fraction <= 1)) {
     return Status::InvalidArgument("fail_fraction must be in [0, 1]");
+  }
+  if (Status s = ValidateAttackFlags(o.byzantine_fraction, o.attack); !s.ok()) {
+    return Status::InvalidArgument("--attack: " + s.message());
   }
   if (auto a = MakeAvailability(o.availability, 1); !a.ok()) {  // a trace is read here too
     return Status::InvalidArgument("--availability: " + a.status().message());

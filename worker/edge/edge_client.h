@@ -39,6 +39,10 @@ struct EdgeOptions : WorkloadOptions {
   // part of its delta and never reports the upload, so no round keeps it.
   std::string availability = "always";
   double fail_fraction = 0;
+  // Emulated Byzantine clients (worker/edge/attack.h): round(byzantine_fraction x clients) of
+  // the training clients, drawn from the seed, run `attack`.
+  double byzantine_fraction = 0;
+  std::string attack = "sign_flip";
   // Layer-wise uploads (worker/layer_schedule.h, ALGORITHMS.md §5): with deep_from >= 0, layers
   // from deep_from on go up only on rounds t with t mod deep_period in the last deep_rounds
   // (or 0); the shallow ones every round. Pair with the servers' --aggregator=temporal.

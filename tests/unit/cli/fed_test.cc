@@ -186,6 +186,15 @@ TEST(FedArgsTest, PresetsShareTheBudgetOfUploads) {
   for (const std::string& name : FedPresetNames()) {
     EXPECT_TRUE(FedAlgorithmFlags(name, a).ok()) << name;
   }
+  // A robust rule's preset: FedAvg's rounds with its aggregator, parameters after the name.
+  auto krum = FedAlgorithmFlags("krum:f=2", a);
+  ASSERT_TRUE(krum.ok()) << krum.status().ToString();
+  EXPECT_TRUE(Has(*krum, "--aggregator=krum:f=2"));
+  EXPECT_TRUE(Has(*krum, "--consistency=selected"));
+  EXPECT_TRUE(Has(*krum, "--rounds=40"));
+  auto refused = FedAlgorithmFlags("fedsa:k=3", a);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("takes no parameters"), std::string::npos);
 }
 
 TEST(FedArgsTest, AnItemMayAddFlagsOrComeFromAFile) {
