@@ -1,0 +1,78 @@
+#include "common/privacy.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace hetps {
+namespace {
+
+std::vector<ParamDef> Params() {
+  ParamDef delta =
+      ParamDef::Real("delta", "1e-5", 0, 1, "the delta (epsilon, delta) is reported at", true);
+  delta.max_open = true;
+  return {ParamDef::Real("clip", "1", 0, 1e12, "L2 norm bound of a client's update", true),
+          ParamDef::Real("noise", "1", 0, 1e6, "noise standard deviation / clip", true), delta};
+}
+
+}  // namespace
+
+const SpecRegistry& PrivacyModes() {
+  static const SpecRegistry* r = [] {
+    struct Modes : SpecRegistry {
+      Modes() : SpecRegistry("dp") {
+        AddInfo({"none", "no clipping, no noise", {}});
+        AddInfo({"central",
+                 "clients clip their updates; the servers add Gaussian noise to each round's sum "
+                 "(DP-FedAvg, McMahan et al. ICLR'18)",
+                 Params()});
+        AddInfo(
+            {"local", "each client clips its update and adds the Gaussian noise itself", Params()});
+      }
+    };
+    return new Modes();
+  }();
+  return *r;
+}
+
+StatusOr<Privacy> ParsePrivacy(const std::string& text) {
+  auto spec = PrivacyModes().Parse(text);
+  if (!spec.ok()) return spec.status();
+  Privacy p;
+  if (spec->name() == "none") return p;
+  p.mode = spec->name() == "central" ? Privacy::Mode::kCentral : Privacy::Mode::kLocal;
+  p.clip = spec->Number("clip");
+  p.noise = spec->Number("noise");
+  p.delta = spec->Number("delta");
+  return p;
+}
+
+std::string Privacy::ToString() const {
+  if (!on()) return "none";
+  return fmt::format("{}:clip={:g},delta={:g},noise={:g}",
+                     mode == Mode::kCentral ? "central" : "local", clip, delta, noise);
+}
+
+double ClipUpdate(std::vector<std::vector<float>>& update, double clip) {
+  double squares = 0;
+  for (const auto& t : update) {
+    for (float v : t) squares += static_cast<double>(v) * v;
+  }
+  const double norm = std::sqrt(squares);
+  if (norm > clip) {
+    const float scale = static_cast<float>(clip / norm);
+    for (auto& t : update) {
+      for (float& v : t) v *= scale;
+    }
+  }
+  return norm;
+}
+
+void AddGaussianNoise(std::vector<std::vector<float>>& update, double std, std::mt19937_64& rng) {
+  std::normal_distribution<double> noise(0.0, std);
+  for (auto& t : update) {
+    for (float& v : t) v = static_cast<float>(v + noise(rng));
+  }
+}
+
+}  // namespace hetps
