@@ -12,6 +12,7 @@
 #include "cli/fed_report.h"
 #include "cli/launch_args.h"
 #include "cli/run_series.h"
+#include "common/privacy.h"
 
 namespace hetps {
 namespace {
@@ -204,6 +205,24 @@ void ShowProgress(const RunSeries& series, const std::string& name, const std::s
   }
 }
 
+// --dp=central: the servers add the noise to each round's sum, so the rounds' aggregator
+// becomes dp_fedavg with the same clip and noise; presets that are not FedAvg's rounds refuse it.
+Status CentralPrivacy(const std::string& dp, std::string& flags) {
+  if (dp.empty()) return Status();
+  auto p = ParsePrivacy(dp);
+  if (!p.ok()) return p.status();
+  if (p->mode != Privacy::Mode::kCentral) return Status();
+  const std::string fedavg = "--aggregator=fedavg ";
+  if (flags.find(fedavg) == std::string::npos) {
+    return Status::InvalidArgument(
+        "central noise is DP-FedAvg's, added to FedAvg's rounds (fedavg, fedprox, fedlesscan); "
+        "--dp=local works with every algorithm");
+  }
+  flags = Replace(flags, fedavg,
+                  fmt::format("--aggregator=dp_fedavg:clip={:g},noise={:g} ", p->clip, p->noise));
+  return Status();
+}
+
 }  // namespace
 
 std::vector<std::string> FedPresetNames() {
@@ -241,6 +260,9 @@ StatusOr<std::vector<std::string>> FedAlgorithmFlags(const std::string& algorith
   const std::string model = LastFlagValue(models, "model");
   std::string flags = it->flags;
   flags = Replace(flags, "{R}", kRounds);
+  if (Status s = CentralPrivacy(LastFlagValue(models, "dp"), flags); !s.ok()) {
+    return Status::InvalidArgument(fmt::format("{} with --dp: {}", algorithm, s.message()));
+  }
   flags = Replace(flags, "{S}", kFedSa);
   flags = Replace(flags, "{A}", algorithm);
   flags = Replace(flags, "{P}", std::to_string(a.parallel));

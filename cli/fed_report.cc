@@ -31,12 +31,12 @@ std::vector<std::pair<std::string, std::vector<const FedOutcome*>>> ByAlgorithm(
 }
 
 struct AlgorithmStats {
-  MeanCi time, uplink, aggregations, final_accuracy, wall, uplink_all, ratio, staleness;
+  MeanCi time, uplink, aggregations, final_accuracy, wall, uplink_all, ratio, staleness, epsilon;
   size_t runs = 0, reached = 0;
 };
 AlgorithmStats Stats(const std::vector<const FedOutcome*>& runs) {
   std::vector<double> time, uplink, aggregations, final_accuracy, wall, uplink_all, ratio,
-      staleness;
+      staleness, epsilon;
   AlgorithmStats s;
   s.runs = runs.size();
   for (const FedOutcome* r : runs) {
@@ -51,7 +51,9 @@ AlgorithmStats Stats(const std::vector<const FedOutcome*>& runs) {
     uplink_all.push_back(static_cast<double>(r->bytes_up) / 1e6);
     ratio.push_back(r->effective_update_ratio());
     staleness.push_back(r->mean_staleness);
+    if (r->epsilon) epsilon.push_back(*r->epsilon);
   }
+  s.epsilon = MeanAndCi(epsilon);
   s.time = MeanAndCi(time);
   s.uplink = MeanAndCi(uplink);
   s.aggregations = MeanAndCi(aggregations);
@@ -66,6 +68,18 @@ AlgorithmStats Stats(const std::vector<const FedOutcome*>& runs) {
 nlohmann::json Json(const MeanCi& m) {
   if (m.n == 0) return nullptr;
   return {{"mean", m.mean}, {"ci95", m.ci95}, {"n", m.n}};
+}
+
+// --dp: the epsilon each algorithm's runs spent (rounds.csv's last row), or nothing.
+std::string PrivacyLines(const std::vector<FedOutcome>& runs) {
+  std::string md;
+  for (const auto& [name, group] : ByAlgorithm(runs)) {
+    const AlgorithmStats st = Stats(group);
+    if (st.epsilon.n == 0) continue;
+    md += fmt::format("{}- {}: epsilon {} spent (at --dp's delta)\n", md.empty() ? "\n" : "", name,
+                      ShowMeanCi(st.epsilon, "{:.3f}"));
+  }
+  return md.empty() ? md : "\nDifferential privacy (--dp, rounds.csv's epsilon):" + md;
 }
 
 }  // namespace
@@ -89,6 +103,9 @@ StatusOr<FedOutcome> ParseFedOutcome(const std::string& text, double target) {
       if (table->column.contains("late")) o.late += std::stoll(cell("late"));  // older logs: none
       if (table->column.contains("host_s") && !cell("host_s").empty()) {
         o.host_s = std::stod(cell("host_s"));
+      }
+      if (table->column.contains("epsilon") && !cell("epsilon").empty()) {
+        o.epsilon = std::stod(cell("epsilon"));
       }
       o.bytes_up = std::stoll(cell("bytes_up"));
       o.bytes_down = std::stoll(cell("bytes_down"));
@@ -159,6 +176,7 @@ std::string FedReportMarkdown(const std::vector<FedOutcome>& runs, double target
         "aggregation.\n",
         host);
   }
+  md += PrivacyLines(runs);
   md +=
       "\nTimes are seconds from the first round's opening (or first task) to the aggregation "
       "the evaluator first measured at or above the target; uplink and downlink are the payload "
@@ -190,7 +208,8 @@ std::string FedSummaryJson(const std::vector<FedOutcome>& runs, double target) {
          {"kept", r.kept},
          {"dropped", r.dropped},
          {"effective_update_ratio", r.effective_update_ratio()},
-         {"mean_staleness", r.mean_staleness}});
+         {"mean_staleness", r.mean_staleness},
+         {"epsilon", r.epsilon ? nlohmann::json(*r.epsilon) : nlohmann::json()}});
   }
   nlohmann::json algorithms = nlohmann::json::array();
   for (const auto& [name, group] : ByAlgorithm(runs)) {
@@ -205,7 +224,8 @@ std::string FedSummaryJson(const std::vector<FedOutcome>& runs, double target) {
                           {"wall_s", Json(st.wall)},
                           {"uplink_mb", Json(st.uplink_all)},
                           {"effective_update_ratio", Json(st.ratio)},
-                          {"mean_staleness", Json(st.staleness)}});
+                          {"mean_staleness", Json(st.staleness)},
+                          {"epsilon", Json(st.epsilon)}});
   }
   return nlohmann::json{{"target", target}, {"algorithms", algorithms}, {"runs", all}}.dump(2) +
          "\n";

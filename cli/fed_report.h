@@ -33,6 +33,7 @@ struct FedOutcome {
   int64_t late = 0;  // kept uploads that came late: each was dropped from its own round first
   int64_t bytes_up = 0, bytes_down = 0;  // every client's payload, to the last aggregation
   double mean_staleness = 0;             // over the kept uploads
+  std::optional<double> epsilon;         // --dp: the epsilon spent (the last row's)
   std::vector<Point> curve;
   // The first measurement at or above the target, if any.
   std::optional<Point> at_target;

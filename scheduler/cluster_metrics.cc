@@ -61,6 +61,11 @@ std::string ClusterStats::Metrics(double now) const {
   e.Sample("hetps_scheduler_refused_total", "what=\"registration\"", 1.0 * refused_.registrations);
   e.Sample("hetps_scheduler_refused_total", "what=\"connection\"", 1.0 * refused_.connections);
 
+  if (dp_epsilon_) {
+    e.Family("hetps_fed_dp_epsilon", "gauge",
+             "The epsilon of (epsilon, delta) differential privacy the federated run spent.");
+    e.Sample("hetps_fed_dp_epsilon", fmt::format("delta=\"{:g}\"", dp_delta_), *dp_epsilon_);
+  }
   WorkerMetrics(e, now);
   ServerMetrics(e);
   LayerMetrics(e);

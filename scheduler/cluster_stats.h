@@ -71,6 +71,11 @@ class ClusterStats {
   // The federated rounds' summary (FedRounds::SummaryJson, JSON text; empty: none), shown as
   // /api/status's "federated".
   void SetFederated(std::string json) { federated_ = std::move(json); }
+  // --dp: the epsilon the federated run spent at `delta` (none: no differential privacy).
+  void SetPrivacy(std::optional<double> epsilon, double delta) {
+    dp_epsilon_ = epsilon;
+    dp_delta_ = delta;
+  }
   // Under virtual time: the clock's time, the requests it holds and the ranks it waits for
   // (JSON text; empty: wall time), shown as /api/status's "virtual".
   void SetVirtual(std::string json) { virtual_ = std::move(json); }
@@ -155,6 +160,8 @@ class ClusterStats {
   };
   std::optional<CheckpointRecord> checkpoint_;  // the last complete one
   std::string federated_;
+  std::optional<double> dp_epsilon_;
+  double dp_delta_ = 0;
   std::string virtual_;
   const LayerPlanner* planner_ = nullptr;
   Refused refused_;

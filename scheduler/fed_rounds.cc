@@ -34,6 +34,13 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
           "--ratio needs asynchronous rounds (--concurrency > 0) and takes the place of --quorum");
     }
   }
+  auto dp = ParsePrivacy(o.dp);
+  if (!dp.ok()) return Status::InvalidArgument("--dp: " + dp.status().message());
+  if (dp->mode == Privacy::Mode::kCentral && o.concurrency > 0) {
+    return Status::InvalidArgument(
+        "--dp=central adds its noise to each round's sum (dp_fedavg): it needs synchronous "
+        "rounds, not --concurrency; --dp=local works with both");
+  }
   if (auto spec = Selections().Parse(o.selection); !spec.ok()) {
     return Status::InvalidArgument("--selection: " + spec.status().message());
   }
@@ -49,7 +56,8 @@ FedRounds::FedRounds(const FedRoundsOptions& options, Actions actions)
     : options_(options),
       actions_(std::move(actions)),
       rng_(options.seed),
-      log_(options.csv_path, options.virtual_time) {
+      log_(options.csv_path, options.virtual_time),
+      privacy_(ParsePrivacy(options.dp).ok() ? *ParsePrivacy(options.dp) : Privacy()) {
   auto policy = MakeSelection(options_.selection);
   if (!policy.ok()) policy = MakeSelection("random");  // validated before; never reached
   policy_ = std::move(*policy);
@@ -118,7 +126,8 @@ void FedRounds::Applied(const std::vector<int32_t>& kept, const std::vector<int6
     ranks.push_back(clients_[kept[i]].rank);
     staleness.push_back(i < bases.size() ? std::max<int64_t>(0, aggregation - 1 - bases[i]) : 0);
   }
-  log_.Applied(aggregation, ranks, staleness, late, now);
+  privacy_.Applied(ranks, round_selected_, round_population_);
+  log_.Applied(aggregation, ranks, staleness, late, now, privacy_.epsilon());
   AnswerWatchers();
   log_.Flush();
 }
@@ -138,6 +147,18 @@ const char* FedRounds::StateOf(int32_t id) const {
   if (state_ == State::kOpen && selected_.contains(id)) return "training";
   return "away";
 }
+
+namespace {
+
+// --dp: its kind and the (epsilon, delta) spent so far; null without it.
+nlohmann::json PrivacyJson(const FedPrivacy& privacy) {
+  const std::optional<double> epsilon = privacy.epsilon();
+  if (!epsilon) return nullptr;
+  return {
+      {"dp", privacy.spec().ToString()}, {"epsilon", *epsilon}, {"delta", privacy.spec().delta}};
+}
+
+}  // namespace
 
 std::string FedRounds::SummaryJson() const {
   if (clients_.empty() && evaluators_.empty()) return "";
@@ -167,6 +188,7 @@ std::string FedRounds::SummaryJson() const {
                         {"bytes_up", log_.bytes_up()},
                         {"bytes_down", log_.bytes_down()},
                         {"measured", measured},
+                        {"privacy", PrivacyJson(privacy_)},
                         {"per_client", per_client}}
       .dump();
 }

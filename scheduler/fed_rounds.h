@@ -65,6 +65,7 @@
 #include "durable.pb.h"
 #include "hetps.pb.h"
 #include "scheduler/barrier.h"
+#include "scheduler/fed_privacy.h"
 #include "scheduler/fed_rounds_log.h"
 #include "scheduler/ratio/ratio.h"
 #include "scheduler/selection/selection.h"
@@ -97,6 +98,9 @@ struct FedRoundsOptions {
   int64_t late_rounds = 0;
   // Every `now` passed in is virtual time (--clock=virtual, scheduler/virtual_clock.h).
   bool virtual_time = false;
+  // --dp (common/privacy.h): the accountant reports the epsilon spent (scheduler/fed_privacy.h);
+  // central DP's noise is added by rounds (dp_fedavg), so asynchronous mode refuses it.
+  std::string dp = "none";
 };
 
 class FedRounds {
@@ -163,6 +167,7 @@ class FedRounds {
   // rank {state, selected, kept, missed}, the uploads kept and dropped, bytes up and down, and
   // the evaluators' measurements [aggregation, wall_s, accuracy, bytes_up] (the latest 500).
   std::string SummaryJson() const;
+  const FedPrivacy& privacy() const { return privacy_; }
   // Writes one row per client (rank, state, its emulated device slowdown and link, selected,
   // kept, missed, bytes up and down, mean round trip: selection to upload report) to `path`
   // (hetps launch: <run>/clients.csv); done when the run's rounds end.
@@ -240,7 +245,9 @@ class FedRounds {
   std::unique_ptr<SelectionPolicy> policy_;
   std::mt19937_64 rng_;
   FedRoundsLog log_;
-  double first_checkin_ = -1;  // when the first client checked in
+  FedPrivacy privacy_;
+  int round_selected_ = 0, round_population_ = 0;  // the open round's draw (central DP's q)
+  double first_checkin_ = -1;                      // when the first client checked in
   State state_ = State::kWaiting;
   int64_t round_ = 0;
   double opened_at_ = 0;

@@ -49,7 +49,7 @@ void WriteRow(std::FILE* csv, const proto::FedRowState& r) {
     mean += static_cast<double>(st) / static_cast<double>(r.staleness_size());
     max = std::max(max, st);
   }
-  std::fprintf(csv, "%lld,%.3f,%d,%d,%.2f,%lld,%lld,%lld,%s,%s,%s,%s,%lld,%s\n",
+  std::fprintf(csv, "%lld,%.3f,%d,%d,%.2f,%lld,%lld,%lld,%s,%s,%s,%s,%lld,%s,%s\n",
                static_cast<long long>(r.aggregation()), r.wall_s(), r.kept_size(), r.dropped_size(),
                mean, static_cast<long long>(max), static_cast<long long>(r.bytes_up()),
                static_cast<long long>(r.bytes_down()),
@@ -58,7 +58,8 @@ void WriteRow(std::FILE* csv, const proto::FedRowState& r) {
                fmt::format("{}", fmt::join(r.kept(), " ")).c_str(),
                fmt::format("{}", fmt::join(r.dropped(), " ")).c_str(),
                static_cast<long long>(r.late()),
-               r.host_s() > 0 ? fmt::format("{:.3f}", r.host_s()).c_str() : "");
+               r.host_s() > 0 ? fmt::format("{:.3f}", r.host_s()).c_str() : "",
+               r.has_epsilon() ? fmt::format("{:.4f}", r.epsilon()).c_str() : "");
 }
 
 }  // namespace
@@ -74,7 +75,8 @@ void FedRoundsLog::Dropped(int rank) {
 }
 
 void FedRoundsLog::Applied(int64_t aggregation, const std::vector<int>& kept,
-                           const std::vector<int64_t>& staleness, size_t late, double now) {
+                           const std::vector<int64_t>& staleness, size_t late, double now,
+                           std::optional<double> epsilon) {
   const double wall_s = now - std::max(0.0, started_);
   applied_.push_back(Point(aggregation, wall_s, 0, bytes_up_));
   if (applied_.size() > kAppliedShown) applied_.pop_front();
@@ -83,6 +85,7 @@ void FedRoundsLog::Applied(int64_t aggregation, const std::vector<int>& kept,
     proto::FedRowState& row = rows_.emplace_back();
     row.set_aggregation(aggregation);
     row.set_wall_s(wall_s);
+    if (epsilon) row.set_epsilon(*epsilon);
     if (virtual_time_) {
       row.set_host_s(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count());
@@ -128,9 +131,10 @@ bool FedRoundsLog::OpenCsv() {
     return false;
   }
   if (!append) {
-    std::fprintf(csv_,
-                 "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,"
-                 "bytes_down,test_loss,test_accuracy,kept_ranks,dropped_ranks,late,host_s\n");
+    std::fprintf(
+        csv_,
+        "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,"
+        "bytes_down,test_loss,test_accuracy,kept_ranks,dropped_ranks,late,host_s,epsilon\n");
   }
   return true;
 }

@@ -55,6 +55,7 @@ proto::FedRoundsState FedRounds::Save(double now) const {
   s.set_rng(rng.str());
   SaveTasks(s);
   log_.Save(s);
+  privacy_.Save(*s.mutable_privacy());
   s.set_saved_unix_s(UnixNow());
   s.set_saved_now_s(now);
   return s;
@@ -148,6 +149,7 @@ Status FedRounds::Restore(const proto::FedRoundsState& s, double now) {
   if (rng.fail()) return Status::Malformed("its federated state has a damaged generator state");
   RestoreTasks(s, at);
   log_.Restore(s, at, down);
+  privacy_.Restore(s.privacy());
   spdlog::info("federated {} resumed: {} aggregations applied, {} clients known{}",
                async() ? "uploads" : "rounds", round_, clients_.size(),
                state_ == State::kOpen      ? fmt::format(", round {} open", round_)

@@ -54,6 +54,8 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
     idle_.erase(it);
   }
   selected_all_.assign(selected_.begin(), selected_.end());
+  round_selected_ = static_cast<int>(selected_.size());
+  round_population_ = live_clients;
   std::stable_sort(selected_all_.begin(), selected_all_.end(),  // the misses in rank order
                    [&](int32_t a, int32_t b) { return clients_[a].rank < clients_[b].rank; });
   if (round_ == 0 && options_.deadline_s <= 0) {

@@ -90,6 +90,10 @@ DEFINE_string(clock, "wall",
               "in the order of the virtual times they carry (their device and link models), not "
               "as they arrive, so a run depends on its seeds and not on the host "
               "(docs/virtual-time.md)");
+DEFINE_string(dp, "none",
+              "federated rounds: the clients' differential privacy (common/privacy.h; none, "
+              "central:clip=C,noise=Z[,delta=D], local:...): the scheduler reports the "
+              "(epsilon, delta) spent in rounds.csv, /api/status and /metrics");
 DEFINE_string(rounds_csv, "", "federated rounds: write one row per closed round to this file");
 
 DEFINE_string(layer_schedule, "every",
@@ -151,6 +155,7 @@ int main(int argc, char** argv) {
   o.fed.late_rounds = FLAGS_late_rounds;
   o.fed.seed = FLAGS_selection_seed;
   o.fed.csv_path = FLAGS_rounds_csv;
+  o.fed.dp = FLAGS_dp;
   o.clock = FLAGS_clock;
   o.fed.virtual_time = FLAGS_clock == "virtual";
   o.layer_schedule = FLAGS_layer_schedule;

@@ -87,6 +87,7 @@ void SchedulerLoop::FinishPolicyChanges() {
 // summary and what the scheduler refused.
 void SchedulerLoop::SetFigures() {
   stats_.SetFederated(fed_.SummaryJson());
+  stats_.SetPrivacy(fed_.privacy().epsilon(), fed_.privacy().spec().delta);
   stats_.SetVirtual(VirtualJson());
   stats_.SetRefused({.messages = refused_,
                      .registrations = joins_refused_,

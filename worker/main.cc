@@ -85,6 +85,11 @@ DEFINE_double(byzantine_fraction, 0,
 DEFINE_string(attack, "sign_flip",
               "edge: what a Byzantine client does: sign_flip:factor=C, scale:factor=K, "
               "gaussian:std=S or label_flip (hetps-worker --list)");
+DEFINE_string(dp, "none",
+              "edge: client-level differential privacy (common/privacy.h): none, "
+              "central:clip=C,noise=Z[,delta=D] (clients clip their updates to C; the servers' "
+              "dp_fedavg adds the noise) or local:clip=C,noise=Z[,delta=D] (each client adds "
+              "noise of std Z x C to its clipped update); updates go up unweighted");
 DEFINE_int32(deep_from, -1,
              "edge: layer-wise uploads (pair with --aggregator=temporal): layers from this index "
              "on go up only on the schedule's deep rounds (-1: every layer every round)");
@@ -324,6 +329,7 @@ hetps::StatusOr<hetps::EdgeOptions> EdgeFromFlags() {
   o.fail_fraction = FLAGS_fail_fraction;
   o.byzantine_fraction = FLAGS_byzantine_fraction;
   o.attack = FLAGS_attack;
+  o.dp = FLAGS_dp;
   o.deep_from = FLAGS_deep_from;
   o.deep_period = FLAGS_deep_period;
   o.deep_rounds = FLAGS_deep_rounds;

@@ -26,7 +26,7 @@ _DEFAULTS = {
     "availability": "always", "fail_fraction": "0", "evaluators": "0", "eval_every": "5",
     "deep_from": "-1", "deep_period": "15", "deep_rounds": "5", "codec": "none",
     "pull_codec": "none", "run_dir": "", "clock": "wall", "device_gflops": "1",
-    "byzantine_fraction": "0",
+    "byzantine_fraction": "0", "dp": "none",
 }
 
 
@@ -65,6 +65,9 @@ class Scenario:
         self.fail_fraction = self._float("fail_fraction", 0, 1)
         if self._float("byzantine_fraction", 0, 1) > 0:
             raise ValueError("--byzantine_fraction: Python clients emulate no attackers; the "
+                             "C++ edge client does (hetps fed run without --client_cmd)")
+        if self.flags["dp"] != "none":
+            raise ValueError("--dp: Python clients do not clip or noise their updates yet; the "
                              "C++ edge client does (hetps fed run without --client_cmd)")
         self.prox_mu = self._float("prox_mu", 0)
         self.deep_from = self._int("deep_from", -1)

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/rdp_accountant.h"
 #include "tests/integration/fed_bench.h"
 
 namespace hetps::testing {
@@ -39,11 +40,22 @@ struct VirtualBench : FedBench {
   }
 };
 
-// The rounds log without its last column (host_s: the host's seconds, which may differ).
+// The rounds log without its column host_s (the host's seconds, which may differ).
 std::string Outcome(const std::string& rounds_csv) {
   std::istringstream in(Slurp(rounds_csv));
   std::string out;
-  for (std::string line; std::getline(in, line);) out += line.substr(0, line.rfind(',')) + "\n";
+  size_t host = std::string::npos;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::stringstream fields(line + ",");
+    for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
+    if (host == std::string::npos) {
+      host = std::find(cells.begin(), cells.end(), "host_s") - cells.begin();
+    }
+    if (host < cells.size()) cells.erase(cells.begin() + static_cast<std::ptrdiff_t>(host));
+    for (const std::string& c : cells) out += c + ",";
+    out += "\n";
+  }
   return out;
 }
 
@@ -60,7 +72,7 @@ TEST(VirtualTimeTest, ASynchronousRunDependsOnlyOnItsSeeds) {
   VirtualBench bench(8);
   const std::string plain = bench.Run("plain", "--algorithm=fedavg");
   const std::string header = Slurp(plain + "/rounds.csv").substr(0, 200);
-  EXPECT_NE(header.find(",late,host_s\n"), std::string::npos) << header;
+  EXPECT_NE(header.find(",late,host_s,epsilon\n"), std::string::npos) << header;
   std::string busy;
   {
     CpuHogs hogs;
@@ -148,6 +160,50 @@ TEST(VirtualTimeTest, AttackersAreSeededAndRobustRulesHoldWhereTheMeanDoesNot) {
   const std::string noisy = bench.Run("noisy", "--algorithm=krum:f=1 --attack=gaussian:std=1");
   const std::string again = bench.Run("again", "--algorithm=krum:f=1 --attack=gaussian:std=1");
   ExpectSameOutcome(noisy, again, "the same seeds, the same attack");
+}
+
+}  // namespace
+}  // namespace hetps::testing
+
+namespace hetps::testing {
+namespace {
+
+// A column of the rounds log, by name.
+std::vector<std::string> Column(const std::string& rounds_csv, const std::string& name) {
+  std::istringstream in(Slurp(rounds_csv));
+  std::vector<std::string> out;
+  size_t at = std::string::npos;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::stringstream fields(line + ",");
+    for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
+    if (at == std::string::npos) {
+      at = std::find(cells.begin(), cells.end(), name) - cells.begin();
+    } else if (at < cells.size()) {
+      out.push_back(cells[at]);
+    }
+  }
+  return out;
+}
+
+// --dp=central: the servers add DP-FedAvg's noise (the run differs from one without it) and the
+// rounds log carries the epsilon the accountant spent after each round, one sampled Gaussian
+// mechanism per round at 3 selected of 6 clients.
+TEST(VirtualTimeTest, CentralPrivacyNoisesTheRoundsAndAccountsForEach) {
+  VirtualBench bench(12);
+  const std::string plain = bench.Run("plain", "--algorithm=fedavg");
+  const std::string dp = bench.Run("dp", "--algorithm=fedavg --dp=central:clip=0.5,noise=1.5");
+  EXPECT_NE(Slurp(plain + "/model.bin"), Slurp(dp + "/model.bin"));
+  EXPECT_NE(Slurp(dp + "/launch.log").find("aggregator dp_fedavg:clip=0.5,noise=1.5"),
+            std::string::npos);
+  const std::vector<std::string> eps = Column(dp + "/rounds.csv", "epsilon");
+  ASSERT_EQ(eps.size(), 6u) << "12 uploads in rounds of 2";
+  RdpAccountant expected;
+  for (const std::string& e : eps) {
+    expected.AddSampledGaussian(3.0 / 6, 1.5);
+    EXPECT_NEAR(std::stod(e), expected.Epsilon(1e-5).first, 1e-4);
+  }
+  EXPECT_TRUE(Column(plain + "/rounds.csv", "epsilon").front().empty()) << "no --dp, no epsilon";
 }
 
 }  // namespace

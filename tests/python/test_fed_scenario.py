@@ -76,6 +76,7 @@ def test_the_layer_schedule_sends_deep_layers_on_the_last_rounds_of_each_period(
     ({"local_epochs": "many"}, "--local_epochs needs an integer"),
     ({"device_table": PHONES, "device_gflops": "50"}, "leave --device_gflops unset"),
     ({"byzantine_fraction": "0.1"}, "Python clients emulate no attackers"),
+    ({"dp": "local:clip=1,noise=1"}, "Python clients do not clip or noise"),
 ])
 def test_a_scenario_flag_that_cannot_be_right_is_named(flags, message):
     with pytest.raises(ValueError, match=None) as raised:

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/privacy.h"
 #include "worker/edge/attack.h"
 #include "worker/edge/availability.h"
 #include "worker/edge/virtual_round.h"
@@ -60,6 +61,7 @@ class EdgeClient {
  private:
   Status LoadData();
   Status Attacker();
+  void MakeDelta();
   int Clients() const { return client_.num_workers() - o_.evaluators; }
   int Shard() const { return (client_.rank() - o_.evaluators) % Clients(); }
   Status PullGlobal();
@@ -92,6 +94,8 @@ class EdgeClient {
   std::mt19937_64 fail_rng_;        // its own stream: failures do not change the sample order
   std::unique_ptr<Attack> attack_;  // a Byzantine client's attack (--byzantine_fraction)
   std::mt19937_64 attack_rng_;
+  Privacy dp_;                           // --dp
+  std::mt19937_64 dp_rng_;               // its local noise
   double selected_s_ = 0;                // when the current round selected it
   std::optional<VirtualRound> virtual_;  // --clock=virtual
   // The client's time: virtual, or seconds since Prepare.
@@ -169,6 +173,10 @@ Status EdgeClient::Prepare() {
   if (!availability.ok()) return availability.status();
   availability_ = std::move(*availability);
   if (o_.deep_from >= 0) schedule_.emplace(o_.deep_from, o_.deep_period, o_.deep_rounds);
+  auto dp = ParsePrivacy(o_.dp);
+  if (!dp.ok()) return dp.status();
+  dp_ = *dp;
+  dp_rng_.seed(o_.seed * 65537 + static_cast<uint64_t>(client_.rank()) * 13 + 5);
   if (o_.virtual_clock) {
     virtual_.emplace(o_.link, TrainingFlopsPerSample(model_->arch()), o_.device_gflops,
                      o_.slowdown);
@@ -253,7 +261,8 @@ void EdgeClient::VirtualUpload(int64_t pushed_before) {
 }
 
 Status EdgeClient::PushDelta(const std::function<bool(size_t)>& sends) {
-  const double weight = static_cast<double>(shard_.size);
+  // Under --dp a client's weight would carry its data size into the sum: every update counts 1.
+  const double weight = dp_.on() ? 1.0 : static_cast<double>(shard_.size);
   std::vector<Ticket> pushes;
   for (size_t t = 0; t < tensors_.size(); ++t) {
     if (!sends(t)) continue;
@@ -292,6 +301,21 @@ Status EdgeClient::Abandon(const char* why) {
   return Status();
 }
 
+// The upload, written over the local model: local_ = global_ - local_, clipped and noised as
+// --dp says, then whatever a Byzantine client's attack makes of it.
+void EdgeClient::MakeDelta() {
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    float* d = local_[t].data();
+    const float* g = global_[t].data();
+    for (size_t i = 0; i < local_[t].size(); ++i) d[i] = g[i] - d[i];
+  }
+  if (dp_.on()) {
+    ClipUpdate(local_, dp_.clip);
+    if (dp_.mode == Privacy::Mode::kLocal) AddGaussianNoise(local_, dp_.noise * dp_.clip, dp_rng_);
+  }
+  if (attack_) attack_->PoisonUpdate(local_, attack_rng_);
+}
+
 Status EdgeClient::Round(bool federated, bool& abandoned) {
   abandoned = false;
   client_.BeginIteration();
@@ -311,13 +335,7 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
     std::this_thread::sleep_for((Clock::now() - train_start) * (o_.slowdown - 1.0));
   }
   train_s_ += std::chrono::duration<double>(Clock::now() - train_start).count();
-  // The delta is written over the local model: local_ = global_ - local_.
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    float* d = local_[t].data();
-    const float* g = global_[t].data();
-    for (size_t i = 0; i < local_[t].size(); ++i) d[i] = g[i] - d[i];
-  }
-  if (attack_) attack_->PoisonUpdate(local_, attack_rng_);
+  MakeDelta();
   if (federated) {
     std::bernoulli_distribution fails(o_.fail_fraction);
     const bool failed = fails(fail_rng_);
@@ -430,6 +448,9 @@ Status ValidateEdgeOptions(const EdgeOptions& o) {
   }
   if (Status s = ValidateAttackFlags(o.byzantine_fraction, o.attack); !s.ok()) {
     return Status::InvalidArgument("--attack: " + s.message());
+  }
+  if (auto dp = ParsePrivacy(o.dp); !dp.ok()) {
+    return Status::InvalidArgument("--dp: " + dp.status().message());
   }
   if (auto a = MakeAvailability(o.availability, 1); !a.ok()) {  // a trace is read here too
     return Status::InvalidArgument("--availability: " + a.status().message());

@@ -43,6 +43,9 @@ struct EdgeOptions : WorkloadOptions {
   // the training clients, drawn from the seed, run `attack`.
   double byzantine_fraction = 0;
   std::string attack = "sign_flip";
+  // Client-level differential privacy (common/privacy.h): the update is clipped (and, local,
+  // noised) before it goes up, and pushed unweighted.
+  std::string dp = "none";
   // Layer-wise uploads (worker/layer_schedule.h, ALGORITHMS.md §5): with deep_from >= 0, layers
   // from deep_from on go up only on rounds t with t mod deep_period in the last deep_rounds
   // (or 0); the shallow ones every round. Pair with the servers' --aggregator=temporal.

@@ -192,6 +192,17 @@ TEST(FedArgsTest, PresetsShareTheBudgetOfUploads) {
   EXPECT_TRUE(Has(*krum, "--aggregator=krum:f=2"));
   EXPECT_TRUE(Has(*krum, "--consistency=selected"));
   EXPECT_TRUE(Has(*krum, "--rounds=40"));
+  // --dp=central: FedAvg's rounds get DP-FedAvg's noisy aggregator; others refuse it.
+  a.role_flags = {"--dp=central:clip=0.5,noise=1.1"};
+  auto dp = FedAlgorithmFlags("fedavg", a);
+  ASSERT_TRUE(dp.ok()) << dp.status().ToString();
+  EXPECT_TRUE(Has(*dp, "--aggregator=dp_fedavg:clip=0.5,noise=1.1"));
+  EXPECT_FALSE(Has(*dp, "--aggregator=fedavg"));
+  EXPECT_NE(FedAlgorithmFlags("fedbuff", a).status().message().find("--dp=local"),
+            std::string::npos);
+  a.role_flags = {"--dp=local:clip=0.5,noise=1.1"};
+  EXPECT_TRUE(FedAlgorithmFlags("fedbuff", a).ok()) << "local noise works with any algorithm";
+  a.role_flags.clear();
   auto refused = FedAlgorithmFlags("fedsa:k=3", a);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("takes no parameters"), std::string::npos);

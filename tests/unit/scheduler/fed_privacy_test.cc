@@ -1,0 +1,56 @@
+// The federated run's privacy accountant (scheduler/fed_privacy.h): central DP composes one
+// sampled Gaussian mechanism per round at the round's selection rate; local DP reports the
+// client aggregated most often; the state survives a restart.
+#include "scheduler/fed_privacy.h"
+
+#include <gtest/gtest.h>
+
+namespace hetps {
+namespace {
+
+Privacy Spec(const std::string& text) {
+  auto p = ParsePrivacy(text);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return *p;
+}
+
+TEST(FedPrivacyTest, CentralRoundsAreSampledGaussiansAtTheSelectionRate) {
+  FedPrivacy p(Spec("central:clip=1,noise=1.2,delta=1e-6"));
+  EXPECT_EQ(p.epsilon(), 0.0);
+  RdpAccountant expected;
+  for (int round = 0; round < 30; ++round) {
+    p.Applied({1, 2, 3, 4, 5}, 7, 20 + round % 3);
+    expected.AddSampledGaussian(7.0 / (20 + round % 3), 1.2);
+  }
+  EXPECT_NEAR(*p.epsilon(), expected.Epsilon(1e-6).first, 1e-12);
+  FedPrivacy none(Spec("none"));
+  none.Applied({1}, 1, 1);
+  EXPECT_FALSE(none.epsilon().has_value());
+}
+
+TEST(FedPrivacyTest, LocalReportsTheClientAggregatedMostOften) {
+  FedPrivacy p(Spec("local:clip=1,noise=2"));
+  p.Applied({1, 2}, 2, 10);
+  p.Applied({2, 3}, 2, 10);
+  p.Applied({2}, 1, 10);  // client 2: three uploads
+  RdpAccountant three;
+  three.AddSampledGaussian(1.0, 2.0, 3);
+  EXPECT_NEAR(*p.epsilon(), three.Epsilon(1e-5).first, 1e-12);
+}
+
+TEST(FedPrivacyTest, ARestoredAccountantGoesOnWhereItStopped) {
+  for (const char* spec : {"central:noise=0.8", "local:noise=0.8"}) {
+    FedPrivacy p(Spec(spec)), restored(Spec(spec));
+    for (int i = 0; i < 5; ++i) p.Applied({i % 3}, 4, 40);
+    proto::FedPrivacyState s;
+    p.Save(s);
+    restored.Restore(s);
+    EXPECT_EQ(restored.epsilon(), p.epsilon()) << spec;
+    p.Applied({0}, 4, 40);
+    restored.Applied({0}, 4, 40);
+    EXPECT_EQ(restored.epsilon(), p.epsilon()) << spec;
+  }
+}
+
+}  // namespace
+}  // namespace hetps
