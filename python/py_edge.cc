@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/privacy.h"
 #include "python/py_errors.h"
 #include "worker/edge/availability.h"
 #include "worker/edge/edge_profile.h"
@@ -181,6 +182,19 @@ void AddEdge(py::module_& m) {
       "(Link, slowdown) of edge client `rank` from a scenario's flags ({name: value}, the "
       "names of hetps-worker's --slowdown, --device_spread, --device_table, --data_seed, "
       "--link_*, --links, --evaluators; others are ignored), drawn as hetps-worker draws them.");
+  m.def(
+      "parse_privacy",
+      [](const std::string& spec) {
+        auto p = ParsePrivacy(spec);
+        Check(p.status());
+        const char* mode = p->mode == Privacy::Mode::kCentral ? "central"
+                           : p->mode == Privacy::Mode::kLocal ? "local"
+                                                              : "none";
+        return py::make_tuple(mode, p->clip, p->noise, p->delta);
+      },
+      py::arg("spec"),
+      "(mode, clip, noise, delta) of a --dp spec (common/privacy.h); a bad one raises "
+      "InvalidArgument naming the problem.");
   m.def(
       "edge_device",
       [](const Flags& flags, int rank) {

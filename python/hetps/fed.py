@@ -101,6 +101,7 @@ class _Run:
         self.start = time.monotonic()
         self.virtual = None  # VirtualRound under --clock=virtual, made once the model is known
         self.rng = np.random.default_rng(scenario.fail_seed)
+        self.dp_rng = np.random.default_rng(scenario.fail_seed * 65537 + 5)  # --dp=local
         self.done = {"rounds": 0, "kept": 0, "failed": 0, "abandoned": 0, "metrics": {}}
 
     def declare(self):
@@ -169,19 +170,35 @@ class _Run:
         elif self.s.slowdown > 1:  # the emulated device is this much slower than this host
             time.sleep((time.monotonic() - started) * (self.s.slowdown - 1))
         local = _checked(parameters, self.global_model, "fit's parameters")
-        deltas = {n: self.global_model[n] - local[n] for n in self.global_model}
+        deltas = self.private({n: self.global_model[n] - local[n] for n in self.global_model})
         failed = self.rng.random() < self.s.fail_fraction
         if failed or not self.s.availability.online_throughout(selected_s, self.seconds()):
             self.abandon(deltas, num_samples, "fails" if failed else "went offline", round_)
             return
         pushed = self.c.stats()["bytes_pushed"]
-        self.c.push_all(self.to_send(deltas, round_), weight=float(num_samples)).wait()
+        weight = 1.0 if self.s.dp != "none" else float(num_samples)  # --dp: unweighted
+        self.c.push_all(self.to_send(deltas, round_), weight=weight).wait()
         if self.virtual:
             self.c.virtual_time = self.virtual.upload(self.c.virtual_time,
                                                       self.c.stats()["bytes_pushed"] - pushed)
         self.done["kept"] += bool(self.c.finish_round())
         self.done["rounds"] += 1
         self.report(metrics)
+
+    def private(self, deltas):
+        """--dp (docs/robust.md), as the C++ client does it: the whole update clipped to L2 norm
+        dp_clip; local: Gaussian noise of std dp_noise x dp_clip added to every value."""
+        if self.s.dp == "none":
+            return deltas
+        norm = float(np.sqrt(sum(float(np.sum(np.square(d, dtype=np.float64)))
+                                 for d in deltas.values())))
+        scale = min(1.0, self.s.dp_clip / norm) if norm > 0 else 1.0
+        out = {n: (d * scale).astype(np.float32) for n, d in deltas.items()}
+        if self.s.dp == "local":
+            std = self.s.dp_noise * self.s.dp_clip
+            for n in out:
+                out[n] += self.dp_rng.normal(0.0, std, out[n].shape).astype(np.float32)
+        return out
 
     def to_send(self, deltas, round_):
         """The scenario's own layer-wise schedule (--deep_from): the layers it sends this round.

@@ -17,7 +17,8 @@ own code (hetps._hetps.edge_profile, edge_device, make_availability, split_sampl
 import os
 import sys
 
-from ._hetps import edge_device, edge_profile, make_availability, split_samples
+from ._hetps import (edge_device, edge_profile, make_availability, parse_privacy,
+                     split_samples)
 
 # The flags a client program may meet that have defaults here (hetps-worker's defaults).
 _DEFAULTS = {
@@ -66,9 +67,8 @@ class Scenario:
         if self._float("byzantine_fraction", 0, 1) > 0:
             raise ValueError("--byzantine_fraction: Python clients emulate no attackers; the "
                              "C++ edge client does (hetps fed run without --client_cmd)")
-        if self.flags["dp"] != "none":
-            raise ValueError("--dp: Python clients do not clip or noise their updates yet; the "
-                             "C++ edge client does (hetps fed run without --client_cmd)")
+        # --dp (docs/robust.md): clip each update to dp_clip; local: noise of std dp_noise x clip.
+        self.dp, self.dp_clip, self.dp_noise, _ = parse_privacy(self.flags["dp"])
         self.prox_mu = self._float("prox_mu", 0)
         self.deep_from = self._int("deep_from", -1)
         self.deep_period = self._int("deep_period", 1)

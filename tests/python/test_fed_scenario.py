@@ -61,6 +61,24 @@ def test_a_python_client_computes_at_the_rate_it_drew_from_the_device_table():
         Scenario(dict(flags, device_table="/nonexistent.csv"), 1)
 
 
+def test_a_python_client_clips_and_noises_its_update_as_dp_says():
+    from hetps.fed import _Run
+    deltas = {"a": np.full(3, 3.0, np.float32), "b": np.full(16, 1.0, np.float32)}  # norm 5.57
+    for spec, noisy in (("central:clip=2,noise=1", False), ("local:clip=2,noise=1", True)):
+        s = Scenario(dict(CLIENT_FLAGS, dp=spec), 1)
+        run = _Run(None, None, s, print)
+        out = run.private(deltas)
+        norm = np.sqrt(sum(float(np.sum(np.square(d))) for d in out.values()))
+        if not noisy:
+            assert norm == pytest.approx(2.0, rel=1e-6)  # scaled onto the clip norm
+            assert out["a"][0] / out["b"][0] == pytest.approx(3.0)  # in the same direction
+        else:
+            assert norm > 2.0  # std 2 on each of 19 values
+    assert Scenario(CLIENT_FLAGS, 1).dp == "none"
+    with pytest.raises(hetps.InvalidArgument, match="clip"):
+        Scenario(dict(CLIENT_FLAGS, dp="central:clip=0"), 1)
+
+
 def test_the_layer_schedule_sends_deep_layers_on_the_last_rounds_of_each_period():
     s = Scenario({"deep_from": "1", "deep_period": "15", "deep_rounds": "5"}, 1)
     assert all(s.uploads(0, r) for r in range(30))
@@ -76,7 +94,6 @@ def test_the_layer_schedule_sends_deep_layers_on_the_last_rounds_of_each_period(
     ({"local_epochs": "many"}, "--local_epochs needs an integer"),
     ({"device_table": PHONES, "device_gflops": "50"}, "leave --device_gflops unset"),
     ({"byzantine_fraction": "0.1"}, "Python clients emulate no attackers"),
-    ({"dp": "local:clip=1,noise=1"}, "Python clients do not clip or noise"),
 ])
 def test_a_scenario_flag_that_cannot_be_right_is_named(flags, message):
     with pytest.raises(ValueError, match=None) as raised:
@@ -128,6 +145,14 @@ def test_a_pool_of_python_clients_runs_the_scenario_as_the_cpp_clients_would(tmp
     measured = rows(run_dir / "rounds.csv")
     assert [int(r["aggregation"]) for r in measured] == [1, 2, 3]
     assert all(r["test_accuracy"] for r in measured) and all(int(r["kept"]) == 3 for r in measured)
+
+
+def test_python_clients_under_local_dp_are_accounted_for(tmp_path):
+    done, run_dir, log = fed_run(tmp_path, "fedavg", "--dp=local:clip=1,noise=2")
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    eps = [float(r["epsilon"]) for r in rows(run_dir / "rounds.csv")]
+    assert len(eps) == 3 and eps[0] > 0 and eps == sorted(eps)  # composed round after round
+    assert "epsilon" in done.stdout  # the report says what was spent
 
 
 def test_a_client_killed_mid_round_is_never_applied_and_the_run_finishes(tmp_path):
