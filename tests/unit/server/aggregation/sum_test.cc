@@ -104,7 +104,7 @@ TEST(SumTest, DcasgdAdaptiveKeepsItsMeanSquareAcrossSaveAndLoad) {
 }
 
 TEST(SumTest, BadOptionsAreRefused) {
-  EXPECT_EQ(Aggregators().Parse("median").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Aggregators().Parse("mode").status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(Aggregators().Parse("sum:staleness_lr=sqrt").ok());
   EXPECT_FALSE(Aggregators().Parse("sum:compensation=dcasgd_b").ok());
   EXPECT_FALSE(Aggregators().Parse("sum:compensation=dcasgd_a,ms_decay=1").ok());
