@@ -44,7 +44,7 @@ python3 - "$run_dir" $conditions <<'PY'
 import json, sys
 run_dir, conditions = sys.argv[1], sys.argv[2:]
 def cell(m, fmt="{:.4g}"):
-    return "-" if not m else (fmt + " ± {:.2g}").format(m["mean"], m["ci95"])
+    return "-" if not m else (fmt + " ± {:.2g}").format(m["mean"], m["ci95"] if m["ci95"] > 1e-9 else 0)
 target = None
 rows = []
 for c in conditions:
