@@ -54,8 +54,11 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
     idle_.erase(it);
   }
   selected_all_.assign(selected_.begin(), selected_.end());
+  // Central DP's sampling rate: selected / live clients for a uniform draw; a policy that picks
+  // by the clients' history (FedLesScan) gives no amplification: q = 1.
   round_selected_ = static_cast<int>(selected_.size());
-  round_population_ = live_clients;
+  const bool uniform = options_.selection.substr(0, options_.selection.find(':')) == "random";
+  round_population_ = uniform ? live_clients : round_selected_;
   std::stable_sort(selected_all_.begin(), selected_all_.end(),  // the misses in rank order
                    [&](int32_t a, int32_t b) { return clients_[a].rank < clients_[b].rank; });
   if (round_ == 0 && options_.deadline_s <= 0) {

@@ -46,6 +46,11 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
         "--clock=virtual: the layer schedule reaches workers on heartbeats, at host times, so "
         "a run would depend on the host; run it with --layer_schedule=every");
   }
+  if (o.fed.dp != "none" && o.layer_schedule.substr(0, o.layer_schedule.find(':')) != "every") {
+    return Status::InvalidArgument(
+        "--dp clips each round's whole update: run it with --layer_schedule=every (a layer sent "
+        "later would carry several rounds' deltas, beyond the clip bound)");
+  }
   if (auto spec = LayerSchedules().Parse(o.layer_schedule); !spec.ok()) {
     return Status::InvalidArgument(fmt::format("--layer_schedule: {}", spec.status().message()));
   }

@@ -112,6 +112,7 @@ class SchedulerLoop {
   Status Authorize(const Envelope& env);
   // A worker registers in this scheduler's clock (wall or virtual) or not at all.
   Status SameClock(const proto::Header& registration) const;
+  Status PrivateLayers(const std::string& layer_schedule) const;
   void HandleRegister(const Envelope& env);
   void HandleDeclare(const Envelope& env, const Member& m);
   void HandleLeave(const Envelope& env, const Member& m);

@@ -11,10 +11,23 @@
 
 namespace hetps {
 
+// Under --dp a client's update must go up whole each round: a layer held back and sent later
+// with the next rounds' deltas added would carry more than the clip bound.
+Status SchedulerLoop::PrivateLayers(const std::string& layer_schedule) const {
+  if (fed_.privacy().spec().on() && layer_schedule.substr(0, layer_schedule.find(':')) != "every") {
+    return Status::InvalidArgument(
+        "--dp clips each round's whole update: a layer schedule other than every would send "
+        "layers later with several rounds' deltas summed, beyond the clip bound");
+  }
+  return Status();
+}
+
 void SchedulerLoop::StartPolicyChange(const Envelope& env) {
   const proto::Header& h = env.message.header;
   if (!h.policy().layer_schedule().empty()) {  // the scheduler's own: no server is asked
-    if (Status s = layers_.Set(h.policy().layer_schedule()); !s.ok()) {
+    Status s = PrivateLayers(h.policy().layer_schedule());
+    if (s.ok()) s = layers_.Set(h.policy().layer_schedule());
+    if (!s.ok()) {
       Reply(env.identity, ErrorReply(h, s, kSchedulerId));
       return;
     }

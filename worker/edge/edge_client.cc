@@ -451,6 +451,10 @@ Status ValidateEdgeOptions(const EdgeOptions& o) {
   }
   if (auto dp = ParsePrivacy(o.dp); !dp.ok()) {
     return Status::InvalidArgument("--dp: " + dp.status().message());
+  } else if (dp->on() && o.deep_from >= 0) {
+    return Status::InvalidArgument(
+        "--dp clips each round's whole update: --deep_from would send deep layers later with "
+        "several rounds' deltas summed, beyond the clip bound");
   }
   if (auto a = MakeAvailability(o.availability, 1); !a.ok()) {  // a trace is read here too
     return Status::InvalidArgument("--availability: " + a.status().message());

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "scheduler/scheduler.h"
+
 namespace hetps {
 namespace {
 
@@ -50,6 +52,28 @@ TEST(FedPrivacyTest, ARestoredAccountantGoesOnWhereItStopped) {
     restored.Applied({0}, 4, 40);
     EXPECT_EQ(restored.epsilon(), p.epsilon()) << spec;
   }
+}
+
+}  // namespace
+}  // namespace hetps
+
+namespace hetps {
+namespace {
+
+// A layer held back would go up later with several rounds' deltas summed, past the clip bound:
+// a scheduler under --dp refuses any layer schedule but every.
+TEST(FedPrivacyTest, ASchedulerUnderDpRefusesALayerSchedule) {
+  SchedulerOptions o;
+  o.fed.dp = "central:clip=1,noise=1";
+  EXPECT_TRUE(ValidateSchedulerOptions(o).ok()) << ValidateSchedulerOptions(o).ToString();
+  o.layer_schedule = "fixed:shallow=1,deep=3";
+  EXPECT_NE(ValidateSchedulerOptions(o).message().find("clip bound"), std::string::npos);
+  o.fed.dp = "none";
+  EXPECT_TRUE(ValidateSchedulerOptions(o).ok());
+  o.fed.dp = "central:clip=1";
+  o.fed.concurrency = 4;
+  o.layer_schedule = "every";
+  EXPECT_NE(ValidateSchedulerOptions(o).message().find("synchronous rounds"), std::string::npos);
 }
 
 }  // namespace
