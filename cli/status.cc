@@ -244,6 +244,13 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                       Int<int>(n.at("uploaded")), Int<int>(n.at("away")), Int<int>(n.at("left")),
                       Int<int>(n.at("evaluator")), IntOr(f, "kept", 0), IntOr(f, "dropped", 0),
                       Bytes(IntOr(f, "bytes_up", 0)), Bytes(IntOr(f, "bytes_down", 0)), measured));
+      if (f.contains("privacy") && f.at("privacy").is_object()) {
+        const Json& p = f.at("privacy");
+        out.insert(out.size() - 1,
+                   fmt::format("differential privacy {}: epsilon {:.3f} spent at delta {:g}\n",
+                               p.at("dp").get<std::string>(), p.at("epsilon").get<double>(),
+                               p.at("delta").get<double>()));
+      }
     }
     if (j.contains("virtual") && j.at("virtual").is_object()) {
       const Json& v = j.at("virtual");

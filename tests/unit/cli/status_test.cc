@@ -166,6 +166,26 @@ TEST(StatusRenderTest, FederatedRoundsShowTheirClientsByState) {
   EXPECT_NE(text->find("virtual time 12.2 s: 3 requests held, waiting for ranks 2 7\n"),
             std::string::npos)
       << *text;
+  // Under --dp: the epsilon the accountant spent, in the status and /metrics.
+  FedRounds dp({.clients_per_round = 1, .rounds = 5, .dp = "central:clip=1,noise=1.1"},
+               {.answer_checkin = [](const Arrival&, const proto::FedRound&) {},
+                .answer_upload = [](const Arrival&, const proto::FedRound&) {},
+                .answer_watch = [](const Arrival&, const proto::FedRound&) {},
+                .close = [](const proto::FedRound&) {},
+                .live_servers = [] { return std::vector<int32_t>{9}; },
+                .rank_of = [](int32_t id) { return id; }});
+  dp.CheckIn({1, 1, "a"}, 3, 0);
+  stats.SetFederated(dp.SummaryJson());
+  stats.SetPrivacy(dp.privacy().epsilon(), dp.privacy().spec().delta);
+  text = RenderStatus(stats.StatusJson(1));
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("differential privacy central:clip=1,delta=1e-05,noise=1.1: epsilon "
+                       "0.000 spent at delta 1e-05\n"),
+            std::string::npos)
+      << *text;
+  EXPECT_NE(stats.Metrics(1).find("hetps_fed_dp_epsilon{delta=\"1e-05\"} 0"), std::string::npos)
+      << stats.Metrics(1);
+  stats.SetPrivacy(std::nullopt, 0);
   stats.SetFederated("");  // a data-centre run: the line without the federated one
   stats.SetVirtual(R"({"now_s": 3.5, "held": 1, "waiting_for": [], "turn": 4})");
   text = RenderStatus(stats.StatusJson(1));
