@@ -22,7 +22,6 @@ class RdpAccountant {
   void AddSampledGaussian(double q, double sigma, int64_t steps = 1);
   // (epsilon, the order that gave it) at `delta`; epsilon 0 before any step.
   std::pair<double, int> Epsilon(double delta) const;
-  bool empty() const { return steps_ == 0; }
   int64_t steps() const { return steps_; }
 
   // The accumulated RDP per order (2, 3, ...), to save and restore.

@@ -57,7 +57,10 @@ FedRounds::FedRounds(const FedRoundsOptions& options, Actions actions)
       actions_(std::move(actions)),
       rng_(options.seed),
       log_(options.csv_path, options.virtual_time),
-      privacy_(ParsePrivacy(options.dp).ok() ? *ParsePrivacy(options.dp) : Privacy()) {
+      privacy_([&] {  // validated before: a bad spec is never reached
+        auto dp = ParsePrivacy(options.dp);
+        return dp.ok() ? *dp : Privacy();
+      }()) {
   auto policy = MakeSelection(options_.selection);
   if (!policy.ok()) policy = MakeSelection("random");  // validated before; never reached
   policy_ = std::move(*policy);

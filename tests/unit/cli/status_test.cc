@@ -120,16 +120,20 @@ TEST(StatusRenderTest, SparseTablesShowTheirRowsMemoryAndHitRate) {
       << metrics;
 }
 
+// Rounds whose answers go nowhere, on one live server (9); ranks are node ids.
+FedRounds::Actions QuietActions() {
+  return {.answer_checkin = [](const Arrival&, const proto::FedRound&) {},
+          .answer_upload = [](const Arrival&, const proto::FedRound&) {},
+          .answer_watch = [](const Arrival&, const proto::FedRound&) {},
+          .close = [](const proto::FedRound&) {},
+          .live_servers = [] { return std::vector<int32_t>{9}; },
+          .rank_of = [](int32_t id) { return id; }};
+}
+
 TEST(StatusRenderTest, FederatedRoundsShowTheirClientsByState) {
   ClusterStats stats(1, 3);
   EXPECT_EQ(RenderStatus(stats.StatusJson(1))->find("federated"), std::string::npos);
-  FedRounds fed({.clients_per_round = 1, .rounds = 5},
-                {.answer_checkin = [](const Arrival&, const proto::FedRound&) {},
-                 .answer_upload = [](const Arrival&, const proto::FedRound&) {},
-                 .answer_watch = [](const Arrival&, const proto::FedRound&) {},
-                 .close = [](const proto::FedRound&) {},
-                 .live_servers = [] { return std::vector<int32_t>{9}; },
-                 .rank_of = [](int32_t id) { return id; }});
+  FedRounds fed({.clients_per_round = 1, .rounds = 5}, QuietActions());
   fed.CheckIn({1, 1, "a"}, 3, 0);
   fed.CheckIn({2, 1, "b"}, 3, 0);
   fed.CheckIn({3, 1, "c"}, 3, 0);  // round 0 selects one of three
@@ -168,12 +172,7 @@ TEST(StatusRenderTest, FederatedRoundsShowTheirClientsByState) {
       << *text;
   // Under --dp: the epsilon the accountant spent, in the status and /metrics.
   FedRounds dp({.clients_per_round = 1, .rounds = 5, .dp = "central:clip=1,noise=1.1"},
-               {.answer_checkin = [](const Arrival&, const proto::FedRound&) {},
-                .answer_upload = [](const Arrival&, const proto::FedRound&) {},
-                .answer_watch = [](const Arrival&, const proto::FedRound&) {},
-                .close = [](const proto::FedRound&) {},
-                .live_servers = [] { return std::vector<int32_t>{9}; },
-                .rank_of = [](int32_t id) { return id; }});
+               QuietActions());
   dp.CheckIn({1, 1, "a"}, 3, 0);
   stats.SetFederated(dp.SummaryJson());
   stats.SetPrivacy(dp.privacy().epsilon(), dp.privacy().spec().delta);

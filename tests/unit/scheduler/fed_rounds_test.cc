@@ -311,7 +311,8 @@ TEST(FedRoundsTest, AnEvaluatorsMeasurementGoesOnItsRoundsRow) {
   f.Measured(9, e);
   f.Watch(From(9), 3, 2, 3.5);  // answered at once (3 rounds closed): row 3 waits again
   const std::string text = Slurp(csv);
-  EXPECT_NE(text.find("\n2,2.000,1,0,0.00,0,0,0,0.5000,0.7500,0,,0,,\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n2,2.000,1,0,0.00,0,0,0,0.5000,0.7500,0,,0,,\n"), std::string::npos)
+      << text;
   EXPECT_EQ(text.find("\n3,"), std::string::npos);
   f.RemoveClient(9, 1, 4);  // the evaluator left: nothing holds row 3
   EXPECT_NE(Slurp(csv).find("\n3,3.000,1,0,"), std::string::npos);
