@@ -94,6 +94,13 @@ if ! docker image inspect "$HETPS_BASE_IMAGE" >/dev/null 2>&1; then
   fi
 fi
 
+# The dashboard's charting library comes into the build context from this host's npm (which
+# trusts this host's certificate authorities; a container's fresh store may not).
+uplot=scheduler/dashboard/node_modules/uplot/dist/uPlot.iife.min.js
+if [ ! -f "$uplot" ] && command -v npm >/dev/null 2>&1; then
+  say "fetching the dashboard's charting library on the host"
+  (cd scheduler/dashboard && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
 say "building the images (the build stage compiles hetps: several minutes on 2 cores)"
 start=$(date +%s)
 docker build -q --network host -f deploy/docker/Dockerfile --build-arg BASE="$HETPS_BASE_IMAGE" \
