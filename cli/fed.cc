@@ -223,6 +223,19 @@ Status CentralPrivacy(const std::string& dp, std::string& flags) {
   return Status();
 }
 
+// --secure_aggregation: the servers learn only each round's sum, which FedAvg's rounds use as
+// they are; the presets of other aggregators, asynchronous uploads or late results refuse it.
+Status SecurePreset(const std::string& secure, const std::string& flags) {
+  if (secure.empty() || secure == "off") return Status();
+  if (flags.find("--aggregator=fedavg ") == std::string::npos ||
+      flags.find("--late_rounds") != std::string::npos) {
+    return Status::InvalidArgument(
+        "secure aggregation gives the servers only each round's sum: it runs with FedAvg's "
+        "synchronous rounds (fedavg, fedprox)");
+  }
+  return Status();
+}
+
 }  // namespace
 
 std::vector<std::string> FedPresetNames() {
@@ -262,6 +275,10 @@ StatusOr<std::vector<std::string>> FedAlgorithmFlags(const std::string& algorith
   flags = Replace(flags, "{R}", kRounds);
   if (Status s = CentralPrivacy(LastFlagValue(models, "dp"), flags); !s.ok()) {
     return Status::InvalidArgument(fmt::format("{} with --dp: {}", algorithm, s.message()));
+  }
+  if (Status s = SecurePreset(LastFlagValue(models, "secure_aggregation"), flags); !s.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("{} with --secure_aggregation: {}", algorithm, s.message()));
   }
   flags = Replace(flags, "{S}", kFedSa);
   flags = Replace(flags, "{A}", algorithm);

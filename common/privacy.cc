@@ -28,6 +28,11 @@ const SpecRegistry& PrivacyModes() {
                  Params()});
         AddInfo(
             {"local", "each client clips its update and adds the Gaussian noise itself", Params()});
+        AddInfo({"distributed",
+                 "each client clips its update and adds its share of the noise, std noise x "
+                 "clip / sqrt(K) for a round keeping K uploads, so that the sum the servers learn "
+                 "under --secure_aggregation carries the central noise (distributed DP)",
+                 Params()});
       }
     };
     return new Modes();
@@ -40,17 +45,31 @@ StatusOr<Privacy> ParsePrivacy(const std::string& text) {
   if (!spec.ok()) return spec.status();
   Privacy p;
   if (spec->name() == "none") return p;
-  p.mode = spec->name() == "central" ? Privacy::Mode::kCentral : Privacy::Mode::kLocal;
+  p.mode = spec->name() == "central"       ? Privacy::Mode::kCentral
+           : spec->name() == "distributed" ? Privacy::Mode::kDistributed
+                                           : Privacy::Mode::kLocal;
   p.clip = spec->Number("clip");
   p.noise = spec->Number("noise");
   p.delta = spec->Number("delta");
   return p;
 }
 
+const char* Privacy::name() const {
+  switch (mode) {
+    case Mode::kCentral:
+      return "central";
+    case Mode::kLocal:
+      return "local";
+    case Mode::kDistributed:
+      return "distributed";
+    default:
+      return "none";
+  }
+}
+
 std::string Privacy::ToString() const {
   if (!on()) return "none";
-  return fmt::format("{}:clip={:g},delta={:g},noise={:g}",
-                     mode == Mode::kCentral ? "central" : "local", clip, delta, noise);
+  return fmt::format("{}:clip={:g},delta={:g},noise={:g}", name(), clip, delta, noise);
 }
 
 double ClipUpdate(std::vector<std::vector<float>>& update, double clip) {

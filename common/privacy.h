@@ -6,6 +6,9 @@
 //   central:clip=C,noise=Z[,delta=D]  the servers add the noise to each round's sum
 //                                     (--aggregator=dp_fedavg, which hetps fed sets)
 //   local:clip=C,noise=Z[,delta=D]    each client adds it to its own update before uploading
+//   distributed:clip=C,noise=Z[,delta=D]  each client adds its share, std noise x clip / sqrt(K)
+//                                     for a round keeping K uploads, so that the sum the servers
+//                                     learn under --secure_aggregation carries the central amount
 // The scheduler's accountant (common/rdp_accountant.h) reports the (epsilon, delta) spent.
 #pragma once
 
@@ -18,10 +21,14 @@
 namespace hetps {
 
 struct Privacy {
-  enum class Mode { kNone, kCentral, kLocal };
+  enum class Mode { kNone, kCentral, kLocal, kDistributed };
   Mode mode = Mode::kNone;
   double clip = 0, noise = 0, delta = 0;
   bool on() const { return mode != Mode::kNone; }
+  // Whether the round's sum carries the whole noise (central, distributed): the accountant
+  // counts one sampled Gaussian mechanism per round.
+  bool per_round() const { return mode == Mode::kCentral || mode == Mode::kDistributed; }
+  const char* name() const;
   std::string ToString() const;
 };
 

@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev zlib1g-dev libxxhash-dev
   libcpp-httplib-dev nlohmann-json3-dev libeigen3-dev
   libsystemd-dev  # sd_notify: the daemons' systemd units learn when a node is ready
+  libsodium-dev libgfshare-dev  # secure aggregation's cryptography (common/secagg/)
   dataset-fashion-mnist gnuplot-nox
   iproute2  # ip and tc, for hetps launch --links=netns
   python3-dev pybind11-dev python3-numpy  # the Python module (python/)

@@ -187,10 +187,7 @@ void AddEdge(py::module_& m) {
       [](const std::string& spec) {
         auto p = ParsePrivacy(spec);
         Check(p.status());
-        const char* mode = p->mode == Privacy::Mode::kCentral ? "central"
-                           : p->mode == Privacy::Mode::kLocal ? "local"
-                                                              : "none";
-        return py::make_tuple(mode, p->clip, p->noise, p->delta);
+        return py::make_tuple(p->name(), p->clip, p->noise, p->delta);
       },
       py::arg("spec"),
       "(mode, clip, noise, delta) of a --dp spec (common/privacy.h); a bad one raises "

@@ -6,7 +6,7 @@ namespace hetps {
 
 void FedPrivacy::Applied(const std::vector<int>& kept, int selected, int population) {
   if (!p_.on() || kept.empty()) return;
-  if (p_.mode == Privacy::Mode::kCentral) {
+  if (p_.per_round()) {
     const double q =
         population > 0 ? std::clamp(static_cast<double>(selected) / population, 1e-12, 1.0) : 1.0;
     central_.AddSampledGaussian(q, p_.noise);
@@ -17,7 +17,7 @@ void FedPrivacy::Applied(const std::vector<int>& kept, int selected, int populat
 
 std::optional<double> FedPrivacy::epsilon() const {
   if (!p_.on()) return std::nullopt;
-  if (p_.mode == Privacy::Mode::kCentral) return central_.Epsilon(p_.delta).first;
+  if (p_.per_round()) return central_.Epsilon(p_.delta).first;
   if (most_ == 0) return 0.0;
   RdpAccountant worst;
   worst.AddSampledGaussian(1.0, p_.noise, most_);

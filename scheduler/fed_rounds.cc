@@ -49,6 +49,26 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
         "late_rounds must be >= 0 and is for synchronous rounds (asynchronous uploads are never "
         "late)");
   }
+  auto secure = ParseSecureAggregation(o.secure_aggregation);
+  if (!secure.ok()) {
+    return Status::InvalidArgument("--secure_aggregation: " + secure.status().message());
+  }
+  if (secure->on && (o.concurrency > 0 || o.late_rounds > 0 || o.virtual_time)) {
+    return Status::InvalidArgument(
+        "--secure_aggregation runs in synchronous rounds (--clients_per_round) on the wall clock: "
+        "not with --concurrency (asynchronous uploads), --late_rounds or --clock=virtual");
+  }
+  if (dp->mode == Privacy::Mode::kDistributed && !secure->on) {
+    return Status::InvalidArgument(
+        "--dp=distributed splits the noise among a round's clients, which hides each update only "
+        "in the sum: it needs --secure_aggregation");
+  }
+  if (secure->on && dp->mode == Privacy::Mode::kCentral) {
+    return Status::InvalidArgument(
+        "--secure_aggregation hides each update from the servers, so they cannot add the noise: "
+        "use --dp=distributed (each client adds its share) or --dp=local with it, not "
+        "--dp=central");
+  }
   return Status();
 }
 
@@ -61,6 +81,9 @@ FedRounds::FedRounds(const FedRoundsOptions& options, Actions actions)
         auto dp = ParsePrivacy(options.dp);
         return dp.ok() ? *dp : Privacy();
       }()) {
+  if (auto secure = ParseSecureAggregation(options.secure_aggregation); secure.ok()) {
+    secure_options_ = *secure;  // validated before
+  }
   auto policy = MakeSelection(options_.selection);
   if (!policy.ok()) policy = MakeSelection("random");  // validated before; never reached
   policy_ = std::move(*policy);
@@ -247,7 +270,9 @@ void FedRounds::Uploaded(Arrival a, int64_t round, int live_workers, double now)
   last_live_workers_ = live_workers;
   const bool in_time = state_ == State::kOpen && round == round_ && selected_.contains(a.worker) &&
                        static_cast<int>(uploads_.size()) < keep_ &&
-                       std::find(uploads_.begin(), uploads_.end(), a.worker) == uploads_.end();
+                       std::find(uploads_.begin(), uploads_.end(), a.worker) == uploads_.end() &&
+                       (!secure_ || (secure_->phase() == SecureRound::Phase::kMasking &&
+                                     secure_->Masking(a.worker)));
   ClientRecord& c = clients_[a.worker];
   if (c.last_round == round) {  // its training time, also when it came too late
     c.train_s.push_back(now - c.selected_at);
@@ -319,6 +344,7 @@ void FedRounds::AnswerWatchers() {
 }
 
 void FedRounds::RemoveClient(int32_t id, int live_workers, double now) {
+  last_live_workers_ = live_workers;
   if (clients_.contains(id)) left_.insert(id);
   answered_.erase(id);  // a process that takes its place numbers its requests anew
   evaluators_.erase(id);
@@ -334,6 +360,9 @@ void FedRounds::RemoveClient(int32_t id, int live_workers, double now) {
   }
   if (async()) return MaybeGrant(live_workers, now);
   selected_.erase(id);  // Close counts the round as missed for it unless it uploaded first
+  secure_waiting_.erase(id);
+  secure_uploads_.erase(id);
+  MaybeAdvanceSecure(now);
   MaybeClose(live_workers, now);
   MaybeOpen(live_workers, now);
 }
@@ -351,6 +380,7 @@ void FedRounds::RemoveServer(int32_t id, int live_workers, double now) {
 void FedRounds::Tick(int live_workers, double now) {
   last_live_workers_ = live_workers;
   if (async()) return TickAsync(live_workers, now);
+  MaybeAdvanceSecure(now);
   MaybeClose(live_workers, now);
   MaybeOpen(live_workers, now);
 }

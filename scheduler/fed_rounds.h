@@ -68,6 +68,7 @@
 #include "scheduler/fed_privacy.h"
 #include "scheduler/fed_rounds_log.h"
 #include "scheduler/ratio/ratio.h"
+#include "scheduler/secure_round.h"
 #include "scheduler/selection/selection.h"
 
 namespace hetps {
@@ -101,6 +102,9 @@ struct FedRoundsOptions {
   // --dp (common/privacy.h): the accountant reports the epsilon spent (scheduler/fed_privacy.h);
   // central DP's noise is added by rounds (dp_fedavg), so asynchronous mode refuses it.
   std::string dp = "none";
+  // --secure_aggregation (scheduler/secure_round.h): "off" or secagg+[:params]; synchronous
+  // rounds on the wall clock only.
+  std::string secure_aggregation = "off";
 };
 
 class FedRounds {
@@ -112,6 +116,8 @@ class FedRounds {
     std::function<void(const proto::FedRound&)> close;  // ROUND_CLOSE to every live server
     std::function<std::vector<int32_t>()> live_servers;
     std::function<int(int32_t)> rank_of;  // a worker's rank, for the CSV
+    std::function<void(const Arrival&, const proto::SecAgg&)> answer_secagg;  // SECAGG
+    std::function<void(const Arrival&, const Status&)> refuse;                // ERROR
   };
   // REQUIRES: options.selection parses (ValidateFedRoundsOptions).
   FedRounds(const FedRoundsOptions& options, Actions actions);
@@ -129,6 +135,9 @@ class FedRounds {
   // Client `a.worker` is idle and waits to be selected. `live_workers` counts the live workers
   // (clients and evaluators) in every call below.
   void CheckIn(Arrival a, int live_workers, double now);
+  // Client `a.worker`'s step of a secure round (SECAGG; fed_rounds_secure.cc): answered when its
+  // phase completes, or refused with the reason.
+  void Secure(Arrival a, const proto::SecAgg& request, double now);
   // Client `a.worker` finished its pushes of `round`.
   void Uploaded(Arrival a, int64_t round, int live_workers, double now);
   // Server `server` applied the closing round `round`.
@@ -197,6 +206,14 @@ class FedRounds {
   void UploadedSync(const Arrival& a, int64_t round, bool in_time, ClientRecord& c);
   void MaybeClose(int live_workers, double now);
   void Close(int live_workers, double now);
+  void SendClose(int live_workers, double now);  // closing_ to every live server
+  // Secure rounds (fed_rounds_secure.cc): a phase that completed answers its held requests;
+  // closing starts the unmasking, whose end sends the close (or, when the round cannot be
+  // unmasked, a close that applies nothing).
+  void MaybeAdvanceSecure(double now);
+  void CloseSecure(int live_workers, double now);
+  void FinishSecure(double now);
+  void AbortSecure(const Status& why, double now);
   void FinishEveryone();
   void AnswerWatchers();
   // Asynchronous mode (fed_rounds_async.cc).
@@ -291,6 +308,13 @@ class FedRounds {
     proto::FedRound answer;
   };
   std::map<int32_t, Answered> answered_;  // per client, its last answered request
+  // Secure aggregation: the open round's protocol, the SECAGG requests its phase holds, the
+  // upload reports held until the unmasking, and when the phase began.
+  SecureOptions secure_options_;
+  std::unique_ptr<SecureRound> secure_;
+  std::map<int32_t, Arrival> secure_waiting_;
+  std::map<int32_t, Arrival> secure_uploads_;
+  double secure_phase_at_ = 0;
 };
 
 // What FedRounds refuses: counts below 0, overcommit below 1, an unknown selection policy.

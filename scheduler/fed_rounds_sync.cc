@@ -42,6 +42,11 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
   keep_ = options_.clients_per_round > 0 ? std::min(options_.clients_per_round, count) : count;
   proto::FedRound task;
   task.set_round(round_);
+  if (secure_options_.on) {
+    secure_ = std::make_unique<SecureRound>(round_, picked, secure_options_, options_.seed, keep_);
+    *task.mutable_secagg() = secure_->Task();
+    secure_phase_at_ = now;
+  }
   for (int32_t id : picked) {
     auto it = idle_.find(id);
     if (it == idle_.end() || selected_.contains(id)) continue;  // a policy's mistake
@@ -83,6 +88,16 @@ void FedRounds::UploadedSync(const Arrival& a, int64_t round, bool in_time, Clie
                     std::none_of(late_.begin(), late_.end(), [&](const proto::LateUpload& l) {
                       return l.worker() == a.worker && l.round() == round;
                     });
+  if (secure_ && state_ == State::kOpen && round == round_) {
+    if (in_time) {  // answered when the round closes, with what to reveal
+      uploads_.push_back(a.worker);
+      ++c.kept;
+      c.consecutive_missed = 0;
+      secure_uploads_[a.worker] = a;
+      return;
+    }
+    selected_.erase(a.worker);  // reported without a masked upload: the round waits no more
+  }
   if (in_time || late) {
     if (in_time) {
       uploads_.push_back(a.worker);
@@ -108,7 +123,10 @@ void FedRounds::MaybeClose(int live_workers, double now) {
     if (std::find(uploads_.begin(), uploads_.end(), id) == uploads_.end()) everyone = false;
   }
   const bool late = options_.deadline_s > 0 && now >= opened_at_ + options_.deadline_s;
-  if (static_cast<int>(uploads_.size()) >= keep_ || everyone || late) Close(live_workers, now);
+  const bool failed = secure_ && secure_->phase() == SecureRound::Phase::kDone;  // cannot go on
+  if (static_cast<int>(uploads_.size()) >= keep_ || everyone || late || failed) {
+    Close(live_workers, now);
+  }
 }
 
 void FedRounds::Close(int live_workers, double now) {
@@ -141,10 +159,15 @@ void FedRounds::Close(int live_workers, double now) {
       "round {} closes with {} uploads{} ({} selected clients missed it)", round_, uploads_.size(),
       closing_late_.empty() ? "" : fmt::format(" and {} late ones", closing_late_.size()), missed);
   state_ = State::kClosing;
+  closing_ = close;
+  if (secure_) return CloseSecure(live_workers, now);
+  SendClose(live_workers, now);
+}
+
+void FedRounds::SendClose(int live_workers, double now) {
   const std::vector<int32_t> servers = actions_.live_servers();
   closing_servers_ = {servers.begin(), servers.end()};
-  closing_ = close;
-  actions_.close(close);
+  actions_.close(closing_);
   if (closing_servers_.empty()) OnClosed(-1, round_, live_workers, now);
 }
 

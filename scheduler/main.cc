@@ -92,8 +92,13 @@ DEFINE_string(clock, "wall",
               "(docs/virtual-time.md)");
 DEFINE_string(dp, "none",
               "federated rounds: the clients' differential privacy (common/privacy.h; none, "
-              "central:clip=C,noise=Z[,delta=D], local:...): the scheduler reports the "
+              "central:clip=C,noise=Z[,delta=D], local:..., distributed:... with "
+              "--secure_aggregation): the scheduler reports the "
               "(epsilon, delta) spent in rounds.csv, /api/status and /metrics");
+DEFINE_string(secure_aggregation, "off",
+              "federated rounds: off, or secagg+[:clip=C,dropout=D,neighbours=K]: clients mask "
+              "their uploads with pairwise masks and shared secrets (scheduler/secure_round.h), so "
+              "the servers learn only each round's sum (docs/secure-aggregation.md)");
 DEFINE_string(rounds_csv, "", "federated rounds: write one row per closed round to this file");
 
 DEFINE_string(layer_schedule, "every",
@@ -156,6 +161,7 @@ int main(int argc, char** argv) {
   o.fed.seed = FLAGS_selection_seed;
   o.fed.csv_path = FLAGS_rounds_csv;
   o.fed.dp = FLAGS_dp;
+  o.fed.secure_aggregation = FLAGS_secure_aggregation;
   o.clock = FLAGS_clock;
   o.fed.virtual_time = FLAGS_clock == "virtual";
   o.layer_schedule = FLAGS_layer_schedule;

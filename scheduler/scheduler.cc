@@ -51,6 +51,18 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
         "--dp clips each round's whole update: run it with --layer_schedule=every (a layer sent "
         "later would carry several rounds' deltas, beyond the clip bound)");
   }
+  if (ParseSecureAggregation(o.fed.secure_aggregation)->on) {  // parsed by the check above
+    if (!o.data_dir.empty()) {
+      return Status::InvalidArgument(
+          "--secure_aggregation runs without --data_dir: a round's keys and shares live only in "
+          "the scheduler's memory, and a restarted scheduler could not unmask it");
+    }
+    if (o.layer_schedule.substr(0, o.layer_schedule.find(':')) != "every") {
+      return Status::InvalidArgument(
+          "--secure_aggregation masks every layer of an upload together: run it with "
+          "--layer_schedule=every");
+    }
+  }
   if (auto spec = LayerSchedules().Parse(o.layer_schedule); !spec.ok()) {
     return Status::InvalidArgument(fmt::format("--layer_schedule: {}", spec.status().message()));
   }

@@ -141,6 +141,21 @@ FedRounds::Actions SchedulerLoop::FedActions() {
               [this](int32_t id) {
                 const Member* m = members_.ById(id);
                 return m != nullptr ? m->info.rank() : -1;
+              },
+          .answer_secagg =
+              [this](const Arrival& to, const proto::SecAgg& s) {
+                proto::Header h;
+                h.set_type(proto::SECAGG);
+                h.set_sender(kSchedulerId);
+                h.set_request_id(to.request_id);
+                *h.mutable_secagg() = s;
+                FedSend(to.identity, h);
+              },
+          .refuse =
+              [this](const Arrival& to, const Status& s) {
+                proto::Header request;
+                request.set_request_id(to.request_id);
+                FedSend(to.identity, ErrorReply(request, s, kSchedulerId));
               }};
 }
 
@@ -376,6 +391,12 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
       break;
     case proto::VIRTUAL_DONE:
       if (worker) return EndTurn(env, *m);
+      break;
+    case proto::SECAGG:
+      if (worker) {
+        fed_.Secure({m->info.id(), h.request_id(), env.identity}, h.secagg(), FedNow());
+        return;
+      }
       break;
     case proto::ROUND_CLOSED:
       if (!worker) {

@@ -207,9 +207,18 @@ void ConsistencyGate::OnHint(const std::vector<int32_t>& stragglers, int64_t quo
 
 void ConsistencyGate::OnRoundClosed(int64_t round, const std::vector<int32_t>& kept,
                                     const std::vector<int64_t>& tasks,
-                                    const std::vector<RoundSpec::Late>& late, int64_t late_rounds) {
+                                    const std::vector<RoundSpec::Late>& late, int64_t late_rounds,
+                                    std::shared_ptr<const proto::SecureClose> secure) {
   if (!controller_) return;
-  controller_->OnRoundClosed(round, kept, tasks, late, late_rounds);
+  if (secure && aggregator_.name() != "fedavg") {
+    spdlog::error(
+        "secure round {} dropped: the servers learn only the sum of its uploads, which only "
+        "--aggregator=fedavg can use (this server runs {})",
+        round, aggregator_.ToString());
+    controller_->OnRoundClosed(round, {}, tasks, {}, late_rounds);
+  } else {
+    controller_->OnRoundClosed(round, kept, tasks, late, late_rounds, std::move(secure));
+  }
   CompleteRounds();
   Release();
 }

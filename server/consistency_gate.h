@@ -73,7 +73,8 @@ class ConsistencyGate {
   // The scheduler closed federated round `round` with the uploads of `kept` (ROUND_CLOSE).
   void OnRoundClosed(int64_t round, const std::vector<int32_t>& kept,
                      const std::vector<int64_t>& tasks, const std::vector<RoundSpec::Late>& late,
-                     int64_t late_rounds);
+                     int64_t late_rounds,
+                     std::shared_ptr<const proto::SecureClose> secure = nullptr);
   // Switches to the controller of `spec`; refused (nothing changes) when the spec is invalid
   // or the aggregator is not defined under it.
   Status Switch(const std::string& spec);

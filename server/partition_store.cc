@@ -1,6 +1,7 @@
 #include "server/partition_store.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/secagg/masks.h"
 #include "durable.pb.h"
 #include "server/table/table_bucket.h"
 
@@ -196,6 +198,7 @@ int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& roun
     return steps;
   }
   if (round.per_push) return ApplyCommitted(round);
+  if (round.secure) return ApplySecure(optimizer, round);
   if (aggregator_ && aggregator_->rounds()) return HandOverRound(round);
   int steps = 0;
   double total = 0;  // sum of weights (kWeighted) or contributors (kMean) of the open step
@@ -237,6 +240,57 @@ int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& roun
   }
   step();
   return steps;
+}
+
+Status CheckSecureClose(const proto::SecureClose& secure) {
+  if (!(secure.clip() > 0) || !std::isfinite(secure.clip()) || secure.bits() < 1 ||
+      secure.bits() > 30) {
+    return Status::Malformed(fmt::format("a secure round's fixed point (clip {:g}, {} bits)",
+                                         secure.clip(), secure.bits()));
+  }
+  for (const proto::MaskSeed& m : secure.masks()) {
+    if (m.seed().size() != secagg::kSeedBytes || (m.sign() != 1 && m.sign() != -1)) {
+      return Status::Malformed("a secure round's mask seed is malformed");
+    }
+  }
+  return Status();
+}
+
+int PartitionState::ApplySecure(const Optimizer& optimizer, const RoundSpec& round) {
+  std::vector<uint32_t> words(info_.length, 0);
+  double total = 0;
+  size_t found = 0;
+  if (auto c = held_.find(round.clock); c != held_.end()) {
+    for (int32_t w : round.workers) {
+      auto it = c->second.find(w);
+      if (it == c->second.end() || it->second.size() != 1) continue;
+      const Held& h = it->second.front();
+      const auto* y = static_cast<const uint32_t*>(h.update.data());
+      for (int64_t i = 0; i < info_.length; ++i) words[i] += y[i];
+      total += h.weight;
+      ++found;
+    }
+  }
+  held_.erase(held_.begin(), held_.upper_bound(round.clock));
+  if (round.workers.empty() || !(total > 0)) return 0;
+  if (found != round.workers.size()) {
+    spdlog::error(
+        "partition {}: secure round {} keeps {} uploads, {} of them here: its masks cannot be "
+        "removed, nothing is applied",
+        info_.id, round.clock, round.workers.size(), found);
+    return 0;
+  }
+  for (const proto::MaskSeed& m : round.secure->masks()) {
+    secagg::Seed seed;
+    std::memcpy(seed.data(), m.seed().data(), seed.size());
+    secagg::AddMask(seed, round.clock, info_.tensor_id, info_.offset, info_.length, -m.sign(),
+                    words.data());
+  }
+  sum_.resize(info_.length);
+  secagg::Decode(words.data(), info_.length,
+                 secagg::FixedPoint{round.secure->clip(), round.secure->bits()}, sum_.data());
+  ApplyGradient(optimizer, sum_.data(), static_cast<float>(1 / total));
+  return 1;
 }
 
 bool PartitionState::Applied(uint64_t incarnation, int64_t seq) const {

@@ -108,6 +108,10 @@ class PartitionState {
   int64_t version_ = 0;
   bool initialized_ = false;
   int HandOverRound(const RoundSpec& round);
+  // A secure round (RoundSpec::secure): the kept workers' words of round.clock summed mod 2^32,
+  // the named masks removed, decoded, and one step on the weighted mean; everything held up to
+  // the clock is dropped. Applies nothing when a kept worker's upload is missing here.
+  int ApplySecure(const Optimizer& optimizer, const RoundSpec& round);
   int ApplyCommitted(const RoundSpec& round);
 
   struct Held {
@@ -121,6 +125,10 @@ class PartitionState {
   std::unique_ptr<TableBucket> table_;
   std::map<uint64_t, int64_t> applied_;  // client incarnation -> highest seq applied
 };
+
+// What a ROUND_CLOSE's secure part must be for ApplySecure: a positive clip, bits 1..30, seeds of
+// 32 bytes with sign +1 or -1.
+Status CheckSecureClose(const proto::SecureClose& secure);
 
 class PartitionStore {
  public:

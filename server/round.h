@@ -12,9 +12,14 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 namespace hetps {
+
+namespace proto {
+class SecureClose;
+}
 
 struct RoundSpec {
   enum class Combine { kSum, kMean, kWeighted };
@@ -36,6 +41,10 @@ struct RoundSpec {
   // With only_clock: uploads of clocks >= keep_from that this round does not use wait (a later
   // round may take them late) instead of being dropped.
   int64_t keep_from = std::numeric_limits<int64_t>::max();
+  // A secure round (--secure_aggregation): the kept uploads of `clock` are masked fixed-point
+  // words; their sum less these masks is the weighted sum of the updates, applied as one step
+  // on their weighted mean (PartitionState::ApplySecure). Null: a plain round.
+  std::shared_ptr<const proto::SecureClose> secure;
 
   // The round a policy switch applies so nothing held is lost: every clock, everyone.
   static RoundSpec Flush() {

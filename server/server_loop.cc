@@ -232,10 +232,19 @@ void ServerLoop::HandleControl(Envelope& env) {
         }
         late.push_back({l.worker(), l.round(), l.factor()});
       }
-      gate_->OnRoundClosed(h.fed_round().round(),
-                           {h.fed_round().workers().begin(), h.fed_round().workers().end()},
+      std::vector<int32_t> kept(h.fed_round().workers().begin(), h.fed_round().workers().end());
+      std::shared_ptr<const proto::SecureClose> secure;
+      if (h.fed_round().has_secure()) {
+        if (Status s = CheckSecureClose(h.fed_round().secure()); s.ok()) {
+          secure = std::make_shared<proto::SecureClose>(h.fed_round().secure());
+        } else {
+          spdlog::warn("secure round {} is dropped: {}", h.fed_round().round(), s.message());
+          kept.clear();
+        }
+      }
+      gate_->OnRoundClosed(h.fed_round().round(), kept,
                            {h.fed_round().tasks().begin(), h.fed_round().tasks().end()}, late,
-                           h.fed_round().late_rounds());
+                           h.fed_round().late_rounds(), std::move(secure));
       proto::Header ack = ReplyTo(h, proto::ROUND_CLOSED, link_->id());
       *ack.mutable_fed_round() = h.fed_round();
       link_->Send(ack);

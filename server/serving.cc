@@ -48,6 +48,7 @@ proto::Round RoundToProto(const RoundSpec& round) {
     late->set_factor(l.factor);
   }
   if (round.keep_from != std::numeric_limits<int64_t>::max()) r.set_keep_from(round.keep_from);
+  if (round.secure) *r.mutable_secure() = *round.secure;
   return r;
 }
 
@@ -63,6 +64,7 @@ RoundSpec RoundFromProto(const proto::Round& r) {
   for (const proto::LateUpload& l : r.late())
     round.late.push_back({l.worker(), l.round(), l.factor()});
   if (r.has_keep_from()) round.keep_from = r.keep_from();
+  if (r.has_secure()) round.secure = std::make_shared<proto::SecureClose>(r.secure());
   return round;
 }
 

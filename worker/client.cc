@@ -375,6 +375,7 @@ StatusOr<int64_t> Client::AwaitRound() {
                                          proto::MsgType_Name(r->type())));
   }
   impl_->TakeVirtualTime(r->fed_round());
+  impl_->secagg = r->fed_round().has_secagg() ? r->fed_round().secagg().SerializeAsString() : "";
   if (r->fed_round().finished()) return int64_t{-1};
   if (r->fed_round().round() < 0) {
     return Status::Malformed(
@@ -422,7 +423,26 @@ StatusOr<bool> Client::FinishRound() {
     return Status::Malformed("the scheduler's answer to an upload report names another round");
   }
   impl_->TakeVirtualTime(r->fed_round());
+  impl_->secagg = r->fed_round().has_secagg() ? r->fed_round().secagg().SerializeAsString() : "";
   return r->fed_round().kept();
+}
+
+const std::string& Client::round_secagg() const { return impl_->secagg; }
+
+StatusOr<std::string> Client::ExchangeSecAgg(const std::string& request) {
+  if (Status s = impl_->Open(); !s.ok()) return s;
+  proto::Header h;
+  h.set_type(proto::SECAGG);
+  if (!h.mutable_secagg()->ParseFromString(request)) {
+    return Status::InvalidArgument("a secure-aggregation request that does not parse");
+  }
+  auto r = impl_->io.Call(std::move(h));
+  if (!r.ok()) return r.status();
+  if (r->type() != proto::SECAGG) {
+    return Status::Malformed(fmt::format("the scheduler answered a secure-aggregation step with {}",
+                                         proto::MsgType_Name(r->type())));
+  }
+  return r->secagg().SerializeAsString();
 }
 
 Status Client::Finish() {

@@ -35,6 +35,7 @@ class Client::Impl {
   const LinkOptions link;
   const bool virtual_clock;
   double virtual_time = 0;  // round requests' thread only
+  std::string secagg;       // the last round answer's secure part (round requests' thread)
   // An answer's virtual time moves the clock forward (never back).
   void TakeVirtualTime(const proto::FedRound& answer) {
     if (virtual_clock && answer.has_virtual_time()) {

@@ -88,8 +88,10 @@ DEFINE_string(attack, "sign_flip",
 DEFINE_string(dp, "none",
               "edge: client-level differential privacy (common/privacy.h): none, "
               "central:clip=C,noise=Z[,delta=D] (clients clip their updates to C; the servers' "
-              "dp_fedavg adds the noise) or local:clip=C,noise=Z[,delta=D] (each client adds "
-              "noise of std Z x C to its clipped update); updates go up unweighted");
+              "dp_fedavg adds the noise), local:clip=C,noise=Z[,delta=D] (each client adds "
+              "noise of std Z x C to its clipped update) or distributed:... (each adds std Z x C / "
+              "sqrt(K) for a round keeping K, under --secure_aggregation); updates go up "
+              "unweighted");
 DEFINE_int32(deep_from, -1,
              "edge: layer-wise uploads (pair with --aggregator=temporal): layers from this index "
              "on go up only on the schedule's deep rounds (-1: every layer every round)");

@@ -330,6 +330,13 @@ class Client {
   // round kept it (false: it closed without it, e.g. at its deadline, and servers drop it).
   StatusOr<int64_t> AwaitRound();
   StatusOr<bool> FinishRound();
+  // Secure aggregation (scheduler --secure_aggregation; worker/secure_aggregation.h drives it):
+  // the secure part of the last AwaitRound or FinishRound answer, a serialized proto::SecAgg
+  // (the round's parameters; the unmasking asked of this client), empty when there is none;
+  // and one step of the protocol with the scheduler (a serialized proto::SecAgg request),
+  // answering the scheduler's serialized answer.
+  const std::string& round_secagg() const;
+  StatusOr<std::string> ExchangeSecAgg(const std::string& request);
   // With ClientOptions::virtual_clock: the client's virtual clock in seconds (0 at the start).
   // AwaitRound and FinishRound tell the scheduler it as the time their request happens (the
   // caller sets it first: when the client is idle and online; when its upload completed); each

@@ -78,7 +78,8 @@ class ConsistencyController {
   virtual void OnRoundClosed(int64_t /*round*/, const std::vector<int32_t>& /*kept*/,
                              const std::vector<int64_t>& /*tasks*/,
                              const std::vector<RoundSpec::Late>& /*late*/ = {},
-                             int64_t /*late_rounds*/ = 0) {}
+                             int64_t /*late_rounds*/ = 0,
+                             std::shared_ptr<const proto::SecureClose> /*secure*/ = nullptr) {}
 
   const ClockTable& clocks() const { return clocks_; }
   // A request from worker `w` working on `clock` shows it finished every clock before: its

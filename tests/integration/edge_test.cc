@@ -378,6 +378,20 @@ TEST(EdgeTest, FailedClientsPartialUploadsAreNeverApplied) {
       << "no client failed: the check would be empty";
 }
 
+// Secure aggregation (--secure_aggregation): the servers hold only masked words and learn each
+// round's sum; the model is still the weighted mean of the kept uploads (within the fixed
+// point's step, far below the replay's tolerance), with 30% of the selected clients failing
+// after they shared their secrets (their partial, masked uploads never applied, their pairwise
+// masks removed with their rebuilt keys).
+TEST(EdgeTest, SecureRoundsApplyTheWeightedMeanOfTheKeptUploadsAndNothingElse) {
+  SampledRun run{.scheduler_flags = {"--secure_aggregation=secagg+", "--round_deadline_ms=3000"},
+                 .client_flags = {"--fail_fraction=0.3"}};
+  RunSampledFedAvg(run);
+  EXPECT_NE(run.outputs.find("fails in round"), std::string::npos)
+      << "no client failed: the check would be empty";
+  EXPECT_NE(run.outputs.find("secure aggregation in"), std::string::npos) << run.outputs;
+}
+
 // The scheduler keeps its rounds in its data dir: SIGKILLed while a round is under way and
 // restarted, it goes on with the same round (the clients ask again what it had not answered,
 // the servers are asked again to close what they may not have answered), the rounds log goes

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "worker/edge/availability.h"
 #include "worker/edge/virtual_round.h"
 #include "worker/layer_schedule.h"
+#include "worker/secure_aggregation.h"
 #include "worker/train/partitioner.h"
 #include "worker/train/run_log.h"
 #include "worker/train/shared_images.h"
@@ -26,6 +28,13 @@ namespace hetps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+}
 
 Status WriteModel(const std::string& path, const Params& params) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -71,6 +80,11 @@ class EdgeClient {
   std::function<bool(size_t)> LayersToSend();
   // Pushes the first half of the delta's tensors (at least one) and gives the round up.
   Status Abandon(const char* why);
+  // Secure rounds (the scheduler's --secure_aggregation): phases 0 and 1 right after selection,
+  // the masked words of tensor t for a push, and the unmasking once the round kept the upload.
+  Status SetupSecure();
+  std::vector<uint32_t> MaskedTensor(size_t t) const;
+  void UnmaskSecure();
   void Progress(int64_t round, const std::string& what);
 
   Client& client_;
@@ -98,6 +112,9 @@ class EdgeClient {
   std::mt19937_64 dp_rng_;               // its local noise
   double selected_s_ = 0;                // when the current round selected it
   std::optional<VirtualRound> virtual_;  // --clock=virtual
+  std::optional<SecureUpload> secure_;   // made at the first secure round
+  int64_t secure_rounds_ = 0;
+  int secure_kept_ = 1;  // the open secure round's K
   // The client's time: virtual, or seconds since Prepare.
   double Now() const { return virtual_ ? client_.virtual_time() : Seconds(); }
   // Virtual time: the round's download, training and upload (bytes from the client's counts).
@@ -263,11 +280,17 @@ void EdgeClient::VirtualUpload(int64_t pushed_before) {
 Status EdgeClient::PushDelta(const std::function<bool(size_t)>& sends) {
   // Under --dp a client's weight would carry its data size into the sum: every update counts 1.
   const double weight = dp_.on() ? 1.0 : static_cast<double>(shard_.size);
+  const bool masked = secure_ && secure_->ready();
+  std::vector<std::vector<uint32_t>> words(masked ? tensors_.size() : 0);
   std::vector<Ticket> pushes;
   for (size_t t = 0; t < tensors_.size(); ++t) {
     if (!sends(t)) continue;
-    pushes.push_back(
-        client_.Push(tensors_[t].name, local_[t].data(), tensors_[t].NumElements(), weight));
+    const float* update = local_[t].data();
+    if (masked) {  // the words travel as the push's 4-byte elements, never read as floats
+      words[t] = MaskedTensor(t);
+      update = reinterpret_cast<const float*>(words[t].data());
+    }
+    pushes.push_back(client_.Push(tensors_[t].name, update, tensors_[t].NumElements(), weight));
   }
   for (const Ticket& ticket : pushes) {
     if (Status s = ticket.Wait(); !s.ok()) return s;
@@ -292,6 +315,45 @@ std::function<bool(size_t)> EdgeClient::LayersToSend() {
   return [send = std::move(send)](size_t t) { return send[t]; };
 }
 
+Status EdgeClient::SetupSecure() {
+  proto::SecAgg task;
+  if (!task.ParseFromString(client_.round_secagg())) {
+    return Status::Malformed("the scheduler's secure round parameters do not parse");
+  }
+  if (!secure_) {
+    secure_.emplace(client_.id(), [this](const proto::SecAgg& request) -> StatusOr<proto::SecAgg> {
+      auto answer = client_.ExchangeSecAgg(request.SerializeAsString());
+      if (!answer.ok()) return answer.status();
+      proto::SecAgg a;
+      if (!a.ParseFromString(*answer))
+        return Status::Malformed("a SECAGG answer that does not parse");
+      return a;
+    });
+  }
+  ++secure_rounds_;
+  secure_kept_ = task.kept();
+  return secure_->Setup(task, dp_.on() ? 1.0 : static_cast<double>(shard_.size));
+}
+
+std::vector<uint32_t> EdgeClient::MaskedTensor(size_t t) const {
+  const int32_t id = client_.shard_map().TensorId(tensors_[t].name);
+  std::vector<uint32_t> words(local_[t].size());
+  secure_->Mask(id, 0, local_[t].data(), static_cast<int64_t>(words.size()), words.data());
+  return words;
+}
+
+void EdgeClient::UnmaskSecure() {
+  proto::SecAgg request;
+  if (!client_.round_secagg().empty() && request.ParseFromString(client_.round_secagg()) &&
+      request.phase() == proto::SecAgg::UNMASK) {
+    if (Status s = secure_->Unmask(request); !s.ok()) {
+      spdlog::warn("client {}: round {} not unmasked here: {}", client_.rank(), client_.clock(),
+                   s.message());
+    }
+  }
+  secure_->Reset();
+}
+
 Status EdgeClient::Abandon(const char* why) {
   const size_t sent = std::max<size_t>(1, tensors_.size() / 2);
   if (Status s = PushDelta([&](size_t t) { return t < sent; }); !s.ok()) return s;
@@ -312,12 +374,33 @@ void EdgeClient::MakeDelta() {
   if (dp_.on()) {
     ClipUpdate(local_, dp_.clip);
     if (dp_.mode == Privacy::Mode::kLocal) AddGaussianNoise(local_, dp_.noise * dp_.clip, dp_rng_);
+    if (dp_.mode == Privacy::Mode::kDistributed) {  // its share: K of them make the central noise
+      AddGaussianNoise(local_, dp_.noise * dp_.clip / std::sqrt(std::max(1, secure_kept_)),
+                       dp_rng_);
+    }
   }
   if (attack_) attack_->PoisonUpdate(local_, attack_rng_);
 }
 
 Status EdgeClient::Round(bool federated, bool& abandoned) {
   abandoned = false;
+  const bool secure = federated && !client_.round_secagg().empty();
+  if (dp_.mode == Privacy::Mode::kDistributed && !secure) {
+    return Status::FailedPrecondition(
+        "--dp=distributed adds only a share of the noise: it needs the scheduler's "
+        "--secure_aggregation (this round is not secure)");
+  }
+  if (secure) {
+    if (Status s = SetupSecure(); !s.ok()) {  // a dropout: the round goes on without it
+      spdlog::warn("client {}: secure round {} without this client: {}", client_.rank(),
+                   client_.clock(), s.message());
+      if (secure_) secure_->Reset();
+      auto kept = client_.FinishRound();
+      ++participated_;
+      abandoned = true;
+      return kept.ok() ? Status() : kept.status();
+    }
+  }
   client_.BeginIteration();
   const ClientStats before = client_.stats();
   if (Status s = PullGlobal(); !s.ok()) return s;
@@ -350,7 +433,10 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
     }
   }
   const int64_t pushed = client_.stats().bytes_pushed;
-  if (Status s = PushDelta(LayersToSend()); !s.ok()) return s;
+  // A secure upload is masked as a whole: every layer goes, whatever the layer schedule says.
+  if (Status s = PushDelta(secure ? [](size_t) { return true; } : LayersToSend()); !s.ok()) {
+    return s;
+  }
   if (virtual_) VirtualUpload(pushed);
   if (!federated) {
     if (Status s = client_.Clock(); !s.ok()) return s;
@@ -359,6 +445,7 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
   }
   auto kept = client_.FinishRound();
   if (!kept.ok()) return kept.status();
+  if (secure) UnmaskSecure();
   if (*kept) ++kept_;
   rounds_done_ = client_.clock() + 1;
   ++participated_;
@@ -397,10 +484,16 @@ Status EdgeClient::Finish() {
                  secs);
   } else {
     spdlog::info(
-        "client {}: {} rounds{} on {} samples, {:.1f} s training of {:.1f} s, {} bytes up",
+        "client {}: {} rounds{} on {} samples, {:.1f} s training of {:.1f} s, {} bytes up, "
+        "{:.2f} s CPU",
         client_.rank(), participated_ > 0 ? participated_ : rounds_done_,
         participated_ > 0 ? fmt::format(" ({} kept, {} abandoned)", kept_, abandoned_) : "",
-        shard_.size, train_s_, secs, stats.bytes_pushed);
+        shard_.size, train_s_, secs, stats.bytes_pushed, ProcessCpuSeconds());
+  }
+  if (secure_rounds_ > 0) {  // what secure aggregation cost: docs/secure-aggregation.md
+    spdlog::info(
+        "client {}: secure aggregation in {} rounds: {} bytes with the scheduler, {:.3f} s CPU",
+        client_.rank(), secure_rounds_, secure_->bytes(), secure_->cpu_s());
   }
   log_->Close();  // before the barrier: rank 0 merges every client's file after it
   if (Status s = client_.Barrier(); !s.ok()) return s;

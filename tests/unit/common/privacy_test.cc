@@ -58,6 +58,9 @@ TEST(PrivacyTest, SpecsParseAndBadOnesNameTheProblem) {
   EXPECT_EQ(central->delta, 1e-5);
   EXPECT_EQ(central->ToString(), "central:clip=0.5,delta=1e-05,noise=1.2");
   EXPECT_FALSE(ParsePrivacy("none")->on());
+  EXPECT_EQ(ParsePrivacy("distributed:noise=2")->mode, Privacy::Mode::kDistributed);
+  EXPECT_EQ(ParsePrivacy("distributed:noise=2")->ToString(),
+            "distributed:clip=1,delta=1e-05,noise=2");
   EXPECT_FALSE(ParsePrivacy("central:clip=0").ok());
   EXPECT_FALSE(ParsePrivacy("local:delta=1").ok()) << "delta below 1";
   EXPECT_NE(ParsePrivacy("global").status().message().find("central"), std::string::npos);

@@ -16,15 +16,19 @@ Privacy Spec(const std::string& text) {
   return *p;
 }
 
+// Distributed DP's sum carries the central noise: accounted the same way.
 TEST(FedPrivacyTest, CentralRoundsAreSampledGaussiansAtTheSelectionRate) {
-  FedPrivacy p(Spec("central:clip=1,noise=1.2,delta=1e-6"));
-  EXPECT_EQ(p.epsilon(), 0.0);
-  RdpAccountant expected;
-  for (int round = 0; round < 30; ++round) {
-    p.Applied({1, 2, 3, 4, 5}, 7, 20 + round % 3);
-    expected.AddSampledGaussian(7.0 / (20 + round % 3), 1.2);
+  for (const char* spec :
+       {"central:clip=1,noise=1.2,delta=1e-6", "distributed:clip=1,noise=1.2,delta=1e-6"}) {
+    FedPrivacy p(Spec(spec));
+    EXPECT_EQ(p.epsilon(), 0.0);
+    RdpAccountant expected;
+    for (int round = 0; round < 30; ++round) {
+      p.Applied({1, 2, 3, 4, 5}, 7, 20 + round % 3);
+      expected.AddSampledGaussian(7.0 / (20 + round % 3), 1.2);
+    }
+    EXPECT_NEAR(*p.epsilon(), expected.Epsilon(1e-6).first, 1e-12) << spec;
   }
-  EXPECT_NEAR(*p.epsilon(), expected.Epsilon(1e-6).first, 1e-12);
   FedPrivacy none(Spec("none"));
   none.Applied({1}, 1, 1);
   EXPECT_FALSE(none.epsilon().has_value());

@@ -1,0 +1,37 @@
+// The arithmetic of secure aggregation's uploads: fixed-point words in Z_2^32 and the masks
+// added to them. A coordinate of a client's update x (weight w) becomes the word
+// round(w * clamp(x, -clip, clip) * 2^bits / clip) mod 2^32, so that words add up exactly, and
+// the sum of every kept client's words, read as a signed 32-bit integer, times clip / 2^bits is
+// sum_k w_k clamp(x_k) (each word within 1/2 of its real value; bits chosen so the sum never
+// wraps: FixedPointBits). A mask is the keystream of ChaCha20 (libsodium) keyed by a 32-byte seed,
+// word i of tensor t in round r at nonce (r, t) and word index i: a client and a server that
+// holds only a partition of the tensor (its offset and length) compute the same words.
+#pragma once
+
+#include <cstdint>
+
+#include "common/secagg/crypto.h"
+
+namespace hetps::secagg {
+
+struct FixedPoint {
+  double clip = 8;  // coordinates are clipped to [-clip, clip]
+  int bits = 16;    // 2^bits / clip words per unit of weighted update
+};
+
+// The most bits (at most 24) for uploads whose weights sum to at most `total_weight`, such that
+// their words' sum stays below 2^30 in magnitude (no wrap, with room for rounding); 0 when not
+// even one bit fits.
+int FixedPointBits(double total_weight);
+
+// words[i] = the fixed-point word of weight * x[i].
+void Encode(const float* x, int64_t n, double weight, const FixedPoint& fp, uint32_t* words);
+// out[i] = the weighted sum that the summed words `sum` stand for.
+void Decode(const uint32_t* sum, int64_t n, const FixedPoint& fp, float* out);
+
+// words[i] += sign * mask word (offset + i) of tensor `tensor` in round `round`, mod 2^32.
+// sign is +1 or -1.
+void AddMask(const Seed& seed, int64_t round, int32_t tensor, int64_t offset, int64_t n, int sign,
+             uint32_t* words);
+
+}  // namespace hetps::secagg
