@@ -5,8 +5,8 @@
 # 10 rounds, --repeats runs per condition (the next selection seed each). From each client's
 # final log lines: its bytes with the scheduler for the protocol and the CPU seconds of its
 # secure-aggregation work, per round; its upload bytes and its process's CPU seconds per round
-# (plain and secure alike). Mean over the clients of a run, then mean ± 95% CI over the runs,
-# to <run_dir>/report.md.
+# (plain and secure alike), and the run's seconds per round (rounds.csv). Mean over the clients
+# of a run, then mean ± 95% CI over the runs, to <run_dir>/report.md.
 #   deploy/edge/secagg_cost.sh [--repeats=N] [--run_dir=D] [--bin_dir=B]
 set -eu
 usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -54,7 +54,7 @@ def cell(xs, fmt):
     return (fmt + " ± " + fmt).format(m, ci)
 rows = []
 for name in names:
-    per_run = {"up": [], "cpu": [], "sa_bytes": [], "sa_cpu": []}
+    per_run = {"up": [], "cpu": [], "sa_bytes": [], "sa_cpu": [], "round_s": []}
     k = "-"
     logs = sorted(glob.glob(f"{run_dir}/{name}/**/launch.log", recursive=True))
     for log in logs:
@@ -67,6 +67,9 @@ for name in names:
             r = max(1, int(rounds))
             sab.append(int(b) / r); sac.append(float(cpu) / r)
         if g := graph.search(text): k = f"{g.group(1)} / {g.group(2)} / {g.group(3)}"
+        rows_csv = [l.split(",") for l in open(log.rsplit("/", 1)[0] + "/rounds.csv").read().split("\n")[1:] if l]
+        if rows_csv:
+            per_run["round_s"].append(float(rows_csv[-1][1]) / len(rows_csv))
         if ups:
             per_run["up"].append(statistics.mean(ups) / 1e3)
             per_run["cpu"].append(statistics.mean(cpus))
@@ -75,10 +78,11 @@ for name in names:
             per_run["sa_cpu"].append(statistics.mean(sac) * 1e3)
     rows.append(f"| {name} | {k} | {cell(per_run['up'], '{:.1f}')} | "
                 f"{cell(per_run['sa_bytes'], '{:.2f}')} | {cell(per_run['cpu'], '{:.3f}')} | "
-                f"{cell(per_run['sa_cpu'], '{:.2f}')} | {len(logs)} |")
+                f"{cell(per_run['sa_cpu'], '{:.2f}')} | {cell(per_run['round_s'], '{:.2f}')} | "
+                f"{len(logs)} |")
 head = ["| condition | k / t / bits | upload kB per round | protocol kB per round | "
-        "process CPU s per round | secure-aggregation CPU ms per round | runs |",
-        "|---|---|---|---|---|---|---|"]
+        "process CPU s per round | secure-aggregation CPU ms per round | s per round | runs |",
+        "|---|---|---|---|---|---|---|---|"]
 open(f"{run_dir}/report.md", "w").write("\n".join(head + rows) + "\n")
 print("\n".join(head + rows))
 PY
