@@ -251,6 +251,13 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                                p.at("dp").get<std::string>(), p.at("epsilon").get<double>(),
                                p.at("delta").get<double>()));
       }
+      if (f.contains("secure") && f.at("secure").is_object()) {
+        const Json& s = f.at("secure");
+        out.insert(out.size() - 1,
+                   fmt::format("secure aggregation {}: {} rounds unmasked, {} applied nothing\n",
+                               s.at("spec").get<std::string>(), IntOr(s, "unmasked", 0),
+                               IntOr(s, "aborted", 0)));
+      }
     }
     if (j.contains("virtual") && j.at("virtual").is_object()) {
       const Json& v = j.at("virtual");

@@ -203,19 +203,24 @@ std::string FedRounds::SummaryJson() const {
     measured.push_back(
         {p.aggregation(), std::round(p.wall_s() * 1000) / 1000, p.accuracy(), p.bytes_up()});
   }
-  return nlohmann::json{{"mode", async() ? "async" : "rounds"},
-                        {"applied", round_},
-                        {"rounds", options_.rounds},
-                        {"selection", options_.selection},
-                        {"concurrency", options_.concurrency},
-                        {"clients", counts},
-                        {"kept", log_.kept_total()},
-                        {"dropped", log_.dropped_total()},
-                        {"bytes_up", log_.bytes_up()},
-                        {"bytes_down", log_.bytes_down()},
-                        {"measured", measured},
-                        {"privacy", PrivacyJson(privacy_)},
-                        {"per_client", per_client}}
+  return nlohmann::json{
+      {"mode", async() ? "async" : "rounds"},
+      {"applied", round_},
+      {"rounds", options_.rounds},
+      {"selection", options_.selection},
+      {"concurrency", options_.concurrency},
+      {"clients", counts},
+      {"kept", log_.kept_total()},
+      {"dropped", log_.dropped_total()},
+      {"bytes_up", log_.bytes_up()},
+      {"bytes_down", log_.bytes_down()},
+      {"measured", measured},
+      {"privacy", PrivacyJson(privacy_)},
+      {"secure", !secure_options_.on ? nlohmann::json(nullptr)
+                                     : nlohmann::json{{"spec", secure_options_.ToString()},
+                                                      {"unmasked", secure_unmasked_},
+                                                      {"aborted", secure_aborted_}}},
+      {"per_client", per_client}}
       .dump();
 }
 

@@ -315,6 +315,7 @@ class FedRounds {
   std::map<int32_t, Arrival> secure_waiting_;
   std::map<int32_t, Arrival> secure_uploads_;
   double secure_phase_at_ = 0;
+  int64_t secure_unmasked_ = 0, secure_aborted_ = 0;  // rounds, for /api/status
 };
 
 // What FedRounds refuses: counts below 0, overcommit below 1, an unknown selection policy.

@@ -117,11 +117,13 @@ void FedRounds::FinishSecure(double now) {
   spdlog::info("secure round {}: {} uploads unmasked ({} masks removed by the servers)",
                secure_->round(), secure_->kept().size(), closing_.secure().masks_size());
   secure_.reset();
+  ++secure_unmasked_;
   SendClose(last_live_workers_, now);
 }
 
 void FedRounds::AbortSecure(const Status& why, double now) {
   spdlog::warn("secure round {} applies nothing: {}", round_, why.message());
+  ++secure_aborted_;
   for (const auto& [id, a] : std::exchange(secure_waiting_, {})) actions_.refuse(a, why);
   for (const auto& [id, a] : std::exchange(secure_uploads_, {})) {
     proto::FedRound answer;
