@@ -91,7 +91,7 @@ Status SecureUpload::Advertise(double weight) {
   fp_.bits = answer->bits();
   threshold_ = answer->threshold();
   if (answer->round() != round_ || fp_.bits <= 0 || fp_.bits > 30 || threshold_ < 1 ||
-      threshold_ > answer->keys_size() + 1 || answer->keys_size() >= secagg::kMaxNeighbours + 1) {
+      threshold_ > answer->keys_size() + 1 || answer->keys_size() > secagg::kMaxNeighbours) {
     return Status::Malformed(fmt::format(
         "secure round {}: the keys' answer is malformed (round {}, {} bits, threshold {} of {})",
         round_, answer->round(), fp_.bits, threshold_, answer->keys_size()));
@@ -103,10 +103,6 @@ Status SecureUpload::Advertise(double weight) {
           fmt::format("secure round {}: neighbour {}'s keys are malformed", round_, k.worker()));
     }
     neighbours_[k.worker()].keys = k;
-  }
-  if (neighbours_.size() > static_cast<size_t>(secagg::kMaxNeighbours)) {
-    return Status::Malformed(
-        fmt::format("secure round {}: {} neighbours", round_, neighbours_.size()));
   }
   return Status();
 }
@@ -185,7 +181,7 @@ Status SecureUpload::TakeShares(const proto::SecAgg& answer) {
 
 void SecureUpload::Mask(int32_t tensor, int64_t offset, const float* x, int64_t n,
                         uint32_t* words) const {
-  CpuTimer timer(const_cast<double&>(cpu_s_));
+  CpuTimer timer(cpu_s_);
   secagg::Encode(x, n, weight_, fp_, words);
   secagg::AddMask(self_seed_, round_, tensor, offset, n, 1, words);
   for (const auto& [id, nb] : neighbours_) {

@@ -74,7 +74,7 @@ class SecureUpload {
   std::string own_self_share_;        // its share of its own self-mask seed
   std::map<int32_t, bool> revealed_;  // owner -> revealed its self-mask share (else its key's)
   int64_t bytes_ = 0;
-  double cpu_s_ = 0;
+  mutable double cpu_s_ = 0;  // Mask counts its time too
 };
 
 }  // namespace hetps
