@@ -251,6 +251,11 @@ void FedRounds::WriteClients(const std::string& path) const {
 
 void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
   left_.erase(a.worker);
+  // A secure round's holder back without reporting (it failed or went offline) reveals nothing:
+  // the unmasking waits for it no more.
+  if (secure_ && state_ == State::kClosing && selected_.erase(a.worker) > 0) {
+    MaybeAdvanceSecure(now);
+  }
   if (first_checkin_ < 0) first_checkin_ = now;
   ClientRecord& c = clients_[a.worker];
   c.id = a.worker;

@@ -21,6 +21,12 @@ void FedRounds::Secure(Arrival a, const proto::SecAgg& request, double now) {
   const bool open = secure_ && request.round() == secure_->round() &&
                     (state_ == State::kOpen ||
                      (state_ == State::kClosing && request.phase() == proto::SecAgg::UNMASK));
+  if (!open && request.phase() == proto::SecAgg::UNMASK) {  // the round had enough shares
+    proto::SecAgg ack;
+    ack.set_phase(proto::SecAgg::UNMASK);
+    ack.set_round(request.round());
+    return actions_.answer_secagg(a, ack);
+  }
   if (!open) {
     return actions_.refuse(a, Status::FailedPrecondition(fmt::format(
                                   "no secure round {} is open for this step", request.round())));

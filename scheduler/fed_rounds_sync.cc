@@ -88,6 +88,12 @@ void FedRounds::UploadedSync(const Arrival& a, int64_t round, bool in_time, Clie
                     std::none_of(late_.begin(), late_.end(), [&](const proto::LateUpload& l) {
                       return l.worker() == a.worker && l.round() == round;
                     });
+  if (secure_ && state_ == State::kClosing && round == round_ &&
+      secure_->phase() == SecureRound::Phase::kUnmask && secure_->Masking(a.worker)) {
+    answer.set_kept(false);  // late, but still a holder of its neighbours' shares
+    *answer.mutable_secagg() = secure_->UnmaskRequest(a.worker);
+    return AnswerUpload(a, answer);
+  }
   if (secure_ && state_ == State::kOpen && round == round_) {
     if (in_time) {  // answered when the round closes, with what to reveal
       uploads_.push_back(a.worker);

@@ -121,9 +121,10 @@ bool SecureRound::Complete(const std::set<int32_t>& live) const {
       return std::all_of(keys_.begin(), keys_.end(), [&](const auto& k) {
         return !live.contains(k.first) || shared_.contains(k.first);
       });
-    case Phase::kUnmask:
-      return std::all_of(kept_.begin(), kept_.end(),
-                         [&](int32_t id) { return !live.contains(id) || revealed_.contains(id); });
+    case Phase::kUnmask:  // every secret has its shares, or no live holder has more to give
+      return Enough() || std::all_of(shared_.begin(), shared_.end(), [&](int32_t id) {
+               return !live.contains(id) || revealed_.contains(id);
+             });
     default:
       return false;
   }
@@ -234,14 +235,22 @@ Status SecureRound::BeginUnmask(const std::vector<int32_t>& kept) {
     if (shared_.contains(id)) kept_.push_back(id);
   }
   std::sort(kept_.begin(), kept_.end());
-  const int least = std::max(2, params_.threshold);
-  if (static_cast<int>(kept_.size()) < least) {
+  if (kept_.size() < 2) {
     phase_ = Phase::kDone;
     return Status::FailedPrecondition(
-        fmt::format("secure round {}: {} uploads kept, fewer than the {} a secure sum needs",
-                    round_, kept_.size(), least));
+        fmt::format("secure round {}: {} upload kept; the sum of one would be that client's update",
+                    round_, kept_.size()));
   }
   return Status();
+}
+
+bool SecureRound::Enough() const {
+  auto has = [&](int32_t owner, bool self_mask) {
+    auto it = reveals_.find({owner, self_mask});
+    return it != reveals_.end() && it->second.size() >= static_cast<size_t>(params_.threshold);
+  };
+  return std::all_of(shared_.begin(), shared_.end(),
+                     [&](int32_t id) { return has(id, Contains(kept_, id)); });
 }
 
 proto::SecAgg SecureRound::UnmaskRequest(int32_t id) const {
@@ -249,6 +258,7 @@ proto::SecAgg SecureRound::UnmaskRequest(int32_t id) const {
   r.set_phase(proto::SecAgg::UNMASK);
   r.set_round(round_);
   r.set_threshold(params_.threshold);
+  r.set_kept(static_cast<int32_t>(kept_.size()));
   auto n = neighbours_.find(id);
   if (n == neighbours_.end()) return r;
   for (int32_t v : n->second) {
@@ -264,9 +274,9 @@ proto::SecAgg SecureRound::UnmaskRequest(int32_t id) const {
 
 Status SecureRound::Reveal(int32_t id, const proto::SecAgg& request) {
   if (Status s = CheckClient(id, Phase::kUnmask, "revealed shares"); !s.ok()) return s;
-  if (!Contains(kept_, id)) {
+  if (!shared_.contains(id)) {
     return Status::PermissionDenied(
-        fmt::format("secure round {}: client {}'s upload is not among those kept", round_, id));
+        fmt::format("secure round {}: client {} holds no shares of this round", round_, id));
   }
   if (revealed_.contains(id)) {
     return Status::FailedPrecondition(

@@ -14,9 +14,10 @@
 //      answered those sealed to it;
 //   2. push their update masked with b and the pairwise masks of their neighbours in U2, and
 //      report it (ROUND_UPLOADED; U3: the uploads the round keeps);
-//   3. UNMASK: each member of U3 reveals its own share of its b and, for each neighbour in U2,
-//      its share of b if that one is in U3, else of its mask key; with t shares each the
-//      scheduler rebuilds every b of U3
+//   3. UNMASK: each member of U2 still there (asked with its ROUND_UPLOADED answer, kept or, in
+//      an over-committed round, late) reveals, for each neighbour in U2, its share of b if that
+//      one is in U3, else of its mask key, and a kept one its own share of its b; once t shares
+//      of each are in, the scheduler rebuilds every b of U3
 //      (checked against its hash) and every mask key of U2 \ U3 (checked against its public
 //      key), and tells the servers the masks the kept uploads' sum still carries.
 // The servers thus see only masked uploads and, after removing what they are told, the sum of
@@ -79,9 +80,14 @@ class SecureRound {
   bool Masking(int32_t id) const { return shared_.contains(id); }
 
   // Starts unmasking with the uploads the round keeps (of clients in U2): an error when fewer
-  // than t (and two) are kept, since the sum of fewer would tell too much.
+  // than two are kept (the sum of one is that client's update).
   Status BeginUnmask(const std::vector<int32_t>& kept);
+  // What member `id` of U2 is asked to reveal: every holder that is still there reveals, kept or
+  // not (an over-committed round keeps K of its clients, fewer than a majority of the holders of
+  // a secret; the others, reporting late, reveal all the same).
   proto::SecAgg UnmaskRequest(int32_t id) const;
+  // Whether every secret the close needs has its t shares.
+  bool Enough() const;
   // Rebuilds the secrets from the revealed shares: what the servers remove from the kept
   // uploads' sum, or why it cannot be done (a secret with fewer than t shares, a share that
   // rebuilds something else than was committed to).

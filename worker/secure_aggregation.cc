@@ -190,7 +190,7 @@ void SecureUpload::Mask(int32_t tensor, int64_t offset, const float* x, int64_t 
   }
 }
 
-Status SecureUpload::Unmask(const proto::SecAgg& request) {
+Status SecureUpload::Unmask(const proto::SecAgg& request, bool kept) {
   CpuTimer timer(cpu_s_);
   if (request.round() != round_ || !ready_) {
     return Status::FailedPrecondition(
@@ -206,18 +206,20 @@ Status SecureUpload::Unmask(const proto::SecAgg& request) {
     }
     asked[v] = false;
   }
-  if (static_cast<int>(request.survivors_size()) + 1 < threshold_) {
+  if (request.kept() < 2) {
     return Status::PermissionDenied(fmt::format(
-        "secure round {}: only {} kept clients named; a sum of fewer than {} would tell too much",
-        round_, request.survivors_size() + 1, threshold_));
+        "secure round {}: a sum of {} upload would be that client's update: nothing revealed",
+        round_, request.kept()));
   }
   proto::SecAgg reveal;
   reveal.set_phase(proto::SecAgg::UNMASK);
   reveal.set_round(round_);
-  proto::SecAggReveal* own = reveal.add_reveals();  // asked: it is kept, its b is rebuilt anyway
-  own->set_owner(self_);
-  own->set_self_mask(true);
-  own->set_share(own_self_share_);
+  if (kept) {  // its b is rebuilt anyway
+    proto::SecAggReveal* own = reveal.add_reveals();
+    own->set_owner(self_);
+    own->set_self_mask(true);
+    own->set_share(own_self_share_);
+  }
   for (const auto& [v, self_mask] : asked) {
     auto n = neighbours_.find(v);
     if (n == neighbours_.end() || !n->second.shared) {

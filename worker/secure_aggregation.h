@@ -39,8 +39,10 @@ class SecureUpload {
   // words[i] = the masked fixed-point word of x[i], coordinate offset + i of tensor `tensor`.
   // REQUIRES: ready().
   void Mask(int32_t tensor, int64_t offset, const float* x, int64_t n, uint32_t* words) const;
-  // Phase 3: reveals what `request` (the ROUND_UPLOADED answer's part) asks for, or refuses.
-  Status Unmask(const proto::SecAgg& request);
+  // Phase 3: reveals what `request` (the ROUND_UPLOADED answer's part) asks for, or refuses;
+  // `kept`: whether the round kept this client's upload (then its own share of its self-mask
+  // seed goes too).
+  Status Unmask(const proto::SecAgg& request, bool kept);
   // Forgets the round (its secrets included).
   void Reset();
 

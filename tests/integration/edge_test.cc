@@ -390,6 +390,9 @@ TEST(EdgeTest, SecureRoundsApplyTheWeightedMeanOfTheKeptUploadsAndNothingElse) {
   EXPECT_NE(run.outputs.find("fails in round"), std::string::npos)
       << "no client failed: the check would be empty";
   EXPECT_NE(run.outputs.find("secure aggregation in"), std::string::npos) << run.outputs;
+  size_t applied = 0;
+  for (const RoundRow& r : run.rounds) applied += r.kept.size();
+  EXPECT_GT(applied, 0u) << "no secure round applied anything: the replay would check nothing";
 }
 
 // The scheduler keeps its rounds in its data dir: SIGKILLed while a round is under way and

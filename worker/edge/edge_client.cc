@@ -84,7 +84,7 @@ class EdgeClient {
   // the masked words of tensor t for a push, and the unmasking once the round kept the upload.
   Status SetupSecure();
   std::vector<uint32_t> MaskedTensor(size_t t) const;
-  void UnmaskSecure();
+  void UnmaskSecure(bool kept);
   void Progress(int64_t round, const std::string& what);
 
   Client& client_;
@@ -342,11 +342,11 @@ std::vector<uint32_t> EdgeClient::MaskedTensor(size_t t) const {
   return words;
 }
 
-void EdgeClient::UnmaskSecure() {
+void EdgeClient::UnmaskSecure(bool kept) {
   proto::SecAgg request;
   if (!client_.round_secagg().empty() && request.ParseFromString(client_.round_secagg()) &&
       request.phase() == proto::SecAgg::UNMASK) {
-    if (Status s = secure_->Unmask(request); !s.ok()) {
+    if (Status s = secure_->Unmask(request, kept); !s.ok()) {
       spdlog::warn("client {}: round {} not unmasked here: {}", client_.rank(), client_.clock(),
                    s.message());
     }
@@ -445,7 +445,7 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
   }
   auto kept = client_.FinishRound();
   if (!kept.ok()) return kept.status();
-  if (secure) UnmaskSecure();
+  if (secure) UnmaskSecure(*kept);
   if (*kept) ++kept_;
   rounds_done_ = client_.clock() + 1;
   ++participated_;

@@ -27,9 +27,12 @@ enum Step { kAdvertise = 0, kShare = 1, kUpload = 2, kReveal = 3, kNever = 9 };
 
 class SecureCluster {
  public:
-  SecureCluster(int n, const std::string& spec) : n_(n), live_(n) {
+  // `keep` > 0: the round keeps the first `keep` uploads of its n clients (over-commitment).
+  SecureCluster(int n, const std::string& spec, int keep = 0) : n_(n), live_(n) {
     FedRoundsOptions o;
     o.rounds = 1;
+    o.clients_per_round = keep;
+    o.overcommit = keep > 0 ? static_cast<double>(n) / keep : 1.0;
     o.secure_aggregation = spec;
     EXPECT_TRUE(ValidateFedRoundsOptions(o).ok());
     fed_ = std::make_unique<FedRounds>(o, Actions());
@@ -162,7 +165,7 @@ class SecureCluster {
       cv_.wait(lock, [&] { return upload_answers_.contains(id); });
       answer = upload_answers_.at(id);
     }
-    if (answer.kept() && answer.has_secagg()) (void)secure.Unmask(answer.secagg());
+    if (answer.has_secagg()) (void)secure.Unmask(answer.secagg(), answer.kept());
   }
 
   int n_;
@@ -256,6 +259,17 @@ TEST(SecureRoundTest, ASparseGraphUnmasksWithDropouts) {
   for (auto& [id, step] : Drops(40, 4, kReveal, 4)) drop[id] = step;
   c.Run(drop);
   ExpectExactMean(c, Range(1, 36));
+}
+
+// Over-commitment: 20 selected, the first 10 uploads kept. A secret needs 11 of its 20 holders'
+// shares, more than the kept clients hold: the late ones, still holders, reveal too.
+TEST(SecureRoundTest, AnOverCommittedRoundIsUnmaskedWithTheLateClientsShares) {
+  SecureCluster c(20, "secagg+", 10);
+  c.Run({});
+  ASSERT_TRUE(c.close().has_value());
+  std::vector<int32_t> kept(c.close()->workers().begin(), c.close()->workers().end());
+  EXPECT_EQ(kept.size(), 10u);
+  ExpectExactMean(c, kept);
 }
 
 // Too few clients left to reveal the threshold of shares: the round applies nothing, and every
@@ -380,26 +394,29 @@ TEST(SecureRoundTest, AClientRefusesReplayedSharesAndNeverRevealsBothSecrets) {
   proto::SecAgg both;
   both.set_phase(proto::SecAgg::UNMASK);
   both.set_round(1);
+  both.set_kept(2);
   both.add_survivors(2);
   both.add_dropped(2);
-  EXPECT_EQ(client.Unmask(both).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(client.Unmask(both, true).code(), StatusCode::kPermissionDenied);
   proto::SecAgg few;
   few.set_phase(proto::SecAgg::UNMASK);
   few.set_round(1);
+  few.set_kept(1);  // the sum of one upload
   few.add_dropped(2);
-  few.add_dropped(3);  // only itself kept: 1 < threshold 2
-  EXPECT_EQ(client.Unmask(few).code(), StatusCode::kPermissionDenied);
+  few.add_dropped(3);
+  EXPECT_EQ(client.Unmask(few, true).code(), StatusCode::kPermissionDenied);
   proto::SecAgg first;
   first.set_phase(proto::SecAgg::UNMASK);
   first.set_round(1);
+  first.set_kept(2);
   first.add_survivors(2);
   first.add_dropped(3);
-  ASSERT_TRUE(client.Unmask(first).ok());
+  ASSERT_TRUE(client.Unmask(first, true).ok());
   EXPECT_EQ(sent2.back().reveals_size(), 3);  // its own self-mask share, 2's and 3's
   proto::SecAgg other = first;                // the same round again, 3 now said to be kept
   other.clear_dropped();
   other.add_survivors(3);
-  EXPECT_EQ(client.Unmask(other).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(client.Unmask(other, true).code(), StatusCode::kPermissionDenied);
 }
 
 }  // namespace
