@@ -285,8 +285,9 @@ Status SecureRound::Reveal(int32_t id, const proto::SecAgg& request) {
   const std::vector<int32_t>& near = neighbours_.at(id);
   std::set<int32_t> owners;
   for (const proto::SecAggReveal& r : request.reveals()) {
-    const bool known =
-        (r.owner() == id || Contains(near, r.owner())) && shared_.contains(r.owner());
+    const bool known =  // its own share: only of its self-mask seed, when kept
+        (r.owner() == id ? Contains(kept_, id) && r.self_mask() : Contains(near, r.owner())) &&
+        shared_.contains(r.owner());
     if (!known || r.self_mask() != Contains(kept_, r.owner()) || !owners.insert(r.owner()).second ||
         r.share().size() != secagg::kSeedBytes) {
       return Status::Malformed(
