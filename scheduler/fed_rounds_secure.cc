@@ -1,7 +1,7 @@
 // FedRounds' secure rounds (--secure_aggregation; the protocol is scheduler/secure_round.h):
 // holding each phase's requests until every live selected client sent its own, answering them
 // together, holding the kept uploads' reports until the round closes, and sending the close
-// once the kept clients revealed enough to remove the masks.
+// once the holders still there revealed enough to remove the masks.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -12,8 +12,16 @@
 namespace hetps {
 namespace {
 
-// How long the unmasking waits for the kept clients' shares without a round deadline.
+// How long the unmasking waits for the holders' shares without a round deadline.
 constexpr double kUnmaskWaitS = 30;
+
+// The answer to an UNMASK request: its shares are taken (or no longer needed).
+proto::SecAgg UnmaskAck(int64_t round) {
+  proto::SecAgg ack;
+  ack.set_phase(proto::SecAgg::UNMASK);
+  ack.set_round(round);
+  return ack;
+}
 
 }  // namespace
 
@@ -22,10 +30,7 @@ void FedRounds::Secure(Arrival a, const proto::SecAgg& request, double now) {
                     (state_ == State::kOpen ||
                      (state_ == State::kClosing && request.phase() == proto::SecAgg::UNMASK));
   if (!open && request.phase() == proto::SecAgg::UNMASK) {  // the round had enough shares
-    proto::SecAgg ack;
-    ack.set_phase(proto::SecAgg::UNMASK);
-    ack.set_round(request.round());
-    return actions_.answer_secagg(a, ack);
+    return actions_.answer_secagg(a, UnmaskAck(request.round()));
   }
   if (!open) {
     return actions_.refuse(a, Status::FailedPrecondition(fmt::format(
@@ -41,11 +46,8 @@ void FedRounds::Secure(Arrival a, const proto::SecAgg& request, double now) {
       break;
     case proto::SecAgg::UNMASK:
       s = secure_->Reveal(a.worker, request);
-      if (s.ok()) {
-        proto::SecAgg ack;
-        ack.set_phase(proto::SecAgg::UNMASK);
-        ack.set_round(request.round());
-        actions_.answer_secagg(a, ack);
+      if (s.ok()) {  // answered at once: nothing waits for the other holders
+        actions_.answer_secagg(a, UnmaskAck(request.round()));
         return MaybeAdvanceSecure(now);
       }
       break;
@@ -89,7 +91,6 @@ void FedRounds::MaybeAdvanceSecure(double now) {
   } else if (advertise) {
     spdlog::info("secure round {}: {} neighbours each, threshold {}, {} fixed-point bits",
                  secure_->round(), secure_->neighbours(), secure_->threshold(), secure_->bits());
-    MaybeAdvanceSecure(now);  // every live client may have shared already (none did: none can)
   }
 }
 
