@@ -23,7 +23,7 @@ void PyTicket::Wait() {
   Status s;
   {
     py::gil_scoped_release unlocked;
-    s = p_->ticket.Wait();
+    s = p_->on_device ? p_->device.Wait() : p_->ticket.Wait();
   }
   Check(s);
 }
@@ -85,6 +85,7 @@ PyClient::PyClient(std::string scheduler, std::optional<int> rank, std::string p
 }
 
 PyClient::~PyClient() {
+  StopDevices();
   if (client_) {
     py::gil_scoped_release unlocked;
     client_.reset();  // no other thread can be inside a call: each holds the Python object
@@ -140,7 +141,9 @@ PyTicket PyClient::Start(const std::string& op, const std::string& tensor, py::o
   float* data = p->memory[0]->data();
   const int64_t n = p->memory[0]->size();
   p->data_ptr = reinterpret_cast<int64_t>(data);
-  {
+  if (p->memory[0]->on_device()) {
+    StartDevice(*p, op, {tensor}, weight);
+  } else {
     py::gil_scoped_release unlocked;  // a push with a codec encodes here
     if (op == "push") {
       p->ticket = c.Push(tensor, data, n, weight);
@@ -173,7 +176,9 @@ PyTicket PyClient::StartMany(const std::string& op, py::object tensors, double w
   }
   p->tensor = std::to_string(names.size()) + " tensors";
   if (!p->memory.empty()) p->data_ptr = reinterpret_cast<int64_t>(p->memory[0]->data());
-  {
+  if (!p->memory.empty() && p->memory[0]->on_device()) {
+    StartDevice(*p, op, names, weight);
+  } else {
     py::gil_scoped_release unlocked;  // pushes with a codec encode here
     if (op == "push") {
       std::vector<Client::ConstTensorView> views;
@@ -191,6 +196,45 @@ PyTicket PyClient::StartMany(const std::string& op, py::object tensors, double w
   }
   pending_.push_back(p);
   return PyTicket(p);
+}
+
+void PyClient::StartDevice(Pending& p, const std::string& op, const std::vector<std::string>& names,
+                           double weight) {
+  const Borrowed& first = *p.memory[0];
+  std::vector<DeviceIo::Tensor> tensors;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Borrowed& b = *p.memory[i];
+    if (!b.on_device() || b.device() != first.device()) {
+      Raise(Status::InvalidArgument(fmt::format(
+          "{}: '{}' is {}, '{}' on GPU {}: one call's arrays live on one device", op, names[i],
+          b.on_device() ? fmt::format("on GPU {}", b.device()) : "in host memory", names[0],
+          first.device())));
+    }
+    tensors.push_back({names[i], b.data(), b.size()});
+  }
+  auto& io = devices_[first.device()];
+  if (!io) {
+    auto made = DeviceIo::Create(client(), first.device());
+    if (!made.ok()) devices_.erase(first.device());
+    Check(made.status());
+    io = std::move(*made);
+  }
+  p.on_device = true;
+  py::gil_scoped_release unlocked;
+  if (op == "push") {
+    p.device = io->Push(std::move(tensors), weight, first.stream());
+  } else if (op == "pull") {
+    p.device = io->Pull(std::move(tensors), first.stream());
+  } else {
+    p.device = io->Init(std::move(tensors), first.stream());
+  }
+}
+
+void PyClient::StopDevices() {
+  auto devices = std::move(devices_);  // under the GIL: no other call sees a half-cleared map
+  devices_.clear();
+  py::gil_scoped_release unlocked;
+  devices.clear();
 }
 
 void PyClient::DeclareTable(const std::string& name, const TableOptions& options, int32_t layer) {
@@ -301,6 +345,7 @@ std::pair<int64_t, bool> PyClient::AwaitRoundsClosed(
 
 void PyClient::Finish() {
   if (!client_) return;
+  StopDevices();
   std::shared_ptr<Client> held = std::move(client_);
   Status s;
   {
@@ -335,11 +380,27 @@ py::dict PyClient::Stats() {
   d["max_push_staleness"] = s.max_push_staleness;
   d["mean_push_staleness"] = s.mean_push_staleness();
   d["dropped_pushes"] = s.dropped_pushes;
+  DeviceIo::Stats device;  // CUDA arrays' transfers, over every GPU used
+  for (const auto& [ordinal, io] : devices_) {
+    DeviceIo::Stats one = io->stats();
+    device.pushes += one.pushes;
+    device.pulls += one.pulls;
+    device.encoded_bytes += one.encoded_bytes;
+    device.raw_bytes += one.raw_bytes;
+    device.pulled_bytes += one.pulled_bytes;
+    device.device_partitions += one.device_partitions;
+  }
+  d["device_pushes"] = device.pushes;
+  d["device_pulls"] = device.pulls;
+  d["device_encoded_bytes"] = device.encoded_bytes;
+  d["device_raw_bytes"] = device.raw_bytes;
+  d["device_pulled_bytes"] = device.pulled_bytes;
+  d["device_encoded_partitions"] = device.device_partitions;
   return d;
 }
 
 void PyClient::Sweep() {
-  std::erase_if(pending_, [](const std::shared_ptr<Pending>& p) { return p->ticket.Done(); });
+  std::erase_if(pending_, [](const std::shared_ptr<Pending>& p) { return p->Done(); });
 }
 
 size_t PyClient::pending() {
@@ -352,6 +413,7 @@ std::pair<int64_t, double> PyClient::NativeLoop(const std::string& op, const std
   const std::shared_ptr<Client> held = client();
   Client& c = *held;
   Borrowed memory(std::move(array), op == "pull", op.c_str());
+  if (memory.on_device()) Raise(Status::InvalidArgument("native_loop takes host memory"));
   int64_t ops = 0;
   double elapsed = 0;
   Status s;

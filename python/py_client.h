@@ -1,7 +1,8 @@
 // hetps.Client and hetps.Ticket (python/hetps_module.cc binds them): the C++ client
 // (<hetps/client.h>) for Python threads. Arrays cross without copies: push/init send from the
 // array's memory and pull writes into it; the client holds each array (Borrowed) until its
-// ticket is done, also when the caller dropped the ticket. The GIL is released while joining,
+// ticket is done, also when the caller dropped the ticket. CUDA arrays go through a DeviceIo
+// per GPU (worker/device_io.h). The GIL is released while joining,
 // waiting, encoding and clocking. Every call holds the C++ client for its length, so finish()
 // or the last reference on another thread never frees it under a call.
 #pragma once
@@ -19,12 +20,17 @@
 
 #include "hetps/client.h"
 #include "python/py_borrowed.h"
+#include "worker/device_io.h"
 
 namespace hetps {
 
-// One operation in flight: its ticket and the memory it uses.
+// One operation in flight: its ticket (or, for device memory, its DeviceIo handle) and the
+// memory it uses.
 struct Pending {
   Ticket ticket;
+  DeviceIo::Handle device;
+  bool on_device = false;
+  bool Done() const { return on_device ? device.Done() : ticket.Done(); }
   std::vector<std::unique_ptr<Borrowed>> memory;  // one array, or each of a many-tensor call
   std::string op, tensor;
   int64_t data_ptr = 0;
@@ -35,7 +41,7 @@ class PyTicket {
   explicit PyTicket(std::shared_ptr<Pending> p) : p_(std::move(p)) {}
   // Waits without the GIL; raises the operation's first error.
   void Wait();
-  bool Done() const { return p_->ticket.Done(); }
+  bool Done() const { return p_->Done(); }
   int64_t data_ptr() const { return p_->data_ptr; }
   std::string Repr() const;
 
@@ -115,7 +121,14 @@ class PyClient {
                                         pybind11::object array, double seconds);
 
  private:
+  // Starts `op` of device arrays (every one of the call's on one GPU).
+  void StartDevice(Pending& p, const std::string& op, const std::vector<std::string>& names,
+                   double weight);
+  // Ends the device threads (their started operations finish first); the GIL is released.
+  void StopDevices();
+
   std::shared_ptr<Client> client_;
+  std::map<int, std::unique_ptr<DeviceIo>> devices_;
   std::vector<std::shared_ptr<Pending>> pending_;
 };
 

@@ -260,6 +260,13 @@ Ticket Client::PushEncoded(const std::string& tensor, int64_t n, const Partition
   return Ticket(op);
 }
 
+StatusOr<std::string> Client::PushCodecOf(const std::string& tensor) const {
+  if (!impl_->map) return Status::FailedPrecondition("DeclareTensors first");
+  const int32_t id = impl_->map->TensorId(tensor);
+  if (id < 0) return Status::NotFound(fmt::format("unknown tensor '{}'", tensor));
+  return impl_->push_codecs.For(impl_->map->tensors()[id].layer).ToString();
+}
+
 Ticket Client::Push(const std::string& tensor, const float* grad, int64_t n, double weight) {
   return Send(Update::kPush, {{tensor, grad, n}}, weight);
 }

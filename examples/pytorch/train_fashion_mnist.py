@@ -79,12 +79,19 @@ def main():
     p.add_argument("--pull_codec", default="none")
     p.add_argument("--run_dir", default="")
     p.add_argument("--data_seed", type=int, default=1)
+    p.add_argument("--device", default="auto",
+                   help="cpu, cuda (GPU local rank mod the visible ones) or auto (cuda if any)")
     p.add_argument("--dataset_dir", default="/usr/share/datasets/fashion-mnist")
     args, ignored = p.parse_known_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.data_seed)  # every worker offers the same initial model
 
-    model = LeNet()
+    if args.device not in ("cpu", "cuda", "auto"):
+        p.error(f"--device={args.device}: cpu, cuda or auto")
+    device = torch.device("cpu") if args.device == "cpu" else hetps.torch.local_device()
+    if args.device == "cuda" and device.type != "cuda":
+        sys.exit("--device=cuda: torch sees no GPU")
+    model = LeNet().to(device)
     client = hetps.Client(args.scheduler, rank=args.rank, push_codec=args.codec,
                           pull_codec=args.pull_codec)
     rank, workers = client.rank, client.num_workers
@@ -94,8 +101,8 @@ def main():
 
     x_train, y_train = load(args.dataset_dir, "train")
     mine = torch.arange(rank, len(x_train), workers)  # an iid share per worker
-    x_train, y_train = x_train[mine], y_train[mine]
-    test = load(args.dataset_dir, "test") if rank == 0 else None
+    x_train, y_train = x_train[mine].to(device), y_train[mine].to(device)
+    test = [t.to(device) for t in load(args.dataset_dir, "test")] if rank == 0 else None
     generator = torch.Generator().manual_seed(args.data_seed * 1000 + rank)
     order, at, epoch = torch.randperm(len(x_train), generator=generator), 0, 0
 
@@ -105,7 +112,7 @@ def main():
         client.begin_iteration()
         if at + args.batch > len(order):
             order, at, epoch = torch.randperm(len(x_train), generator=generator), 0, epoch + 1
-        idx = order[at:at + args.batch]
+        idx = order[at:at + args.batch].to(device)
         at += args.batch
         opt.zero_grad()
         loss = F.cross_entropy(model(x_train[idx]), y_train[idx])
@@ -134,6 +141,10 @@ def main():
     ratio = stats["raw_bytes_pushed"] / stats["bytes_pushed"] if stats["bytes_pushed"] else 0
     print(f"rank {rank} pushed {stats['bytes_pushed']} bytes ({stats['raw_bytes_pushed']} as "
           f"float32: {ratio:.1f}x less)", flush=True)
+    if device.type == "cuda":
+        print(f"rank {rank} on {device}: {stats['device_encoded_partitions']} partitions encoded "
+              f"on the device, {stats['device_raw_bytes']} raw bytes copied to the host, "
+              f"{stats['device_pulled_bytes']} pulled bytes copied to the device", flush=True)
     log.close()  # before the barrier: rank 0 merges every worker's file after it
     client.barrier()
     if test is not None:

@@ -260,6 +260,9 @@ class Client {
       std::function<Status(const PartitionSlice& slice, std::vector<uint8_t>& out)>;
   Ticket PushEncoded(const std::string& tensor, int64_t n, const PartitionEncoder& encode,
                      double weight = 1.0);
+  // The push codec spec of a declared tensor's partitions (its layer's, ef=1 included; "none":
+  // they travel as raw float32), as PushEncoded's slices name it; NOT_FOUND for an unknown one.
+  StatusOr<std::string> PushCodecOf(const std::string& tensor) const;
   // Fetches the current values of a tensor into out[0..n).
   Ticket Pull(const std::string& tensor, float* out, int64_t n);
   // Many tensors in one call (every gradient of a step, every layer's values): one Ticket for

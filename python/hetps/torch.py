@@ -19,6 +19,12 @@ with whatever the trainer does between steps. Gradients are pushed from the para
 .grad memory and parameters pulled into their own memory: no copies. Use one backward pass per
 step.
 
+A model on a GPU works the same way (all its parameters on one device; hetps.torch.local_device()
+picks it by local rank): each gradient is encoded on the device by the push codec's CUDA twin, or
+copied once to pinned host memory when raw, on hetps' own stream after the work torch queued,
+while backward goes on; pulls land in pinned memory and are copied to the parameters on torch's
+current stream by the forward pre-hook.
+
 The scheduler's layer-wise push schedule (hetps-scheduler --layer_schedule, docs/layer-schedules.md)
 is followed: a layer whose period is P is pushed once every P steps, its gradients of the steps
 between summed in a tensor of its own (on the gradient's device) and pushed with them, or their
@@ -133,7 +139,7 @@ class _LayerSchedule:
 class DistributedOptimizer:
     """Pushes a model's gradients to hetps servers and pulls its parameters from them.
 
-    model: a torch.nn.Module on the CPU, float32 parameters.
+    model: a torch.nn.Module with float32 parameters, on the CPU or on one GPU.
     client: a hetps.Client (or None: one is made from client_args, e.g. scheduler=...,
         push_codec="topk:density=0.01,ef=1").
     weight: the samples behind each push (the batch size), for weighting aggregators.
@@ -151,9 +157,11 @@ class DistributedOptimizer:
         layer = _layers(model)
         self.params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         for name, p in self.params:
-            if p.dtype != torch.float32 or p.device.type != "cpu" or not p.is_contiguous():
+            if (p.dtype != torch.float32 or p.device.type not in ("cpu", "cuda")
+                    or not p.is_contiguous() or p.device != self.params[0][1].device):
                 raise ValueError(f"hetps.torch: parameter {name} must be a contiguous float32 "
-                                 f"CPU tensor (it is {p.dtype} on {p.device})")
+                                 f"tensor on the CPU or a GPU, every parameter on the same device "
+                                 f"(it is {p.dtype} on {p.device})")
         self.client.declare([(n, tuple(p.shape), layer[n]) for n, p in self.params])
         self.client.set_device(str(self.params[0][1].device) if self.params else "cpu")
         if init:
@@ -274,16 +282,17 @@ class EmbeddingBag(torch.nn.Module):
             p = self._start(ids)
         _, unique, inverse, rows, ticket = p
         ticket.wait()
-        weight = torch.from_numpy(rows).requires_grad_()
+        # Rows live in host memory (the table's); a GPU model's bags are computed on its device.
+        weight = torch.from_numpy(rows).to(ids.device).requires_grad_()
         keys = unique.numpy()
 
         def push(grad):
-            g = np.ascontiguousarray(grad.detach().to(torch.float32).numpy())
+            g = np.ascontiguousarray(grad.detach().to("cpu", torch.float32).numpy())
             self._pushes.append(self.client.push_rows(self.name, keys, g))
 
         weight.register_hook(push)
-        return torch.nn.functional.embedding_bag(inverse.reshape(ids.shape), weight, offsets,
-                                                 mode=self.mode,
+        bags = inverse.reshape(ids.shape).to(ids.device)
+        return torch.nn.functional.embedding_bag(bags, weight, offsets, mode=self.mode,
                                                  per_sample_weights=per_sample_weights)
 
     def synchronize(self):

@@ -12,7 +12,8 @@
 #   export LD_LIBRARY_PATH=BUILD_DIR/bundle-lib
 #   tests/gpu/check.sh BUILD_DIR OUT_DIR
 # The dataset, if packed, lands in BUILD_DIR/bundle-data (pass it as --dataset_dir, or copy it
-# to /usr/share/datasets/fashion-mnist where the tests look).
+# to /usr/share/datasets/fashion-mnist where the tests look). The Python module is built there
+# from BUILD_DIR/bundle-kit by tests/gpu/python_module.sh (check.sh's python stage does it).
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
@@ -56,6 +57,23 @@ ldd "${programs[@]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
       *) cp -L "$path" "$stage/bundle-lib/$name" ;;
     esac
   done
+# The Python module's kit (tests/gpu/python_module.sh builds hetps._hetps there, for the host's
+# own Python): the static libraries the module links, the generated protobuf headers, and the
+# third-party headers its sources include.
+if [ -f worker/libhetps_client.a ]; then
+  mkdir -p "$stage/bundle-kit/lib" "$stage/bundle-kit/include"
+  for a in worker/libhetps_client.a worker/libhetps_worker.a worker/libhetps_link.a \
+    common/libhetps_secagg.a common/libhetps_common.a proto/libhetps_proto.a \
+    worker/libhetps_cuda_kernels.a; do
+    [ ! -f "$a" ] || cp "$a" "$stage/bundle-kit/lib/"
+  done
+  (cd proto/gen && find . -name '*.h' -exec cp --parents {} "$stage/bundle-kit/include/" \;)
+  cp -r /usr/include/google /usr/include/fmt "$stage/bundle-kit/include/"
+  if [ -d /usr/include/pybind11 ]; then  # the fallback when the host's pybind11 fails
+    mkdir -p "$stage/bundle-kit/pybind11-debian"
+    cp -r /usr/include/pybind11 "$stage/bundle-kit/pybind11-debian/"
+  fi
+fi
 if [ -n "$dataset" ]; then
   mkdir -p "$stage/bundle-data"
   cp "$dataset"/*-ubyte* "$stage/bundle-data/"

@@ -1,28 +1,32 @@
 #!/usr/bin/env bash
 # Every check that needs an NVIDIA GPU, in one go: the CUDA comparisons (none may skip), the
 # same under compute-sanitizer, the whole test suite, the GPU codecs' bandwidth against the
-# device's own copy bandwidth, and training on the GPU against the CPU path.
+# device's own copy bandwidth, training on the GPU against the CPU path, and CUDA tensors
+# through the Python module and hetps.torch (the module built for the host's Python first when
+# the build came in a bundle).
 #
 #   tests/gpu/check.sh BUILD_DIR OUT_DIR [STAGE...]
 #
-# Stages (default: all, in this order): info cuda sanitizer suite codec train. Each stage's
+# Stages (default: all, in this order): info cuda sanitizer suite codec train python. Each stage's
 # full output goes to OUT_DIR/<stage>.log, benchmark JSON lines to OUT_DIR/<stage>.jsonl; a
 # table of what passed is printed last. Exits non-zero when a stage failed.
 # Environment (not HETPS_*, which the daemons read as flags): GPU_CHECK_SANITIZER_TOOLS
 # (default: memcheck racecheck synccheck initcheck), GPU_CHECK_SANITIZER_TIMEOUT (seconds per
 # run, default 600), GPU_CHECK_CTEST_EXCLUDE (a ctest -E regex for tests the machine cannot
-# run, e.g. ones that need packages it lacks), GPU_CHECK_MODELS (train stage; mlp cnn).
+# run, e.g. ones that need packages it lacks), GPU_CHECK_MODELS (train stage; mlp cnn),
+# GPU_CHECK_PYTHON (python stage: the interpreter with PyTorch; python3).
 set -uo pipefail
 
 if [ $# -lt 2 ]; then
-  echo "usage: $0 BUILD_DIR OUT_DIR [info|cuda|sanitizer|suite|codec|train ...]" >&2
+  echo "usage: $0 BUILD_DIR OUT_DIR [info|cuda|sanitizer|suite|codec|train|python ...]" >&2
   exit 2
 fi
 build=$(cd "$1" && pwd)
 out=$2
 shift 2
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(info cuda sanitizer suite codec train)
+[ ${#stages[@]} -gt 0 ] || stages=(info cuda sanitizer suite codec train python)
+src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 bin=$build/bin
@@ -148,9 +152,46 @@ stage_train() {
   if [ $ok = 1 ]; then note train ok "$(wc -l <"$json") runs"; else note train FAIL "see train.log"; fi
 }
 
+stage_python() {
+  local log=$out/python.log json=$out/python.jsonl py=${GPU_CHECK_PYTHON:-python3}
+  : >"$log"
+  : >"$json"
+  if [ -d "$build/bundle-kit" ]; then
+    if ! "$src/tests/gpu/python_module.sh" "$build" "$py" >>"$log" 2>&1; then
+      note python FAIL "the module did not build for $py, see python.log"
+      return
+    fi
+    # The bundle's libraries less its C++ runtime: the host's Python loads its own, newer one.
+    local libs=$build/bundle-lib-python
+    mkdir -p "$libs"
+    for f in "$build"/bundle-lib/*; do
+      case $(basename "$f") in libstdc++* | libgcc_s*) ;; *) ln -sf "$f" "$libs/" ;; esac
+    done
+    local -x LD_LIBRARY_PATH=$libs
+  fi
+  # CUDA tensors (none may skip but the check meant for machines without a GPU), then the
+  # module's other tests on this host's Python.
+  local ok=1
+  if ! PYTHONPATH=$build/python HETPS_BIN_DIR=$bin "$py" -m pytest -q -rA -p no:cacheprovider \
+    -k "not without_a_gpu" "$src/tests/python/test_cuda.py" >>"$log" 2>&1 ||
+    grep -q '^SKIPPED' "$log"; then
+    ok=0
+  fi
+  PYTHONPATH=$build/python HETPS_BIN_DIR=$bin "$py" -m pytest -q -rA -p no:cacheprovider \
+    -k "not the_example_trains" "$src/tests/python/test_client.py" \
+    "$src/tests/python/test_torch.py" >>"$log" 2>&1 || ok=0
+  PYTHONPATH=$build/python "$py" "$src/bench/python_pushpull.py" --bin_dir "$bin" --device cuda \
+    --mb "${GPU_CHECK_PYTHON_MB:-1,16,256}" --seconds 0.5 --rounds 3 >>"$json" 2>>"$log" || ok=0
+  if [ $ok = 1 ]; then
+    note python ok "$(grep -cE '^PASSED' "$log") tests passed, $(grep -c '"op"' "$json") measurements"
+  else
+    note python FAIL "see python.log"
+  fi
+}
+
 for s in "${stages[@]}"; do
   case $s in
-    info | cuda | sanitizer | suite | codec | train) "stage_$s" ;;
+    info | cuda | sanitizer | suite | codec | train | python) "stage_$s" ;;
     *)
       echo "unknown stage '$s'" >&2
       exit 2
