@@ -132,16 +132,18 @@ PYBIND11_MODULE(_hetps, m) {
             return c.Start("push", name, std::move(array), weight);
           },
           py::arg("name"), py::arg("array"), py::arg("weight") = 1.0,
-          "Sends a gradient (float32, the tensor's size, C-contiguous); the server applies its "
-          "optimizer. weight: the samples behind it (weighting aggregators). Returns a Ticket.")
+          "Sends a gradient (float32, the tensor's size, C-contiguous; host or CUDA memory); "
+          "the server applies its optimizer. weight: the samples behind it (weighting "
+          "aggregators). Returns a Ticket.")
       .def(
           "pull",
           [](PyClient& c, const std::string& name, py::object out) {
             return c.Start("pull", name, std::move(out), 1.0);
           },
           py::arg("name"), py::arg("out"),
-          "Fetches the tensor's current values into out (a writable float32 array or CPU "
-          "tensor of the tensor's size). Returns a Ticket.")
+          "Fetches the tensor's current values into out (a writable float32 array or tensor "
+          "of the tensor's size). Returns a Ticket; a CUDA out holds the values once it was "
+          "waited (the copy is queued on its stream then).")
       .def(
           "push_all",
           [](PyClient& c, py::object tensors, double weight) {

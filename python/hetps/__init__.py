@@ -8,7 +8,7 @@
         c.push("w", np.ones(1024, np.float32)).wait()      # the server applies its optimizer
         c.clock()                                          # end of one iteration
 
-Arrays (float32 numpy arrays, CPU torch tensors) are sent from and written into their own
+Arrays (float32 numpy arrays, CPU or CUDA torch tensors) are sent from and written into their own
 memory; hetps holds each until its ticket is done. Errors raise hetps.Error subclasses.
 hetps.torch.DistributedOptimizer trains a torch.nn.Module through the servers.
 """

@@ -1,7 +1,7 @@
 # Type stubs of the hetps module (python/hetps_module.cc); help(hetps.Client) has the details.
 from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-Array = Any  # a C-contiguous float32 numpy array or CPU torch tensor
+Array = Any  # a C-contiguous float32 numpy array, CPU torch tensor, or CUDA array (torch, __cuda_array_interface__)
 
 class Error(RuntimeError):
     code: str  # the Status code's name, e.g. "SIZE_MISMATCH"

@@ -161,11 +161,13 @@ stage_python() {
       note python FAIL "the module did not build for $py, see python.log"
       return
     fi
-    # The bundle's libraries less its C++ runtime: the host's Python loads its own, newer one.
-    local libs=$build/bundle-lib-python
+    # Only the bundle's libraries the host lacks: its Python and PyTorch load the host's own
+    # (newer) C++ runtime, OpenSSL, zlib, ...
+    local libs=$build/bundle-lib-python name
     mkdir -p "$libs"
     for f in "$build"/bundle-lib/*; do
-      case $(basename "$f") in libstdc++* | libgcc_s*) ;; *) ln -sf "$f" "$libs/" ;; esac
+      name=$(basename "$f")
+      ldconfig -p | grep -q "^[[:space:]]*$name " || ln -sf "$f" "$libs/"
     done
     local -x LD_LIBRARY_PATH=$libs
   fi
@@ -181,7 +183,7 @@ stage_python() {
     -k "not the_example_trains" "$src/tests/python/test_client.py" \
     "$src/tests/python/test_torch.py" >>"$log" 2>&1 || ok=0
   PYTHONPATH=$build/python "$py" "$src/bench/python_pushpull.py" --bin_dir "$bin" --device cuda \
-    --mb "${GPU_CHECK_PYTHON_MB:-1,16,256}" --seconds 0.5 --rounds 3 >>"$json" 2>>"$log" || ok=0
+    --mb "${GPU_CHECK_PYTHON_MB:-1,64}" --seconds 0.3 --rounds 3 >>"$json" 2>>"$log" || ok=0
   if [ $ok = 1 ]; then
     note python ok "$(grep -cE '^PASSED' "$log") tests passed, $(grep -c '"op"' "$json") measurements"
   else

@@ -3,8 +3,8 @@
 # that host's Python, from the kit bundle.sh packed into BUILD_DIR/bundle-kit (static libraries,
 # generated and third-party headers) and the shared libraries in BUILD_DIR/bundle-lib. The host
 # brings a C++20 compiler, CUDA, its Python's headers and pybind11 (pip's; Debian's from the kit
-# when it has none or the build with it fails). The package lands in BUILD_DIR/python/hetps, so
-# PYTHONPATH=BUILD_DIR/python imports it.
+# when it has none or the build with it fails; PYBIND11_INCLUDE names another). The package lands
+# in BUILD_DIR/python/hetps, so PYTHONPATH=BUILD_DIR/python imports it.
 #
 #   tests/gpu/python_module.sh BUILD_DIR [PYTHON]
 set -euo pipefail
@@ -36,16 +36,22 @@ for name in protobuf zmq spdlog fmt sodium gfshare z gomp xxhash; do
   done
 done
 
+# The host's shared C++ runtime, named so that nothing links a static copy into the module; and
+# the static libraries' symbols kept inside it (--exclude-libs): otherwise libzmq, loaded with
+# the module, binds its iostream calls to the copies in the module, made for another libstdc++.
+stdcxx=$("${CXX:-g++}" -print-file-name=libstdc++.so)
+[ -e "$stdcxx" ] || stdcxx=-lstdc++
 compile() {  # the directory holding pybind11/
   "${CXX:-g++}" -O2 -std=gnu++20 -fPIC -shared -fvisibility=hidden -DFMT_SHARED \
     -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DSPDLOG_SHARED_LIB -I"$src" -I"$src/include" \
     -isystem "$kit/include" -isystem "$1" -isystem "$include" -isystem "$cuda/include" \
-    "$unity" -o "$out/_hetps$suffix" -Wl,--start-group "$kit"/lib/*.a -Wl,--end-group \
-    "${libs[@]}" -L"$cuda/lib64" -lcudart -ldl -lpthread
+    "$unity" -o "$out/_hetps$suffix" -Wl,--exclude-libs,ALL "$stdcxx" \
+    -Wl,--start-group "$kit"/lib/*.a -Wl,--end-group "${libs[@]}" -L"$cuda/lib64" -lcudart \
+    -ldl -lpthread
 }
-pip_pybind=$("$py" -c 'import pybind11; print(pybind11.get_include())' 2>/dev/null || true)
+pip_pybind=${PYBIND11_INCLUDE:-$("$py" -c 'import pybind11; print(pybind11.get_include())' 2>/dev/null || true)}
 if [ -n "$pip_pybind" ] && compile "$pip_pybind"; then
-  echo "hetps._hetps built for $("$py" -V) with pybind11 $("$py" -c 'import pybind11; print(pybind11.__version__)')"
+  echo "hetps._hetps built for $("$py" -V) with the pybind11 in $pip_pybind"
 elif [ -d "$kit/pybind11-debian" ] && compile "$kit/pybind11-debian"; then
   echo "hetps._hetps built for $("$py" -V) with Debian's pybind11"
 else
