@@ -15,6 +15,23 @@ std::vector<ParamDef> Params() {
           ParamDef::Real("noise", "1", 0, 1e6, "noise standard deviation / clip", true), delta};
 }
 
+// Central DP's adaptive clipping (common/adaptive_clip.h): off at quantile 0.
+std::vector<ParamDef> CentralParams() {
+  std::vector<ParamDef> p = Params();
+  ParamDef quantile = ParamDef::Real(
+      "quantile", "0", 0, 1,
+      "adaptive clipping: the quantile of the update norms the clip follows, clip being its "
+      "start (0: the clip stays)");
+  quantile.max_open = true;
+  p.push_back(quantile);
+  p.push_back(ParamDef::Real("clip_lr", "0.2", 0, 10,
+                             "adaptive clipping: the geometric step's rate", true));
+  p.push_back(ParamDef::Real("count_noise", "0", 0, 1e6,
+                             "adaptive clipping: std of the noise on the count of clients within "
+                             "the clip (0: max(K / 20, noise) for rounds of K)"));
+  return p;
+}
+
 }  // namespace
 
 const SpecRegistry& PrivacyModes() {
@@ -24,8 +41,9 @@ const SpecRegistry& PrivacyModes() {
         AddInfo({"none", "no clipping, no noise", {}});
         AddInfo({"central",
                  "clients clip their updates; the servers add Gaussian noise to each round's sum "
-                 "(DP-FedAvg, McMahan et al. ICLR'18)",
-                 Params()});
+                 "(DP-FedAvg, McMahan et al. ICLR'18); with quantile, the clip follows that "
+                 "quantile of the update norms (adaptive clipping, Andrew et al. NeurIPS'21)",
+                 CentralParams()});
         AddInfo(
             {"local", "each client clips its update and adds the Gaussian noise itself", Params()});
         AddInfo({"distributed",
@@ -51,6 +69,11 @@ StatusOr<Privacy> ParsePrivacy(const std::string& text) {
   p.clip = spec->Number("clip");
   p.noise = spec->Number("noise");
   p.delta = spec->Number("delta");
+  if (p.mode == Privacy::Mode::kCentral) {
+    p.quantile = spec->Number("quantile");
+    p.clip_lr = spec->Number("clip_lr");
+    p.count_noise = spec->Number("count_noise");
+  }
   return p;
 }
 
@@ -69,6 +92,11 @@ const char* Privacy::name() const {
 
 std::string Privacy::ToString() const {
   if (!on()) return "none";
+  if (adaptive()) {
+    return fmt::format(
+        "{}:clip={:g},clip_lr={:g},count_noise={:g},delta={:g},noise={:g},quantile={:g}", name(),
+        clip, clip_lr, count_noise, delta, noise, quantile);
+  }
   return fmt::format("{}:clip={:g},delta={:g},noise={:g}", name(), clip, delta, noise);
 }
 

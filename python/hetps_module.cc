@@ -264,9 +264,15 @@ PYBIND11_MODULE(_hetps, m) {
            "Federated rounds: blocks until the scheduler's selection picks this client and "
            "returns the round (current_clock becomes it, so the pushes that follow belong to "
            "it), or -1 once the run's rounds are done (then finish()).")
-      .def("finish_round", &PyClient::FinishRound,
+      .def("finish_round", &PyClient::FinishRound, py::arg("within_clip") = py::none(),
            "After every push of the round was acknowledged: reports the upload; returns whether "
-           "the round kept it (False: it closed without it and the servers drop it).")
+           "the round kept it (False: it closed without it and the servers drop it). "
+           "within_clip: under adaptive clipping, whether the update's norm before clipping "
+           "was within round_clip.")
+      .def_property_readonly(
+          "round_clip", [](PyClient& c) { return c.client()->round_clip(); },
+          "Central DP's adaptive clipping: the clip norm of the round await_round returned (0: "
+          "the --dp spec's fixed clip).")
       .def("await_rounds_closed", &PyClient::AwaitRoundsClosed, py::arg("rounds"),
            py::arg("measured") = py::none(),
            "Federated evaluators: blocks until `rounds` rounds (aggregations) have closed or the "

@@ -313,12 +313,12 @@ int64_t PyClient::AwaitRound() {
   return *round;
 }
 
-bool PyClient::FinishRound() {
+bool PyClient::FinishRound(std::optional<bool> within_clip) {
   const std::shared_ptr<Client> held = client();
   StatusOr<bool> kept = Status();
   {
     py::gil_scoped_release unlocked;
-    kept = held->FinishRound();
+    kept = held->FinishRound(within_clip);
   }
   Sweep();
   Check(kept.status());

@@ -1,8 +1,44 @@
 #include "scheduler/fed_privacy.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 namespace hetps {
+namespace {
+
+AdaptiveClip::Options ClipOptions(const Privacy& p, int expected_kept, uint64_t seed) {
+  return {.initial = p.clip,
+          .quantile = p.quantile,
+          .lr = p.clip_lr,
+          .noise = p.noise,
+          .count_noise = p.count_noise,
+          .expected_kept = expected_kept,
+          .seed = seed};
+}
+
+}  // namespace
+
+FedPrivacy::FedPrivacy(Privacy p, int expected_kept, uint64_t seed) : p_(p) {
+  if (!p_.adaptive()) return;
+  auto made = AdaptiveClip::Make(ClipOptions(p_, expected_kept, seed));
+  if (made.ok()) clip_ = *made;  // checked before (Check)
+}
+
+Status FedPrivacy::Check(const Privacy& p, int expected_kept) {
+  if (!p.adaptive()) return Status();
+  return AdaptiveClip::Make(ClipOptions(p, expected_kept, 1)).status();
+}
+
+void FedPrivacy::RoundClosed(int64_t round, int64_t within, int64_t kept) {
+  if (!clip_) return;
+  const double before = clip_->clip();
+  const double fraction = clip_->EndRound(round, within, kept);
+  spdlog::info(
+      "round {}: {} of {} updates within clip {:.4g} (noisy fraction {:.3f}); next clip "
+      "{:.4g}",
+      round, within, kept, before, fraction, clip_->clip());
+}
 
 void FedPrivacy::Applied(const std::vector<int>& kept, int selected, int population) {
   if (!p_.on() || kept.empty()) return;
@@ -28,11 +64,13 @@ void FedPrivacy::Save(proto::FedPrivacyState& s) const {
   s.mutable_rdp()->Add(central_.rdp().begin(), central_.rdp().end());
   s.set_steps(central_.steps());
   for (const auto& [rank, n] : uploads_) (*s.mutable_uploads())[rank] = n;
+  if (clip_) s.set_clip(clip_->clip());
 }
 
 void FedPrivacy::Restore(const proto::FedPrivacyState& s) {
   central_.Restore({s.rdp().begin(), s.rdp().end()}, s.steps());
   uploads_ = {s.uploads().begin(), s.uploads().end()};
+  if (clip_ && s.has_clip() && s.clip() > 0) clip_->Restore(s.clip());
   most_ = 0;
   for (const auto& [rank, n] : uploads_) most_ = std::max(most_, n);
 }

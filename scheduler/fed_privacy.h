@@ -6,6 +6,10 @@
 //   local    each client's uploads are Gaussian mechanisms the servers see (no amplification:
 //            they know who uploaded); the run reports the worst client's: the one whose uploads
 //            were aggregated most often
+// With central DP's adaptive clipping it holds the clip (common/adaptive_clip.h): each round's
+// clip and the noise its close asks of the servers come from here, and the kept clients' bits
+// step it. Adaptive clipping's own noise is within the run's multiplier: the accountant counts
+// the same mechanism.
 // Thread-safety: none; owned by FedRounds.
 #pragma once
 
@@ -14,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/adaptive_clip.h"
 #include "common/privacy.h"
 #include "common/rdp_accountant.h"
 #include "durable.pb.h"
@@ -22,7 +27,17 @@ namespace hetps {
 
 class FedPrivacy {
  public:
-  explicit FedPrivacy(Privacy p) : p_(p) {}
+  // `expected_kept`: the uploads a round keeps (adaptive clipping's default count noise).
+  explicit FedPrivacy(Privacy p, int expected_kept = 1, uint64_t seed = 1);
+  // Adaptive clipping's parameters can leave the updates no budget: say so before a run.
+  static Status Check(const Privacy& p, int expected_kept);
+
+  bool adaptive() const { return clip_.has_value(); }
+  // Adaptive: this round's clip, and the std of the noise on its sum (the close's).
+  double clip() const { return clip_ ? clip_->clip() : p_.clip; }
+  double noise_std() const { return clip_ ? clip_->noise_std() : p_.noise * p_.clip; }
+  // Adaptive: round `round` closed with `within` of its `kept` uploads' norms within clip().
+  void RoundClosed(int64_t round, int64_t within, int64_t kept);
 
   // An aggregation of the uploads of `kept` (ranks); `selected` of `population` live training
   // clients were selected for its round.
@@ -36,6 +51,7 @@ class FedPrivacy {
 
  private:
   Privacy p_;
+  std::optional<AdaptiveClip> clip_;
   RdpAccountant central_;
   std::map<int, int64_t> uploads_;  // local: aggregated uploads per rank
   int64_t most_ = 0;                // local: the most of any client

@@ -41,6 +41,15 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
         "--dp=central adds its noise to each round's sum (dp_fedavg): it needs synchronous "
         "rounds, not --concurrency; --dp=local works with both");
   }
+  if (Status s = FedPrivacy::Check(*dp, std::max(o.clients_per_round, 1)); !s.ok()) {
+    return Status::InvalidArgument("--dp: " + s.message());
+  }
+  if (dp->adaptive() && o.late_rounds > 0) {
+    return Status::InvalidArgument(
+        "--dp with quantile (adaptive clipping) changes the clip every round: a late upload "
+        "clipped at an earlier round's norm would exceed the noise of the round it joins; not "
+        "with --late_rounds");
+  }
   if (auto spec = Selections().Parse(o.selection); !spec.ok()) {
     return Status::InvalidArgument("--selection: " + spec.status().message());
   }
@@ -77,10 +86,12 @@ FedRounds::FedRounds(const FedRoundsOptions& options, Actions actions)
       actions_(std::move(actions)),
       rng_(options.seed),
       log_(options.csv_path, options.virtual_time),
-      privacy_([&] {  // validated before: a bad spec is never reached
-        auto dp = ParsePrivacy(options.dp);
-        return dp.ok() ? *dp : Privacy();
-      }()) {
+      privacy_(
+          [&] {  // validated before: a bad spec is never reached
+            auto dp = ParsePrivacy(options.dp);
+            return dp.ok() ? *dp : Privacy();
+          }(),
+          std::max(options.clients_per_round, 1), options.seed) {
   if (auto secure = ParseSecureAggregation(options.secure_aggregation); secure.ok()) {
     secure_options_ = *secure;  // validated before
   }
@@ -120,6 +131,7 @@ bool FedRounds::Resent(const Arrival& a) {
 
 void FedRounds::Report(int32_t id, const proto::FedRound& request) {
   ClientRecord& c = clients_[id];
+  if (request.has_within_clip()) within_clip_[id] = {request.round(), request.within_clip()};
   const int64_t up = std::max<int64_t>(0, request.bytes_up());
   const int64_t down = std::max<int64_t>(0, request.bytes_down());
   c.bytes_up += up;
@@ -153,7 +165,8 @@ void FedRounds::Applied(const std::vector<int32_t>& kept, const std::vector<int6
     staleness.push_back(i < bases.size() ? std::max<int64_t>(0, aggregation - 1 - bases[i]) : 0);
   }
   privacy_.Applied(ranks, round_selected_, round_population_);
-  log_.Applied(aggregation, ranks, staleness, late, now, privacy_.epsilon());
+  log_.Applied(aggregation, ranks, staleness, late, now, privacy_.epsilon(),
+               privacy_.adaptive() ? std::optional<double>(closed_clip_) : std::nullopt);
   AnswerWatchers();
   log_.Flush();
 }
@@ -180,8 +193,10 @@ namespace {
 nlohmann::json PrivacyJson(const FedPrivacy& privacy) {
   const std::optional<double> epsilon = privacy.epsilon();
   if (!epsilon) return nullptr;
-  return {
+  nlohmann::json j = {
       {"dp", privacy.spec().ToString()}, {"epsilon", *epsilon}, {"delta", privacy.spec().delta}};
+  if (privacy.adaptive()) j["clip"] = privacy.clip();  // the next round's
+  return j;
 }
 
 }  // namespace

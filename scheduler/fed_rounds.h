@@ -263,6 +263,9 @@ class FedRounds {
   std::mt19937_64 rng_;
   FedRoundsLog log_;
   FedPrivacy privacy_;
+  // Adaptive clipping: each client's last report, (round, its update within that round's clip).
+  std::map<int32_t, std::pair<int64_t, bool>> within_clip_;
+  double closed_clip_ = 0;  // the clip of the round closing (its rounds.csv row)
   int round_selected_ = 0, round_population_ = 0;  // the open round's draw (central DP's q)
   double first_checkin_ = -1;                      // when the first client checked in
   State state_ = State::kWaiting;

@@ -49,7 +49,7 @@ void WriteRow(std::FILE* csv, const proto::FedRowState& r) {
     mean += static_cast<double>(st) / static_cast<double>(r.staleness_size());
     max = std::max(max, st);
   }
-  std::fprintf(csv, "%lld,%.3f,%d,%d,%.2f,%lld,%lld,%lld,%s,%s,%s,%s,%lld,%s,%s\n",
+  std::fprintf(csv, "%lld,%.3f,%d,%d,%.2f,%lld,%lld,%lld,%s,%s,%s,%s,%lld,%s,%s,%s\n",
                static_cast<long long>(r.aggregation()), r.wall_s(), r.kept_size(), r.dropped_size(),
                mean, static_cast<long long>(max), static_cast<long long>(r.bytes_up()),
                static_cast<long long>(r.bytes_down()),
@@ -59,7 +59,8 @@ void WriteRow(std::FILE* csv, const proto::FedRowState& r) {
                fmt::format("{}", fmt::join(r.dropped(), " ")).c_str(),
                static_cast<long long>(r.late()),
                r.host_s() > 0 ? fmt::format("{:.3f}", r.host_s()).c_str() : "",
-               r.has_epsilon() ? fmt::format("{:.4f}", r.epsilon()).c_str() : "");
+               r.has_epsilon() ? fmt::format("{:.4f}", r.epsilon()).c_str() : "",
+               r.has_clip() ? fmt::format("{:.6g}", r.clip()).c_str() : "");
 }
 
 }  // namespace
@@ -76,7 +77,7 @@ void FedRoundsLog::Dropped(int rank) {
 
 void FedRoundsLog::Applied(int64_t aggregation, const std::vector<int>& kept,
                            const std::vector<int64_t>& staleness, size_t late, double now,
-                           std::optional<double> epsilon) {
+                           std::optional<double> epsilon, std::optional<double> clip) {
   const double wall_s = now - std::max(0.0, started_);
   applied_.push_back(Point(aggregation, wall_s, 0, bytes_up_));
   if (applied_.size() > kAppliedShown) applied_.pop_front();
@@ -86,6 +87,7 @@ void FedRoundsLog::Applied(int64_t aggregation, const std::vector<int>& kept,
     row.set_aggregation(aggregation);
     row.set_wall_s(wall_s);
     if (epsilon) row.set_epsilon(*epsilon);
+    if (clip) row.set_clip(*clip);
     if (virtual_time_) {
       row.set_host_s(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start_).count());
@@ -134,7 +136,7 @@ bool FedRoundsLog::OpenCsv() {
     std::fprintf(
         csv_,
         "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,"
-        "bytes_down,test_loss,test_accuracy,kept_ranks,dropped_ranks,late,host_s,epsilon\n");
+        "bytes_down,test_loss,test_accuracy,kept_ranks,dropped_ranks,late,host_s,epsilon,clip\n");
   }
   return true;
 }

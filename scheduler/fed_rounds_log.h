@@ -48,10 +48,12 @@ class FedRoundsLog {
   // Aggregation `aggregation` was applied everywhere: `kept` (ranks) with each one's
   // staleness; `late` of them (the last) came after their own round closed. Its row is held
   // until Flush (an evaluator may be told to measure it first).
-  // `epsilon`: --dp's spent once it was applied (scheduler/fed_privacy.h).
+  // `epsilon`: --dp's spent once it was applied (scheduler/fed_privacy.h); `clip`: adaptive
+  // clipping's norm of its round.
   void Applied(int64_t aggregation, const std::vector<int>& kept,
                const std::vector<int64_t>& staleness, size_t late, double now,
-               std::optional<double> epsilon = std::nullopt);
+               std::optional<double> epsilon = std::nullopt,
+               std::optional<double> clip = std::nullopt);
   // An evaluator's measurement after aggregation e.round().
   void Measured(const proto::Evaluation& e);
   // Evaluator `worker` may still report a measurement of aggregation `from` or later; rows from

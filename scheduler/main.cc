@@ -92,7 +92,8 @@ DEFINE_string(clock, "wall",
               "(docs/virtual-time.md)");
 DEFINE_string(dp, "none",
               "federated rounds: the clients' differential privacy (common/privacy.h; none, "
-              "central:clip=C,noise=Z[,delta=D], local:..., distributed:... with "
+              "central:clip=C,noise=Z[,delta=D][,quantile=Q] (Q: adaptive clipping, the clip "
+              "following that quantile of the update norms), local:..., distributed:... with "
               "--secure_aggregation): the scheduler reports the "
               "(epsilon, delta) spent in rounds.csv, /api/status and /metrics");
 DEFINE_string(secure_aggregation, "off",

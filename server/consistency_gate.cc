@@ -208,7 +208,8 @@ void ConsistencyGate::OnHint(const std::vector<int32_t>& stragglers, int64_t quo
 void ConsistencyGate::OnRoundClosed(int64_t round, const std::vector<int32_t>& kept,
                                     const std::vector<int64_t>& tasks,
                                     const std::vector<RoundSpec::Late>& late, int64_t late_rounds,
-                                    std::shared_ptr<const proto::SecureClose> secure) {
+                                    std::shared_ptr<const proto::SecureClose> secure,
+                                    double noise_std) {
   if (!controller_) return;
   if (secure && aggregator_.name() != "fedavg") {
     spdlog::error(
@@ -217,7 +218,7 @@ void ConsistencyGate::OnRoundClosed(int64_t round, const std::vector<int32_t>& k
         round, aggregator_.ToString());
     controller_->OnRoundClosed(round, {}, tasks, {}, late_rounds);
   } else {
-    controller_->OnRoundClosed(round, kept, tasks, late, late_rounds, std::move(secure));
+    controller_->OnRoundClosed(round, kept, tasks, late, late_rounds, std::move(secure), noise_std);
   }
   CompleteRounds();
   Release();

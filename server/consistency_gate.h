@@ -74,7 +74,8 @@ class ConsistencyGate {
   void OnRoundClosed(int64_t round, const std::vector<int32_t>& kept,
                      const std::vector<int64_t>& tasks, const std::vector<RoundSpec::Late>& late,
                      int64_t late_rounds,
-                     std::shared_ptr<const proto::SecureClose> secure = nullptr);
+                     std::shared_ptr<const proto::SecureClose> secure = nullptr,
+                     double noise_std = -1);
   // Switches to the controller of `spec`; refused (nothing changes) when the spec is invalid
   // or the aggregator is not defined under it.
   Status Switch(const std::string& spec);

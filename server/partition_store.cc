@@ -136,6 +136,7 @@ std::vector<typename ByWorker::iterator> Taken(const RoundSpec& round, int64_t c
 // dropped (from keep_from on they wait), otherwise they wait for a later round. Late uploads
 // of earlier clocks go with the round's own clock, weighted by their factor.
 int PartitionState::HandOverRound(const RoundSpec& round) {
+  round_noise_std_ = round.noise_std;
   int rounds = 0;
   bool late_open = false;  // late uploads handed over, waiting for the round's EndRound
   for (auto c = held_.begin(); c != held_.end() && c->first <= round.clock;) {

@@ -43,6 +43,8 @@ class PartitionState {
   const Partition& info() const { return info_; }
   bool initialized() const { return initialized_; }
   int64_t version() const { return version_; }  // updates applied so far
+  // The round being handed to the aggregator: its RoundSpec::noise_std (negative: none).
+  double round_noise_std() const { return round_noise_std_; }
   const float* values() const { return values_->data(); }
   // Values to write; copies them first if a snapshot of the current ones is still held
   // (copy-on-write), so a snapshot never changes under its reader.
@@ -107,6 +109,7 @@ class PartitionState {
   std::vector<float*> slot_ptrs_;
   int64_t version_ = 0;
   bool initialized_ = false;
+  double round_noise_std_ = -1;
   int HandOverRound(const RoundSpec& round);
   // A secure round (RoundSpec::secure): the kept workers' words of round.clock summed mod 2^32,
   // the named masks removed, decoded, and one step on the weighted mean; everything held up to

@@ -45,6 +45,9 @@ struct RoundSpec {
   // words; their sum less these masks is the weighted sum of the updates, applied as one step
   // on their weighted mean (PartitionState::ApplySecure). Null: a plain round.
   std::shared_ptr<const proto::SecureClose> secure;
+  // Central DP's adaptive clipping: the std of the noise dp_fedavg adds to the round's sum
+  // (PartitionState::round_noise_std); negative: the aggregator spec's.
+  double noise_std = -1;
 
   // The round a policy switch applies so nothing held is lost: every clock, everyone.
   static RoundSpec Flush() {

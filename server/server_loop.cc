@@ -244,7 +244,8 @@ void ServerLoop::HandleControl(Envelope& env) {
       }
       gate_->OnRoundClosed(h.fed_round().round(), kept,
                            {h.fed_round().tasks().begin(), h.fed_round().tasks().end()}, late,
-                           h.fed_round().late_rounds(), std::move(secure));
+                           h.fed_round().late_rounds(), std::move(secure),
+                           h.fed_round().has_dp_noise_std() ? h.fed_round().dp_noise_std() : -1);
       proto::Header ack = ReplyTo(h, proto::ROUND_CLOSED, link_->id());
       *ack.mutable_fed_round() = h.fed_round();
       link_->Send(ack);

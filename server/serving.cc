@@ -49,6 +49,7 @@ proto::Round RoundToProto(const RoundSpec& round) {
   }
   if (round.keep_from != std::numeric_limits<int64_t>::max()) r.set_keep_from(round.keep_from);
   if (round.secure) *r.mutable_secure() = *round.secure;
+  if (round.noise_std >= 0) r.set_noise_std(round.noise_std);
   return r;
 }
 
@@ -65,6 +66,7 @@ RoundSpec RoundFromProto(const proto::Round& r) {
     round.late.push_back({l.worker(), l.round(), l.factor()});
   if (r.has_keep_from()) round.keep_from = r.keep_from();
   if (r.has_secure()) round.secure = std::make_shared<proto::SecureClose>(r.secure());
+  if (r.has_noise_std()) round.noise_std = r.noise_std();
   return round;
 }
 

@@ -383,6 +383,7 @@ StatusOr<int64_t> Client::AwaitRound() {
   }
   impl_->TakeVirtualTime(r->fed_round());
   impl_->secagg = r->fed_round().has_secagg() ? r->fed_round().secagg().SerializeAsString() : "";
+  impl_->round_clip = std::max(0.0, r->fed_round().dp_clip());
   if (r->fed_round().finished()) return int64_t{-1};
   if (r->fed_round().round() < 0) {
     return Status::Malformed(
@@ -416,12 +417,13 @@ StatusOr<Client::RoundsClosed> Client::AwaitRoundsClosed(
   return RoundsClosed{r->fed_round().round(), r->fed_round().finished()};
 }
 
-StatusOr<bool> Client::FinishRound() {
+StatusOr<bool> Client::FinishRound(std::optional<bool> within_clip) {
   if (Status s = impl_->Open(); !s.ok()) return s;
   proto::Header h;
   h.set_type(proto::ROUND_UPLOADED);
   h.set_clock(clock());
   h.mutable_fed_round()->set_round(clock());
+  if (within_clip) h.mutable_fed_round()->set_within_clip(*within_clip);
   impl_->AttachRoundBytes(h.mutable_fed_round());
   if (impl_->virtual_clock) h.mutable_fed_round()->set_virtual_time(impl_->virtual_time);
   auto r = impl_->io.Call(std::move(h));
@@ -435,6 +437,8 @@ StatusOr<bool> Client::FinishRound() {
 }
 
 const std::string& Client::round_secagg() const { return impl_->secagg; }
+
+double Client::round_clip() const { return impl_->round_clip; }
 
 StatusOr<std::string> Client::ExchangeSecAgg(const std::string& request) {
   if (Status s = impl_->Open(); !s.ok()) return s;

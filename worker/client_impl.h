@@ -36,6 +36,7 @@ class Client::Impl {
   const bool virtual_clock;
   double virtual_time = 0;  // round requests' thread only
   std::string secagg;       // the last round answer's secure part (round requests' thread)
+  double round_clip = 0;    // the last task's adaptive clip norm (0: none)
   // An answer's virtual time moves the clock forward (never back).
   void TakeVirtualTime(const proto::FedRound& answer) {
     if (virtual_clock && answer.has_virtual_time()) {

@@ -87,8 +87,9 @@ DEFINE_string(attack, "sign_flip",
               "gaussian:std=S or label_flip (hetps-worker --list)");
 DEFINE_string(dp, "none",
               "edge: client-level differential privacy (common/privacy.h): none, "
-              "central:clip=C,noise=Z[,delta=D] (clients clip their updates to C; the servers' "
-              "dp_fedavg adds the noise), local:clip=C,noise=Z[,delta=D] (each client adds "
+              "central:clip=C,noise=Z[,delta=D][,quantile=Q] (clients clip their updates to C, "
+              "or with Q to the clip each round's task names; the servers' dp_fedavg adds the "
+              "noise), local:clip=C,noise=Z[,delta=D] (each client adds "
               "noise of std Z x C to its clipped update) or distributed:... (each adds std Z x C / "
               "sqrt(K) for a round keeping K, under --secure_aggregation); updates go up "
               "unweighted");

@@ -332,7 +332,12 @@ class Client {
   // push of the round was acknowledged, FinishRound reports the upload and returns whether the
   // round kept it (false: it closed without it, e.g. at its deadline, and servers drop it).
   StatusOr<int64_t> AwaitRound();
-  StatusOr<bool> FinishRound();
+  // `within_clip`: under central DP's adaptive clipping, whether the update's norm before
+  // clipping was within round_clip() (the one bit the scheduler learns of it).
+  StatusOr<bool> FinishRound(std::optional<bool> within_clip = std::nullopt);
+  // Central DP's adaptive clipping (--dp=central:...,quantile=Q): the clip norm of the round the
+  // last AwaitRound returned; 0 when the --dp spec's fixed clip holds.
+  double round_clip() const;
   // Secure aggregation (scheduler --secure_aggregation; worker/secure_aggregation.h drives it):
   // the secure part of the last AwaitRound or FinishRound answer, a serialized proto::SecAgg
   // (the round's parameters; the unmasking asked of this client), empty when there is none;

@@ -103,6 +103,7 @@ class _Run:
         self.rng = np.random.default_rng(scenario.fail_seed)
         self.dp_rng = np.random.default_rng(scenario.fail_seed * 65537 + 5)  # --dp=local
         self.done = {"rounds": 0, "kept": 0, "failed": 0, "abandoned": 0, "metrics": {}}
+        self.within_clip = None  # adaptive clipping: this round's bit (private())
 
     def declare(self):
         offered = self.client.get_parameters({})
@@ -170,7 +171,8 @@ class _Run:
         elif self.s.slowdown > 1:  # the emulated device is this much slower than this host
             time.sleep((time.monotonic() - started) * (self.s.slowdown - 1))
         local = _checked(parameters, self.global_model, "fit's parameters")
-        deltas = self.private({n: self.global_model[n] - local[n] for n in self.global_model})
+        deltas = self.private({n: self.global_model[n] - local[n] for n in self.global_model},
+                              self.c.round_clip)
         failed = self.rng.random() < self.s.fail_fraction
         if failed or not self.s.availability.online_throughout(selected_s, self.seconds()):
             self.abandon(deltas, num_samples, "fails" if failed else "went offline", round_)
@@ -181,18 +183,24 @@ class _Run:
         if self.virtual:
             self.c.virtual_time = self.virtual.upload(self.c.virtual_time,
                                                       self.c.stats()["bytes_pushed"] - pushed)
-        self.done["kept"] += bool(self.c.finish_round())
+        self.done["kept"] += bool(self.c.finish_round(self.within_clip))
         self.done["rounds"] += 1
         self.report(metrics)
 
-    def private(self, deltas):
+    def private(self, deltas, round_clip=0.0):
         """--dp (docs/robust.md), as the C++ client does it: the whole update clipped to L2 norm
-        dp_clip; local: Gaussian noise of std dp_noise x dp_clip added to every value."""
+        dp_clip (under adaptive clipping the round's clip, and whether the norm was within it
+        is what finish_round reports); local: Gaussian noise of std dp_noise x dp_clip added to
+        every value."""
+        self.within_clip = None
         if self.s.dp == "none":
             return deltas
         norm = float(np.sqrt(sum(float(np.sum(np.square(d, dtype=np.float64)))
                                  for d in deltas.values())))
-        scale = min(1.0, self.s.dp_clip / norm) if norm > 0 else 1.0
+        clip = round_clip if round_clip > 0 else self.s.dp_clip
+        if round_clip > 0:
+            self.within_clip = norm <= clip
+        scale = min(1.0, clip / norm) if norm > 0 else 1.0
         out = {n: (d * scale).astype(np.float32) for n, d in deltas.items()}
         if self.s.dp == "local":
             std = self.s.dp_noise * self.s.dp_clip

@@ -13,7 +13,9 @@ namespace {
 // summed unweighted (a weight could carry a client's data size into the sum); the clients clip
 // their whole update to `clip`, so the noise, drawn independently per coordinate on every
 // partition, is the Gaussian mechanism's on the whole model. The noise is drawn from (seed,
-// partition id, version), so that a run repeats exactly.
+// partition id, version), so that a run repeats exactly. Under adaptive clipping the round's
+// close names the noise's std (the round's clip times the update noise multiplier), which
+// replaces the spec's.
 class DpFedAvg final : public Aggregator {
  public:
   DpFedAvg(const AlgorithmSpec& spec, const Optimizer& optimizer)
@@ -34,7 +36,8 @@ class DpFedAvg final : public Aggregator {
     if (count_ > 0) {
       std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(part.info().id) * 7919 +
                           static_cast<uint64_t>(part.version()));
-      std::normal_distribution<double> noise(0.0, std_);
+      const double std = part.round_noise_std() >= 0 ? part.round_noise_std() : std_;
+      std::normal_distribution<double> noise(0.0, std);
       std::vector<float> mean(sum_.size());
       for (size_t i = 0; i < sum_.size(); ++i) {
         mean[i] = static_cast<float>((sum_[i] + noise(rng)) / static_cast<double>(count_));

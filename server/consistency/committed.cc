@@ -28,8 +28,8 @@ class Committed final : public ConsistencyController {
   bool ReadReady(int32_t, int64_t) const override { return true; }
   void OnRoundClosed(int64_t round, const std::vector<int32_t>& committed,
                      const std::vector<int64_t>& tasks, const std::vector<Round::Late>& /*late*/,
-                     int64_t /*late_rounds*/,
-                     std::shared_ptr<const proto::SecureClose> /*secure*/) override {
+                     int64_t /*late_rounds*/, std::shared_ptr<const proto::SecureClose> /*secure*/,
+                     double /*noise_std*/) override {
     Round r;
     if (tasks.size() <= 1) {  // one upload (or none: its task is given up) as on arrival
       r.clock = tasks.empty() ? round : tasks[0];

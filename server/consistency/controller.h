@@ -74,12 +74,14 @@ class ConsistencyController {
   // Federated rounds run by the scheduler (ROUND_CLOSE): round `round` closed with the uploads
   // of `kept` and the `late` uploads of earlier rounds, keeping unused uploads of the last
   // `late_rounds` rounds for later closes (selected takes it), or the uploads of `kept` under
-  // `tasks` were committed (committed takes it; the others have no such rounds).
+  // `tasks` were committed (committed takes it; the others have no such rounds). `secure` and
+  // `noise_std` are the close's RoundSpec fields.
   virtual void OnRoundClosed(int64_t /*round*/, const std::vector<int32_t>& /*kept*/,
                              const std::vector<int64_t>& /*tasks*/,
                              const std::vector<RoundSpec::Late>& /*late*/ = {},
                              int64_t /*late_rounds*/ = 0,
-                             std::shared_ptr<const proto::SecureClose> /*secure*/ = nullptr) {}
+                             std::shared_ptr<const proto::SecureClose> /*secure*/ = nullptr,
+                             double /*noise_std*/ = -1) {}
 
   const ClockTable& clocks() const { return clocks_; }
   // A request from worker `w` working on `clock` shows it finished every clock before: its

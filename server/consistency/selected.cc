@@ -24,8 +24,8 @@ class Selected final : public ConsistencyController {
   bool ReadReady(int32_t, int64_t) const override { return true; }
   void OnRoundClosed(int64_t round, const std::vector<int32_t>& kept,
                      const std::vector<int64_t>& /*tasks*/, const std::vector<Round::Late>& late,
-                     int64_t late_rounds,
-                     std::shared_ptr<const proto::SecureClose> secure) override {
+                     int64_t late_rounds, std::shared_ptr<const proto::SecureClose> secure,
+                     double noise_std) override {
     // Nothing to apply: the round's uploads go with the next close.
     if (kept.empty() && late.empty()) return;
     Round r;
@@ -36,6 +36,7 @@ class Selected final : public ConsistencyController {
     r.combine = Round::Combine::kWeighted;
     r.late = late;
     r.secure = std::move(secure);
+    r.noise_std = noise_std;
     if (late_rounds > 0) r.keep_from = round + 1 - late_rounds;
     // Late uploads only: no upload of `round` counts (no worker has id -1; an empty list would
     // mean everyone's).

@@ -148,7 +148,8 @@ def test_distributed_optimizer_on_a_gpu_model_matches_the_cpu_run(cluster):
 
 @needs_gpu
 def test_two_worker_processes_take_the_gpus_of_their_local_ranks(tmp_path):
-    example = os.path.join(os.path.dirname(__file__), "../../examples/pytorch/train_fashion_mnist.py")
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch",
+                           "train_fashion_mnist.py")
     out = subprocess.run(
         [os.path.join(BIN, "hetps"), "launch", "--servers=2", "--workers=2",
          f"--run_dir={tmp_path}", f"--worker_cmd={sys.executable} {example}",

@@ -63,7 +63,7 @@ def test_a_python_client_computes_at_the_rate_it_drew_from_the_device_table():
 
 def test_a_python_client_clips_and_noises_its_update_as_dp_says():
     from hetps.fed import _Run
-    deltas = {"a": np.full(3, 3.0, np.float32), "b": np.full(16, 1.0, np.float32)}  # norm 5.57
+    deltas = {"a": np.full(3, 3.0, np.float32), "b": np.full(16, 1.0, np.float32)}  # norm 6.56
     for spec, noisy in (("central:clip=2,noise=1", False), ("local:clip=2,noise=1", True)):
         s = Scenario(dict(CLIENT_FLAGS, dp=spec), 1)
         run = _Run(None, None, s, print)
@@ -74,6 +74,12 @@ def test_a_python_client_clips_and_noises_its_update_as_dp_says():
             assert out["a"][0] / out["b"][0] == pytest.approx(3.0)  # in the same direction
         else:
             assert norm > 2.0  # std 2 on each of 19 values
+    run = _Run(None, None, Scenario(dict(CLIENT_FLAGS, dp="central:clip=2,noise=1,quantile=0.5"),
+                                    1), print)
+    out = run.private(deltas, round_clip=7.0)  # adaptive clipping: the round's clip; the bit
+    assert run.within_clip is True and out["a"][0] == 3.0
+    run.private(deltas, round_clip=6.5)
+    assert run.within_clip is False
     assert Scenario(CLIENT_FLAGS, 1).dp == "none"
     with pytest.raises(hetps.InvalidArgument, match="clip"):
         Scenario(dict(CLIENT_FLAGS, dp="central:clip=0"), 1)
@@ -153,6 +159,17 @@ def test_python_clients_under_local_dp_are_accounted_for(tmp_path):
     eps = [float(r["epsilon"]) for r in rows(run_dir / "rounds.csv")]
     assert len(eps) == 3 and eps[0] > 0 and eps == sorted(eps)  # composed round after round
     assert "epsilon" in done.stdout  # the report says what was spent
+
+
+def test_python_clients_follow_adaptive_clipping(tmp_path):
+    done, run_dir, log = fed_run(
+        tmp_path, "fedavg",
+        "--dp=central:clip=0.0001,noise=0.5,quantile=0.5,clip_lr=0.5,count_noise=0.3")
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    clips = [float(r["clip"]) for r in rows(run_dir / "rounds.csv")]
+    assert len(clips) == 3 and clips[0] == pytest.approx(1e-4)
+    assert clips[2] > clips[1] > clips[0]  # every update above the clip: it grows
+    assert "within clip" in log
 
 
 def test_a_client_killed_mid_round_is_never_applied_and_the_run_finishes(tmp_path):

@@ -109,6 +109,7 @@ class EdgeClient {
   std::unique_ptr<Attack> attack_;  // a Byzantine client's attack (--byzantine_fraction)
   std::mt19937_64 attack_rng_;
   Privacy dp_;                           // --dp
+  std::optional<bool> within_clip_;      // adaptive clipping: this round's update's bit
   std::mt19937_64 dp_rng_;               // its local noise
   double selected_s_ = 0;                // when the current round selected it
   std::optional<VirtualRound> virtual_;  // --clock=virtual
@@ -371,8 +372,12 @@ void EdgeClient::MakeDelta() {
     const float* g = global_[t].data();
     for (size_t i = 0; i < local_[t].size(); ++i) d[i] = g[i] - d[i];
   }
+  within_clip_.reset();
   if (dp_.on()) {
-    ClipUpdate(local_, dp_.clip);
+    // Adaptive clipping: the round's clip, and the one bit of the norm the scheduler learns.
+    const double clip = client_.round_clip() > 0 ? client_.round_clip() : dp_.clip;
+    const double norm = ClipUpdate(local_, clip);
+    if (dp_.adaptive()) within_clip_ = norm <= clip;
     if (dp_.mode == Privacy::Mode::kLocal) AddGaussianNoise(local_, dp_.noise * dp_.clip, dp_rng_);
     if (dp_.mode == Privacy::Mode::kDistributed) {  // its share: K of them make the central noise
       AddGaussianNoise(local_, dp_.noise * dp_.clip / std::sqrt(std::max(1, secure_kept_)),
@@ -443,7 +448,7 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
     rounds_done_ = client_.clock();
     return Status();
   }
-  auto kept = client_.FinishRound();
+  auto kept = client_.FinishRound(within_clip_);
   if (!kept.ok()) return kept.status();
   if (secure) UnmaskSecure(*kept);
   if (*kept) ++kept_;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "scheduler/scheduler.h"
 
 namespace hetps {
@@ -58,6 +60,40 @@ TEST(FedPrivacyTest, ARestoredAccountantGoesOnWhereItStopped) {
   }
 }
 
+// Adaptive clipping: the clip each round's task and close carry steps with the kept clients'
+// bits, survives a restart, and costs the accountant what the fixed clip does (the count's
+// noise is paid for by the updates': their multiplier rises above noise).
+TEST(FedPrivacyTest, AdaptiveClippingStepsTheClipAndNoisesItsRound) {
+  const Privacy spec = Spec("central:clip=2,noise=1,quantile=0.5,count_noise=2");
+  EXPECT_TRUE(spec.adaptive());
+  EXPECT_EQ(spec.ToString(),
+            "central:clip=2,clip_lr=0.2,count_noise=2,delta=1e-05,noise=1,quantile=0.5");
+  FedPrivacy p(spec, 10, 3), fixed(Spec("central:clip=2,noise=1"));
+  ASSERT_TRUE(p.adaptive());
+  EXPECT_FALSE(fixed.adaptive());
+  EXPECT_EQ(p.clip(), 2);
+  EXPECT_NEAR(p.noise_std(), 2 / std::sqrt(1 - 1.0 / 16), 1e-12);
+  EXPECT_EQ(fixed.noise_std(), 2);
+  p.RoundClosed(0, 0, 10);  // every update above the clip: it grows
+  EXPECT_GT(p.clip(), 2);
+  const double grown = p.clip();
+  p.RoundClosed(1, 10, 10);  // every one within: it shrinks
+  EXPECT_LT(p.clip(), grown);
+  for (int i = 0; i < 4; ++i) {
+    p.Applied({1, 2}, 10, 40);
+    fixed.Applied({1, 2}, 10, 40);
+  }
+  EXPECT_EQ(p.epsilon(), fixed.epsilon());
+  proto::FedPrivacyState s;
+  p.Save(s);
+  FedPrivacy restored(spec, 10, 3);
+  restored.Restore(s);
+  EXPECT_EQ(restored.clip(), p.clip());
+  EXPECT_EQ(restored.epsilon(), p.epsilon());
+  EXPECT_FALSE(Spec("local:clip=1,noise=1").adaptive());
+  EXPECT_FALSE(ParsePrivacy("local:clip=1,noise=1,quantile=0.5").ok()) << "central only";
+}
+
 }  // namespace
 }  // namespace hetps
 
@@ -78,6 +114,12 @@ TEST(FedPrivacyTest, ASchedulerUnderDpRefusesALayerSchedule) {
   o.fed.concurrency = 4;
   o.layer_schedule = "every";
   EXPECT_NE(ValidateSchedulerOptions(o).message().find("synchronous rounds"), std::string::npos);
+  o.fed.concurrency = 0;
+  o.fed.dp = "central:clip=1,noise=2,quantile=0.5,count_noise=0.9";  // 2 x 0.9 <= 2
+  EXPECT_NE(ValidateSchedulerOptions(o).message().find("no privacy budget"), std::string::npos);
+  o.fed.dp = "central:clip=1,noise=1,quantile=0.5";
+  o.fed.late_rounds = 1;
+  EXPECT_NE(ValidateSchedulerOptions(o).message().find("late_rounds"), std::string::npos);
 }
 
 }  // namespace
