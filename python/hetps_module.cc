@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hetps/client.h"
+#include "python/py_attack.h"
 #include "python/py_client.h"
 #include "python/py_edge.h"
 #include "python/py_errors.h"
@@ -49,6 +50,7 @@ PYBIND11_MODULE(_hetps, m) {
   m.doc() = "hetps: the parameter server's worker client (<hetps/client.h>) for Python.";
   AddExceptions(m);
   AddEdge(m);  // first: Client's link argument defaults to a hetps.Link
+  AddAttack(m);
   AddLayers(m);
 
   py::class_<PyTicket>(m, "Ticket",

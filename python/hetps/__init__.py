@@ -16,6 +16,7 @@ import os
 
 from ._hetps import (  # noqa: F401
     Aborted,
+    Attacker,
     Client,
     DeadlineExceeded,
     Error,
@@ -29,12 +30,13 @@ from ._hetps import (  # noqa: F401
     Ticket,
     Unavailable,
     finish_run,
+    is_byzantine,
 )
 
 __all__ = [
-    "Aborted", "Client", "DeadlineExceeded", "Error", "FailedPrecondition", "Internal",
+    "Aborted", "Attacker", "Client", "DeadlineExceeded", "Error", "FailedPrecondition", "Internal",
     "InvalidArgument", "LayerAccumulator", "NotFound", "PermissionDenied", "RunLog", "Ticket",
-    "Unavailable", "finish_run", "local_rank", "wait_all",
+    "Unavailable", "finish_run", "is_byzantine", "local_rank", "wait_all",
 ]
 
 

@@ -104,6 +104,9 @@ class _Run:
         self.dp_rng = np.random.default_rng(scenario.fail_seed * 65537 + 5)  # --dp=local
         self.done = {"rounds": 0, "kept": 0, "failed": 0, "abandoned": 0, "metrics": {}}
         self.within_clip = None  # adaptive clipping: this round's bit (private())
+        self.attacker = scenario.attacker() if c is not None else None
+        if self.attacker:
+            log(f"client {c.rank} is Byzantine: {self.attacker.spec}")
 
     def declare(self):
         offered = self.client.get_parameters({})
@@ -173,6 +176,8 @@ class _Run:
         local = _checked(parameters, self.global_model, "fit's parameters")
         deltas = self.private({n: self.global_model[n] - local[n] for n in self.global_model},
                               self.c.round_clip)
+        if self.attacker:  # after clipping and noise, as the C++ client poisons its upload
+            self.attacker.poison_update([deltas[n] for n in self.names])
         failed = self.rng.random() < self.s.fail_fraction
         if failed or not self.s.availability.online_throughout(selected_s, self.seconds()):
             self.abandon(deltas, num_samples, "fails" if failed else "went offline", round_)

@@ -17,8 +17,8 @@ own code (hetps._hetps.edge_profile, edge_device, make_availability, split_sampl
 import os
 import sys
 
-from ._hetps import (edge_device, edge_profile, make_availability, parse_privacy,
-                     split_samples)
+from ._hetps import (Attacker, check_attack, edge_device, edge_profile, is_byzantine,
+                     make_availability, parse_privacy, split_samples)
 
 # The flags a client program may meet that have defaults here (hetps-worker's defaults).
 _DEFAULTS = {
@@ -27,7 +27,7 @@ _DEFAULTS = {
     "availability": "always", "fail_fraction": "0", "evaluators": "0", "eval_every": "5",
     "deep_from": "-1", "deep_period": "15", "deep_rounds": "5", "codec": "none",
     "pull_codec": "none", "run_dir": "", "clock": "wall", "device_gflops": "1",
-    "byzantine_fraction": "0", "dp": "none",
+    "byzantine_fraction": "0", "attack": "sign_flip", "dp": "none",
 }
 
 
@@ -64,9 +64,14 @@ class Scenario:
         self.eval_every = self._int("eval_every", 1)
         self.link, self.slowdown = edge_profile(self.flags, self.rank)
         self.fail_fraction = self._float("fail_fraction", 0, 1)
-        if self._float("byzantine_fraction", 0, 1) > 0:
-            raise ValueError("--byzantine_fraction: Python clients emulate no attackers; the "
-                             "C++ edge client does (hetps fed run without --client_cmd)")
+        # Emulated attackers (docs/robust.md): the C++ clients' choice of who and what.
+        self.byzantine_fraction = self._float("byzantine_fraction", 0, 1)
+        self.attack = self.flags["attack"]
+        check_attack(self.byzantine_fraction, self.attack)
+        if self.byzantine_fraction > 0 and self.attack.split(":")[0] == "label_flip":
+            raise ValueError("--attack=label_flip changes a client's training data, which a "
+                             "Python client's fit() owns: Python clients run the update "
+                             "attacks (sign_flip, scale, gaussian)")
         # --dp (docs/robust.md): clip each update to dp_clip; local: noise of std dp_noise x clip.
         self.dp, self.dp_clip, self.dp_noise, _ = parse_privacy(self.flags["dp"])
         self.prox_mu = self._float("prox_mu", 0)
@@ -102,6 +107,18 @@ class Scenario:
     def for_rank(self, rank):
         """The same scenario seen by client `rank` (a pool's other logical clients)."""
         return Scenario(self.flags, rank)
+
+    def attacker(self):
+        """This client's hetps.Attacker when it is one of the scenario's Byzantine clients
+        (round(byzantine_fraction x clients) of the training clients, the C++ clients' draw from
+        --data_seed), else None. REQUIRES: clients (set on joining)."""
+        if self.byzantine_fraction <= 0 or self.evaluator or not self.clients:
+            return None
+        seed = self._int("data_seed", 0)
+        client = (self.rank - self.evaluators) % self.clients
+        if not is_byzantine(self.byzantine_fraction, seed, client, self.clients):
+            return None
+        return Attacker(self.attack, seed, self.rank)
 
     @property
     def evaluator(self):

@@ -87,15 +87,16 @@ std::vector<RoundRow> ReadRounds(const std::string& path) {
   std::getline(in, line);
   EXPECT_EQ(line,
             "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,bytes_down,"
-            "test_loss,test_accuracy,kept_ranks,dropped_ranks,late,host_s,epsilon");
+            "test_loss,test_accuracy,kept_ranks,dropped_ranks,late,host_s,epsilon,clip");
   std::vector<RoundRow> rows;
   while (std::getline(in, line)) {
     std::vector<std::string> cells;
     std::stringstream fields(line);
     for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
-    // host_s is empty under wall time and epsilon without --dp (the last empty cell is no cell)
-    EXPECT_EQ(cells.size(), 14u) << line;
-    if (cells.size() != 14) break;
+    // host_s is empty under wall time, epsilon and clip without --dp (the last empty cells are
+    // no cells)
+    EXPECT_EQ(cells.size(), 15u) << line;
+    if (cells.size() != 15) break;
     EXPECT_EQ(std::stoi(cells[0]), static_cast<int>(rows.size()) + 1) << line;
     rows.push_back({Ints(cells[10]), Ints(cells[11])});
   }

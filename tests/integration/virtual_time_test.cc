@@ -72,7 +72,7 @@ TEST(VirtualTimeTest, ASynchronousRunDependsOnlyOnItsSeeds) {
   VirtualBench bench(8);
   const std::string plain = bench.Run("plain", "--algorithm=fedavg");
   const std::string header = Slurp(plain + "/rounds.csv").substr(0, 200);
-  EXPECT_NE(header.find(",late,host_s,epsilon\n"), std::string::npos) << header;
+  EXPECT_NE(header.find(",late,host_s,epsilon,clip\n"), std::string::npos) << header;
   std::string busy;
   {
     CpuHogs hogs;

@@ -5,6 +5,7 @@ import csv
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -99,7 +100,7 @@ def test_the_layer_schedule_sends_deep_layers_on_the_last_rounds_of_each_period(
     ({"deep_from": "1", "deep_period": "3", "deep_rounds": "4"}, "deep_rounds <= deep_period"),
     ({"local_epochs": "many"}, "--local_epochs needs an integer"),
     ({"device_table": PHONES, "device_gflops": "50"}, "leave --device_gflops unset"),
-    ({"byzantine_fraction": "0.1"}, "Python clients emulate no attackers"),
+    ({"byzantine_fraction": "0.1", "attack": "label_flip"}, "label_flip changes"),
 ])
 def test_a_scenario_flag_that_cannot_be_right_is_named(flags, message):
     with pytest.raises(ValueError, match=None) as raised:
@@ -170,6 +171,32 @@ def test_python_clients_follow_adaptive_clipping(tmp_path):
     assert len(clips) == 3 and clips[0] == pytest.approx(1e-4)
     assert clips[2] > clips[1] > clips[0]  # every update above the clip: it grows
     assert "within clip" in log
+
+
+def test_a_python_attacker_poisons_its_update_as_the_cpp_client_would():
+    update = [np.full(3, 2.0, np.float32), np.full(2, -1.0, np.float32)]
+    hetps.Attacker("scale:factor=30", 3, 4).poison_update(update)
+    assert update[0].tolist() == [60.0] * 3 and update[1].tolist() == [-30.0] * 2
+    hetps.Attacker("sign_flip:factor=1", 3, 4).poison_update(update)
+    assert update[0].tolist() == [-60.0] * 3
+    noise = [[np.zeros(4, np.float32)] for _ in range(3)]
+    for arrays, rank in zip(noise, (4, 4, 5)):  # seeded by --data_seed and rank
+        hetps.Attacker("gaussian:std=1", 3, rank).poison_update(arrays)
+    assert noise[0][0].tolist() == noise[1][0].tolist() != noise[2][0].tolist()
+    with pytest.raises(ValueError, match="label_flip"):
+        Scenario(dict(CLIENT_FLAGS, byzantine_fraction="0.5", attack="label_flip"), 1)
+    with pytest.raises(hetps.InvalidArgument):
+        Scenario(dict(CLIENT_FLAGS, byzantine_fraction="0.5", attack="nonsense"), 1)
+
+
+def test_python_clients_attack_where_the_cpp_clients_would(tmp_path):
+    done, run_dir, log = fed_run(tmp_path, "fedavg", "--byzantine_fraction=0.34",
+                                 "--attack=scale:factor=30")
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    said = sorted(int(r) for r in re.findall(r"client (\d+) is Byzantine: scale:factor=30", log))
+    # Ranks 1-6 train (rank 0 evaluates); --data_seed=3 picks round(0.34 x 6) of them.
+    expected = [r for r in range(1, 7) if hetps.is_byzantine(0.34, 3, r - 1, 6)]
+    assert said == expected and len(said) == 2
 
 
 def test_a_client_killed_mid_round_is_never_applied_and_the_run_finishes(tmp_path):

@@ -244,7 +244,7 @@ std::string Slurp(const std::filesystem::path& path) {
 
 constexpr char kRoundsHeader[] =
     "aggregation,wall_s,kept,dropped,staleness_mean,staleness_max,bytes_up,bytes_down,test_loss,"
-    "test_accuracy,kept_ranks,dropped_ranks,late,host_s,epsilon\n";
+    "test_accuracy,kept_ranks,dropped_ranks,late,host_s,epsilon,clip\n";
 
 proto::FedRound Bytes(int64_t up, int64_t down) {
   proto::FedRound r;
@@ -269,7 +269,7 @@ TEST(FedRoundsTest, TheRoundsLogHasOneRowPerAppliedRound) {
   f.Uploaded(From(2), 0, 2, 1.25);
   EXPECT_EQ(Slurp(csv), "") << "no row before the servers applied the round";
   CloseOnServers(f, rec, 2, 1.5);
-  EXPECT_EQ(Slurp(csv), std::string(kRoundsHeader) + "1,1.000,1,1,0.00,0,1099,1399,,,1,0,0,,\n");
+  EXPECT_EQ(Slurp(csv), std::string(kRoundsHeader) + "1,1.000,1,1,0.00,0,1099,1399,,,1,0,0,,,\n");
   f.Report(1, Bytes(50, 400));  // uploaded late: dropped with round 0, its bytes count
   f.Uploaded(From(1), 0, 2, 1.6);
   f.CheckIn(From(1), 2, 1.7);
@@ -277,9 +277,9 @@ TEST(FedRoundsTest, TheRoundsLogHasOneRowPerAppliedRound) {
   const int32_t second = Selected(rec, 1)[0];
   f.Uploaded(From(second), 1, 2, 2);
   CloseOnServers(f, rec, 2, 2.5);
-  EXPECT_EQ(Slurp(csv), std::string(kRoundsHeader) + "1,1.000,1,1,0.00,0,1099,1399,,,1,0,0,,\n" +
+  EXPECT_EQ(Slurp(csv), std::string(kRoundsHeader) + "1,1.000,1,1,0.00,0,1099,1399,,,1,0,0,,,\n" +
                             "2,2.000,1,1,0.00,0,1149,1799,,," + std::to_string(second - 1) + "," +
-                            std::to_string(second == 1 ? 1 : 0) + ",0,,\n");
+                            std::to_string(second == 1 ? 1 : 0) + ",0,,,\n");
 }
 
 // An evaluator's measurement goes on the row of the aggregation it measured after, which is
@@ -311,7 +311,7 @@ TEST(FedRoundsTest, AnEvaluatorsMeasurementGoesOnItsRoundsRow) {
   f.Measured(9, e);
   f.Watch(From(9), 3, 2, 3.5);  // answered at once (3 rounds closed): row 3 waits again
   const std::string text = Slurp(csv);
-  EXPECT_NE(text.find("\n2,2.000,1,0,0.00,0,0,0,0.5000,0.7500,0,,0,,\n"), std::string::npos)
+  EXPECT_NE(text.find("\n2,2.000,1,0,0.00,0,0,0,0.5000,0.7500,0,,0,,,\n"), std::string::npos)
       << text;
   EXPECT_EQ(text.find("\n3,"), std::string::npos);
   f.RemoveClient(9, 1, 4);  // the evaluator left: nothing holds row 3
@@ -532,11 +532,11 @@ TEST(FedRoundsAsyncTest, TheRoundsLogShowsEachCommitsStalenessAndTheDroppedTasks
   f.Uploaded(From(b), open[b], 2, 2);
   CloseOnServers(f, rec, 2, 2);
   const std::string text = Slurp(csv);
-  EXPECT_NE(text.find("\n1,1.000,1,0,0.00,0,0,0,,," + std::to_string(a - 1) + ",,0,,\n"),
+  EXPECT_NE(text.find("\n1,1.000,1,0,0.00,0,0,0,,," + std::to_string(a - 1) + ",,0,,,\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("\n2,2.000,1,1,1.00,1,0,0,,," + std::to_string(b - 1) + "," +
-                      std::to_string(c - 1) + ",0,,\n"),
+                      std::to_string(c - 1) + ",0,,,\n"),
             std::string::npos)
       << "b pulled before aggregation 1 was applied: staleness 1\n"
       << text;
