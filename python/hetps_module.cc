@@ -17,6 +17,7 @@
 #include "python/py_edge.h"
 #include "python/py_errors.h"
 #include "python/py_layers.h"
+#include "python/py_secure.h"
 #include "worker/train/run_log.h"
 #include "worker/train/workload.h"
 
@@ -51,6 +52,7 @@ PYBIND11_MODULE(_hetps, m) {
   AddExceptions(m);
   AddEdge(m);  // first: Client's link argument defaults to a hetps.Link
   AddAttack(m);
+  AddSecure(m);
   AddLayers(m);
 
   py::class_<PyTicket>(m, "Ticket",
@@ -271,6 +273,10 @@ PYBIND11_MODULE(_hetps, m) {
            "the round kept it (False: it closed without it and the servers drop it). "
            "within_clip: under adaptive clipping, whether the update's norm before clipping "
            "was within round_clip.")
+      .def_property_readonly(
+          "round_secure", [](PyClient& c) { return !c.client()->round_secagg().empty(); },
+          "Whether the round await_round returned is a secure one (--secure_aggregation): "
+          "its upload goes through a hetps.SecureUpload.")
       .def_property_readonly(
           "round_clip", [](PyClient& c) { return c.client()->round_clip(); },
           "Central DP's adaptive clipping: the clip norm of the round await_round returned (0: "

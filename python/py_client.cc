@@ -304,12 +304,6 @@ int64_t PyClient::AwaitRound() {
     round = held->AwaitRound();
   }
   Check(round.status());
-  if (*round >= 0 && !held->round_secagg().empty()) {
-    // An unmasked upload would never be kept: say so instead of training for nothing.
-    Check(Status::FailedPrecondition(
-        "the scheduler runs --secure_aggregation, which Python clients do not take part in yet "
-        "(the C++ edge client does)"));
-  }
   return *round;
 }
 

@@ -39,6 +39,11 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
+}  // namespace
+
+// Named, not anonymous: DeviceIo::Op (external linkage) holds these.
+namespace device_io {
+
 // Pinned host memory for one transfer; reusable once nobody holds it and the copy recorded on
 // `free_after` (if any) has completed.
 struct Pinned {
@@ -90,7 +95,7 @@ class PinnedPool {
   std::vector<std::shared_ptr<Pinned>> pool_;
 };
 
-}  // namespace
+}  // namespace device_io
 
 struct DeviceIo::Op {
   std::mutex mu;
@@ -101,13 +106,13 @@ struct DeviceIo::Op {
   // Pulls: the copies to the device, queued on `stream` at the first Wait.
   struct Copy {
     float* device;
-    std::shared_ptr<Pinned> host;
+    std::shared_ptr<device_io::Pinned> host;
     int64_t n;
   };
   std::vector<Copy> copies;
   bool copied = false;
-  std::vector<std::shared_ptr<Pinned>> held;  // pushes: the pinned memory sent from
-  cudaEvent_t ready = nullptr;                // pushes: the producer's work so far
+  std::vector<std::shared_ptr<device_io::Pinned>> held;  // pushes: the pinned memory sent from
+  cudaEvent_t ready = nullptr;                           // pushes: the producer's work so far
   uintptr_t stream = 0;
   int device = 0;
   std::atomic<int64_t>* pulled_bytes = nullptr;
@@ -361,7 +366,7 @@ class CudaDeviceIo : public DeviceIo {
 
   const std::shared_ptr<Client> client_;
   const int device_;
-  PinnedPool pool_;
+  device_io::PinnedPool pool_;
   cudaStream_t stream_ = nullptr;  // the thread's copies
   Status setup_;
   std::unique_ptr<GradientEncoders> encoders_;  // the thread's

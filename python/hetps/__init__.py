@@ -27,6 +27,7 @@ from ._hetps import (  # noqa: F401
     NotFound,
     PermissionDenied,
     RunLog,
+    SecureUpload,
     Ticket,
     Unavailable,
     finish_run,
@@ -35,7 +36,8 @@ from ._hetps import (  # noqa: F401
 
 __all__ = [
     "Aborted", "Attacker", "Client", "DeadlineExceeded", "Error", "FailedPrecondition", "Internal",
-    "InvalidArgument", "LayerAccumulator", "NotFound", "PermissionDenied", "RunLog", "Ticket",
+    "InvalidArgument", "LayerAccumulator", "NotFound", "PermissionDenied", "RunLog", "SecureUpload",
+    "Ticket",
     "Unavailable", "finish_run", "is_byzantine", "local_rank", "wait_all",
 ]
 

@@ -34,6 +34,7 @@ round is uploaded (the round closes without it, as for a client that drops out),
 asks for the next one. What fit returns is checked: a missing or unknown parameter, another
 shape or a dtype other than float32 raises ValueError naming it.
 """
+import math
 import os
 import sys
 import threading
@@ -42,7 +43,7 @@ import traceback
 
 import numpy as np
 
-from ._hetps import Client, LayerAccumulator, VirtualRound
+from ._hetps import Client, Error, LayerAccumulator, SecureUpload, VirtualRound
 from ._hetps import split_samples as _split_samples
 from .scenario import Scenario
 
@@ -104,6 +105,7 @@ class _Run:
         self.dp_rng = np.random.default_rng(scenario.fail_seed * 65537 + 5)  # --dp=local
         self.done = {"rounds": 0, "kept": 0, "failed": 0, "abandoned": 0, "metrics": {}}
         self.within_clip = None  # adaptive clipping: this round's bit (private())
+        self.secure = None  # its SecureUpload, made at its first secure round
         self.attacker = scenario.attacker() if c is not None else None
         if self.attacker:
             log(f"client {c.rank} is Byzantine: {self.attacker.spec}")
@@ -152,6 +154,7 @@ class _Run:
             self.round(round_, self.seconds())
 
     def round(self, round_, selected_s):
+        secure = self.c.round_secure  # --secure_aggregation: masked, unmasked by the others
         pulled = self.c.stats()["bytes_pulled"]
         self.c.pull_all(self.global_model).wait()
         if self.virtual:
@@ -165,6 +168,8 @@ class _Run:
             self.done["failed"] += 1
             self.log(f"client {self.c.rank}: fit raised in round {round_}; nothing uploaded:\n"
                      + traceback.format_exc().rstrip())
+            if secure:  # reported without an upload: the secure round waits no more for it
+                self.c.finish_round()
             return
         parameters, num_samples, metrics = _fit_result(result)
         if self.virtual:  # every epoch's samples on the modelled device
@@ -174,8 +179,11 @@ class _Run:
         elif self.s.slowdown > 1:  # the emulated device is this much slower than this host
             time.sleep((time.monotonic() - started) * (self.s.slowdown - 1))
         local = _checked(parameters, self.global_model, "fit's parameters")
+        weight = 1.0 if self.s.dp != "none" else float(num_samples)  # --dp: unweighted
+        if secure and not self.setup_secure(weight, round_):
+            return
         deltas = self.private({n: self.global_model[n] - local[n] for n in self.global_model},
-                              self.c.round_clip)
+                              self.c.round_clip, self.secure.kept if secure else None)
         if self.attacker:  # after clipping and noise, as the C++ client poisons its upload
             self.attacker.poison_update([deltas[n] for n in self.names])
         failed = self.rng.random() < self.s.fail_fraction
@@ -183,16 +191,46 @@ class _Run:
             self.abandon(deltas, num_samples, "fails" if failed else "went offline", round_)
             return
         pushed = self.c.stats()["bytes_pushed"]
-        weight = 1.0 if self.s.dp != "none" else float(num_samples)  # --dp: unweighted
-        self.c.push_all(self.to_send(deltas, round_), weight=weight).wait()
+        # A secure upload is masked as a whole: every tensor goes, as its words.
+        sent = self.masked(deltas) if secure else self.to_send(deltas, round_)
+        self.c.push_all(sent, weight=weight).wait()
         if self.virtual:
             self.c.virtual_time = self.virtual.upload(self.c.virtual_time,
                                                       self.c.stats()["bytes_pushed"] - pushed)
-        self.done["kept"] += bool(self.c.finish_round(self.within_clip))
+        kept = bool(self.c.finish_round(self.within_clip))
+        self.done["kept"] += kept
         self.done["rounds"] += 1
+        if secure:
+            self.unmask(kept, round_)
         self.report(metrics)
 
-    def private(self, deltas, round_clip=0.0):
+    def setup_secure(self, weight, round_):
+        """A secure round's phases 0 and 1 (docs/secure-aggregation.md), once the update's
+        weight is known; False when this client cannot take part: it reports the round without
+        an upload (a dropout the round survives)."""
+        if self.secure is None:
+            self.secure = SecureUpload(self.c)
+        try:
+            self.secure.setup(weight)
+            return True
+        except Error as e:
+            self.log(f"client {self.c.rank}: secure round {round_} without this client: {e}")
+            self.c.finish_round()
+            self.done["rounds"] += 1
+            return False
+
+    def masked(self, deltas):
+        """The secure round's words of every tensor, to push in place of the update."""
+        return {n: self.secure.mask(n, np.ascontiguousarray(deltas[n], dtype=np.float32))
+                for n in self.names}
+
+    def unmask(self, kept, round_):
+        try:
+            self.secure.unmask(kept)
+        except Error as e:
+            self.log(f"client {self.c.rank}: round {round_} not unmasked here: {e}")
+
+    def private(self, deltas, round_clip=0.0, kept=None):
         """--dp (docs/robust.md), as the C++ client does it: the whole update clipped to L2 norm
         dp_clip (under adaptive clipping the round's clip, and whether the norm was within it
         is what finish_round reports); local: Gaussian noise of std dp_noise x dp_clip added to
@@ -207,8 +245,13 @@ class _Run:
             self.within_clip = norm <= clip
         scale = min(1.0, clip / norm) if norm > 0 else 1.0
         out = {n: (d * scale).astype(np.float32) for n, d in deltas.items()}
-        if self.s.dp == "local":
+        if self.s.dp in ("local", "distributed"):
             std = self.s.dp_noise * self.s.dp_clip
+            if self.s.dp == "distributed":  # its share: the round's K of them make the central noise
+                if kept is None:
+                    raise RuntimeError("--dp=distributed needs the scheduler's "
+                                       "--secure_aggregation (this round is not secure)")
+                std /= math.sqrt(max(1, kept))
             for n in out:
                 out[n] += self.dp_rng.normal(0.0, std, out[n].shape).astype(np.float32)
         return out
@@ -233,7 +276,9 @@ class _Run:
         """Uploads the first half of the delta's tensors and never reports it, as a C++ client
         that fails or goes offline mid-round does: no round keeps it."""
         names = list(deltas)[:max(1, len(deltas) // 2)]
-        self.c.push_all({n: deltas[n] for n in names}, weight=float(num_samples)).wait()
+        masked = self.secure is not None and self.secure.ready
+        sent = self.masked(deltas) if masked else deltas
+        self.c.push_all({n: sent[n] for n in names}, weight=float(num_samples)).wait()
         self.done["abandoned"] += 1
         self.log(f"client {self.c.rank} {why} in round {round_}: {len(names)} of {len(deltas)} "
                  "tensors uploaded, the upload not reported")

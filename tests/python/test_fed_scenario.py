@@ -81,6 +81,12 @@ def test_a_python_client_clips_and_noises_its_update_as_dp_says():
     assert run.within_clip is True and out["a"][0] == 3.0
     run.private(deltas, round_clip=6.5)
     assert run.within_clip is False
+    run = _Run(None, None, Scenario(dict(CLIENT_FLAGS, dp="distributed:clip=2,noise=1"), 1), print)
+    with pytest.raises(RuntimeError, match="secure_aggregation"):
+        run.private(deltas)  # its share of the noise needs the secure round's K
+    big = {"a": np.zeros(20000, np.float32)}
+    std = float(np.std(run.private(big, kept=16)["a"]))
+    assert std == pytest.approx(2 / 4, rel=0.05)  # noise x clip / sqrt(K)
     assert Scenario(CLIENT_FLAGS, 1).dp == "none"
     with pytest.raises(hetps.InvalidArgument, match="clip"):
         Scenario(dict(CLIENT_FLAGS, dp="central:clip=0"), 1)
@@ -276,6 +282,69 @@ def test_cpp_and_python_clients_take_part_in_one_run(cluster):
     assert "final test accuracy" in output  # rank 0 evaluated after the last round
     for client, done in zip(clients, results):
         assert client.seen == [0, 1, 2]
+        assert (done["rounds"], done["kept"], done["failed"]) == (3, 3, 0)
+
+
+SECURE_SERVERS = ["--consistency=selected", "--aggregator=fedavg", "--optimizer=sgd:lr=1",
+                  "--init=worker"]
+
+
+def test_python_clients_in_secure_rounds_give_the_servers_exactly_the_weighted_mean(cluster):
+    """--secure_aggregation: three Python clients mask their updates (every one global + 1 after
+    fit, a delta of -1 with weight 100); FedAvg's step on the unmasked mean moves every value by
+    exactly +1 a round, so round r starts from r everywhere."""
+    c = cluster(workers=3, server_flags=SECURE_SERVERS,
+                scheduler_flags=["--clients_per_round=3", "--rounds=3",
+                                 "--secure_aggregation=secagg+"])
+
+    class Recording(Mlp):
+        def fit(self, parameters, config):
+            self.starts = getattr(self, "starts", []) + [dict(parameters)]
+            return super().fit(parameters, config)
+
+    clients, results = [Recording(), Recording(), Recording()], [None] * 3
+
+    def run(i):
+        results[i] = hetps.fed.run_client(clients[i], c.endpoint, rank=i, log=lambda line: None)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    for client, done in zip(clients, results):
+        assert done is not None and client.seen == [0, 1, 2]
+        assert (done["rounds"], done["kept"], done["failed"]) == (3, 3, 0)
+        for r, start in enumerate(client.starts):
+            for name, a in start.items():
+                assert np.all(a == float(r)), (r, name, a.min(), a.max())
+    for r in range(3):
+        assert f"secure round {r}: 3 uploads unmasked" in c.log(0), c.log(0)
+
+
+def test_cpp_and_python_clients_share_secure_rounds(cluster):
+    c = cluster(workers=3, server_flags=SECURE_SERVERS,
+                scheduler_flags=["--clients_per_round=3", "--rounds=3",
+                                 "--secure_aggregation=secagg+"])
+    cpp = subprocess.Popen(
+        [os.path.join(BIN, "hetps-worker"), f"--scheduler={c.endpoint}", "--rank=0",
+         "--workload=edge", "--model=mlp", "--hidden=8", "--local_epochs=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    clients, results = [Mlp(), Mlp()], [None, None]
+
+    def run(i):
+        results[i] = hetps.fed.run_client(clients[i], c.endpoint, rank=i + 1,
+                                          log=lambda line: None)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    output = cpp.communicate(timeout=60)[0]
+    assert cpp.returncode == 0, output
+    assert "secure aggregation in 3 rounds" in output, output
+    for done in results:
         assert (done["rounds"], done["kept"], done["failed"]) == (3, 3, 0)
 
 
