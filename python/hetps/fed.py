@@ -247,7 +247,7 @@ class _Run:
         out = {n: (d * scale).astype(np.float32) for n, d in deltas.items()}
         if self.s.dp in ("local", "distributed"):
             std = self.s.dp_noise * self.s.dp_clip
-            if self.s.dp == "distributed":  # its share: the round's K of them make the central noise
+            if self.s.dp == "distributed":  # its share: K of them make the central noise
                 if kept is None:
                     raise RuntimeError("--dp=distributed needs the scheduler's "
                                        "--secure_aggregation (this round is not secure)")
