@@ -62,10 +62,16 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
   if (!secure.ok()) {
     return Status::InvalidArgument("--secure_aggregation: " + secure.status().message());
   }
-  if (secure->on && (o.concurrency > 0 || o.late_rounds > 0 || o.virtual_time)) {
+  if (secure->on && (o.concurrency > 0 || o.late_rounds > 0)) {
     return Status::InvalidArgument(
         "--secure_aggregation runs in synchronous rounds (--clients_per_round) on the wall clock: "
-        "not with --concurrency (asynchronous uploads), --late_rounds or --clock=virtual");
+        "not with --concurrency (asynchronous uploads) or --late_rounds");
+  }
+  if (secure->on && o.virtual_time && o.overcommit > 1) {
+    return Status::InvalidArgument(
+        "--secure_aggregation under --clock=virtual does not over-commit: an over-committed "
+        "round's unmasking can need the late clients' shares, whose upload reports wait in "
+        "virtual order behind it; select exactly --clients_per_round");
   }
   if (dp->mode == Privacy::Mode::kDistributed && !secure->on) {
     return Status::InvalidArgument(
@@ -264,13 +270,15 @@ void FedRounds::WriteClients(const std::string& path) const {
   std::fclose(f);
 }
 
+void FedRounds::HolderBack(int32_t worker, double now) {
+  if (secure_ && state_ == State::kClosing && selected_.erase(worker) > 0) MaybeAdvanceSecure(now);
+}
+
 void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
   left_.erase(a.worker);
   // A secure round's holder back without reporting (it failed or went offline) reveals nothing:
   // the unmasking waits for it no more.
-  if (secure_ && state_ == State::kClosing && selected_.erase(a.worker) > 0) {
-    MaybeAdvanceSecure(now);
-  }
+  HolderBack(a.worker, now);
   if (first_checkin_ < 0) first_checkin_ = now;
   ClientRecord& c = clients_[a.worker];
   c.id = a.worker;

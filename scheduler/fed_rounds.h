@@ -188,6 +188,11 @@ class FedRounds {
   // whether a close or commit waits for the servers (nothing else may happen meanwhile, so that
   // what comes next sees the model it applied).
   std::optional<double> NextDeadline() const;
+  // A client checked in again: if it holds shares of a secure round being unmasked, it never
+  // reported (it failed or went offline) and reveals nothing, so the unmasking waits for it no
+  // more. Under virtual time its check-in is held, yet this is told at once: which shares
+  // rebuild a secret does not change the sum.
+  void HolderBack(int32_t worker, double now);
   bool AwaitingServers() const { return state_ == State::kClosing || !applying_.empty(); }
   const std::map<int32_t, ClientRecord>& clients() const { return clients_; }
 

@@ -436,6 +436,7 @@ void SchedulerLoop::HandleRound(const Envelope& env, const Member& m) {
   }
   if (h.type() == proto::ROUND_PROGRESS) return DeclareProgress(env, m);
   if (fed_.Resent(arrival)) return;
+  if (vclock_ && h.type() == proto::ROUND_CHECKIN) fed_.HolderBack(arrival.worker, FedNow());
   if (vclock_) return HoldRound(arrival, m, h);
   DispatchRound(h.type(), arrival, h.fed_round());
 }
