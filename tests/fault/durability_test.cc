@@ -83,7 +83,7 @@ TEST(DurabilityTest, AKilledServerRestartsWithEveryLoggedTablePushAppliedOnce) {
   std::vector<uint64_t> keys(300);
   for (size_t k = 0; k < keys.size(); ++k) keys[k] = k * 0x9e3779b97f4a7c15ULL;
   const std::vector<float> ones(keys.size() * 4, 1.0f);
-  std::atomic<int> acked{0};
+  std::atomic<int> acked{0}, declared{0};
   {
     LocalCluster cluster(
         {.servers = 1,
@@ -94,6 +94,9 @@ TEST(DurabilityTest, AKilledServerRestartsWithEveryLoggedTablePushAppliedOnce) {
     auto clients = cluster.ConnectClients(2);
     LocalCluster::RunEach(2, [&](int i) {
       ASSERT_TRUE(clients[i]->DeclareTensors(tables).ok());
+      // Both declared before either pushes: the crash must not come while one still declares.
+      ++declared;
+      while (declared.load() < 2) std::this_thread::sleep_for(1ms);
       // Each call pushes every key: one request per bucket (each bucket is a partition).
       for (int step = 0; step < 1000; ++step) {
         Status s =
