@@ -115,7 +115,8 @@ struct DeviceIo::Op {
   cudaEvent_t ready = nullptr;                           // pushes: the producer's work so far
   uintptr_t stream = 0;
   int device = 0;
-  std::atomic<int64_t>* pulled_bytes = nullptr;
+  // The DeviceIo's count, shared: a handle may be waited after its DeviceIo is gone.
+  std::shared_ptr<std::atomic<int64_t>> pulled_bytes;
 
   ~Op() {
     if (ready) (void)cudaEventDestroy(ready);
@@ -221,14 +222,14 @@ class CudaDeviceIo : public DeviceIo {
     s.pulls = pulls_;
     s.encoded_bytes = encoded_bytes_;
     s.raw_bytes = raw_bytes_;
-    s.pulled_bytes = pulled_bytes_;
+    s.pulled_bytes = *pulled_bytes_;
     s.device_partitions = device_partitions_;
     return s;
   }
   int device() const override { return device_; }
 
-  // The thread's start: its device and stream; false when either failed (every operation then
-  // fails with the reason).
+  // The thread's start: its device and stream; when either failed, every operation fails with
+  // the reason.
   Status Setup() {
     if (Status s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) return s;
     return CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
@@ -242,7 +243,7 @@ class CudaDeviceIo : public DeviceIo {
     auto op = std::make_shared<Op>();
     op->device = device_;
     op->stream = stream;
-    op->pulled_bytes = &pulled_bytes_;
+    op->pulled_bytes = pulled_bytes_;
     if (kind != Kind::kPull) {  // the producer's work queued so far: the gradient's kernels
       DeviceGuard guard(device_);
       Status s = CudaStatus(cudaEventCreateWithFlags(&op->ready, cudaEventDisableTiming),
@@ -370,8 +371,10 @@ class CudaDeviceIo : public DeviceIo {
   cudaStream_t stream_ = nullptr;  // the thread's copies
   Status setup_;
   std::unique_ptr<GradientEncoders> encoders_;  // the thread's
-  std::atomic<int64_t> pushes_{0}, pulls_{0}, encoded_bytes_{0}, raw_bytes_{0}, pulled_bytes_{0},
+  std::atomic<int64_t> pushes_{0}, pulls_{0}, encoded_bytes_{0}, raw_bytes_{0},
       device_partitions_{0};
+  const std::shared_ptr<std::atomic<int64_t>> pulled_bytes_ =
+      std::make_shared<std::atomic<int64_t>>(0);
 
   std::mutex mu_;
   std::condition_variable cv_;
