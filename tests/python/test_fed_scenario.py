@@ -255,6 +255,32 @@ class Mlp:
         return {n: a + 1 for n, a in parameters.items()}, 100, {}
 
 
+def run_clients(c, clients, with_cpp):
+    """Runs the Python `clients` of cluster `c`, one thread each, beside one C++ edge client of
+    rank 0 when `with_cpp` (the Python ones then take ranks 1..); returns the C++ client's
+    output (empty without one) and each Python client's result."""
+    cpp = subprocess.Popen(
+        [os.path.join(BIN, "hetps-worker"), f"--scheduler={c.endpoint}", "--rank=0",
+         "--workload=edge", "--model=mlp", "--hidden=8", "--local_epochs=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) if with_cpp else None
+    results = [None] * len(clients)
+
+    def run(i):
+        results[i] = hetps.fed.run_client(clients[i], c.endpoint, rank=i + int(with_cpp),
+                                          log=lambda line: None)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(clients))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    if cpp is None:
+        return "", results
+    output = cpp.communicate(timeout=60)[0]
+    assert cpp.returncode == 0, output
+    return output, results
+
+
 def test_cpp_and_python_clients_take_part_in_one_run(cluster):
     """Under the scheduler's layer-wise schedule too: fc1 (layer 1) goes up every second
     round, its deltas of the round between added in."""
@@ -262,23 +288,8 @@ def test_cpp_and_python_clients_take_part_in_one_run(cluster):
                                          "--optimizer=sgd:lr=1", "--init=worker"],
                 scheduler_flags=["--clients_per_round=3", "--rounds=3",
                                  "--layer_schedule=fixed:deep=2,deep_from=1"])
-    cpp = subprocess.Popen(
-        [os.path.join(BIN, "hetps-worker"), f"--scheduler={c.endpoint}", "--rank=0",
-         "--workload=edge", "--model=mlp", "--hidden=8", "--local_epochs=1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    clients, results = [Mlp(), Mlp()], [None, None]
-
-    def run(i):
-        results[i] = hetps.fed.run_client(clients[i], c.endpoint, rank=i + 1,
-                                          log=lambda line: None)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(90)
-    output = cpp.communicate(timeout=60)[0]
-    assert cpp.returncode == 0, output
+    clients = [Mlp(), Mlp()]
+    output, results = run_clients(c, clients, with_cpp=True)
     assert "final test accuracy" in output  # rank 0 evaluated after the last round
     for client, done in zip(clients, results):
         assert client.seen == [0, 1, 2]
@@ -302,16 +313,8 @@ def test_python_clients_in_secure_rounds_give_the_servers_exactly_the_weighted_m
             self.starts = getattr(self, "starts", []) + [dict(parameters)]
             return super().fit(parameters, config)
 
-    clients, results = [Recording(), Recording(), Recording()], [None] * 3
-
-    def run(i):
-        results[i] = hetps.fed.run_client(clients[i], c.endpoint, rank=i, log=lambda line: None)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(90)
+    clients = [Recording(), Recording(), Recording()]
+    _, results = run_clients(c, clients, with_cpp=False)
     for client, done in zip(clients, results):
         assert done is not None and client.seen == [0, 1, 2]
         assert (done["rounds"], done["kept"], done["failed"]) == (3, 3, 0)
@@ -326,23 +329,8 @@ def test_cpp_and_python_clients_share_secure_rounds(cluster):
     c = cluster(workers=3, server_flags=SECURE_SERVERS,
                 scheduler_flags=["--clients_per_round=3", "--rounds=3",
                                  "--secure_aggregation=secagg+"])
-    cpp = subprocess.Popen(
-        [os.path.join(BIN, "hetps-worker"), f"--scheduler={c.endpoint}", "--rank=0",
-         "--workload=edge", "--model=mlp", "--hidden=8", "--local_epochs=1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    clients, results = [Mlp(), Mlp()], [None, None]
-
-    def run(i):
-        results[i] = hetps.fed.run_client(clients[i], c.endpoint, rank=i + 1,
-                                          log=lambda line: None)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(90)
-    output = cpp.communicate(timeout=60)[0]
-    assert cpp.returncode == 0, output
+    clients = [Mlp(), Mlp()]
+    output, results = run_clients(c, clients, with_cpp=True)
     assert "secure aggregation in 3 rounds" in output, output
     for done in results:
         assert (done["rounds"], done["kept"], done["failed"]) == (3, 3, 0)
