@@ -36,7 +36,9 @@ TEST(NodeFailureTest, KilledWorkerDoesNotLeaveOthersStuckInABarrier) {
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
   for (const Status& s : barriers.get()) EXPECT_TRUE(s.ok()) << s.ToString();
-  EXPECT_GE(waited, 0.9);  // released by failure detection, not by accident
+  // Released by failure detection, not by accident: the victim is declared dead 1000 ms after
+  // its last heartbeat, which went out up to 200 ms (its interval) before the kill.
+  EXPECT_GE(waited, 0.75);
   // The survivors go on: another barrier, and the model is still served.
   LocalCluster::RunEach(2, [&](int i) { EXPECT_TRUE(clients[i]->Barrier().ok()); });
   std::vector<float> w(1000);
