@@ -14,6 +14,7 @@
 #include "bench/capacity.h"
 #include "bench/codec.h"
 #include "bench/consistency.h"
+#include "bench/failover.h"
 #include "bench/fed.h"
 #include "bench/flood.h"
 #include "bench/optimizer.h"
@@ -265,6 +266,18 @@ int PushPull() {
   return hetps::bench::RunPushPull(o);
 }
 
+int Failover() {
+  hetps::bench::FailoverBenchOptions o;
+  auto sizes = hetps::ParsePositiveList(FLAGS_mb, 4096);
+  if (!sizes.ok()) {
+    std::fprintf(stderr, "--mb: %s\n", sizes.status().message().c_str());
+    return 2;
+  }
+  o.mib.assign(sizes->begin(), sizes->end());
+  o.seconds = FLAGS_seconds;
+  return hetps::bench::RunFailoverBench(o);
+}
+
 int Recovery() {
   hetps::bench::RecoveryBenchOptions o;
   auto sizes = hetps::ParsePositiveList(FLAGS_model_mib, 16384);
@@ -404,6 +417,7 @@ int main(int argc, char** argv) {
       "       hetps-bench fed [--clients 100 --clients_per_round 10 --rounds 20 --model mlp]\n"
       "                       [--clock=wall|virtual]\n"
       "       hetps-bench recovery [--model_mib 256,1024]\n"
+      "       hetps-bench failover [--mb 16 --seconds 3]\n"
       "       hetps-bench capacity [--capacity_mib 4096 --servers 4 --rounds 3]\n"
       "       hetps-bench sparse [--servers 1 --workers 1 --dim 16,64 --keys_per_op 4096 --ids "
       "100000000 "
@@ -431,6 +445,7 @@ int main(int argc, char** argv) {
   if (command == "codec") return Codec();
   if (command == "optimizer") return Optimizer();
   if (command == "recovery") return Recovery();
+  if (command == "failover") return Failover();
   if (command == "capacity") return Capacity();
   if (command == "flood") return Flood();
   if (command == "sparse") return Sparse();

@@ -461,6 +461,32 @@ StatusOr<std::string> SetUpHosts(const LaunchArgs& args, const std::string& bin_
 
 // Brings the cluster up, supervises it and returns the launch's exit code.
 // `scheduler_host`: where the scheduler runs (-H), empty when here.
+// --replicas=R (routed to the scheduler): R standby servers per rank on this host, and failure
+// detection fast enough for a failover to pass in about a second (unless the flags say).
+Status SetUpReplicas(const LaunchArgs& args,
+                     std::map<std::string, std::vector<std::string>>& routed, int& standbys) {
+  const std::string value = LastFlagValue(routed.at("scheduler"), "replicas");
+  const int replicas = value.empty() ? 0 : std::atoi(value.c_str());
+  if (replicas <= 0) return Status();
+  if (!args.hosts.empty() || args.links == "netns" || args.max_restarts > 0) {
+    return Status::InvalidArgument(
+        "--replicas starts its standbys on this host, without -H, --links=netns or --restart "
+        "(a failed-over rank is backed up again by a new --standby server)");
+  }
+  standbys = replicas * args.servers;
+  if (LastFlagValue(routed.at("scheduler"), "heartbeat_timeout_ms").empty()) {
+    routed.at("scheduler").insert(routed.at("scheduler").begin(), "--heartbeat_timeout_ms=1000");
+  }
+  if (LastFlagValue(routed.at("server"), "heartbeat_interval_ms").empty()) {
+    routed.at("server").insert(routed.at("server").begin(), "--heartbeat_interval_ms=200");
+  }
+  if (LastFlagValue(routed.at("worker"), "server_recovery_timeout_ms").empty()) {
+    routed.at("worker").insert(routed.at("worker").begin(), "--server_recovery_timeout_ms=30000");
+  }
+  Say(fmt::format("{} standby server(s) per rank back the {} servers up", replicas, args.servers));
+  return Status();
+}
+
 int Run(const LaunchArgs& args, Supervisor& supervisor, const LocalClusterOptions& options,
         const std::vector<std::string>& worker_flags, const std::string& run_dir,
         const Netns& netns, const std::string& scheduler_host) {
@@ -508,6 +534,8 @@ int Launch(const LaunchArgs& args) {
                                   "--server_recovery_timeout_ms=60000");
     }
   }
+  int standbys = 0;
+  if (Status s = SetUpReplicas(args, *routed, standbys); !s.ok()) return Say(s.message()), 2;
   const std::string run_dir = RunDirPath(args);
   if (Status s = SetUpCheckpoints(args, run_dir, *routed); !s.ok()) return Say(s.message()), 2;
   auto secured = SecureLocalRun(args, run_dir, *routed);
@@ -544,6 +572,7 @@ int Launch(const LaunchArgs& args) {
     cluster.work_dir = tmpl;
     cluster.scheduler_flags = routed->at("scheduler");
     cluster.server_flags = routed->at("server");
+    cluster.standbys = standbys;
     Status placed;
     std::string scheduler_host;
     if (args.links == "netns") {

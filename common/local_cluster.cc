@@ -89,11 +89,18 @@ Status LocalCluster::Start() {
   scheduler_ = *scheduler;
   scheduler_argv_ = argv;
   if (Status s = AwaitScheduler(); !s.ok()) return s;
-  for (int i = 0; i < o.servers; ++i) {
+  for (int i = 0; i < o.servers + o.standbys; ++i) {
+    const bool standby = i >= o.servers;
     argv = Words(WithIndex(o.server_exec, i));
     argv.insert(argv.end(), {o.bin_dir + "/hetps-server", "--scheduler=" + endpoint_,
                              "--bind=" + WithIndex(o.server_bind, i)});
-    for (const std::string& flag : o.server_flags) argv.push_back(WithIndex(flag, i));
+    for (const std::string& flag : o.server_flags) {
+      if (standby && (flag.starts_with("--data_dir=") || flag.starts_with("--restore_from="))) {
+        continue;  // a standby takes its partitions from the primary
+      }
+      argv.push_back(WithIndex(flag, i));
+    }
+    if (standby) argv.push_back("--standby");
     if (i < static_cast<int>(o.server_own_flags.size())) {
       argv.insert(argv.end(), o.server_own_flags[i].begin(), o.server_own_flags[i].end());
     }
@@ -102,8 +109,20 @@ Status LocalCluster::Start() {
     (*server)->index = i;
     servers_.push_back(*server);
     server_argv_.push_back(argv);
+    if (standby) standby_argv_ = argv;
   }
   return Status();
+}
+
+StatusOr<ChildProcess*> LocalCluster::StartStandby() {
+  if (standby_argv_.empty()) return Status::FailedPrecondition("this cluster has no standbys");
+  const int index = static_cast<int>(servers_.size());
+  auto server = StartPlaced("server", index, standby_argv_);
+  if (!server.ok()) return server.status();
+  (*server)->index = index;
+  servers_.push_back(*server);
+  server_argv_.push_back(standby_argv_);
+  return server;
 }
 
 StatusOr<ChildProcess*> LocalCluster::RestartScheduler() {

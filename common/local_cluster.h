@@ -33,6 +33,10 @@ struct LocalClusterOptions {
   std::vector<std::string> worker_command;
   // Per server index, flags after server_flags (e.g. its own --bind and --advertise).
   std::vector<std::vector<std::string>> server_own_flags;
+  // Standby servers (hetps-server --standby, docs/replication.md) started after the servers,
+  // with the servers' flags less --data_dir and --restore_from; they are servers() too, after
+  // the primaries (index servers.. servers + standbys - 1). The scheduler needs --replicas.
+  int standbys = 0;
   std::chrono::milliseconds start_timeout{30000};  // for the scheduler's endpoint
 
   // Processes on other hosts (hetps launch -H): `place` turns the command line of a process
@@ -62,6 +66,9 @@ class LocalCluster {
   // Starts the scheduler again with the flags it first had (it must have exited, and keep its
   // state in a --data_dir): it binds the endpoint it had and resumes the cluster.
   StatusOr<ChildProcess*> RestartScheduler();
+  // Starts one more standby server (with the standbys' flags; options.standbys > 0), e.g. to
+  // back a rank up again after its backup took over; it is the last of servers().
+  StatusOr<ChildProcess*> StartStandby();
   // Starts server `index` again, with the flags it first had (it must have exited).
   StatusOr<ChildProcess*> RestartServer(int index);
   // Starts a hetps-worker joining this cluster, labelled "worker <index>"; with `output_file`,
@@ -93,6 +100,7 @@ class LocalCluster {
 
   std::vector<std::string> scheduler_argv_;  // as given to StartPlaced
   std::vector<std::vector<std::string>> server_argv_;
+  std::vector<std::string> standby_argv_;
   struct Started {
     std::vector<std::string> argv;
     std::string output_file;

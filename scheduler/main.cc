@@ -28,6 +28,10 @@ DEFINE_int32(max_connections_per_address, 1024,
              "(0: no limit)");
 DEFINE_int64(partition_bytes, 4 << 20, "largest partition of a tensor, in bytes");
 DEFINE_int32(heartbeat_timeout_ms, 5000, "a node silent this long is declared dead");
+DEFINE_int32(replicas, 0,
+             "backups per server rank: standby servers (hetps-server --standby) that hold a copy "
+             "of the rank's partitions and take over at once when its primary dies (0: none; "
+             "docs/replication.md)");
 DEFINE_string(data_dir, "",
               "keep the cluster's membership, shard map and policy here (RocksDB); restarted on "
               "it, the scheduler resumes the same cluster and no node stops");
@@ -145,6 +149,7 @@ int main(int argc, char** argv) {
   o.recovery_timeout_ms = FLAGS_recovery_timeout_ms;
   o.partition_bytes = FLAGS_partition_bytes;
   o.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  o.replicas = FLAGS_replicas;
   o.http_port = FLAGS_http_port;
   o.http_host = FLAGS_http_host;
   o.dashboard_dir = FLAGS_dashboard_dir;

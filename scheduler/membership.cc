@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 namespace hetps {
@@ -19,6 +20,9 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
   if (role == proto::SERVER && request.address().empty()) {
     return Status::InvalidArgument("a server must register with the address workers dial");
   }
+  if (role == proto::SERVER && request.replica().standby()) {
+    return RegisterStandby(identity, request, now);
+  }
   if (role == proto::WORKER && complete()) return JoinLate(identity, request, now);
   int& count = role == proto::SERVER ? servers_ : workers_;
   const int expected = role == proto::SERVER ? num_servers_ : num_workers_;
@@ -26,6 +30,12 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
   if (role == proto::SERVER && request.has_rank() && server_ranks_.contains(request.rank()) &&
       complete()) {
     if (Member* dead = DeadServer(request.rank())) return TakeOver(*dead, identity, request, now);
+    if (replicas_ > 0 && Primary(request.rank()) != nullptr && Primary(request.rank())->took_over) {
+      return Status::FailedPrecondition(fmt::format(
+          "server rank {} failed over to a backup, which serves it now; start this server with "
+          "--standby (and no data dir: its copy is behind) to back the rank up again",
+          request.rank()));
+    }
     // A server restarted faster than failure detection: it may take the rank once the old
     // one is declared dead, so it is told to retry.
     return Status::Unavailable(
@@ -54,6 +64,65 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
   taken.insert(rank);
   ++count;
   return static_cast<const Member*>(&Add(identity, request, rank, now));
+}
+
+StatusOr<const Member*> Membership::RegisterStandby(const std::string& identity,
+                                                    const proto::Header& request, SteadyTime now) {
+  if (replicas_ <= 0) {
+    return Status::FailedPrecondition(
+        "this cluster keeps no backups: start the scheduler with --replicas=R to take standbys");
+  }
+  std::vector<int> backups(static_cast<size_t>(num_servers_), 0);
+  for (const Member& m : members_) {
+    if (m.info.standby() && m.state == Member::State::kAlive) ++backups[m.info.rank()];
+  }
+  int32_t rank = 0;
+  if (request.has_rank()) {
+    rank = request.rank();
+    if (rank < 0 || rank >= num_servers_) {
+      return Status::InvalidArgument(fmt::format(
+          "a backup of rank {} asked for, but the cluster has {} servers", rank, num_servers_));
+    }
+  } else {
+    rank = static_cast<int32_t>(std::min_element(backups.begin(), backups.end()) - backups.begin());
+  }
+  if (backups[rank] >= replicas_) {
+    // Unavailable: a backup that is about to be declared dead (or promoted) frees a place, so
+    // the standby asks again.
+    return Status::Unavailable(fmt::format(
+        "server rank {} has its {} backup(s) already (--replicas); retry once one is gone", rank,
+        replicas_));
+  }
+  Member& m = Add(identity, request, rank, now);
+  m.info.set_standby(true);
+  return static_cast<const Member*>(&m);
+}
+
+const Member* Membership::Primary(int32_t rank) const {
+  for (const Member& m : members_) {
+    if (m.info.role() == proto::SERVER && !m.info.standby() && m.info.rank() == rank &&
+        m.state == Member::State::kAlive) {
+      return &m;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<Member*> Membership::Backups(int32_t rank) {
+  std::vector<Member*> out;
+  for (Member& m : members_) {
+    if (m.info.standby() && m.info.rank() == rank && m.state == Member::State::kAlive) {
+      out.push_back(&m);
+    }
+  }
+  return out;
+}
+
+void Membership::Promote(Member& backup, Member& dead) {
+  dead.superseded = true;
+  backup.info.set_standby(false);
+  backup.took_over = true;
+  backup.replaces = dead.info.id();
 }
 
 Member& Membership::Add(const std::string& identity, const proto::Header& request, int32_t rank,
@@ -144,7 +213,7 @@ Status Membership::Restore(const std::vector<proto::SchedulerMember>& records, S
     m.superseded = r.superseded();
     m.last_seen = now;
     // The counts of the forming cluster: every first registration of a rank.
-    if (!m.took_over && !m.joined_late) {
+    if (!m.took_over && !m.joined_late && !m.info.standby()) {
       const bool server = m.info.role() == proto::SERVER;
       (server ? servers_ : workers_)++;
       (server ? server_ranks_ : worker_ranks_).insert(m.info.rank());
@@ -158,7 +227,10 @@ Status Membership::Restore(const std::vector<proto::SchedulerMember>& records, S
 Member* Membership::DeadServer(int32_t rank) {
   Member* found = nullptr;
   for (Member& m : members_) {
-    if (m.info.role() != proto::SERVER || m.info.rank() != rank || m.superseded) continue;
+    if (m.info.role() != proto::SERVER || m.info.rank() != rank || m.superseded ||
+        m.info.standby()) {
+      continue;
+    }
     if (m.state != Member::State::kDead) return nullptr;  // held by a live (or left) server
     found = &m;
   }
@@ -177,7 +249,9 @@ const Member* Membership::TakeOver(Member& dead, const std::string& identity,
 proto::ClusterView Membership::View(bool alive_only) const {
   proto::ClusterView view;
   for (const Member& m : members_) {
-    if (m.superseded || (alive_only && m.state != Member::State::kAlive)) continue;
+    if (m.superseded || m.info.standby() || (alive_only && m.state != Member::State::kAlive)) {
+      continue;
+    }
     *view.add_nodes() = m.info;
   }
   view.set_num_servers(num_servers_);
@@ -238,7 +312,7 @@ std::vector<int32_t> Membership::LiveWorkers() const {
 std::vector<int32_t> Membership::LiveServers() const {
   std::vector<int32_t> ids;
   for (const Member& m : members_) {
-    if (m.state == Member::State::kAlive && m.info.role() == proto::SERVER)
+    if (m.state == Member::State::kAlive && m.info.role() == proto::SERVER && !m.info.standby())
       ids.push_back(m.info.id());
   }
   return ids;

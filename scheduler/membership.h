@@ -31,6 +31,13 @@ struct Member {
   int32_t replaces = 0;      // then: the dead server's id
   bool joined_late = false;  // a worker that joined the running cluster
   bool superseded = false;   // a dead node whose rank another took over (or a departed worker's)
+  // A backup (info.standby, --replicas): it installed the shard map, the primary it follows
+  // (and at which epoch), and the epoch at which it said it holds every partition of its rank
+  // (-1: not yet).
+  bool has_map = false;
+  int32_t follows = -1;  // the primary it said it follows, at follows_epoch
+  int64_t follows_epoch = -1;
+  int64_t synced_epoch = -1;
 };
 
 class Membership {
@@ -50,6 +57,14 @@ class Membership {
   // is unusable.
   StatusOr<const Member*> Register(const std::string& identity, const proto::Header& request,
                                    SteadyTime now);
+  // Backups per server rank the cluster takes (--replicas; 0: none).
+  void set_replicas(int replicas) { replicas_ = replicas; }
+  int replicas() const { return replicas_; }
+  // The live primary of server rank `rank` (nullptr: none), and its live backups.
+  const Member* Primary(int32_t rank) const;
+  std::vector<Member*> Backups(int32_t rank);
+  // The backup `backup` takes over the rank of its dead primary `dead` (which is superseded).
+  void Promote(Member& backup, Member& dead);
   // True once every expected server and worker has registered.
   bool complete() const { return servers_ == num_servers_ && workers_ == num_workers_; }
   // Every node, but servers superseded by a restart; with `alive_only`, only live nodes.
@@ -84,6 +99,10 @@ class Membership {
 
  private:
   Member* DeadServer(int32_t rank);  // the dead, not yet superseded server of `rank`, if any
+  // A backup (request.replica.standby): of the rank asked for, else of the rank with the fewest
+  // live backups, at most replicas_ per rank.
+  StatusOr<const Member*> RegisterStandby(const std::string& identity, const proto::Header& request,
+                                          SteadyTime now);
   const Member* TakeOver(Member& dead, const std::string& identity, const proto::Header& request,
                          SteadyTime now);
   StatusOr<const Member*> JoinLate(const std::string& identity, const proto::Header& request,
@@ -92,6 +111,7 @@ class Membership {
               SteadyTime now);
 
   int num_servers_, num_workers_, max_workers_;
+  int replicas_ = 0;
   int servers_ = 0, workers_ = 0;
   std::set<int32_t> server_ranks_, worker_ranks_;
   std::deque<Member> members_;  // index = id - 1; deque: pointers stay valid as nodes join

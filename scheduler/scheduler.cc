@@ -15,6 +15,10 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
         "max_workers must be 0 (no bound) or in [num_workers, {}], got {} (num_workers {})",
         kMaxWorkerRanks, o.max_workers, o.num_workers));
   }
+  if (o.replicas < 0 || o.replicas > 3) {
+    return Status::InvalidArgument(
+        fmt::format("replicas must be in [0, 3] (backups per server rank), got {}", o.replicas));
+  }
   if (o.max_connections_per_address < 0) {
     return Status::InvalidArgument(
         fmt::format("max_connections_per_address must be >= 0 (0: no limit), got {}",

@@ -42,6 +42,9 @@ struct SchedulerOptions {
   int max_connections_per_address = 1024;
   int64_t partition_bytes = kDefaultPartitionBytes;
   int heartbeat_timeout_ms = 5000;
+  // Backups per server rank (docs/replication.md): standby servers that hold a copy of the
+  // rank's partitions and take over when its primary dies (0: none).
+  int replicas = 0;
   // HTTP status (scheduler/http_status.h): -1 off, 0 any free port.
   int http_port = -1;
   std::string http_host = "127.0.0.1";

@@ -115,6 +115,7 @@ void SchedulerLoop::HandleRegister(const Envelope& env) {
   spdlog::info("node {} joined: {} rank {} on {} pid {}{}", info.id(),
                proto::Role_Name(info.role()), info.rank(), info.host(), info.pid(),
                info.address().empty() ? "" : " at " + info.address());
+  if ((*m)->info.standby()) return AdmitStandby(env, **m);
   if (members_.TookOver(**m)) return AdmitRestartedServer(env, **m);
   if (members_.JoinedLate(**m)) return AdmitLateWorker(**m);
   if (!members_.complete()) return;
@@ -263,6 +264,7 @@ void SchedulerLoop::OnDead(int32_t id) {
   for (auto& [pid, change] : policy_changes_) change.waiting.erase(id);
   FinishPolicyChanges();
   checkpoints_.OnServerDead(id, Now());
+  FailOver(id);
   exports_.OnServerDead(id);
   if (m->info.role() == proto::SERVER) {
     fed_.RemoveServer(id, LiveWorkers(), FedNow());

@@ -363,9 +363,17 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
       if (worker) return HandleLeave(env, *m);
       break;
     case proto::SHARD_MAP_ACK:
+      m->has_map = true;
+      SendBackups(m->info.rank());
       if (restoring_.erase(m->info.id()) > 0) return AnnounceServerBack(*m);
       pending_acks_.erase(m->info.id());
       return Progress();
+    case proto::BACKUPS:
+      if (!worker) OnBackupSaid(*m, h);
+      return;
+    case proto::PROMOTED:
+      if (!worker) OnPromoted(*m, h);
+      return;
     case proto::POLICY_ACK:
       return OnPolicyAnswer(*m, h);
     case proto::CHECKPOINT_DONE:
@@ -452,6 +460,7 @@ void SchedulerLoop::DispatchRound(proto::MsgType type, const Arrival& arrival,
 // worker waiting for it.
 void SchedulerLoop::OnNodeError(const Member& m, const proto::Header& h) {
   spdlog::error("node {} reported: {}", m.info.id(), StatusOf(h).ToString());
+  if (promoting_.contains(m.info.id())) return OnPromoted(m, h);
   if (pending_acks_.erase(m.info.id()) == 0) return;
   for (const Arrival& a : waiting_for_map_) {
     proto::Header req;

@@ -61,6 +61,7 @@ class SchedulerLoop {
              .live_servers = [this] { return members_.LiveServers(); }}),
         joins_(options.join_rate, options.join_burst),
         router_(ctx_, zmq::socket_type::router) {
+    members_.set_replicas(options.replicas);
     stats_.SetLayerPlanner(&layers_);
     if (options.fed.virtual_time) vclock_.emplace();
   }
@@ -150,6 +151,15 @@ class SchedulerLoop {
   void SendJoins();
   void FinishJoins();
   void AnnounceServerBack(const Member& m);
+  // Backups (--replicas; scheduler_replicas.cc, docs/replication.md): a standby's admission,
+  // the backup set sent to a rank's primary (and whom each backup follows), a backup saying it
+  // follows its primary or holds every partition, and the promotion of a synced backup when its
+  // primary dies.
+  void AdmitStandby(const Envelope& env, const Member& m);
+  void SendBackups(int32_t rank);
+  void OnBackupSaid(Member& backup, const proto::Header& h);
+  void FailOver(int32_t dead);
+  void OnPromoted(const Member& m, const proto::Header& h);
   proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
   // NODE_DEAD / NODE_LEFT: a message of `type` about node `id`.
   static proto::Header AboutNode(proto::MsgType type, int32_t id) {
@@ -202,7 +212,9 @@ class SchedulerLoop {
   RoutedOutbox outbox_{router_};
   std::string endpoint_;  // bound
   bool view_sent_ = false;
-  std::set<int32_t> restoring_;  // restarted servers installing the shard map
+  std::set<int32_t> restoring_;        // restarted servers installing the shard map
+  std::map<int32_t, int64_t> epochs_;  // per server rank, its primary's term (from 1)
+  std::set<int32_t> promoting_;        // backups told to take their rank over
   struct Joining {
     std::string identity;
     proto::NodeInfo info;

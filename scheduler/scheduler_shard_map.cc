@@ -40,6 +40,15 @@ void SchedulerLoop::HandleDeclare(const Envelope& env, const Member& m) {
   // Check the whole declaration before taking any of it.
   for (const proto::TensorSpec& p : h.tensors()) {
     TensorSpec t = FromProto(p);
+    if (t.is_table() && options_.replicas > 0) {
+      return Reply(env.identity,
+                   ErrorReply(h,
+                              Status::FailedPrecondition(fmt::format(
+                                  "table '{}': sparse tables are not replicated yet; run "
+                                  "without --replicas (docs/replication.md)",
+                                  t.name)),
+                              kSchedulerId));
+    }
     auto it = declared_.find(t.name);
     if (it != declared_.end() && !SameDeclaration(it->second, t)) {
       return Reply(env.identity, ErrorReply(h, OtherDeclaration(t), kSchedulerId));

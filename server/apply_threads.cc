@@ -12,22 +12,22 @@
 namespace hetps {
 namespace {
 
-constexpr char kReplyEndpoint[] = "inproc://server-replies";
-
 std::string WorkEndpoint(int thread) { return fmt::format("inproc://server-work-{}", thread); }
 
 }  // namespace
 
-// One hand-over: a data request, a round, a checkpoint to write, or (none) the stop signal.
+// One hand-over: a data request, a round, a checkpoint to write, a task, or (none) the stop
+// signal.
 struct ApplyThreads::Work {
   std::optional<DataRequest> request;
   std::optional<RoundSpec> round;
   std::shared_ptr<CutJob> cut;
+  std::function<void(zmq::socket_t&)> task;
 };
 
 ApplyThreads::ApplyThreads(zmq::context_t& context, int threads)
     : context_(context), replies_(context, zmq::socket_type::pull) {
-  replies_.bind(kReplyEndpoint);
+  replies_.bind(kRepliesEndpoint);
   for (int i = 0; i < threads; ++i) {
     work_.emplace_back(context, zmq::socket_type::push);
     work_.back().set(zmq::sockopt::sndhwm, 0);
@@ -68,6 +68,12 @@ void ApplyThreads::WriteCut(const std::shared_ptr<CutJob>& job) {
   }
 }
 
+void ApplyThreads::Run(int index, std::function<void(zmq::socket_t&)> task) {
+  auto work = std::make_unique<Work>();
+  work->task = std::move(task);
+  Send(index, std::move(work));
+}
+
 void ApplyThreads::Stop() {
   if (threads_.empty()) return;
   for (int i = 0; i < static_cast<int>(work_.size()); ++i) Send(i, std::make_unique<Work>());
@@ -79,7 +85,7 @@ void ApplyThreads::Loop(zmq::context_t& context, int index, const ServingState& 
   zmq::socket_t in(context, zmq::socket_type::pull);
   in.connect(WorkEndpoint(index));
   zmq::socket_t out(context, zmq::socket_type::push);
-  out.connect(kReplyEndpoint);
+  out.connect(kRepliesEndpoint);
   std::vector<float> scratch;
   // With a data dir, this thread checkpoints its own partitions between hand-overs (and when
   // it stops); a receive timeout lets it do so when no work arrives.
@@ -106,6 +112,10 @@ void ApplyThreads::Loop(zmq::context_t& context, int index, const ServingState& 
     std::unique_ptr<Work> work(raw);
     if (work->round) {
       CompleteRound(state, owner, *work->round);
+      continue;
+    }
+    if (work->task) {
+      work->task(out);
       continue;
     }
     if (work->cut) {

@@ -9,6 +9,7 @@
 // and before any read handed over later.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -36,6 +37,12 @@ class ApplyThreads {
   // Every thread writes its partitions' part of a whole-run checkpoint (after everything handed
   // over before).
   void WriteCut(const std::shared_ptr<CutJob>& job);
+  // Runs `task` on apply thread `index`, after everything handed to it before; the task may
+  // send [identity, header, payload...] messages on the socket it is given (they go out like
+  // replies).
+  void Run(int index, std::function<void(zmq::socket_t& replies)> task);
+  // The endpoint replies() binds: other threads connect a PUSH socket to it to send replies.
+  static constexpr char kRepliesEndpoint[] = "inproc://server-replies";
   // Replies ready for the workers: [identity, header, payload...] multipart messages.
   zmq::socket_t& replies() { return replies_; }
   // Stops and joins the threads (idempotent).

@@ -37,6 +37,15 @@ void ConsistencyGate::See(const proto::Header& h) {
   CompleteRounds();
 }
 
+void ConsistencyGate::Observe(const proto::Header& h) {
+  released_.clear();
+  See(h);
+  if (controller_->Observe(h.sender(), h.clock())) {
+    CompleteRounds();
+    Release();
+  }
+}
+
 void ConsistencyGate::Admit(Envelope& env) {
   const proto::Header& h = env.message.header;
   released_.clear();

@@ -59,6 +59,8 @@ class ConsistencyGate {
 
   // A validated PUSH, PULL or INIT: dropped, parked or served. REQUIRES: started().
   void Admit(Envelope& env);
+  // A worker's CLOCK_SYNC: where it is, for a gate that started over (nothing is answered).
+  void Observe(const proto::Header& h);
   // A worker's CLOCK: answered once its next clock may start. REQUIRES: started().
   void OnClock(Envelope& env);
   // Deadlines (semi_async rounds); call on every turn of the loop.

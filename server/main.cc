@@ -50,6 +50,9 @@ DEFINE_int64(checkpoint_interval_ms, 10000,
 DEFINE_string(restore_from, "",
               "a whole-run checkpoint folder (runs/<run>/checkpoints/clock-N) to start from: the "
               "model, optimizer state and clocks as they stood there (hetps launch --resume)");
+DEFINE_bool(standby, false,
+            "join as a backup of a server rank (the scheduler runs with --replicas): hold a copy "
+            "of its partitions, kept current by its primary, and take its place when it dies");
 DEFINE_bool(check_flags, false,
             "validate the flags, print what is wrong, and exit (0: valid, 2: not) without "
             "joining a cluster; hetps launch runs this for every role before starting any");
@@ -92,6 +95,7 @@ int main(int argc, char** argv) {
   o.checkpoint_interval_ms = FLAGS_checkpoint_interval_ms;
   o.max_partition_bytes = FLAGS_max_partition_bytes;
   o.max_connections_per_address = FLAGS_max_connections_per_address;
+  o.standby = FLAGS_standby;
   if (hetps::Status s = hetps::ValidateServerOptions(o); !s.ok()) {
     spdlog::error("{}", s.message());
     return 2;
@@ -109,6 +113,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.auth = std::move(*auth);
+  if (o.standby && o.auth.curve) {
+    spdlog::error("--standby: replication does not run over CURVE yet; drop --auth=curve");
+    return 2;
+  }
   hetps::ReloadAllowListOnHangup(signals, o.auth);
   o.insecure = hetps::InsecureListening();
   o.on_joined = hetps::NotifyReady;

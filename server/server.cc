@@ -30,6 +30,11 @@ Status ValidateServerOptions(const ServerOptions& o) {
     return Status::InvalidArgument(
         fmt::format("checkpoint_interval_ms must be >= 1, got {}", o.checkpoint_interval_ms));
   }
+  if (o.standby && (!o.data_dir.empty() || !o.restore_from.empty())) {
+    return Status::InvalidArgument(
+        "a standby keeps its rank's partitions in memory (it takes them from the primary): "
+        "drop --data_dir and --restore_from");
+  }
   return CheckCombination(*aggregator, *consistency);
 }
 

@@ -61,6 +61,8 @@ Status ServerLoop::Setup() {
   apply_threads_.emplace(ctx_, options_.threads);
   link_ = std::make_unique<SchedulerLink>(control_ctx_, options_.scheduler, proto::SERVER, address,
                                           options_.heartbeat_interval_ms, options_.auth);
+  if (options_.standby) link_->registration().mutable_replica()->set_standby(true);
+  standby_ = options_.standby;
   link_->registration().mutable_policy()->set_consistency(gate_->consistency());
   link_->registration().mutable_policy()->set_scheduler_rounds(gate_->scheduler_rounds());
   if (Status s = OpenDataDir(); !s.ok()) return s;
@@ -77,6 +79,8 @@ Status ServerLoop::Run() {
   link_->SetReporter([this](proto::Header& h) { FillReport(h); });
   state_.self = link_->id();
   state_.cma = &cma_;
+  replicator_ = std::make_unique<Replicator>(ctx_, ApplyThreads::kRepliesEndpoint, link_->id());
+  state_.replicator = replicator_.get();
   std::vector<int32_t> workers;
   for (const proto::NodeInfo& w : link_->view().workers()) workers.push_back(w.id());
   gate_->Start(workers, restore_ ? restore_->clock() : 0);
@@ -102,6 +106,8 @@ Status ServerLoop::Run() {
 
   while (!shutdown_ && !stop_.load() && fatal_.ok()) {
     Poll();
+    MaybeReportSynced();
+    if (replicator_->fenced()) fatal_ = Status::Aborted(replicator_->fenced_reason());
     ProgressCut();
     MaybeCheckpoint();
     if (link_->SchedulerLost()) {
@@ -251,6 +257,10 @@ void ServerLoop::HandleControl(Envelope& env) {
       link_->Send(ack);
       break;
     }
+    case proto::BACKUPS:
+      return OnBackups(h);
+    case proto::PROMOTE:
+      return OnPromote(h);
     case proto::SHUTDOWN:
       spdlog::info("shutdown requested by the scheduler");
       shutdown_ = true;
@@ -364,6 +374,7 @@ Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
     }
   }
   apply_threads_->Start(state_);
+  if (!snapshots_owed_.empty()) ShipSnapshots(std::exchange(snapshots_owed_, {}));
   spdlog::info("holding {} partitions, {:.1f} MiB ({} tensors in the map)",
                state_.store->num_partitions(), state_.store->bytes() / 1048576.0,
                map_->tensors().size());

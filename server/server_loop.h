@@ -4,6 +4,7 @@
 //   server_requests.cc    the workers' requests: checked, gated, served, answered (batched)
 //   server_transports.cc  the co-located transports (shared memory, cross memory attach)
 //   server_durability.cc  the data dir: restore, checkpoints, whole-run cuts
+//   server_replication.cc --replicas: a primary's backups, a backup's records, promotion
 #pragma once
 
 #include <fmt/format.h>
@@ -39,6 +40,7 @@
 #include "server/cut_file.h"
 #include "server/durable_store.h"
 #include "server/fault_point.h"
+#include "server/replicator.h"
 #include "server/server.h"
 #include "server/serving.h"
 #include "server/table/table_serving.h"
@@ -92,6 +94,15 @@ class ServerLoop {
   // attached worker, and its apply thread makes the copy.
   void AttachCma(Envelope& env);
   void RevokeCma(Envelope& env);
+  // Replication (docs/replication.md): BACKUPS from the scheduler (a primary ships to the set,
+  // snapshots first to new members; a backup learns whom it follows), a backup's REPLICATE
+  // (applied on the partition's owning thread, acknowledged from there), PROMOTE (the backup
+  // serves its rank from now on), and a backup telling the scheduler it holds every partition.
+  void OnBackups(const proto::Header& h);
+  void ShipSnapshots(const std::vector<int32_t>& to);
+  void OnReplicate(Envelope& env);
+  void OnPromote(const proto::Header& h);
+  void MaybeReportSynced();
   void Serve(DataRequest&& request);  // on the partition's owning thread
   void ApplyRound(const RoundSpec& round);
   int Owner(const Partition& p) const {
@@ -143,6 +154,14 @@ class ServerLoop {
     tables_defined_ = TablesDefinedUnder(gate_->consistency_spec(), gate_->aggregator_spec());
   }
   std::unique_ptr<DurableStore> durable_;
+  std::unique_ptr<Replicator> replicator_;  // a primary's shipping to its backups
+  bool standby_ = false;                    // a backup: applies records, serves no worker
+  int32_t primary_ = -1;                    // a backup: the primary it follows ...
+  int64_t epoch_ = 0;                       // ... at this epoch
+  std::vector<int32_t> snapshots_owed_;     // backups announced before the shard map
+  std::atomic<int64_t> snapshots_{0};       // a backup: partitions whose state it holds
+  bool synced_reported_ = false;
+  std::atomic<bool> broken_{false};  // a backup's owner could not apply a shipment
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   Status fatal_;  // set when the server cannot go on (its data dir does not fit the cluster)
   std::optional<proto::CutManifest> restore_;  // --restore_from's manifest

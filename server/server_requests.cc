@@ -37,8 +37,13 @@ Status ServerLoop::CheckRequest(const Envelope& env) const {
   const proto::Header& h = env.message.header;
   if (!env.status.ok()) return env.status;
   if (Status s = CheckSender(env); !s.ok()) return s;
+  if (standby_) {
+    return Status::Unavailable(
+        fmt::format("node {} is a backup of server rank {}; it serves no requests until promoted",
+                    link_->id(), link_->rank()));
+  }
   if (!map_) return Status::Unavailable("no shard map installed yet");
-  if (h.type() == proto::CLOCK) return Status();
+  if (h.type() == proto::CLOCK || h.type() == proto::CLOCK_SYNC) return Status();
   if (h.type() != proto::PUSH && h.type() != proto::PULL && h.type() != proto::INIT) {
     return Status::InvalidArgument(
         fmt::format("a server does not take {} messages", proto::MsgType_Name(h.type())));
@@ -84,10 +89,12 @@ void ServerLoop::Reject(const Envelope& env, const Status& s) {
 
 void ServerLoop::HandleWorker(Envelope& env) {
   const proto::Header& h = env.message.header;
+  if (h.type() == proto::REPLICATE) return OnReplicate(env);
   if (env.status.ok() && h.type() == proto::SHM_ATTACH) return AttachShm(env);
   if (env.status.ok() && h.type() == proto::CMA_ATTACH) return AttachCma(env);
   if (env.status.ok() && h.type() == proto::CMA_REVOKE) return RevokeCma(env);
   if (Status s = CheckRequest(env); !s.ok()) return Reject(env, s);
+  if (h.type() == proto::CLOCK_SYNC) return gate_->Observe(h);
   if (cut_ && !cut_->job && h.clock() >= cut_->cut.clock()) {
     cut_->deferred.push_back(std::move(env));  // after the checkpoint's clock: waits for it
     return;

@@ -10,6 +10,7 @@
 #include "durable.pb.h"
 #include "server/cma_peers.h"
 #include "server/fault_point.h"
+#include "server/replicator.h"
 #include "server/table/table_serving.h"
 
 namespace hetps {
@@ -113,12 +114,20 @@ void ApplyRecord(const ServingState& shared, PartitionState& part, const proto::
   part.MarkApplied(r.incarnation(), r.seq());
 }
 
-// Logs `r` for `part` when the server is durable; an error means it must not be applied.
+bool Replicated(const ServingState& shared) {
+  return shared.replicator != nullptr && shared.replicator->active();
+}
+
+// Logs `r` for `part` when the server is durable (an error means it must not be applied) and,
+// with `ship`, hands it to the backups (an update's record goes with its reply instead).
 Status Log(const ServingState& shared, const PartitionState& part, const proto::LogRecord& r,
-           const float* data = nullptr) {
-  if (shared.durable == nullptr) return Status();
+           const float* data = nullptr, bool ship = true) {
   const int64_t n = data != nullptr ? part.info().length : 0;
-  return shared.durable->Append(part.info().id, r, data, n);
+  if (shared.durable != nullptr) {
+    if (Status s = shared.durable->Append(part.info().id, r, data, n); !s.ok()) return s;
+  }
+  if (ship && Replicated(shared)) shared.replicator->Ship(part.info().id, r, data, n);
+  return Status();
 }
 
 }  // namespace
@@ -171,23 +180,25 @@ void CheckpointOwned(const ServingState& shared, int owner) {
   }
 }
 
-StatusOr<int64_t> RecoverPartition(const ServingState& shared, PartitionState& part) {
+Status ApplyReplicated(const ServingState& shared, PartitionState& part, const proto::LogRecord& r,
+                       const float* values, int64_t n) {
+  if (part.table() != nullptr && r.kind() == proto::LogRecord::PUSH) {
+    return ReplayTablePush(part, r, values, n);
+  }
+  const bool with_values = r.kind() == proto::LogRecord::PUSH || r.kind() == proto::LogRecord::INIT;
   const int64_t length = part.info().length;
-  return shared.durable->Recover(
-      part.info().id, part,
-      [&](const proto::LogRecord& r, const float* values, int64_t n) -> Status {
-        if (part.table() != nullptr && r.kind() == proto::LogRecord::PUSH) {
-          return ReplayTablePush(part, r, values, n);
-        }
-        const bool with_values =
-            r.kind() == proto::LogRecord::PUSH || r.kind() == proto::LogRecord::INIT;
-        if (with_values ? n != length : n != 0) {
-          return Status::Malformed(
-              fmt::format("{} floats where {} belong", n, with_values ? length : 0));
-        }
-        ApplyRecord(shared, part, r, with_values ? values : nullptr, nullptr);
-        return Status();
-      });
+  if (with_values ? n != length : n != 0) {
+    return Status::Malformed(fmt::format("{} floats where {} belong", n, with_values ? length : 0));
+  }
+  ApplyRecord(shared, part, r, with_values ? values : nullptr, nullptr);
+  return Status();
+}
+
+StatusOr<int64_t> RecoverPartition(const ServingState& shared, PartitionState& part) {
+  return shared.durable->Recover(part.info().id, part,
+                                 [&](const proto::LogRecord& r, const float* values, int64_t n) {
+                                   return ApplyReplicated(shared, part, r, values, n);
+                                 });
 }
 
 namespace {
@@ -336,6 +347,14 @@ void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& p
   r.header.set_version(part.version());
   if (part.Applied(h.incarnation(), h.seq())) {
     r.header.set_duplicate(true);
+    if (Replicated(shared)) {
+      // The first copy's record may still be on its way to the backups: the answer waits
+      // behind a barrier shipped after it.
+      proto::LogRecord barrier;
+      barrier.set_kind(proto::LogRecord::BARRIER);
+      return shared.replicator->Ship(part.info().id, barrier, nullptr, 0, nullptr, req.identity,
+                                     &r.header, &r.payload);
+    }
     return reply(std::move(r));
   }
   if (push && req.hold && part.HeldBy(h.sender()) >= PartitionState::kMaxHeldPerWorker) {
@@ -351,8 +370,9 @@ void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& p
   // §3), recorded in its reply. A base from the future (a confused client) counts as fresh.
   const int64_t staleness = std::max<int64_t>(0, part.version() - h.version());
   const proto::LogRecord record = UpdateRecord(req);
-  if (push || !part.initialized()) {  // a later init changes nothing: nothing to log
-    if (Status s = Log(shared, part, record, data); !s.ok()) {
+  const bool logged = push || !part.initialized();  // a later init changes nothing
+  if (logged) {
+    if (Status s = Log(shared, part, record, data, /*ship=*/false); !s.ok()) {
       spdlog::error("{}", s.ToString());
       return reply(
           {ErrorReply(h, Status::Unavailable("not applied: " + s.message()), shared.self), {}});
@@ -360,6 +380,18 @@ void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& p
     FaultPoint("update.logged");
   }
   if (push) r.header.set_staleness(staleness);
+  if (logged && Replicated(shared)) {
+    // The reply waits for the backups' acknowledgements (the values are copied for them, so
+    // a shared memory slot may be reused once it is answered).
+    if (push)
+      CountPush(shared, part.info(), m.payload.empty() ? 0 : m.payload[0].size(), staleness);
+    shared.replicator->Ship(part.info().id, record, data, part.info().length,
+                            m.payload.empty() || h.shm_length() != 0 ? nullptr : &m.payload[0],
+                            req.identity, &r.header, &r.payload);
+    ApplyRecord(shared, part, record, data, nullptr);
+    MaybeCheckpointPartition(shared, part);
+    return;
+  }
   if (h.shm_length() != 0) {
     // The payload lies in the worker's shared memory, in a slot it reuses once answered: applied
     // first, and a held update copied out of it (no frame to take over).

@@ -26,6 +26,7 @@
 namespace hetps {
 
 class CmaPeers;
+class Replicator;
 
 // What the owning threads share: the partitions, how to update and encode them, and which
 // thread owns which.
@@ -48,6 +49,9 @@ struct ServingState {
   int64_t checkpoint_interval_ms = 10000;
   // Co-located workers whose arrays requests with cma_length name (null: none).
   const CmaPeers* cma = nullptr;
+  // --replicas: every logged record also goes to the rank's backups, and an update's reply
+  // waits for their acknowledgements (null or inactive: no backups).
+  Replicator* replicator = nullptr;
 };
 
 // A validated data request with what the consistency gate decided about it.
@@ -92,6 +96,9 @@ void CheckpointOwned(const ServingState& state, int owner);
 // Restores partition `part` from the data dir: its checkpoint, then its log replayed through
 // the serving code. Returns the number of log records replayed.
 StatusOr<int64_t> RecoverPartition(const ServingState& state, PartitionState& part);
+// A backup applies a record its primary shipped (server/replicator.h) exactly as a replay would.
+Status ApplyReplicated(const ServingState& state, PartitionState& part,
+                       const proto::LogRecord& record, const float* values, int64_t n);
 // A logged push of a table bucket, replayed (server/table/table_serving.cc).
 Status ReplayTablePush(PartitionState& part, const proto::LogRecord& record, const float* values,
                        int64_t n);

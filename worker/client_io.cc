@@ -88,6 +88,7 @@ ClientIo::ClientIo(const ClientOptions& options, Auth auth, ClientReport& report
 ClientIo::~ClientIo() { Stop(); }
 
 Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
+  clock_ = &heartbeat_clock;
   static const std::atomic<bool> never{false};
   const std::atomic<bool>& stop = options_.stop ? *options_.stop : never;
   if (options_.rank >= 0) link_.registration().set_rank(options_.rank);

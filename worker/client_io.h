@@ -347,6 +347,7 @@ class ClientIo {
   std::unordered_set<int> dead_servers_;
   std::unordered_map<int32_t, int> server_rank_;  // server node id -> rank
   std::unordered_map<int, std::chrono::steady_clock::time_point> recovering_;  // rank -> deadline
+  const std::atomic<int64_t>* clock_ = nullptr;  // the worker's clock (Start's heartbeat_clock)
   std::unordered_map<int, std::vector<Outgoing>> parked_;  // rank -> requests while it is down
   // Per server rank: bytes of pending requests, and what waits for room under the window.
   std::vector<int64_t> in_flight_;

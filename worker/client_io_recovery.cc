@@ -49,6 +49,14 @@ void ClientIo::OnServerBack(const proto::Header& h) {
     FailPending(rank, Status::Unavailable(s.message()));
     return;
   }
+  // Its consistency gate starts over: first where this worker is (it may send it nothing more).
+  if (clock_ != nullptr) {
+    proto::Header sync;
+    sync.set_type(proto::CLOCK_SYNC);
+    sync.set_sender(link_.id());
+    sync.set_clock(clock_->load());
+    Emit(rank, sync, {});
+  }
   std::vector<uint64_t> ids;
   for (const auto& [id, p] : pending_) {
     if (p.target == rank) ids.push_back(id);

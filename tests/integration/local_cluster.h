@@ -112,6 +112,7 @@ struct ClusterOptions {
   std::string scheduler_bind = "tcp://127.0.0.1:*";
   std::vector<std::vector<std::string>> server_own_flags;  // per server, after server_flags
   std::string log_file;  // set: every process's output goes there (else the test's own)
+  int standbys = 0;      // backups (--standby), server(servers..) after the primaries
 };
 
 // hetps::LocalCluster with the test's expectations: a cluster that cannot start fails the test.
@@ -134,6 +135,7 @@ class LocalCluster {
     options.work_dir = dir_.string();
     options.scheduler_flags = o.scheduler_flags;
     options.server_flags = o.server_flags;
+    options.standbys = o.standbys;
     options.server_exec = o.server_exec;
     options.scheduler_bind = o.scheduler_bind;
     options.server_own_flags = o.server_own_flags;
@@ -171,6 +173,14 @@ class LocalCluster {
     servers_.at(i) = std::make_unique<Process>(supervisor_, *child);
   }
 
+  // One more standby server (ClusterOptions::standbys > 0); returns its index.
+  int StartStandby() {
+    auto child = cluster_->StartStandby();
+    EXPECT_TRUE(child.ok()) << child.status().ToString();
+    if (!child.ok()) return -1;
+    servers_.push_back(std::make_unique<Process>(supervisor_, *child));
+    return static_cast<int>(servers_.size()) - 1;
+  }
   // A hetps-worker process joining this cluster; with `output`, what it prints goes there.
   std::unique_ptr<Process> StartWorker(const std::vector<std::string>& flags,
                                        const std::string& output = "") {

@@ -194,6 +194,59 @@ TEST(MembershipTest, RegistrationNeverTakesTheRankOfALiveNode) {
 }
 
 // A bucket per address: `burst` at once, then `rate` per second; only admissions take tokens.
+proto::Header Standby(const std::string& address) {
+  proto::Header h = Reg(proto::SERVER, address);
+  h.mutable_replica()->set_standby(true);
+  return h;
+}
+
+// --replicas: standbys back up the rank with the fewest backups, stay out of views and of the
+// live servers, and one takes its dead primary's rank over.
+TEST(MembershipTest, StandbysBackUpRanksEvenlyAndOneTakesItsDeadPrimarysRankOver) {
+  Membership m(2, 1, 1);
+  m.set_replicas(1);
+  SteadyTime t0{};
+  ASSERT_TRUE(m.Register("s0", Reg(proto::SERVER, "tcp://h:1"), t0).ok());
+  ASSERT_TRUE(m.Register("s1", Reg(proto::SERVER, "tcp://h:2"), t0).ok());
+  auto b0 = m.Register("b0", Standby("tcp://h:3"), t0);
+  auto b1 = m.Register("b1", Standby("tcp://h:4"), t0);
+  ASSERT_TRUE(b0.ok() && b1.ok());
+  EXPECT_NE((*b0)->info.rank(), (*b1)->info.rank());
+  EXPECT_TRUE((*b0)->info.standby());
+  // Every rank has its backup: one more is told to retry (a backup may die meanwhile).
+  EXPECT_EQ(m.Register("b2", Standby("tcp://h:5"), t0).status().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(m.Register("w", Reg(proto::WORKER), t0).ok());
+  EXPECT_TRUE(m.complete());
+  EXPECT_EQ(m.View().nodes_size(), 3);  // the two primaries and the worker
+  EXPECT_EQ(m.LiveServers().size(), 2u);
+  EXPECT_EQ(m.Backups(0).size(), 1u);
+
+  Member& dead = *m.ById(1);  // s0, rank 0
+  dead.state = Member::State::kDead;
+  Member& backup = *m.Backups(0)[0];
+  m.Promote(backup, dead);
+  EXPECT_EQ(m.Primary(0), &backup);
+  EXPECT_TRUE(m.Backups(0).empty());
+  const proto::ClusterView view = m.View();
+  int rank0 = 0;
+  for (const proto::NodeInfo& n : view.nodes()) rank0 += n.role() == proto::SERVER && n.rank() == 0;
+  EXPECT_EQ(rank0, 1);  // the promoted backup, not the dead primary
+  // The rank lacks a backup now: a new standby backs it up; the old primary, restarted, is told
+  // its rank failed over.
+  auto again = m.Register("b3", Standby("tcp://h:6"), t0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->info.rank(), 0);
+  proto::Header restarted = Reg(proto::SERVER, "tcp://h:7");
+  restarted.set_rank(0);
+  EXPECT_EQ(m.Register("s0-again", restarted, t0).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(MembershipTest, StandbysNeedReplicas) {
+  Membership m(1, 1, 1);
+  EXPECT_EQ(m.Register("b", Standby("tcp://h:1"), {}).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
 TEST(JoinLimiterTest, EachAddressGetsItsBurstThenItsRate) {
   JoinLimiter joins(/*rate=*/2, /*burst=*/3);
   double now = 10;
