@@ -302,6 +302,12 @@ std::optional<int> Supervise(const LaunchArgs& args, LocalCluster& cluster, int&
         continue;  // the run goes on without it; the summary names it
       }
       if (supervisor.Running("worker") > 0 && MaybeRestart(args, cluster, c, restarts)) break;
+      if (c.role == "server" && cluster.standbys() > 0 && supervisor.Running("server") > 0) {
+        // --replicas: its rank goes to a standby (if it was a standby, its primary goes on).
+        Say(fmt::format("{} {}; the rank fails over to a standby", c.label, c.Describe()));
+        c.replaced = true;
+        continue;
+      }
       Say(fmt::format("{} failed; stopping the cluster", c.label));
       supervisor.StopAll();
       return std::nullopt;

@@ -81,6 +81,7 @@ class LocalCluster {
   StatusOr<ChildProcess*> RestartWorker(int index);
 
   const std::string& endpoint() const { return endpoint_; }
+  int standbys() const { return options_.standbys; }
   // The processes started so far (the scheduler is null until it started).
   ChildProcess* scheduler() { return scheduler_; }
   const std::vector<ChildProcess*>& servers() { return servers_; }

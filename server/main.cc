@@ -113,10 +113,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.auth = std::move(*auth);
-  if (o.standby && o.auth.curve) {
-    spdlog::error("--standby: replication does not run over CURVE yet; drop --auth=curve");
-    return 2;
-  }
   hetps::ReloadAllowListOnHangup(signals, o.auth);
   o.insecure = hetps::InsecureListening();
   o.on_joined = hetps::NotifyReady;

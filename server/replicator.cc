@@ -47,10 +47,11 @@ struct Replicator::Pending {
   std::vector<zmq::message_t> payload;
 };
 
-Replicator::Replicator(zmq::context_t& context, std::string replies, int32_t self)
+Replicator::Replicator(zmq::context_t& context, std::string replies, int32_t self, const Auth* auth)
     : context_(context),
       replies_endpoint_(std::move(replies)),
       self_(self),
+      auth_(auth),
       in_(context, zmq::socket_type::push) {
   // Owners wait when this many shipments queue (each may hold a partition's floats).
   in_.set(zmq::sockopt::sndhwm, 64);
@@ -196,6 +197,12 @@ void Replicator::Handle(std::unique_ptr<Item> item) {
       b->socket = zmq::socket_t(context_, zmq::socket_type::dealer);
       b->socket.set(zmq::sockopt::linger, 0);
       b->socket.set(zmq::sockopt::routing_id, NodeIdentity(self_));  // the backup checks it
+      if (auth_ != nullptr) {
+        if (Status s = auth_->SecureClient(b->socket, n.public_key()); !s.ok()) {
+          spdlog::error("cannot replicate to backup node {}: {}", n.id(), s.message());
+          continue;  // never waited for; its primary is the scheduler's to replace
+        }
+      }
       b->socket.connect(n.address());
       spdlog::info("replicating to backup node {} at {} (epoch {})", n.id(), n.address(), epoch_);
       backups_.push_back(std::move(b));

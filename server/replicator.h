@@ -25,6 +25,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/auth.h"
 #include "durable.pb.h"
 #include "hetps.pb.h"
 
@@ -35,8 +36,11 @@ class PartitionState;
 class Replicator {
  public:
   // `replies`: the inproc endpoint whose messages ([identity, header, payload...]) the network
-  // thread forwards to the workers. `self`: this server's node id.
-  Replicator(zmq::context_t& context, std::string replies, int32_t self);
+  // thread forwards to the workers. `self`: this server's node id. `auth` (may be null; must
+  // outlive this): with CURVE, each backup is dialled with this server's key, expecting the
+  // backup's.
+  Replicator(zmq::context_t& context, std::string replies, int32_t self,
+             const Auth* auth = nullptr);
   ~Replicator();
   Replicator(const Replicator&) = delete;
   Replicator& operator=(const Replicator&) = delete;
@@ -78,6 +82,7 @@ class Replicator {
   zmq::context_t& context_;
   const std::string replies_endpoint_;
   const int32_t self_;
+  const Auth* auth_;
   std::mutex in_mu_;
   zmq::socket_t in_;         // owners -> this thread (pointers to Items), guarded by in_mu_
   std::set<int32_t> known_;  // the backup set as the network thread last set it

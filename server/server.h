@@ -63,7 +63,7 @@ struct ServerOptions {
   std::string restore_from;
   // A backup (docs/replication.md): the scheduler (--replicas) names the rank it backs up and
   // the primary it follows; it applies the primary's records and serves no worker until it is
-  // promoted. Kept in memory (no data dir) and over plain connections (no CURVE) for now.
+  // promoted. Kept in memory (no data dir) for now.
   bool standby = false;
   // Who may connect (common/auth.h): with auth.curve, only worker keys of the allow-list (and
   // the scheduler link proves this server's key); else anyone, and only on loopback unless

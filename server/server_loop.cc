@@ -39,8 +39,9 @@ Status ServerLoop::Setup() {
     return s;
   }
   if (options_.auth.curve) {
-    zap_.emplace(ctx_, options_.auth.allow,
-                 std::map<std::string, std::set<KeyRole>>{{"server", {KeyRole::kWorker}}});
+    zap_.emplace(
+        ctx_, options_.auth.allow,
+        std::map<std::string, std::set<KeyRole>>{{"server", {KeyRole::kWorker, KeyRole::kServer}}});
     options_.auth.SecureServer(*router_, "server");
   }
   try {
@@ -79,7 +80,8 @@ Status ServerLoop::Run() {
   link_->SetReporter([this](proto::Header& h) { FillReport(h); });
   state_.self = link_->id();
   state_.cma = &cma_;
-  replicator_ = std::make_unique<Replicator>(ctx_, ApplyThreads::kRepliesEndpoint, link_->id());
+  replicator_ = std::make_unique<Replicator>(ctx_, ApplyThreads::kRepliesEndpoint, link_->id(),
+                                             &options_.auth);
   state_.replicator = replicator_.get();
   std::vector<int32_t> workers;
   for (const proto::NodeInfo& w : link_->view().workers()) workers.push_back(w.id());

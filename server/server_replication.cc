@@ -102,6 +102,9 @@ void ServerLoop::OnReplicate(Envelope& env) {
     SendRouted(*router_, env.identity, ErrorReply(h, s, link_->id()), {});
   };
   if (!env.status.ok()) return refuse(env.status);
+  if (options_.auth.curve && options_.auth.RoleOf(env.peer) != KeyRole::kServer) {
+    return refuse(Status::PermissionDenied("records are taken from server keys only"));
+  }
   if (!standby_) {
     return refuse(Status::FailedPrecondition(
         fmt::format("node {} serves rank {} as its primary (epoch {}) and takes no records",

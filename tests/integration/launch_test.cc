@@ -234,6 +234,39 @@ TEST(LaunchTest, TrainingSurvivesServersAWorkerAndTheSchedulerKilledAndRestarted
   EXPECT_GE(std::stod(m[1]), 0.85) << r.output;
 }
 
+// --replicas=1: the quickstart goes on when a primary is SIGKILLed and nothing restarts it (its
+// standby takes the rank over), and ends as trained as ever.
+TEST(LaunchTest, WithReplicasTrainingSurvivesAKilledPrimaryWithNothingRestarted) {
+  const std::string dir = ::testing::TempDir() + "hetps-replicas-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  bool killed = false;
+  LaunchResult r = Launch("--servers 2 --workers 4 --flagfile " + std::string(HETPS_SOURCE_DIR) +
+                              "/deploy/quickstart.flags --replicas=1 --run_dir=" + dir + "/run",
+                          [&](const std::string& line, pid_t launcher) {
+                            if (killed || line.rfind("[worker 0]", 0) != 0 ||
+                                line.find("iter 500/") == std::string::npos) {
+                              return;
+                            }
+                            auto servers = Children(launcher, "hetps-server");
+                            ASSERT_EQ(servers.size(), 4u);  // two primaries, two standbys
+                            for (pid_t p : servers) {
+                              std::ifstream cmdline("/proc/" + std::to_string(p) + "/cmdline");
+                              std::string args((std::istreambuf_iterator<char>(cmdline)), {});
+                              if (killed || args.find("--standby") != std::string::npos) continue;
+                              kill(p, SIGKILL);  // a primary
+                              killed = true;
+                            }
+                          });
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(killed) << r.output;
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("promoting backup node"), std::string::npos) << r.output;
+  std::smatch m;
+  static const std::regex final_line(R"(final test accuracy ([0-9.]+))");
+  ASSERT_TRUE(std::regex_search(r.output, m, final_line)) << r.output;
+  EXPECT_GE(std::stod(m[1]), 0.85) << r.output;
+}
+
 double FinalAccuracy(const std::string& output) {
   std::smatch m;
   static const std::regex final_line(R"(final test accuracy ([0-9.]+))");
