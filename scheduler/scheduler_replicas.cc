@@ -51,6 +51,12 @@ void SchedulerLoop::SendBackups(int32_t rank) {
 void SchedulerLoop::OnBackupSaid(Member& backup, const proto::Header& h) {
   if (!backup.info.standby()) return;
   const proto::Replica& r = h.replica();
+  backup.has_map = true;  // it installed the map before it could follow anyone
+  // A scheduler restarted on its data dir learns the rank's epoch again from its backups.
+  const Member* primary = members_.Primary(backup.info.rank());
+  if (primary != nullptr && primary->info.id() == r.primary()) {
+    epochs_[backup.info.rank()] = std::max(epochs_[backup.info.rank()], r.epoch());
+  }
   if (!r.synced()) {
     backup.follows = r.primary();
     backup.follows_epoch = r.epoch();

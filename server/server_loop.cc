@@ -155,6 +155,8 @@ void ServerLoop::Poll() {
     auto env = Receive(link_->socket(), zmq::recv_flags::dontwait, /*routed=*/false);
     if (!env) break;
     link_->Heard();
+    // A scheduler restarted on its data dir learns again what this backup follows and holds.
+    if (env->status.ok() && link_->SchedulerRestarted(env->message.header)) ReportReplica();
     if (env->status.ok()) HandleControl(*env);
   }
 }

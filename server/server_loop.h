@@ -103,6 +103,8 @@ class ServerLoop {
   void OnReplicate(Envelope& env);
   void OnPromote(const proto::Header& h);
   void MaybeReportSynced();
+  // A backup tells the scheduler whom it follows and (once) that it holds every partition.
+  void ReportReplica(bool synced = false);
   void Serve(DataRequest&& request);  // on the partition's owning thread
   void ApplyRound(const RoundSpec& round);
   int Owner(const Partition& p) const {

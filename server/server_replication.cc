@@ -62,12 +62,7 @@ void ServerLoop::OnBackups(const proto::Header& h) {
     epoch_ = r.epoch();
     // The scheduler names this backup to the primary only once it follows it: the primary's
     // first shipment cannot overtake this backup's word of it.
-    proto::Header follows;
-    follows.set_type(proto::BACKUPS);
-    follows.set_node(link_->id());
-    follows.mutable_replica()->set_epoch(epoch_);
-    follows.mutable_replica()->set_primary(primary_);
-    link_->Send(follows);
+    ReportReplica();
     return;
   }
   epoch_ = r.epoch();
@@ -164,15 +159,22 @@ void ServerLoop::MaybeReportSynced() {
   if (!standby_ || !map_ || synced_reported_ || primary_ < 0) return;
   if (snapshots_.load() < state_.store->num_partitions()) return;
   synced_reported_ = true;
+  ReportReplica(/*synced=*/true);
+  spdlog::info("holding every partition of rank {} from primary node {} (epoch {})", link_->rank(),
+               primary_, epoch_);
+}
+
+void ServerLoop::ReportReplica(bool synced) {
+  if (!standby_ || primary_ < 0) return;
   proto::Header h;
   h.set_type(proto::BACKUPS);
   h.set_node(link_->id());
   h.mutable_replica()->set_epoch(epoch_);
   h.mutable_replica()->set_primary(primary_);
+  link_->Send(h);  // it follows primary_
+  if (!synced && !synced_reported_) return;
   h.mutable_replica()->set_synced(true);
   link_->Send(h);
-  spdlog::info("holding every partition of rank {} from primary node {} (epoch {})", link_->rank(),
-               primary_, epoch_);
 }
 
 // The primary died: this backup serves the rank from here on. Its gate starts over at clock 0

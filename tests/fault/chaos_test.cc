@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/fault/exact_sums.h"
 #include "tests/integration/local_cluster.h"
 
 namespace hetps::testing {
@@ -24,8 +25,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// "small" is served by the network thread, "big" (1.2 MB) by an apply thread.
-const std::vector<TensorSpec> kTensors = {{"small", {1000}, 0}, {"big", {300000}, 1}};
+const std::vector<TensorSpec>& kTensors = kOnesTensors;
 constexpr int kSteps = 40;  // clocks per worker
 
 uint32_t Seed() {
@@ -43,16 +43,6 @@ ClusterOptions Options(const std::string& consistency, const ScratchDir& root, i
           .server_flags = {"--data_dir=" + root.str() + "/server{i}", "--init=zeros",
                            "--optimizer=sgd:lr=1", "--checkpoint_interval_ms=200",
                            "--consistency=" + consistency}};
-}
-
-// Every element of every tensor, as one value per tensor (they must all agree).
-void ExpectSums(Client& c, int64_t pushes_per_tensor) {
-  for (const TensorSpec& t : kTensors) {
-    std::vector<float> w(t.NumElements());
-    ASSERT_TRUE(c.Pull(t.name, w.data(), t.NumElements()).Wait().ok());
-    for (float v : w) ASSERT_EQ(v, w[0]) << t.name << " holds different sums in one tensor";
-    EXPECT_EQ(w[0], -static_cast<float>(pushes_per_tensor)) << t.name;
-  }
 }
 
 class ChaosTest : public ::testing::TestWithParam<std::string> {};
@@ -77,25 +67,7 @@ void RunWithKills(const std::string& consistency, int kills,
   std::atomic<int> acked{0};
   std::atomic<bool> failed{false};
   std::thread workers([&] {
-    LocalCluster::RunEach(3, [&](int i) {
-      std::vector<float> ones(300000, 1.0f);
-      while (clients[i]->clock() < kSteps && !failed) {
-        for (const TensorSpec& t : kTensors) {
-          Status s = clients[i]->Push(t.name, ones.data(), t.NumElements()).Wait();
-          if (!s.ok()) {
-            ADD_FAILURE() << "worker " << i << ": " << s.ToString();
-            failed = true;
-            return;
-          }
-          ++acked;
-        }
-        std::this_thread::sleep_for(10ms);
-        if (Status s = clients[i]->Clock(); !s.ok()) {
-          ADD_FAILURE() << "worker " << i << " clock: " << s.ToString();
-          failed = true;
-        }
-      }
-    });
+    LocalCluster::RunEach(3, [&](int i) { PushOnes(*clients[i], i, kSteps, acked, failed); });
   });
   // Each kill once the cluster made progress after the previous restart.
   constexpr int kTotal = 3 * kSteps * 2;
@@ -120,7 +92,7 @@ void RunWithKills(const std::string& consistency, int kills,
   ASSERT_EQ(acked.load(), kTotal);
   // The control plane works after the kills: a barrier of every worker, then the sums.
   LocalCluster::RunEach(3, [&](int i) { EXPECT_TRUE(clients[i]->Barrier().ok()); });
-  ExpectSums(*clients[0], 3 * kSteps);
+  ExpectOnesSums(*clients[0], 3 * kSteps);
   LocalCluster::RunEach(3, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
   auto st = cluster.scheduler().WaitExit(10s);
   ASSERT_TRUE(st.has_value()) << "the scheduler did not end the run";

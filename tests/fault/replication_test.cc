@@ -10,6 +10,7 @@
 #include <atomic>
 #include <thread>
 
+#include "tests/fault/exact_sums.h"
 #include "tests/integration/local_cluster.h"
 
 namespace hetps::testing {
@@ -17,8 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// "small" is served by the network thread, "big" (1.2 MB) by an apply thread.
-const std::vector<TensorSpec> kTensors = {{"small", {1000}, 0}, {"big", {300000}, 1}};
+const std::vector<TensorSpec>& kTensors = kOnesTensors;
 constexpr int kWorkers = 2;
 constexpr int kSteps = 40;  // clocks per worker
 
@@ -29,15 +29,6 @@ ClusterOptions Options(const std::string& consistency) {
           .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1", "--heartbeat_interval_ms=100",
                            "--consistency=" + consistency},
           .standbys = 2};
-}
-
-void ExpectSums(Client& c, int64_t pushes_per_tensor) {
-  for (const TensorSpec& t : kTensors) {
-    std::vector<float> w(t.NumElements());
-    ASSERT_TRUE(c.Pull(t.name, w.data(), t.NumElements()).Wait().ok());
-    for (float v : w) ASSERT_EQ(v, w[0]) << t.name << " holds different sums in one tensor";
-    EXPECT_EQ(w[0], -static_cast<float>(pushes_per_tensor)) << t.name;
-  }
 }
 
 // Workers that push ones to each tensor and clock kSteps times, counting acknowledged pushes.
@@ -64,30 +55,12 @@ class Pushers {
     ASSERT_FALSE(failed());
     ASSERT_EQ(acked(), kWorkers * kSteps * 2);
     LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients_[i]->Barrier().ok()); });
-    ExpectSums(*clients_[0], kWorkers * kSteps);
+    ExpectOnesSums(*clients_[0], kWorkers * kSteps);
     LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients_[i]->Finish().ok()); });
   }
 
  private:
-  void Run(int i) {
-    std::vector<float> ones(300000, 1.0f);
-    while (clients_[i]->clock() < kSteps && !failed_) {
-      for (const TensorSpec& t : kTensors) {
-        Status s = clients_[i]->Push(t.name, ones.data(), t.NumElements()).Wait();
-        if (!s.ok()) {
-          ADD_FAILURE() << "worker " << i << ": " << s.ToString();
-          failed_ = true;
-          return;
-        }
-        ++acked_;
-      }
-      std::this_thread::sleep_for(10ms);
-      if (Status s = clients_[i]->Clock(); !s.ok()) {
-        ADD_FAILURE() << "worker " << i << " clock: " << s.ToString();
-        failed_ = true;
-      }
-    }
-  }
+  void Run(int i) { PushOnes(*clients_[i], i, kSteps, acked_, failed_); }
 
   std::vector<std::unique_ptr<Client>> clients_;
   std::atomic<int> acked_{0};
@@ -137,6 +110,26 @@ TEST_P(ReplicationTest, AReplacementBackupSyncsWhileTrainingAndTakesTheNextFailu
   for (int i : {2, 3}) cluster.server(i).Signal(SIGKILL);
   for (int i : {2, 3}) ASSERT_TRUE(cluster.server(i).WaitExit(5s).has_value());
   std::printf("SIGKILL of the first standbys after %d acknowledged pushes\n", pushers.acked());
+  pushers.Finish();
+}
+
+// The scheduler (on its data dir) is SIGKILLed and restarted: the backups tell the new one whom
+// they follow and that they hold their ranks, so a primary killed afterwards still fails over.
+TEST_P(ReplicationTest, BackupsStillTakeOverAfterTheSchedulerWasRestarted) {
+  ScratchDir root("hetps-replicas");
+  ClusterOptions options = Options(GetParam());
+  options.scheduler_flags.push_back("--data_dir=" + root.str() + "/scheduler");
+  LocalCluster cluster(options);
+  Pushers pushers(cluster);
+  constexpr int kTotal = kWorkers * kSteps * 2;
+  pushers.WaitFor(kTotal / 4);
+  cluster.scheduler().Signal(SIGKILL);
+  ASSERT_TRUE(cluster.scheduler().WaitExit(5s).has_value());
+  cluster.RestartScheduler();
+  pushers.WaitFor(kTotal / 2);
+  std::printf("SIGKILL of server 0 after %d acknowledged pushes\n", pushers.acked());
+  cluster.server(0).Signal(SIGKILL);
+  ASSERT_TRUE(cluster.server(0).WaitExit(5s).has_value());
   pushers.Finish();
 }
 
