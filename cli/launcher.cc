@@ -24,6 +24,7 @@
 #include "cli/hosts.h"
 #include "cli/netns_links.h"
 #include "cli/run_keys.h"
+#include "cli/run_replicas.h"
 #include "cli/status.h"
 #include "cli/usage.h"
 #include "common/cut.h"
@@ -467,32 +468,6 @@ StatusOr<std::string> SetUpHosts(const LaunchArgs& args, const std::string& bin_
 
 // Brings the cluster up, supervises it and returns the launch's exit code.
 // `scheduler_host`: where the scheduler runs (-H), empty when here.
-// --replicas=R (routed to the scheduler): R standby servers per rank on this host, and failure
-// detection fast enough for a failover to pass in about a second (unless the flags say).
-Status SetUpReplicas(const LaunchArgs& args,
-                     std::map<std::string, std::vector<std::string>>& routed, int& standbys) {
-  const std::string value = LastFlagValue(routed.at("scheduler"), "replicas");
-  const int replicas = value.empty() ? 0 : std::atoi(value.c_str());
-  if (replicas <= 0) return Status();
-  if (!args.hosts.empty() || args.links == "netns" || args.max_restarts > 0) {
-    return Status::InvalidArgument(
-        "--replicas starts its standbys on this host, without -H, --links=netns or --restart "
-        "(a failed-over rank is backed up again by a new --standby server)");
-  }
-  standbys = replicas * args.servers;
-  if (LastFlagValue(routed.at("scheduler"), "heartbeat_timeout_ms").empty()) {
-    routed.at("scheduler").insert(routed.at("scheduler").begin(), "--heartbeat_timeout_ms=1000");
-  }
-  if (LastFlagValue(routed.at("server"), "heartbeat_interval_ms").empty()) {
-    routed.at("server").insert(routed.at("server").begin(), "--heartbeat_interval_ms=200");
-  }
-  if (LastFlagValue(routed.at("worker"), "server_recovery_timeout_ms").empty()) {
-    routed.at("worker").insert(routed.at("worker").begin(), "--server_recovery_timeout_ms=30000");
-  }
-  Say(fmt::format("{} standby server(s) per rank back the {} servers up", replicas, args.servers));
-  return Status();
-}
-
 int Run(const LaunchArgs& args, Supervisor& supervisor, const LocalClusterOptions& options,
         const std::vector<std::string>& worker_flags, const std::string& run_dir,
         const Netns& netns, const std::string& scheduler_host) {
@@ -540,8 +515,12 @@ int Launch(const LaunchArgs& args) {
                                   "--server_recovery_timeout_ms=60000");
     }
   }
-  int standbys = 0;
-  if (Status s = SetUpReplicas(args, *routed, standbys); !s.ok()) return Say(s.message()), 2;
+  auto standbys = SetUpReplicas(args, *routed);
+  if (!standbys.ok()) return Say(standbys.status().message()), 2;
+  if (*standbys > 0) {
+    Say(fmt::format("{} standby server(s) per rank back the {} servers up",
+                    *standbys / args.servers, args.servers));
+  }
   const std::string run_dir = RunDirPath(args);
   if (Status s = SetUpCheckpoints(args, run_dir, *routed); !s.ok()) return Say(s.message()), 2;
   auto secured = SecureLocalRun(args, run_dir, *routed);
@@ -578,7 +557,7 @@ int Launch(const LaunchArgs& args) {
     cluster.work_dir = tmpl;
     cluster.scheduler_flags = routed->at("scheduler");
     cluster.server_flags = routed->at("server");
-    cluster.standbys = standbys;
+    cluster.standbys = *standbys;
     Status placed;
     std::string scheduler_host;
     if (args.links == "netns") {
