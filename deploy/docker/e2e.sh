@@ -111,6 +111,9 @@ docker build -q --network host -f deploy/docker/Dockerfile --build-arg BASE="$HE
   --target systemd -t hetps-systemd:latest . >/dev/null
 say "images built in $(($(date +%s) - start)) s: $(docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep hetps | tr '\n' ' ')"
 
+# A run stopped hard (its private dockerd killed before its own teardown finished) leaves its
+# containers and volumes in the data root: a fresh start, not a resumed one.
+"${compose[@]}" --profile edge down -v --remove-orphans >/dev/null 2>&1 || true
 "${compose[@]}" up -d --no-build
 say "cluster up: $("${compose[@]}" ps --services | tr '\n' ' ')"
 logs() { "${compose[@]}" logs --no-color "$@" 2>/dev/null; }
