@@ -225,6 +225,9 @@ class CudaModel : public Model, public DeviceTraining {
       HETPS_CUDA(cudaMemsetAsync(sums_[t].get(), 0, n * sizeof(float), stream_));
     }
     if (scale != 1.0f) HETPS_CUBLAS(cublas_->sscal(blas_, n, &scale, grads_[t].get(), 1));
+    // The encoders read the gradient on their own non-blocking streams, which do not wait for
+    // this one: without the wait a push could carry the gradient before the sum was added.
+    HETPS_CUDA(cudaStreamSynchronize(stream_));
     return Status();
   }
 

@@ -77,7 +77,8 @@ class DeviceTraining {
   virtual const float* Gradient(size_t t) const = 0;  // device memory
   // The layer-wise schedule (hetps/layer_accumulator.h) on the device: not `due`, tensor t's
   // gradient is added to its device accumulator; due, the accumulator is added into the
-  // gradient, which is then multiplied by `scale` (1 / steps for a mean), and cleared.
+  // gradient, which is then multiplied by `scale` (1 / steps for a mean), and cleared; the
+  // gradient is then complete for readers on any stream (the device codecs have their own).
   virtual Status Accumulate(size_t t, bool due, float scale) = 0;
   // Squared L2 norms of tensor t's gradient and uploaded values (waits for the device).
   virtual StatusOr<std::pair<double, double>> Norms(size_t t) = 0;
