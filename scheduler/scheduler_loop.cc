@@ -485,6 +485,7 @@ void SchedulerLoop::Progress() {
     r.set_type(proto::SHARD_MAP);
     r.set_sender(kSchedulerId);
     *r.mutable_shard_map() = ToProto(*map_);
+    *r.mutable_layer_schedule() = layers_.Hint();  // declared only by workers
     for (const Arrival& a : waiting_for_map_) {
       r.set_request_id(a.request_id);
       Reply(a.identity, r);

@@ -35,6 +35,7 @@ void SchedulerLoop::HandleDeclare(const Envelope& env, const Member& m) {
     }
     proto::Header r = ReplyTo(h, proto::SHARD_MAP, kSchedulerId);
     *r.mutable_shard_map() = ToProto(*map_);
+    *r.mutable_layer_schedule() = layers_.Hint();
     return Reply(env.identity, r);
   }
   // Check the whole declaration before taking any of it.

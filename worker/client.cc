@@ -98,6 +98,9 @@ Status Client::DeclareTensors(const std::vector<TensorSpec>& tensors) {
   if (!reply.ok()) return reply.status();
   auto map = ShardMapFromProto(reply->shard_map());
   if (!map.ok()) return map.status();
+  // The layer-wise schedule comes with the map, so the first step already follows it (a
+  // heartbeat's copy would arrive some steps in, at a time that depends on the host).
+  if (reply->has_layer_schedule()) impl_->report.SetLayerSchedule(reply->layer_schedule());
   for (const TensorSpec& t : declared) {
     if (map->TensorId(t.name) < 0) {
       return Status::Internal(fmt::format("the shard map lacks declared tensor '{}'", t.name));

@@ -524,7 +524,8 @@ TEST(ClusterTest, PushesCarryTheLossTheWorkerSet) {
   EXPECT_EQ(w, std::vector<float>(2, -3.25f));
 }
 
-// The scheduler's layer-wise schedule reaches the workers on their heartbeat replies; a layer
+// The scheduler's layer-wise schedule reaches the workers with the shard map (so a run's first
+// step follows it, whatever the host's timing) and on their heartbeat replies; a layer
 // it pushes every K steps delivers exactly the sum of its K gradients to the servers; a switch
 // by `hetps ctl set layer_schedule=` reaches them live, and a refused spec changes nothing.
 TEST(ClusterTest, LayerScheduleAccumulatesExactlyAndSwitchesLive) {
@@ -536,8 +537,6 @@ TEST(ClusterTest, LayerScheduleAccumulatesExactlyAndSwitchesLive) {
   Client& c = *clients[0];
   const std::vector<TensorSpec> tensors = {{"shallow", {6}, 0}, {"deep", {6}, 1}};
   ASSERT_TRUE(c.DeclareTensors(tensors).ok());
-  // A heartbeat answered before the shard map was built names the schedule without periods
-  // (no layers yet): wait for one with them.
   auto arrived = [&](const std::string& prefix) {
     const LayerPeriods p = c.layer_schedule();
     return p.spec.starts_with(prefix) && p.periods.size() == 2;
@@ -548,7 +547,7 @@ TEST(ClusterTest, LayerScheduleAccumulatesExactlyAndSwitchesLive) {
     }
     return arrived(prefix);
   };
-  ASSERT_TRUE(wait_for("fixed:")) << c.layer_schedule().spec;
+  ASSERT_TRUE(arrived("fixed:")) << "not with the shard map: " << c.layer_schedule().spec;
   EXPECT_EQ(c.layer_schedule().Period(0), 1);
   EXPECT_EQ(c.layer_schedule().Period(1), 3);
 
