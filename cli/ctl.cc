@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "cli/scheduler_call.h"
@@ -40,6 +41,22 @@ Status ParseExport(const std::vector<std::string>& args, size_t i, CtlArgs& out)
   if (out.exports.table().empty() || out.exports.dir().empty()) {
     return Status::InvalidArgument("export needs --table=NAME and --out=DIR");
   }
+  return Status();
+}
+
+// drain-server --rank=N, from args[i + 1] on.
+Status ParseDrain(const std::vector<std::string>& args, size_t i, CtlArgs& out) {
+  out.command = CtlArgs::Command::kDrain;
+  for (++i; i < args.size(); ++i) {
+    if (args[i].rfind("--rank=", 0) != 0) {
+      return Status::InvalidArgument(
+          fmt::format("drain-server: unknown argument '{}' (drain-server --rank=N)", args[i]));
+    }
+    auto v = NonNegative("--rank", args[i].substr(7));
+    if (!v.ok()) return v.status();
+    out.rank = static_cast<int>(*v);
+  }
+  if (out.rank < 0) return Status::InvalidArgument("drain-server needs --rank=N");
   return Status();
 }
 
@@ -81,10 +98,15 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
     if (!timeout_given) out.timeout_ms = 600000;
     return out;
   }
+  if (i < args.size() && args[i] == "drain-server") {
+    if (Status s = ParseDrain(args, i, out); !s.ok()) return s;
+    if (!timeout_given) out.timeout_ms = 70000;  // the scheduler calls a drain off after 60 s
+    return out;
+  }
   if (i >= args.size() || args[i] != "set") {
     return Status::InvalidArgument(
-        "expected: set consistency=SPEC|layer_schedule=SPEC, checkpoint, or export --table=NAME "
-        "--out=DIR");
+        "expected: set consistency=SPEC|layer_schedule=SPEC, checkpoint, export --table=NAME "
+        "--out=DIR, or drain-server --rank=N");
   }
   for (++i; i < args.size(); ++i) {
     const std::string& kv = args[i];
@@ -139,6 +161,17 @@ StatusOr<std::string> RunCtl(const CtlArgs& args) {
         "table '{}' exported: {} rows, {} tombstones in {} bucket files ({} full) "
         "in {:.2f} s, {}",
         e.table(), e.rows(), e.tombstones(), e.files_size(), full, e.seconds(), e.dir());
+  }
+  if (args.command == CtlArgs::Command::kDrain) {
+    h.set_type(proto::DRAIN);
+    h.set_rank(args.rank);
+    const auto start = std::chrono::steady_clock::now();
+    auto r = CallScheduler(args.scheduler, args.auth, std::move(h), args.timeout_ms);
+    if (!r.ok()) return r.status();
+    return fmt::format(
+        "server rank {} handed from node {} to node {} (epoch {}) in {:.3f} s", r->rank(),
+        r->replica().primary(), r->node(), r->replica().epoch(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   h.set_type(proto::SET_POLICY);
   *h.mutable_policy() = args.policy;

@@ -12,6 +12,11 @@
 // `hetps ctl --scheduler=... export --table=NAME --out=DIR [--full]`: a sparse table's rows for
 // serving (scheduler/table_exports.h, server/table/table_export.h): every server writes its
 // buckets into DIR (made absolute here), then the scheduler MANIFEST.json; prints the totals.
+//
+// `hetps ctl --scheduler=... drain-server --rank=N`: hands server rank N to its backup (a
+// replicated cluster, --replicas >= 1, with a standby that holds the rank): the primary stops
+// taking requests, its backups acknowledge every update it took, it is retired (it exits) and
+// the backup serves the rank; the workers resend what waited. Returns once the backup serves.
 #pragma once
 
 #include <string>
@@ -24,12 +29,13 @@
 namespace hetps {
 
 struct CtlArgs {
-  enum class Command { kSet, kCheckpoint, kExport };
+  enum class Command { kSet, kCheckpoint, kExport, kDrain };
   Command command = Command::kSet;
   std::string scheduler;
   OperatorAuth auth = OperatorAuth::FromEnvironment();
   proto::Policy policy;        // kSet
   proto::TableExport exports;  // kExport: table, dir (absolute), full
+  int rank = -1;               // kDrain
   // kCheckpoint and kExport: 600000 unless given (writing a large model takes time)
   int timeout_ms = 10000;
 };

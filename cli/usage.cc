@@ -89,10 +89,10 @@ const std::vector<CommandUsage>& Commands() {
          "           names its keys (--auth=curve --keys=DIR) or says --insecure.\n"},
         {"ctl",
          "switch the consistency or layer schedule of a running cluster, take a whole-run "
-         "checkpoint, or export a sparse table",
+         "checkpoint, export a sparse table, or hand a server rank to its backup",
          "usage: hetps ctl --scheduler=tcp://host:port|--run_dir=RUN [--timeout_ms=T]\n"
          "                 set consistency=SPEC [layer_schedule=SPEC] | checkpoint |\n"
-         "                 export --table=NAME --out=DIR [--full]\n"
+         "                 export --table=NAME --out=DIR [--full] | drain-server --rank=N\n"
          "\n"
          "  ctl set  switch the consistency of a running cluster on every server, e.g.\n"
          "           set consistency=ssp:staleness=4 | set consistency=dssp:lower=2,range=8 |\n"
@@ -108,6 +108,10 @@ const std::vector<CommandUsage>& Commands() {
          "           its buckets into DIR (a new dir, on the servers' file system) and the\n"
          "           scheduler MANIFEST.json: the rows pushed since the table's previous export\n"
          "           and a tombstone for each key evicted or expired since; --full: every row\n"
+         "  ctl drain-server  hand server rank N to its backup (docs/replication.md; a cluster\n"
+         "           with --replicas and a standby holding the rank): the primary takes no more\n"
+         "           requests, its backups acknowledge all it took, it exits, the backup serves\n"
+         "           the rank and the workers resend what waited; returns once it serves\n"
          "\n"
          "  --run_dir=RUN reaches the cluster a local hetps launch runs in RUN: its scheduler's\n"
          "  endpoint and its keys are there. --auth=curve --keys=DIR [--key=NAME] (default:\n"

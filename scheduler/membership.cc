@@ -292,6 +292,12 @@ void Membership::MarkLeft(int32_t id) {
   }
 }
 
+void Membership::MarkDead(int32_t id) {
+  if (Member* m = ById(id); m != nullptr && m->state == Member::State::kAlive) {
+    m->state = Member::State::kDead;
+  }
+}
+
 std::vector<const Member*> Membership::Alive() const {
   std::vector<const Member*> alive;
   for (const Member& m : members_) {

@@ -81,6 +81,7 @@ class Membership {
   // Declares dead every live node silent for longer than `timeout`; returns their ids.
   std::vector<int32_t> ExpireSilent(SteadyTime now, std::chrono::milliseconds timeout);
   void MarkLeft(int32_t id);
+  void MarkDead(int32_t id);  // gone without being silent (a primary retired by a hand-over)
 
   // For a scheduler's data dir: every member as a record, and a table rebuilt from them (each
   // live member counts as heard from at `now`, so one that died meanwhile expires as usual).

@@ -30,6 +30,7 @@ Status SchedulerLoop::Authorize(const Envelope& env) {
     case proto::SET_POLICY:
     case proto::CHECKPOINT:
     case proto::EXPORT:
+    case proto::DRAIN:
       if (*role == KeyRole::kOperator) return Status();
       return Status::PermissionDenied(fmt::format("{} needs an operator key; this is a {} key",
                                                   proto::MsgType_Name(h.type()),
@@ -250,6 +251,11 @@ void SchedulerLoop::OnDead(int32_t id) {
   auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - m->last_seen);
   spdlog::error("node {} ({} rank {}, pid {}) silent for {} ms: declared dead", id,
                 proto::Role_Name(m->info.role()), m->info.rank(), m->info.pid(), silent.count());
+  Depart(id);
+}
+
+void SchedulerLoop::Depart(int32_t id) {
+  const Member* m = members_.ById(id);
   outbox_.Forget(m->identity);
   Save();
   Broadcast(AboutNode(proto::NODE_DEAD, id));

@@ -272,6 +272,7 @@ void SchedulerLoop::Serve() {
       Handle(*env);
     }
     for (int32_t id : members_.ExpireSilent(Clock::now(), timeout)) OnDead(id);
+    ExpireDrains();
     outbox_.Flush();
     if (Now() - last_observed_ >= 0.2) Observe();
     SendJoins();
@@ -318,6 +319,7 @@ void SchedulerLoop::Handle(Envelope& env) {
     return exports_.Request({-1, h.request_id(), env.identity}, h.table_export(),
                             map_ ? &*map_ : nullptr, Now());
   }
+  if (h.type() == proto::DRAIN) return StartDrain(env);  // likewise
   if (h.type() == proto::STATUS) {  // likewise; as of the last Observe(), at most 200 ms ago
     proto::Header r = ReplyTo(h, proto::STATUS, kSchedulerId);
     SetFigures();
@@ -373,6 +375,9 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
       return;
     case proto::PROMOTED:
       if (!worker) OnPromoted(*m, h);
+      return;
+    case proto::DRAINED:
+      if (!worker) OnDrained(*m, h);
       return;
     case proto::POLICY_ACK:
       return OnPolicyAnswer(*m, h);
@@ -458,9 +463,13 @@ void SchedulerLoop::DispatchRound(proto::MsgType type, const Arrival& arrival,
 
 // A node's ERROR that answers no policy change: logged, and a rejected shard map fails every
 // worker waiting for it.
-void SchedulerLoop::OnNodeError(const Member& m, const proto::Header& h) {
+void SchedulerLoop::OnNodeError(Member& m, const proto::Header& h) {
   spdlog::error("node {} reported: {}", m.info.id(), StatusOf(h).ToString());
   if (promoting_.contains(m.info.id())) return OnPromoted(m, h);
+  if (auto d = drains_.find(m.info.rank());
+      d != drains_.end() && d->second.primary == m.info.id()) {
+    return OnDrained(m, h);
+  }
   if (pending_acks_.erase(m.info.id()) == 0) return;
   for (const Arrival& a : waiting_for_map_) {
     proto::Header req;

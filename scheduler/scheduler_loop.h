@@ -109,7 +109,10 @@ class SchedulerLoop {
   // the cluster is done or stopped.
   Status Bind(const std::string& bind);
   void Serve();
-  void OnNodeError(const Member& member, const proto::Header& h);
+  void OnNodeError(Member& member, const proto::Header& h);
+  // A node that is gone (declared dead, or retired after a hand-over): every part of the
+  // scheduler forgets it, and a primary's rank fails over.
+  void Depart(int32_t id);
   Status Authorize(const Envelope& env);
   // A worker registers in this scheduler's clock (wall or virtual) or not at all.
   Status SameClock(const proto::Header& registration) const;
@@ -160,6 +163,13 @@ class SchedulerLoop {
   void OnBackupSaid(Member& backup, const proto::Header& h);
   void FailOver(int32_t dead);
   void OnPromoted(const Member& m, const proto::Header& h);
+  // Planned hand-overs (hetps ctl drain-server; scheduler_drain.cc): an operator's DRAIN of a
+  // rank goes to its primary, whose DRAINED (every update on the backups) retires it and
+  // promotes a synced backup; the operator hears once the backup serves, or why not.
+  void StartDrain(const Envelope& env);
+  void OnDrained(Member& primary, const proto::Header& h);
+  void FinishDrain(int32_t rank, const Status& s, const Member* serving = nullptr);
+  void ExpireDrains();
   proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
   // NODE_DEAD / NODE_LEFT: a message of `type` about node `id`.
   static proto::Header AboutNode(proto::MsgType type, int32_t id) {
@@ -215,6 +225,12 @@ class SchedulerLoop {
   std::set<int32_t> restoring_;        // restarted servers installing the shard map
   std::map<int32_t, int64_t> epochs_;  // per server rank, its primary's term (from 1)
   std::set<int32_t> promoting_;        // backups told to take their rank over
+  struct Drain {
+    Arrival requester;  // the operator
+    int32_t primary = -1;
+    double since = 0;
+  };
+  std::map<int32_t, Drain> drains_;  // by rank
   struct Joining {
     std::string identity;
     proto::NodeInfo info;

@@ -107,10 +107,11 @@ void SchedulerLoop::OnPromoted(const Member& m, const proto::Header& h) {
   if (h.type() == proto::ERROR) {
     spdlog::error("node {} could not take server rank {} over: {}", m.info.id(), m.info.rank(),
                   h.error_message());
-    return;
+    return FinishDrain(m.info.rank(), StatusOf(h));
   }
   AnnounceServerBack(m);
   SendBackups(m.info.rank());  // the rank's other backups follow the new primary
+  FinishDrain(m.info.rank(), Status(), &m);
 }
 
 }  // namespace hetps

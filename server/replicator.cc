@@ -101,6 +101,7 @@ void Replicator::Ship(int32_t pid, const proto::LogRecord& record, const float* 
   } else if (n > 0) {
     item->values = zmq::message_t(values, bytes);
   }
+  unsettled_.fetch_add(1, std::memory_order_acq_rel);
   if (reply != nullptr) {
     item->identity = identity;
     item->reply = std::move(*reply);
@@ -117,6 +118,7 @@ void Replicator::ShipSnapshot(const PartitionState& part, const std::vector<int3
   proto::PartitionCheckpoint checkpoint;
   part.Save(checkpoint);
   checkpoint.SerializeToString(&item->body);
+  unsettled_.fetch_add(1, std::memory_order_acq_rel);
   Enqueue(std::move(item));
 }
 
@@ -161,6 +163,7 @@ void Replicator::Loop() {
         if (item->reply) p.reply = std::move(*item->reply);
         p.payload = std::move(item->payload);
         release(p, fenced() ? fenced_reason_ : std::string());
+        unsettled_.fetch_sub(1, std::memory_order_acq_rel);
         continue;
       }
       Handle(std::move(item));
@@ -173,6 +176,7 @@ void Replicator::Loop() {
       }
       release(*it->second, fenced() ? fenced_reason_ : std::string());
       it = pending_.erase(it);
+      unsettled_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
 }

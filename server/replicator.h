@@ -63,6 +63,10 @@ class Replicator {
   // `part`'s whole state to the backups `to` (from SetBackups). REQUIRES: called by its owner.
   void ShipSnapshot(const PartitionState& part, const std::vector<int32_t>& to);
 
+  // Whether every record and snapshot handed over so far was acknowledged by every backup it
+  // went to (or released without them): a drained primary holds nothing its backups lack.
+  bool settled() const { return unsettled_.load(std::memory_order_acquire) == 0; }
+
   // Shipped and acknowledged records, for reports.
   int64_t shipped() const { return shipped_.load(std::memory_order_relaxed); }
   int64_t shipped_bytes() const { return shipped_bytes_.load(std::memory_order_relaxed); }
@@ -89,6 +93,7 @@ class Replicator {
   std::atomic<bool> active_{false}, fenced_{false};
   std::string fenced_reason_;  // written before fenced_ is set
   std::atomic<int64_t> shipped_{0}, shipped_bytes_{0};
+  std::atomic<int64_t> unsettled_{0};  // records and snapshots handed over, not yet released
   // Owned by the thread:
   std::vector<std::unique_ptr<Backup>> backups_;
   std::unordered_map<uint64_t, std::unique_ptr<Pending>> pending_;  // by shipment

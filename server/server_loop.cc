@@ -109,6 +109,7 @@ Status ServerLoop::Run() {
   while (!shutdown_ && !stop_.load() && fatal_.ok()) {
     Poll();
     MaybeReportSynced();
+    MaybeFinishDrain();
     if (replicator_->fenced()) fatal_ = Status::Aborted(replicator_->fenced_reason());
     ProgressCut();
     MaybeCheckpoint();
@@ -133,7 +134,7 @@ void ServerLoop::Poll() {
                              {link_->socket().handle(), 0, ZMQ_POLLIN, 0}};
   zmq::poll(items, 3, std::chrono::milliseconds(100));
   link_->MaybeHeartbeat();
-  if (map_) gate_->Tick();  // deadlines (semi_async rounds)
+  if (map_ && !drain_) gate_->Tick();  // deadlines (semi_async rounds)
   // Replies first: they free memory and unblock workers.
   for (int n = 0; n < 1024 && (items[1].revents & ZMQ_POLLIN); ++n) {
     std::vector<zmq::message_t> frames;
@@ -156,7 +157,11 @@ void ServerLoop::Poll() {
     if (!env) break;
     link_->Heard();
     // A scheduler restarted on its data dir learns again what this backup follows and holds.
-    if (env->status.ok() && link_->SchedulerRestarted(env->message.header)) ReportReplica();
+    // A drain it asked for is forgotten: this server serves again.
+    if (env->status.ok() && link_->SchedulerRestarted(env->message.header)) {
+      ReportReplica();
+      OnResume();
+    }
     if (env->status.ok()) HandleControl(*env);
   }
 }
@@ -265,6 +270,10 @@ void ServerLoop::HandleControl(Envelope& env) {
       return OnBackups(h);
     case proto::PROMOTE:
       return OnPromote(h);
+    case proto::DRAIN:
+      return OnDrain(h);
+    case proto::RESUME:
+      return OnResume();
     case proto::SHUTDOWN:
       spdlog::info("shutdown requested by the scheduler");
       shutdown_ = true;

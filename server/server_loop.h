@@ -105,6 +105,13 @@ class ServerLoop {
   void MaybeReportSynced();
   // A backup tells the scheduler whom it follows and (once) that it holds every partition.
   void ReportReplica(bool synced = false);
+  // A planned hand-over (scheduler DRAIN; server_drain.cc): requests wait unanswered; once
+  // every owner finished what it took and the replicator holds no unacknowledged shipment,
+  // DRAINED tells the scheduler, which retires this server (SHUTDOWN: the workers resend what
+  // waited to the promoted backup) or has it serve again (RESUME, or a restarted scheduler).
+  void OnDrain(const proto::Header& h);
+  void OnResume();
+  void MaybeFinishDrain();
   void Serve(DataRequest&& request);  // on the partition's owning thread
   void ApplyRound(const RoundSpec& round);
   int Owner(const Partition& p) const {
@@ -179,6 +186,13 @@ class ServerLoop {
     std::chrono::steady_clock::time_point writing_since;
   };
   std::optional<PendingCut> cut_;
+  struct Draining {
+    proto::Header request;
+    std::deque<Envelope> deferred;  // in arrival order
+    std::shared_ptr<std::atomic<int>> owners_done = std::make_shared<std::atomic<int>>(0);
+    bool said = false;  // DRAINED sent
+  };
+  std::optional<Draining> drain_;
   // While a batch is served: its worker and the answers collected for it.
   struct Answers {
     std::string identity;

@@ -94,6 +94,10 @@ void ServerLoop::HandleWorker(Envelope& env) {
   if (env.status.ok() && h.type() == proto::CMA_ATTACH) return AttachCma(env);
   if (env.status.ok() && h.type() == proto::CMA_REVOKE) return RevokeCma(env);
   if (Status s = CheckRequest(env); !s.ok()) return Reject(env, s);
+  if (drain_) {
+    drain_->deferred.push_back(std::move(env));  // handing the rank over: unanswered for now
+    return;
+  }
   if (h.type() == proto::CLOCK_SYNC) return gate_->Observe(h);
   if (cut_ && !cut_->job && h.clock() >= cut_->cut.clock()) {
     cut_->deferred.push_back(std::move(env));  // after the checkpoint's clock: waits for it

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "tests/fault/exact_sums.h"
@@ -151,6 +153,60 @@ TEST_P(ReplicationTest, AFrozenPrimaryResumedAfterItsBackupWasPromotedIsFencedOu
   ASSERT_TRUE(st.has_value()) << "the resumed old primary kept running";
   EXPECT_NE(WEXITSTATUS(*st), 0);
   pushers.Finish();
+}
+
+// An operator hands each rank to its backup in turn (hetps ctl drain-server) while the workers
+// push: the primary takes no more requests, exits cleanly once its backup holds every update
+// it took, and the backup serves the rank; the workers resend what waited. Exact sums.
+TEST_P(ReplicationTest, DrainedPrimariesHandTheirRanksToTheirBackups) {
+  LocalCluster cluster(Options(GetParam()));
+  Pushers pushers(cluster);
+  constexpr int kTotal = kWorkers * kSteps * 2;
+  std::set<int> gone;  // servers (cluster.server(i)) that exited
+  for (int rank : {0, 1}) {
+    pushers.WaitFor(kTotal * (rank + 1) / 3);
+    // Refused until the rank's standby holds all of it (it syncs as the run starts).
+    const std::string drain = "drain-server --rank=" + std::to_string(rank);
+    int rc = cluster.Ctl(drain);
+    for (int tries = 0; rc != 0 && tries < 50; ++tries) {
+      std::this_thread::sleep_for(100ms);
+      rc = cluster.Ctl(drain);
+    }
+    ASSERT_EQ(rc, 0) << "rank " << rank << " was not handed over";
+    std::printf("rank %d handed over after %d acknowledged pushes\n", rank, pushers.acked());
+    // Which process served the rank depends on the order they registered in: the one that
+    // exits now. It exits cleanly.
+    std::optional<int> st;
+    for (int tries = 0; !st && tries < 100; ++tries) {
+      for (int i = 0; i < 4 && !st; ++i) {
+        if (!gone.contains(i) && (st = cluster.server(i).WaitExit(25ms))) gone.insert(i);
+      }
+    }
+    ASSERT_TRUE(st.has_value()) << "the drained primary kept running";
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+    // Drained again: the rank's primary is the former standby, which has no backup now.
+    EXPECT_NE(cluster.Ctl(drain), 0);
+  }
+  pushers.Finish();
+  auto st = cluster.scheduler().WaitExit(10s);
+  ASSERT_TRUE(st.has_value()) << "the scheduler did not end the run";
+  EXPECT_EQ(WEXITSTATUS(*st), 0);
+}
+
+// A drain the cluster cannot do is refused with its reason and changes nothing: no standby
+// holds the rank, no such rank, a malformed command; the run goes on and ends exact.
+TEST_P(ReplicationTest, ADrainWithoutABackupIsRefusedAndTheRankKeepsServing) {
+  ClusterOptions options = Options(GetParam());
+  options.standbys = 0;
+  LocalCluster cluster(options);
+  Pushers pushers(cluster);
+  pushers.WaitFor(kWorkers * kSteps / 2);
+  EXPECT_NE(cluster.Ctl("drain-server --rank=0"), 0);
+  EXPECT_NE(cluster.Ctl("drain-server --rank=7"), 0);
+  EXPECT_NE(cluster.Ctl("drain-server"), 0);
+  EXPECT_NE(cluster.Ctl("drain-server --rank=x"), 0);
+  pushers.Finish();
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(cluster.server(i).WaitExit(10s).has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(Consistency, ReplicationTest, ::testing::Values("asp", "bsp"));

@@ -41,6 +41,22 @@ TEST(CtlTest, ParsesAnExportWithItsDirMadeAbsolute) {
   EXPECT_EQ(a->exports.dir(), "/x");
 }
 
+TEST(CtlTest, ParsesADrainOfARank) {
+  auto a = ParseCtlArgs({"--scheduler=tcp://h:7", "drain-server", "--rank=3"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->command, CtlArgs::Command::kDrain);
+  EXPECT_EQ(a->rank, 3);
+  EXPECT_EQ(a->timeout_ms, 70000);  // beyond the scheduler's 60 s bound on a drain
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"drain-server"},
+                                              {"drain-server", "--rank=-1"},
+                                              {"drain-server", "--rank=1", "--now"},
+                                              {"drain-server", "--rank="}}) {
+    std::vector<std::string> args = {"--scheduler=tcp://h:7"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    EXPECT_FALSE(ParseCtlArgs(args).ok()) << bad.back();
+  }
+}
+
 TEST(CtlTest, RefusesWhatItCannotSend) {
   EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--table=t"}).ok());
   EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--out=/x"}).ok());

@@ -1,0 +1,134 @@
+// SchedulerLoop: planned hand-overs of server ranks (hetps ctl drain-server; scheduler_loop.h,
+// docs/replication.md). A rank whose backup holds all of it can be moved off its primary's
+// machine without a failure: the primary stops taking requests, waits until its backups
+// acknowledged every record, says DRAINED and is retired; the backup is promoted as after a
+// failure, minus the wait for the heartbeat timeout, and the workers resend what waited.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "scheduler/scheduler_loop.h"
+
+namespace hetps {
+namespace {
+
+// A drain not finished in this time is called off (the primary serves again).
+constexpr double kDrainSeconds = 60;
+
+}  // namespace
+
+void SchedulerLoop::StartDrain(const Envelope& env) {
+  const proto::Header& h = env.message.header;
+  const int32_t rank = h.rank();
+  auto refuse = [&](const Status& s) {
+    spdlog::warn("drain of server rank {} refused: {}", rank, s.message());
+    Reply(env.identity, ErrorReply(h, s, kSchedulerId));
+  };
+  if (members_.replicas() == 0) {
+    return refuse(Status::FailedPrecondition(
+        "the cluster keeps no backups (--replicas=0): a rank is handed only to a backup that "
+        "holds it"));
+  }
+  if (!map_) return refuse(Status::Unavailable("the cluster has not started (no shard map yet)"));
+  if (rank < 0 || rank >= options_.num_servers) {
+    return refuse(Status::InvalidArgument(
+        fmt::format("no server rank {} (ranks 0..{})", rank, options_.num_servers - 1)));
+  }
+  if (drains_.contains(rank)) {
+    return refuse(Status::FailedPrecondition(fmt::format("rank {} is being drained", rank)));
+  }
+  const Member* primary = members_.Primary(rank);
+  if (primary == nullptr) {
+    return refuse(Status::Unavailable(fmt::format("rank {} has no live primary", rank)));
+  }
+  for (const Member* b : members_.Backups(rank)) {
+    if (promoting_.contains(b->info.id())) {
+      return refuse(Status::Unavailable(fmt::format("rank {} is failing over", rank)));
+    }
+  }
+  bool synced = false;
+  for (const Member* b : members_.Backups(rank)) synced |= b->synced_epoch == epochs_[rank];
+  if (!synced) {
+    return refuse(Status::FailedPrecondition(fmt::format(
+        "server rank {} has no backup holding all its partitions: start a standby "
+        "(hetps-server --standby), wait until the scheduler logs that it holds the rank, then "
+        "drain",
+        rank)));
+  }
+  drains_[rank] = {{-1, h.request_id(), env.identity}, primary->info.id(), Now()};
+  proto::Header d;
+  d.set_type(proto::DRAIN);
+  d.set_sender(kSchedulerId);
+  d.set_rank(rank);
+  Reply(primary->identity, d);
+  spdlog::info("server rank {}: draining node {} (an operator asked)", rank, primary->info.id());
+}
+
+// The primary holds nothing its backups lack and takes no requests: it is retired and a synced
+// backup promoted; if none is left (it died meanwhile), the primary serves again.
+void SchedulerLoop::OnDrained(Member& primary, const proto::Header& h) {
+  const int32_t rank = primary.info.rank();
+  auto d = drains_.find(rank);
+  if (d == drains_.end() || d->second.primary != primary.info.id()) return;
+  if (h.type() == proto::ERROR) return FinishDrain(rank, StatusOf(h));
+  bool synced = false;
+  for (const Member* b : members_.Backups(rank)) synced |= b->synced_epoch == epochs_[rank];
+  if (!synced) {
+    proto::Header resume;
+    resume.set_type(proto::RESUME);
+    resume.set_sender(kSchedulerId);
+    Reply(primary.identity, resume);
+    return FinishDrain(rank, Status::Unavailable(fmt::format(
+                                 "rank {} lost its synced backup during the drain; node {} "
+                                 "serves it again",
+                                 rank, primary.info.id())));
+  }
+  proto::Header bye;
+  bye.set_type(proto::SHUTDOWN);
+  bye.set_sender(kSchedulerId);
+  Reply(primary.identity, bye);
+  spdlog::warn("server rank {}: node {} holds nothing its backups lack; retiring it", rank,
+               primary.info.id());
+  members_.MarkDead(primary.info.id());
+  Depart(primary.info.id());  // promotes a synced backup (FailOver)
+}
+
+// Answers the operator: `serving` took the rank over, or why the drain ended without it.
+void SchedulerLoop::FinishDrain(int32_t rank, const Status& s, const Member* serving) {
+  auto d = drains_.find(rank);
+  if (d == drains_.end()) return;
+  proto::Header req;
+  req.set_request_id(d->second.requester.request_id);
+  if (!s.ok() || serving == nullptr) {
+    spdlog::error("drain of server rank {} failed: {}", rank, s.message());
+    Reply(d->second.requester.identity, ErrorReply(req, s, kSchedulerId));
+  } else {
+    proto::Header r = ReplyTo(req, proto::DRAIN, kSchedulerId);
+    r.set_rank(rank);
+    r.set_node(serving->info.id());
+    r.mutable_replica()->set_primary(d->second.primary);
+    r.mutable_replica()->set_epoch(epochs_[rank]);
+    spdlog::info("server rank {}: handed from node {} to node {} in {:.3f} s (epoch {})", rank,
+                 d->second.primary, serving->info.id(), Now() - d->second.since, epochs_[rank]);
+    Reply(d->second.requester.identity, r);
+  }
+  drains_.erase(d);
+}
+
+void SchedulerLoop::ExpireDrains() {
+  for (auto it = drains_.begin(); it != drains_.end();) {
+    const auto [rank, d] = *it++;
+    if (Now() - d.since < kDrainSeconds) continue;
+    const Member* primary = members_.ById(d.primary);
+    if (primary != nullptr && primary->state == Member::State::kAlive) {
+      proto::Header resume;
+      resume.set_type(proto::RESUME);
+      resume.set_sender(kSchedulerId);
+      Reply(primary->identity, resume);
+    }
+    FinishDrain(rank, Status::DeadlineExceeded(fmt::format(
+                          "rank {} did not hand over in {:.0f} s; its primary serves again", rank,
+                          kDrainSeconds)));
+  }
+}
+
+}  // namespace hetps

@@ -1,0 +1,51 @@
+// ServerLoop: a planned hand-over of this primary's rank to its backup (hetps ctl
+// drain-server; server_loop.h, docs/replication.md). Nothing is lost or doubled: a request
+// taken before the drain is logged, shipped and answered once the backups acknowledged it; one
+// that arrives during it waits unanswered, and the workers resend it to the promoted backup
+// (which applies each numbered update once) or, if the drain is called off, it is served here.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "server/server_loop.h"
+
+namespace hetps {
+
+void ServerLoop::OnDrain(const proto::Header& h) {
+  if (standby_ || !map_) {
+    link_->Send(ErrorReply(h,
+                           Status::FailedPrecondition(standby_ ? "a backup has no rank to hand over"
+                                                               : "no shard map installed yet"),
+                           link_->id()));
+    return;
+  }
+  if (drain_) return;  // a repeat
+  drain_.emplace();
+  drain_->request = h;
+  // Each apply thread counts itself done once it reaches this task: everything handed to it
+  // before has been logged and shipped.
+  for (int k = 0; k < options_.threads; ++k) {
+    apply_threads_->Run(k, [done = drain_->owners_done](zmq::socket_t&) { done->fetch_add(1); });
+  }
+  spdlog::warn("draining rank {}: taking no requests until the backups hold every update",
+               link_->rank());
+}
+
+void ServerLoop::MaybeFinishDrain() {
+  if (!drain_ || drain_->said) return;
+  if (drain_->owners_done->load() < options_.threads || !replicator_->settled()) return;
+  drain_->said = true;
+  link_->Send(ReplyTo(drain_->request, proto::DRAINED, link_->id()));
+  spdlog::warn("rank {}: the backups hold every update; {} request(s) wait for the new primary",
+               link_->rank(), drain_->deferred.size());
+}
+
+void ServerLoop::OnResume() {
+  if (!drain_) return;
+  std::deque<Envelope> deferred = std::move(drain_->deferred);
+  drain_.reset();
+  spdlog::warn("drain of rank {} called off: serving again ({} request(s) waited)", link_->rank(),
+               deferred.size());
+  ReleaseDeferred(std::move(deferred));
+}
+
+}  // namespace hetps
