@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
@@ -132,5 +133,14 @@ Status BenchCluster::KillServer(int i) {
 }
 
 Status BenchCluster::RestartServer(int i) { return cluster_->RestartServer(i).status(); }
+
+Status BenchCluster::StartStandby() { return cluster_->StartStandby().status(); }
+
+int BenchCluster::Ctl(const std::string& args) const {
+  const std::string cmd = fmt::format("'{}/hetps' ctl --scheduler={} {} >>'{}' 2>&1", SelfDir(),
+                                      endpoint(), args, log_);
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 
 }  // namespace hetps::bench

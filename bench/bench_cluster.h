@@ -47,6 +47,10 @@ class BenchCluster {
   Status KillServer(int i);
   // Starts server `i` again with its flags (after it exited).
   Status RestartServer(int i);
+  // Starts one more standby server (the scheduler needs --replicas).
+  Status StartStandby();
+  // Runs `hetps ctl` against this cluster (its output goes to the log); returns its exit code.
+  int Ctl(const std::string& args) const;
   std::vector<std::unique_ptr<Client>>& clients() { return clients_; }
   const std::string& log_path() const { return log_; }
   const std::string& dir() const { return dir_; }

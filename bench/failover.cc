@@ -69,6 +69,17 @@ struct Stall {
   int64_t pushes = 0;
 };
 
+// A rank moved to a new process while two workers push: a standby started into the running
+// cluster copies the rank (sync), then `hetps ctl drain-server` hands it over (drain). Times in
+// seconds from the workers' start.
+struct Move {
+  double standby_at = 0, drain_from = -1, drained_at = -1;
+  double before_s = 0, sync_stall_s = 0, drain_stall_s = 0;
+  double median_gap_s = 0;  // a push's usual time, for scale
+  bool exact = false;
+  int64_t pushes = 0;
+};
+
 StatusOr<Stall> MeasureStall(int mib, const FailoverBenchOptions& o) {
   const TensorSpec t{"model", {int64_t{mib} << 18}, 0};
   auto cluster = BenchCluster::Start(Cluster(1, 2, o.heartbeat_timeout_ms));
@@ -123,7 +134,114 @@ StatusOr<Stall> MeasureStall(int mib, const FailoverBenchOptions& o) {
   return r;
 }
 
+// The completion times (seconds from `origin`) of each worker's pushes; the longest gap
+// between two that overlaps [from, to].
+double LongestGap(const std::vector<std::vector<double>>& done, double from, double to) {
+  double longest = 0;
+  for (const std::vector<double>& times : done) {
+    for (size_t i = 1; i < times.size(); ++i) {
+      if (times[i] >= from && times[i - 1] <= to)
+        longest = std::max(longest, times[i] - times[i - 1]);
+    }
+  }
+  return longest;
+}
+
+StatusOr<Move> MeasureMove(int mib) {
+  const TensorSpec t{"model", {int64_t{mib} << 18}, 0};
+  // Failure detection as deployed (5 s): copying a large rank keeps both cores busy, and
+  // nothing here is about detecting a failure.
+  BenchClusterOptions options = Cluster(1, 2, 5000);
+  options.standbys = 0;  // added while the workers push
+  auto cluster = BenchCluster::Start(options);
+  if (!cluster.ok()) return cluster.status();
+  BenchCluster& bc = **cluster;
+  if (Status s = bc.ConnectAndDeclare({t}, /*server_recovery_timeout_ms=*/30000); !s.ok()) {
+    return s;
+  }
+  const auto origin = Clock::now();
+  auto since = [&] { return std::chrono::duration<double>(Clock::now() - origin).count(); };
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<double>> done(2);
+  std::vector<Status> failure(2);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.emplace_back([&, w] {
+      std::vector<float> ones(t.NumElements(), 1.0f);
+      while (!stop.load() && failure[w].ok()) {
+        failure[w] = bc.clients()[w]->Push(t.name, ones.data(), t.NumElements()).Wait();
+        done[w].push_back(since());
+      }
+    });
+  }
+  Move r;
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  r.standby_at = since();
+  Status s = bc.StartStandby();
+  // The standby backs up one rank; a drain of it is refused until it holds all of it, a drain
+  // of the other always.
+  // Bounded: a copy that takes minutes, or a cluster that fell apart, ends the measurement.
+  while (s.ok() && r.drained_at < 0 && since() < r.standby_at + 120) {
+    for (int rank = 0; rank < 2 && r.drained_at < 0 && s.ok(); ++rank) {
+      const double start = since();
+      const int rc = bc.Ctl(fmt::format("--timeout_ms=20000 drain-server --rank={}", rank));
+      if (rc == 0) {
+        r.drain_from = start;
+        r.drained_at = since();
+      } else if (rc != 1 || !failure[0].ok() || !failure[1].ok()) {
+        s = Status::Internal(fmt::format("hetps ctl drain-server ended with {}", rc));
+      }
+    }
+    if (r.drained_at < 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  stop = true;
+  for (std::thread& w : workers) w.join();
+  if (!s.ok()) return s;
+  for (const Status& f : failure) {
+    if (!f.ok()) return f;
+  }
+  if (r.drained_at < 0) {
+    return Status::DeadlineExceeded("the standby did not hold its rank within 120 s");
+  }
+  std::vector<float> values(t.NumElements());
+  if (s = bc.clients()[0]->Pull(t.name, values.data(), t.NumElements()).Wait(); !s.ok()) return s;
+  r.pushes = static_cast<int64_t>(done[0].size() + done[1].size());
+  r.exact = std::all_of(values.begin(), values.end(),
+                        [&](float v) { return v == -static_cast<float>(r.pushes); });
+  std::vector<double> gaps;
+  for (const std::vector<double>& times : done) {
+    for (size_t i = 1; i < times.size(); ++i) gaps.push_back(times[i] - times[i - 1]);
+  }
+  std::sort(gaps.begin(), gaps.end());
+  r.median_gap_s = gaps.empty() ? 0 : gaps[gaps.size() / 2];
+  r.before_s = LongestGap(done, 0, r.standby_at);
+  r.sync_stall_s = LongestGap(done, r.standby_at, r.drain_from);
+  r.drain_stall_s = LongestGap(done, r.drain_from, r.drained_at);
+  return r;
+}
+
 }  // namespace
+
+int RunMoveBench(const std::vector<int>& mib) {
+  for (int m : mib) {
+    auto r = MeasureMove(m);
+    if (!r.ok()) {
+      std::fprintf(stderr, "move %d MiB: %s\n", m, r.status().ToString().c_str());
+      return 1;
+    }
+    std::printf(
+        "{\"bench\": \"move\", \"mb\": %d, \"sync_s\": %.3f, \"sync_stall_s\": %.3f, "
+        "\"drain_s\": %.3f, \"drain_stall_s\": %.3f, \"longest_gap_before_s\": %.3f, "
+        "\"median_gap_s\": %.3f, "
+        "\"pushes\": %lld, \"exact\": %s}\n",
+        m, r->drain_from - r->standby_at, r->sync_stall_s, r->drained_at - r->drain_from,
+        r->drain_stall_s, r->before_s, r->median_gap_s, static_cast<long long>(r->pushes),
+        r->exact ? "true" : "false");
+    std::fflush(stdout);
+  }
+  return 0;
+}
 
 int RunFailoverBench(const FailoverBenchOptions& o) {
   for (int mib : o.mib) {

@@ -23,4 +23,12 @@ struct FailoverBenchOptions {
 
 int RunFailoverBench(const FailoverBenchOptions& o);
 
+// hetps-bench move: a server rank moved to a new process while two workers push a `mib` MiB
+// tensor (two servers, --replicas=1, no standby at first): a standby is started into the
+// running cluster and copies the rank while training goes on (`sync_s`, and `sync_stall_s`, the
+// longest gap between two completed pushes of a worker meanwhile), then `hetps ctl
+// drain-server` hands the rank to it (`drain_s`, the command's time, and `drain_stall_s`, the
+// pause the workers saw); `exact`: the values equal the acknowledged pushes' sum afterwards.
+int RunMoveBench(const std::vector<int>& mib);
+
 }  // namespace hetps::bench

@@ -266,6 +266,15 @@ int PushPull() {
   return hetps::bench::RunPushPull(o);
 }
 
+int Move() {
+  auto sizes = hetps::ParsePositiveList(FLAGS_mb, 4096);
+  if (!sizes.ok()) {
+    std::fprintf(stderr, "--mb: %s\n", sizes.status().message().c_str());
+    return 2;
+  }
+  return hetps::bench::RunMoveBench({sizes->begin(), sizes->end()});
+}
+
 int Failover() {
   hetps::bench::FailoverBenchOptions o;
   auto sizes = hetps::ParsePositiveList(FLAGS_mb, 4096);
@@ -418,6 +427,7 @@ int main(int argc, char** argv) {
       "                       [--clock=wall|virtual]\n"
       "       hetps-bench recovery [--model_mib 256,1024]\n"
       "       hetps-bench failover [--mb 16 --seconds 3]\n"
+      "       hetps-bench move [--mb 1024]\n"
       "       hetps-bench capacity [--capacity_mib 4096 --servers 4 --rounds 3]\n"
       "       hetps-bench sparse [--servers 1 --workers 1 --dim 16,64 --keys_per_op 4096 --ids "
       "100000000 "
@@ -446,6 +456,7 @@ int main(int argc, char** argv) {
   if (command == "optimizer") return Optimizer();
   if (command == "recovery") return Recovery();
   if (command == "failover") return Failover();
+  if (command == "move") return Move();
   if (command == "capacity") return Capacity();
   if (command == "flood") return Flood();
   if (command == "sparse") return Sparse();

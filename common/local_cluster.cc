@@ -89,33 +89,36 @@ Status LocalCluster::Start() {
   scheduler_ = *scheduler;
   scheduler_argv_ = argv;
   if (Status s = AwaitScheduler(); !s.ok()) return s;
-  for (int i = 0; i < o.servers + o.standbys; ++i) {
-    const bool standby = i >= o.servers;
-    argv = Words(WithIndex(o.server_exec, i));
-    argv.insert(argv.end(), {o.bin_dir + "/hetps-server", "--scheduler=" + endpoint_,
-                             "--bind=" + WithIndex(o.server_bind, i)});
+  auto server_argv = [&](int i, bool standby) {
+    std::vector<std::string> a = Words(WithIndex(o.server_exec, i));
+    a.insert(a.end(), {o.bin_dir + "/hetps-server", "--scheduler=" + endpoint_,
+                       "--bind=" + WithIndex(o.server_bind, i)});
     for (const std::string& flag : o.server_flags) {
       if (standby && (flag.starts_with("--data_dir=") || flag.starts_with("--restore_from="))) {
         continue;  // a standby takes its partitions from the primary
       }
-      argv.push_back(WithIndex(flag, i));
+      a.push_back(WithIndex(flag, i));
     }
-    if (standby) argv.push_back("--standby");
+    if (standby) a.push_back("--standby");
     if (i < static_cast<int>(o.server_own_flags.size())) {
-      argv.insert(argv.end(), o.server_own_flags[i].begin(), o.server_own_flags[i].end());
+      a.insert(a.end(), o.server_own_flags[i].begin(), o.server_own_flags[i].end());
     }
+    return a;
+  };
+  // Standbys started later (StartStandby) take the first standby's flags.
+  standby_argv_ = server_argv(o.servers, /*standby=*/true);
+  for (int i = 0; i < o.servers + o.standbys; ++i) {
+    argv = server_argv(i, i >= o.servers);
     auto server = StartPlaced("server", i, argv);
     if (!server.ok()) return server.status();
     (*server)->index = i;
     servers_.push_back(*server);
     server_argv_.push_back(argv);
-    if (standby) standby_argv_ = argv;
   }
   return Status();
 }
 
 StatusOr<ChildProcess*> LocalCluster::StartStandby() {
-  if (standby_argv_.empty()) return Status::FailedPrecondition("this cluster has no standbys");
   const int index = static_cast<int>(servers_.size());
   auto server = StartPlaced("server", index, standby_argv_);
   if (!server.ok()) return server.status();

@@ -66,8 +66,9 @@ class LocalCluster {
   // Starts the scheduler again with the flags it first had (it must have exited, and keep its
   // state in a --data_dir): it binds the endpoint it had and resumes the cluster.
   StatusOr<ChildProcess*> RestartScheduler();
-  // Starts one more standby server (with the standbys' flags; options.standbys > 0), e.g. to
-  // back a rank up again after its backup took over; it is the last of servers().
+  // Starts one more standby server (the servers' flags, less a data dir, plus --standby; the
+  // scheduler needs --replicas), e.g. to back a rank up again after its backup took over, or
+  // to add one to a running cluster; it is the last of servers().
   StatusOr<ChildProcess*> StartStandby();
   // Starts server `index` again, with the flags it first had (it must have exited).
   StatusOr<ChildProcess*> RestartServer(int index);
