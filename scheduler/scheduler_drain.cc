@@ -29,6 +29,14 @@ void SchedulerLoop::StartDrain(const Envelope& env) {
         "holds it"));
   }
   if (!map_) return refuse(Status::Unavailable("the cluster has not started (no shard map yet)"));
+  // A registered node may hand over only the rank it serves (a stopping primary does).
+  if (const Member* self = members_.ByIdentity(env.identity); self != nullptr) {
+    if (self->info.role() != proto::SERVER || self->info.rank() != rank ||
+        members_.Primary(rank) != self) {
+      return refuse(Status::PermissionDenied("a node may drain only the rank it serves"));
+    }
+    spdlog::info("server rank {}: its primary (node {}) is stopping", rank, self->info.id());
+  }
   if (rank < 0 || rank >= options_.num_servers) {
     return refuse(Status::InvalidArgument(
         fmt::format("no server rank {} (ranks 0..{})", rank, options_.num_servers - 1)));

@@ -29,8 +29,10 @@ Status SchedulerLoop::Authorize(const Envelope& env) {
     }
     case proto::SET_POLICY:
     case proto::CHECKPOINT:
+    case proto::DRAIN:  // an operator's, or a stopping server's for its own rank
+      if (*role == KeyRole::kServer) return Status();
+      [[fallthrough]];
     case proto::EXPORT:
-    case proto::DRAIN:
       if (*role == KeyRole::kOperator) return Status();
       return Status::PermissionDenied(fmt::format("{} needs an operator key; this is a {} key",
                                                   proto::MsgType_Name(h.type()),

@@ -48,4 +48,19 @@ void ServerLoop::OnResume() {
   ReleaseDeferred(std::move(deferred));
 }
 
+bool ServerLoop::Stopping() {
+  if (!stop_.load()) return false;
+  if (stop_seen_) return std::chrono::steady_clock::now() > stop_by_;
+  stop_seen_ = true;
+  if (standby_ || !map_ || !replicator_->active() || replicator_->fenced() || drain_) return true;
+  proto::Header h;
+  h.set_type(proto::DRAIN);
+  h.set_sender(link_->id());
+  h.set_rank(link_->rank());
+  link_->Send(h);
+  stop_by_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  spdlog::warn("asked to stop: handing rank {} to its backup first", link_->rank());
+  return false;
+}
+
 }  // namespace hetps

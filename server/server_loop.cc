@@ -106,7 +106,7 @@ Status ServerLoop::Run() {
   spdlog::info("{}", joined);
   if (options_.on_joined) options_.on_joined(joined);
 
-  while (!shutdown_ && !stop_.load() && fatal_.ok()) {
+  while (!shutdown_ && fatal_.ok() && !Stopping()) {
     Poll();
     MaybeReportSynced();
     MaybeFinishDrain();
@@ -273,6 +273,7 @@ void ServerLoop::HandleControl(Envelope& env) {
     case proto::DRAIN:
       return OnDrain(h);
     case proto::RESUME:
+      if (stop_seen_) shutdown_ = true;  // stopping anyway: the rank stays here
       return OnResume();
     case proto::SHUTDOWN:
       spdlog::info("shutdown requested by the scheduler");
@@ -292,6 +293,7 @@ void ServerLoop::HandleControl(Envelope& env) {
         break;
       }
       spdlog::warn("the scheduler reported: {}", StatusOf(h).ToString());
+      if (stop_seen_ && !drain_) shutdown_ = true;  // the hand-over it asked for was refused
       break;
     default:
       spdlog::debug("ignoring control message {}", proto::MsgType_Name(h.type()));

@@ -112,6 +112,11 @@ class ServerLoop {
   void OnDrain(const proto::Header& h);
   void OnResume();
   void MaybeFinishDrain();
+  // Whether the loop ends now. Asked to stop (SIGTERM, SIGINT), a primary whose rank has
+  // backups first asks the scheduler to hand the rank over (DRAIN for itself), so that stopping
+  // it (a Compose scale-down, a Kubernetes pod deleted) pauses nothing; bounded by 5 s, and a
+  // refusal stops it at once.
+  bool Stopping();
   void Serve(DataRequest&& request);  // on the partition's owning thread
   void ApplyRound(const RoundSpec& round);
   int Owner(const Partition& p) const {
@@ -193,6 +198,8 @@ class ServerLoop {
     bool said = false;  // DRAINED sent
   };
   std::optional<Draining> drain_;
+  bool stop_seen_ = false;  // Stopping(): the hand-over was asked for (or not needed)
+  std::chrono::steady_clock::time_point stop_by_;
   // While a batch is served: its worker and the answers collected for it.
   struct Answers {
     std::string identity;

@@ -193,6 +193,30 @@ TEST_P(ReplicationTest, DrainedPrimariesHandTheirRanksToTheirBackups) {
   EXPECT_EQ(WEXITSTATUS(*st), 0);
 }
 
+// A primary asked to stop (SIGTERM: a Compose scale-down, a Kubernetes pod deleted) hands its
+// rank to its backup first and exits cleanly; the workers never wait for a failure detection.
+TEST_P(ReplicationTest, AStoppedPrimaryHandsItsRankOverBeforeItExits) {
+  ClusterOptions options = Options(GetParam());
+  options.scheduler_flags[0] = "--heartbeat_timeout_ms=60000";  // a failover would show
+  LocalCluster cluster(options);
+  Pushers pushers(cluster);
+  constexpr int kTotal = kWorkers * kSteps * 2;
+  pushers.WaitFor(kTotal / 3);
+  std::this_thread::sleep_for(300ms);  // the standbys hold their ranks
+  const int before = pushers.acked();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 2; ++i) cluster.server(i).Signal(SIGTERM);
+  for (int i = 0; i < 2; ++i) {
+    auto st = cluster.server(i).WaitExit(10s);
+    ASSERT_TRUE(st.has_value()) << "server " << i << " did not stop";
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  }
+  // Nothing waits for the 60 s heartbeat timeout: the ranks were handed over.
+  pushers.WaitFor(before + 8);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  pushers.Finish();
+}
+
 // A drain the cluster cannot do is refused with its reason and changes nothing: no standby
 // holds the rank, no such rank, a malformed command; the run goes on and ends exact.
 TEST_P(ReplicationTest, ADrainWithoutABackupIsRefusedAndTheRankKeepsServing) {
