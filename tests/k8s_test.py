@@ -111,4 +111,4 @@ for name, (_, _, template) in workloads.items():
             if (error := check_flags(bindir, filled, {k: v for k, v in env.items()
                                                       if k.startswith("HETPS_")})) is not None:
                 fail(where, error)
-finish(failures, checked, 3, f"{len(docs)} documents")
+finish(failures, checked, 4, f"{len(docs)} documents")

@@ -4,7 +4,8 @@
 # 12 base image with debootstrap when none can be pulled, builds the hetps and Prometheus images,
 # brings deploy/docker/docker-compose.yml up, waits for the training to finish above 85%,
 # checks that Prometheus scrapes the scheduler, SIGKILLs one server mid-run and sees Compose
-# restart it and the run go on, then runs the edge profile (tc-capped clients) to its end, then
+# restart it and the run go on, then the cluster again with a standby per server rank, stopping
+# a server mid-run (it hands its rank to its standby) and the run going on, then the edge profile (tc-capped clients) to its end, then
 # the package's systemd units under systemd as a container's init (each unit ready once its
 # daemon said so, the workers' units ending in success), and tears everything down, also on
 # failure.
@@ -171,6 +172,38 @@ if awk -v a="$accuracy" 'BEGIN { exit !(a > 0.85) }'; then
   say "PASS: final test accuracy $accuracy after a server was killed and restarted"
 else
   say "FAIL: final test accuracy $accuracy <= 0.85"
+  exit 1
+fi
+
+# Standbys: the cluster again with a backup per server rank (HETPS_REPLICAS=1, two standbys);
+# a server stopped while training (docker stop: SIGTERM) hands its rank to its standby and
+# exits, and training goes on to the same accuracy.
+"${compose[@]}" down -v >/dev/null 2>&1
+HETPS_REPLICAS=1 HETPS_STANDBYS=2 "${compose[@]}" up -d --no-build
+for _ in $(seq 300); do logs worker | grep -c "iter 500/" >/dev/null && break; sleep 0.5; done
+victim=$("${compose[@]}" ps -q server | awk 'NR == 1')
+say "docker stop of server container ${victim:0:12} at $(logs worker | grep -o 'iter [0-9]*/' | tail -1)"
+docker stop "$victim" >/dev/null
+handed=""
+for _ in $(seq 20); do
+  handed=$(logs scheduler | grep -o 'server rank [0-9]*: handed from node .*' | tail -1 || true)
+  [ -n "$handed" ] && break
+  sleep 0.5
+done
+[ -n "$handed" ] || { say "FAIL: the stopped server did not hand its rank over"; logs | tail -40; exit 1; }
+say "$handed"
+replicated=""
+for _ in $(seq 600); do
+  replicated=$(logs worker | grep -o 'final test accuracy [0-9.]*' | awk '{print $4}' | tail -1 ||
+    true)
+  [ -n "$replicated" ] && break
+  sleep 1
+done
+[ -n "$replicated" ] || { say "FAIL: the replicated run did not finish"; logs | tail -40; exit 1; }
+if awk -v a="$replicated" 'BEGIN { exit !(a > 0.85) }'; then
+  say "PASS: final test accuracy $replicated after a server handed its rank to its standby"
+else
+  say "FAIL: final test accuracy $replicated <= 0.85 (replicated)"
   exit 1
 fi
 
