@@ -101,7 +101,7 @@ StatusOr<const Member*> Membership::RegisterStandby(const std::string& identity,
 const Member* Membership::Primary(int32_t rank) const {
   for (const Member& m : members_) {
     if (m.info.role() == proto::SERVER && !m.info.standby() && m.info.rank() == rank &&
-        m.state == Member::State::kAlive) {
+        m.state == Member::State::kAlive && !m.superseded) {
       return &m;
     }
   }
@@ -123,6 +123,13 @@ void Membership::Promote(Member& backup, Member& dead) {
   backup.info.set_standby(false);
   backup.took_over = true;
   backup.replaces = dead.info.id();
+}
+
+void Membership::Demote(Member& backup, Member& primary) {
+  primary.superseded = false;
+  backup.info.set_standby(true);
+  backup.took_over = false;
+  backup.replaces = 0;
 }
 
 Member& Membership::Add(const std::string& identity, const proto::Header& request, int32_t rank,

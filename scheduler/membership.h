@@ -63,8 +63,10 @@ class Membership {
   // The live primary of server rank `rank` (nullptr: none), and its live backups.
   const Member* Primary(int32_t rank) const;
   std::vector<Member*> Backups(int32_t rank);
-  // The backup `backup` takes over the rank of its dead primary `dead` (which is superseded).
+  // The backup `backup` takes over the rank of its primary `dead` (dead, or drained; it is
+  // superseded), and back when the backup could not (Demote: `dead` is the primary again).
   void Promote(Member& backup, Member& dead);
+  void Demote(Member& backup, Member& primary);
   // True once every expected server and worker has registered.
   bool complete() const { return servers_ == num_servers_ && workers_ == num_workers_; }
   // Every node, but servers superseded by a restart; with `alive_only`, only live nodes.

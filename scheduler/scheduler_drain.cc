@@ -62,7 +62,9 @@ void SchedulerLoop::StartDrain(const Envelope& env) {
         "drain",
         rank)));
   }
-  drains_[rank] = {{-1, h.request_id(), env.identity}, primary->info.id(), Now()};
+  drains_[rank] = {.requester = {-1, h.request_id(), env.identity},
+                   .primary = primary->info.id(),
+                   .since = Now()};
   proto::Header d;
   d.set_type(proto::DRAIN);
   d.set_sender(kSchedulerId);
@@ -71,33 +73,71 @@ void SchedulerLoop::StartDrain(const Envelope& env) {
   spdlog::info("server rank {}: draining node {} (an operator asked)", rank, primary->info.id());
 }
 
-// The primary holds nothing its backups lack and takes no requests: it is retired and a synced
-// backup promoted; if none is left (it died meanwhile), the primary serves again.
+// The primary holds nothing its backups lack and takes no requests: a synced backup is
+// promoted, and the primary is retired once it serves (RetireDrained). If no backup is left
+// (it died meanwhile), the primary serves again.
 void SchedulerLoop::OnDrained(Member& primary, const proto::Header& h) {
   const int32_t rank = primary.info.rank();
   auto d = drains_.find(rank);
-  if (d == drains_.end() || d->second.primary != primary.info.id()) return;
+  if (d == drains_.end() || d->second.primary != primary.info.id() || d->second.promoted >= 0) {
+    return;
+  }
   if (h.type() == proto::ERROR) return FinishDrain(rank, StatusOf(h));
-  bool synced = false;
-  for (const Member* b : members_.Backups(rank)) synced |= b->synced_epoch == epochs_[rank];
-  if (!synced) {
-    proto::Header resume;
-    resume.set_type(proto::RESUME);
-    resume.set_sender(kSchedulerId);
-    Reply(primary.identity, resume);
+  Member* next = SyncedBackup(rank);
+  if (next == nullptr) {
+    Resume(primary);
     return FinishDrain(rank, Status::Unavailable(fmt::format(
                                  "rank {} lost its synced backup during the drain; node {} "
                                  "serves it again",
                                  rank, primary.info.id())));
   }
-  proto::Header bye;
-  bye.set_type(proto::SHUTDOWN);
-  bye.set_sender(kSchedulerId);
-  Reply(primary.identity, bye);
-  spdlog::warn("server rank {}: node {} holds nothing its backups lack; retiring it", rank,
-               primary.info.id());
-  members_.MarkDead(primary.info.id());
-  Depart(primary.info.id());  // promotes a synced backup (FailOver)
+  spdlog::info("server rank {}: node {} holds nothing its backups lack", rank, primary.info.id());
+  d->second.promoted = next->info.id();
+  Promote(*next, primary);
+}
+
+void SchedulerLoop::RetireDrained(const Member& serving) {
+  auto d = drains_.find(serving.info.rank());
+  if (d == drains_.end() || d->second.promoted != serving.info.id()) return;
+  Member* old = members_.ById(d->second.primary);
+  if (old->state == Member::State::kAlive) {
+    proto::Header bye;
+    bye.set_type(proto::SHUTDOWN);
+    bye.set_sender(kSchedulerId);
+    Reply(old->identity, bye);
+    spdlog::warn("server rank {}: retiring node {}", serving.info.rank(), old->info.id());
+    members_.MarkDead(old->info.id());
+    Depart(old->info.id());  // the workers hear NODE_DEAD, then SERVER_BACK
+  }
+  FinishDrain(serving.info.rank(), Status(), &serving);
+}
+
+bool SchedulerLoop::CancelDrain(Member& backup) {
+  const int32_t rank = backup.info.rank();
+  auto d = drains_.find(rank);
+  if (d == drains_.end() || d->second.promoted != backup.info.id()) return false;
+  promoting_.erase(backup.info.id());
+  Member& primary = *members_.ById(d->second.primary);
+  members_.Demote(backup, primary);
+  --epochs_[rank];  // the promotion never happened
+  Save();
+  if (primary.state != Member::State::kAlive) {
+    FinishDrain(rank, Status::Unavailable(fmt::format("rank {} lost both its replicas", rank)));
+    return false;
+  }
+  Resume(primary);
+  SendBackups(rank);
+  FinishDrain(rank, Status::Unavailable(
+                        fmt::format("node {} could not take rank {} over; node {} serves it again",
+                                    backup.info.id(), rank, primary.info.id())));
+  return true;
+}
+
+void SchedulerLoop::Resume(const Member& primary) {
+  proto::Header resume;
+  resume.set_type(proto::RESUME);
+  resume.set_sender(kSchedulerId);
+  Reply(primary.identity, resume);
 }
 
 // Answers the operator: `serving` took the rank over, or why the drain ended without it.
@@ -125,14 +165,10 @@ void SchedulerLoop::FinishDrain(int32_t rank, const Status& s, const Member* ser
 void SchedulerLoop::ExpireDrains() {
   for (auto it = drains_.begin(); it != drains_.end();) {
     const auto [rank, d] = *it++;
-    if (Now() - d.since < kDrainSeconds) continue;
+    // Once a backup is being promoted, its answer (or its death) ends the drain.
+    if (d.promoted >= 0 || Now() - d.since < kDrainSeconds) continue;
     const Member* primary = members_.ById(d.primary);
-    if (primary != nullptr && primary->state == Member::State::kAlive) {
-      proto::Header resume;
-      resume.set_type(proto::RESUME);
-      resume.set_sender(kSchedulerId);
-      Reply(primary->identity, resume);
-    }
+    if (primary != nullptr && primary->state == Member::State::kAlive) Resume(*primary);
     FinishDrain(rank, Status::DeadlineExceeded(fmt::format(
                           "rank {} did not hand over in {:.0f} s; its primary serves again", rank,
                           kDrainSeconds)));

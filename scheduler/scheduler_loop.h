@@ -162,12 +162,20 @@ class SchedulerLoop {
   void SendBackups(int32_t rank);
   void OnBackupSaid(Member& backup, const proto::Header& h);
   void FailOver(int32_t dead);
+  Member* SyncedBackup(int32_t rank);  // a backup holding all of the rank at its epoch
+  void Promote(Member& next, Member& old);
   void OnPromoted(const Member& m, const proto::Header& h);
   // Planned hand-overs (hetps ctl drain-server; scheduler_drain.cc): an operator's DRAIN of a
   // rank goes to its primary, whose DRAINED (every update on the backups) retires it and
   // promotes a synced backup; the operator hears once the backup serves, or why not.
   void StartDrain(const Envelope& env);
   void OnDrained(Member& primary, const proto::Header& h);
+  // The promoted backup serves: the drained primary is retired (it exits), the operator told.
+  void RetireDrained(const Member& serving);
+  // The backup promoted for a drain died or refused: the drained primary is the rank's primary
+  // again and serves (RESUME). Whether `backup` was such a backup.
+  bool CancelDrain(Member& backup);
+  void Resume(const Member& primary);
   void FinishDrain(int32_t rank, const Status& s, const Member* serving = nullptr);
   void ExpireDrains();
   proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
@@ -228,6 +236,7 @@ class SchedulerLoop {
   struct Drain {
     Arrival requester;  // the operator
     int32_t primary = -1;
+    int32_t promoted = -1;  // the backup told to take the rank over, once DRAINED
     double since = 0;
   };
   std::map<int32_t, Drain> drains_;  // by rank

@@ -74,14 +74,10 @@ void SchedulerLoop::FailOver(int32_t id) {
   if (members_.replicas() == 0 || dead->info.role() != proto::SERVER) return;
   const int32_t rank = dead->info.rank();
   if (dead->info.standby()) return SendBackups(rank);
+  if (dead->superseded) return;  // a drained primary, retired once its backup served
   promoting_.erase(id);
-  Member* next = nullptr;
-  for (Member* b : members_.Backups(rank)) {
-    if (b->synced_epoch == epochs_[rank]) {
-      next = b;
-      break;
-    }
-  }
+  if (CancelDrain(*dead)) return;  // the backup died taking a drained rank over
+  Member* next = SyncedBackup(rank);
   if (next == nullptr) {
     spdlog::error(
         "server rank {} has no backup holding all its partitions; its requests wait "
@@ -89,17 +85,29 @@ void SchedulerLoop::FailOver(int32_t id) {
         rank);
     return;
   }
-  members_.Promote(*next, *dead);
+  Promote(*next, *dead);
+}
+
+Member* SchedulerLoop::SyncedBackup(int32_t rank) {
+  for (Member* b : members_.Backups(rank)) {
+    if (b->synced_epoch == epochs_[rank]) return b;
+  }
+  return nullptr;
+}
+
+void SchedulerLoop::Promote(Member& next, Member& old) {
+  const int32_t rank = old.info.rank();
+  members_.Promote(next, old);
   const int64_t epoch = ++epochs_[rank];
   Save();
-  stats_.OnServerRestarted(next->info.id(), id);
+  stats_.OnServerRestarted(next.info.id(), old.info.id());
   proto::Header h = ViewMessage(proto::PROMOTE, /*alive_only=*/true);
   h.set_rank(rank);
   h.mutable_replica()->set_epoch(epoch);
-  promoting_.insert(next->info.id());
-  Reply(next->identity, h);
+  promoting_.insert(next.info.id());
+  Reply(next.identity, h);
   spdlog::warn("server rank {}: promoting backup node {} in place of node {} (epoch {})", rank,
-               next->info.id(), id, epoch);
+               next.info.id(), old.info.id(), epoch);
 }
 
 void SchedulerLoop::OnPromoted(const Member& m, const proto::Header& h) {
@@ -107,8 +115,10 @@ void SchedulerLoop::OnPromoted(const Member& m, const proto::Header& h) {
   if (h.type() == proto::ERROR) {
     spdlog::error("node {} could not take server rank {} over: {}", m.info.id(), m.info.rank(),
                   h.error_message());
-    return FinishDrain(m.info.rank(), StatusOf(h));
+    CancelDrain(*members_.ById(m.info.id()));
+    return;
   }
+  RetireDrained(m);  // before the workers hear of the new primary
   AnnounceServerBack(m);
   SendBackups(m.info.rank());  // the rank's other backups follow the new primary
   FinishDrain(m.info.rank(), Status(), &m);

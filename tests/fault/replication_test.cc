@@ -217,6 +217,34 @@ TEST_P(ReplicationTest, AStoppedPrimaryHandsItsRankOverBeforeItExits) {
   pushers.Finish();
 }
 
+// The backups are lost while a rank drains (frozen, then killed): either the primary's last
+// records stay unacknowledged until the backup is declared dead, and no synced backup is left
+// to promote, or the frozen backup was already told to take the rank over and dies instead.
+// Either way the drained primary is the rank's primary again and serves (RESUME), starting with
+// the requests that waited; the drain fails with the reason and the sums stay exact.
+TEST_P(ReplicationTest, APrimaryWhoseBackupIsLostWhileDrainingServesAgain) {
+  LocalCluster cluster(Options(GetParam()));
+  Pushers pushers(cluster);
+  pushers.WaitFor(kWorkers * kSteps / 2);
+  std::this_thread::sleep_for(300ms);  // the standbys hold their ranks
+  for (int i : {2, 3}) cluster.server(i).Signal(SIGSTOP);
+  int drain_rc = 0;
+  std::thread drain([&] { drain_rc = cluster.Ctl("drain-server --rank=0"); });
+  std::this_thread::sleep_for(300ms);
+  for (int i : {2, 3}) {
+    cluster.server(i).Signal(SIGKILL);
+    ASSERT_TRUE(cluster.server(i).WaitExit(5s).has_value());
+  }
+  drain.join();
+  EXPECT_NE(drain_rc, 0) << "the drain cannot succeed without a backup";
+  pushers.Finish();
+  for (int i : {0, 1}) {  // both primaries served to the end
+    auto st = cluster.server(i).WaitExit(10s);
+    ASSERT_TRUE(st.has_value());
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  }
+}
+
 // A drain the cluster cannot do is refused with its reason and changes nothing: no standby
 // holds the rank, no such rank, a malformed command; the run goes on and ends exact.
 TEST_P(ReplicationTest, ADrainWithoutABackupIsRefusedAndTheRankKeepsServing) {
