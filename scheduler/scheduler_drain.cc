@@ -1,8 +1,9 @@
 // SchedulerLoop: planned hand-overs of server ranks (hetps ctl drain-server; scheduler_loop.h,
 // docs/replication.md). A rank whose backup holds all of it can be moved off its primary's
 // machine without a failure: the primary stops taking requests, waits until its backups
-// acknowledged every record, says DRAINED and is retired; the backup is promoted as after a
-// failure, minus the wait for the heartbeat timeout, and the workers resend what waited.
+// acknowledged every record and says DRAINED; a backup is promoted as after a failure, minus
+// the wait for the heartbeat timeout, the primary is retired once the backup serves, and the
+// workers resend what waited.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -30,12 +31,12 @@ void SchedulerLoop::StartDrain(const Envelope& env) {
   }
   if (!map_) return refuse(Status::Unavailable("the cluster has not started (no shard map yet)"));
   // A registered node may hand over only the rank it serves (a stopping primary does).
-  if (const Member* self = members_.ByIdentity(env.identity); self != nullptr) {
+  const Member* self = members_.ByIdentity(env.identity);
+  if (self != nullptr) {
     if (self->info.role() != proto::SERVER || self->info.rank() != rank ||
         members_.Primary(rank) != self) {
       return refuse(Status::PermissionDenied("a node may drain only the rank it serves"));
     }
-    spdlog::info("server rank {}: its primary (node {}) is stopping", rank, self->info.id());
   }
   if (rank < 0 || rank >= options_.num_servers) {
     return refuse(Status::InvalidArgument(
@@ -53,9 +54,7 @@ void SchedulerLoop::StartDrain(const Envelope& env) {
       return refuse(Status::Unavailable(fmt::format("rank {} is failing over", rank)));
     }
   }
-  bool synced = false;
-  for (const Member* b : members_.Backups(rank)) synced |= b->synced_epoch == epochs_[rank];
-  if (!synced) {
+  if (SyncedBackup(rank) == nullptr) {
     return refuse(Status::FailedPrecondition(fmt::format(
         "server rank {} has no backup holding all its partitions: start a standby "
         "(hetps-server --standby), wait until the scheduler logs that it holds the rank, then "
@@ -70,7 +69,8 @@ void SchedulerLoop::StartDrain(const Envelope& env) {
   d.set_sender(kSchedulerId);
   d.set_rank(rank);
   Reply(primary->identity, d);
-  spdlog::info("server rank {}: draining node {} (an operator asked)", rank, primary->info.id());
+  spdlog::info("server rank {}: draining node {} ({})", rank, primary->info.id(),
+               self != nullptr ? "it is stopping" : "an operator asked");
 }
 
 // The primary holds nothing its backups lack and takes no requests: a synced backup is
@@ -146,9 +146,12 @@ void SchedulerLoop::FinishDrain(int32_t rank, const Status& s, const Member* ser
   if (d == drains_.end()) return;
   proto::Header req;
   req.set_request_id(d->second.requester.request_id);
+  // A stopping primary asked for its own drain: retired, it hears nothing more.
+  const Member* requester = members_.ByIdentity(d->second.requester.identity);
+  const bool answer = requester == nullptr || requester->state == Member::State::kAlive;
   if (!s.ok() || serving == nullptr) {
     spdlog::error("drain of server rank {} failed: {}", rank, s.message());
-    Reply(d->second.requester.identity, ErrorReply(req, s, kSchedulerId));
+    if (answer) Reply(d->second.requester.identity, ErrorReply(req, s, kSchedulerId));
   } else {
     proto::Header r = ReplyTo(req, proto::DRAIN, kSchedulerId);
     r.set_rank(rank);
@@ -157,7 +160,7 @@ void SchedulerLoop::FinishDrain(int32_t rank, const Status& s, const Member* ser
     r.mutable_replica()->set_epoch(epochs_[rank]);
     spdlog::info("server rank {}: handed from node {} to node {} in {:.3f} s (epoch {})", rank,
                  d->second.primary, serving->info.id(), Now() - d->second.since, epochs_[rank]);
-    Reply(d->second.requester.identity, r);
+    if (answer) Reply(d->second.requester.identity, r);
   }
   drains_.erase(d);
 }
