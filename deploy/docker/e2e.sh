@@ -159,13 +159,18 @@ say "Prometheus: the scheduler's target is up"
 curl -fs "http://127.0.0.1:$HETPS_HTTP_PORT/api/status" >/dev/null &&
   say "dashboard and status answer on port $HETPS_HTTP_PORT"
 
-accuracy=""
-for _ in $(seq 600); do
-  accuracy=$(logs worker | grep -o 'final test accuracy [0-9.]*' | awk '{print $4}' | tail -1 ||
-    true)
-  [ -n "$accuracy" ] && break
-  sleep 1
-done
+# The workers' final test accuracy, once one reported it (up to 10 minutes); empty if none did.
+final_accuracy() {
+  local a=""
+  for _ in $(seq 600); do
+    a=$(logs worker | grep -o 'final test accuracy [0-9.]*' | awk '{print $4}' | tail -1 || true)
+    [ -n "$a" ] && break
+    sleep 1
+  done
+  echo "$a"
+}
+
+accuracy=$(final_accuracy)
 logs worker | grep -E "test accuracy" | tail -3 || true
 [ -n "$accuracy" ] || { say "FAIL: training did not finish"; logs | tail -40; exit 1; }
 if awk -v a="$accuracy" 'BEGIN { exit !(a > 0.85) }'; then
@@ -192,13 +197,7 @@ for _ in $(seq 20); do
 done
 [ -n "$handed" ] || { say "FAIL: the stopped server did not hand its rank over"; logs | tail -40; exit 1; }
 say "$handed"
-replicated=""
-for _ in $(seq 600); do
-  replicated=$(logs worker | grep -o 'final test accuracy [0-9.]*' | awk '{print $4}' | tail -1 ||
-    true)
-  [ -n "$replicated" ] && break
-  sleep 1
-done
+replicated=$(final_accuracy)
 [ -n "$replicated" ] || { say "FAIL: the replicated run did not finish"; logs | tail -40; exit 1; }
 if awk -v a="$replicated" 'BEGIN { exit !(a > 0.85) }'; then
   say "PASS: final test accuracy $replicated after a server handed its rank to its standby"
