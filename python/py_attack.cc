@@ -1,5 +1,8 @@
 #include "python/py_attack.h"
 
+#include <fmt/format.h>
+#include <pybind11/numpy.h>
+
 #include <memory>
 #include <random>
 #include <string>
@@ -43,6 +46,37 @@ class PyAttacker {
     }
   }
 
+  // The labels a client of this attack trains on (label_flip changes them; the others keep
+  // them), as a new int64 array.
+  py::array_t<int64_t> PoisonLabels(
+      const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& labels,
+      int32_t classes) {
+    if (classes < 1) Raise(Status::InvalidArgument("poison_labels: classes must be >= 1"));
+    std::vector<int32_t> y(static_cast<size_t>(labels.size()));
+    for (size_t i = 0; i < y.size(); ++i) {
+      const int64_t v = labels.data()[i];
+      if (v < 0 || v >= classes) {
+        Raise(Status::InvalidArgument(
+            fmt::format("poison_labels: label {} at {} is outside 0..{}", v, i, classes - 1)));
+      }
+      y[i] = static_cast<int32_t>(v);
+    }
+    attack_->PoisonLabels(classes, y);
+    py::array_t<int64_t> out(static_cast<py::ssize_t>(y.size()));
+    std::copy(y.begin(), y.end(), out.mutable_data());
+    return out;
+  }
+
+  // Whether the attack changes a client's labels (probed: every class once).
+  bool ChangesLabels() const {
+    constexpr int32_t kClasses = 4;
+    std::vector<int32_t> y(kClasses);
+    for (int32_t c = 0; c < kClasses; ++c) y[c] = c;
+    const std::vector<int32_t> before = y;
+    attack_->PoisonLabels(kClasses, y);
+    return y != before;
+  }
+
   const std::string& spec() const { return spec_; }
 
  private:
@@ -63,6 +97,11 @@ void AddAttack(py::module_& m) {
       .def("poison_update", &PyAttacker::PoisonUpdate, py::arg("arrays"),
            "Replaces the update (a list of writable float32 arrays, one per tensor) in place "
            "with what the attack uploads.")
+      .def("poison_labels", &PyAttacker::PoisonLabels, py::arg("labels"), py::arg("classes"),
+           "The labels (integers in 0..classes-1) this attacker trains on, as a new int64 array: "
+           "changed by label_flip (y -> classes-1-y), unchanged by the update attacks.")
+      .def_property_readonly("changes_labels", &PyAttacker::ChangesLabels,
+                             "Whether the attack changes the client's labels (label_flip).")
       .def_property_readonly("spec", &PyAttacker::spec);
   m.def(
       "is_byzantine",

@@ -62,6 +62,8 @@ class FashionClient:
         directory = scenario.flags.get("dataset_dir", "/usr/share/datasets/fashion-mnist")
         self.x, self.y = fashion_mnist(directory, "train")
         self.mine = torch.from_numpy(scenario.partition(self.y.numpy(), classes=10))
+        # What it trains on: its labels flipped when the scenario makes it a label_flip attacker.
+        self.y = torch.from_numpy(scenario.labels(self.y.numpy(), classes=10))
         if scenario.evaluator:
             self.test = fashion_mnist(directory, "test")
         self.rng = torch.Generator().manual_seed(1000003 * int(scenario.flags["data_seed"])

@@ -335,6 +335,11 @@ def run_client(client, scheduler="", rank=None, log=None, scenario=None):
             raise ValueError(f"{scenario.evaluators} evaluators leave no training client among "
                              f"{c.num_workers} workers")
         run = _Run(c, _make(client, scenario), scenario, log)
+        if run.attacker and run.attacker.changes_labels and not scenario.labels_taken:
+            raise RuntimeError(
+                f"client {c.rank} is a {run.attacker.spec} attacker, which trains on changed "
+                "labels: its constructor must take its training labels through "
+                "scenario.labels(y, classes) (examples/federated/torch_client.py does)")
         if scenario.evaluator and not hasattr(run.client, "evaluate"):
             raise ValueError(f"client {c.rank} is an evaluator (--evaluators="
                              f"{scenario.evaluators}) but the client has no evaluate()")

@@ -68,10 +68,7 @@ class Scenario:
         self.byzantine_fraction = self._float("byzantine_fraction", 0, 1)
         self.attack = self.flags["attack"]
         check_attack(self.byzantine_fraction, self.attack)
-        if self.byzantine_fraction > 0 and self.attack.split(":")[0] == "label_flip":
-            raise ValueError("--attack=label_flip changes a client's training data, which a "
-                             "Python client's fit() owns: Python clients run the update "
-                             "attacks (sign_flip, scale, gaussian)")
+        self.labels_taken = False  # labels() was called (a label attacker must)
         # --dp (docs/robust.md): clip each update to dp_clip; local: noise of std dp_noise x clip.
         self.dp, self.dp_clip, self.dp_noise, _ = parse_privacy(self.flags["dp"])
         self.prox_mu = self._float("prox_mu", 0)
@@ -136,6 +133,19 @@ class Scenario:
             return True
         r = round_ % self.deep_period
         return r == 0 or r > self.deep_period - self.deep_rounds
+
+    def labels(self, labels, classes):
+        """The labels this client trains on, as a new int64 array: `labels` (integers in
+        0..classes-1), changed as its attack says when it is one of the scenario's attackers
+        and the attack poisons data (--attack=label_flip: y -> classes-1-y, as the C++ clients
+        do), else the same values. A client's constructor passes its training labels through it;
+        a label attacker whose client did not is refused when the run starts."""
+        import numpy as np
+        self.labels_taken = True
+        attacker = self.attacker()
+        if attacker is None:
+            return np.array(labels, dtype=np.int64)
+        return attacker.poison_labels(labels, classes)
 
     def partition(self, labels, classes=None):
         """This client's sample indices of a data set with `labels`, split among the scenario's

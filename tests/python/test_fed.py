@@ -154,3 +154,25 @@ def test_partitions_are_the_cpp_clients_and_cover_every_sample_once():
     assert top_share > 0.5  # a small alpha gives clients a dominant label
     with pytest.raises(ValueError, match="unknown partition"):
         hetps.fed.partition(labels, 8, scheme="zipf")
+
+
+class Blind:
+    """Trains on data of its own: it never takes its labels from the scenario."""
+
+    def __init__(self, scenario):
+        pass
+
+    def get_parameters(self, config):
+        return {"w": np.zeros(4, np.float32)}
+
+    def fit(self, parameters, config):
+        return parameters, 1, {}
+
+
+def test_a_label_flip_attacker_whose_client_ignores_its_labels_is_refused(cluster):
+    from hetps.scenario import Scenario
+    c = cluster(workers=1, server_flags=FEDAVG,
+                scheduler_flags=["--clients_per_round=1", "--rounds=1"])
+    scenario = Scenario({"byzantine_fraction": "1", "attack": "label_flip"})
+    with pytest.raises(RuntimeError, match=r"scenario\.labels\(y, classes\)"):
+        hetps.fed.run_client(Blind, c.endpoint, log=lambda line: None, scenario=scenario)

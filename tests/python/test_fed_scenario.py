@@ -106,7 +106,6 @@ def test_the_layer_schedule_sends_deep_layers_on_the_last_rounds_of_each_period(
     ({"deep_from": "1", "deep_period": "3", "deep_rounds": "4"}, "deep_rounds <= deep_period"),
     ({"local_epochs": "many"}, "--local_epochs needs an integer"),
     ({"device_table": PHONES, "device_gflops": "50"}, "leave --device_gflops unset"),
-    ({"byzantine_fraction": "0.1", "attack": "label_flip"}, "label_flip changes"),
 ])
 def test_a_scenario_flag_that_cannot_be_right_is_named(flags, message):
     with pytest.raises(ValueError, match=None) as raised:
@@ -189,10 +188,30 @@ def test_a_python_attacker_poisons_its_update_as_the_cpp_client_would():
     for arrays, rank in zip(noise, (4, 4, 5)):  # seeded by --data_seed and rank
         hetps.Attacker("gaussian:std=1", 3, rank).poison_update(arrays)
     assert noise[0][0].tolist() == noise[1][0].tolist() != noise[2][0].tolist()
-    with pytest.raises(ValueError, match="label_flip"):
-        Scenario(dict(CLIENT_FLAGS, byzantine_fraction="0.5", attack="label_flip"), 1)
     with pytest.raises(hetps.InvalidArgument):
         Scenario(dict(CLIENT_FLAGS, byzantine_fraction="0.5", attack="nonsense"), 1)
+
+
+def test_a_label_flip_attacker_trains_on_the_labels_the_cpp_client_would():
+    y = np.array([0, 3, 9, 4, 9], dtype=np.int64)
+    flip = hetps.Attacker("label_flip", 3, 4)
+    assert flip.changes_labels and not hetps.Attacker("scale:factor=2", 3, 4).changes_labels
+    assert flip.poison_labels(y, 10).tolist() == [9, 6, 0, 5, 0]
+    assert hetps.Attacker("gaussian:std=1", 3, 4).poison_labels(y, 10).tolist() == y.tolist()
+    with pytest.raises(hetps.InvalidArgument, match="outside 0..7"):
+        flip.poison_labels(y, 8)
+    # Scenario.labels: flipped for the scenario's attackers (is_byzantine's draw over the
+    # training clients, ranks 1..6 after the evaluator), else the same.
+    flags = dict(CLIENT_FLAGS, byzantine_fraction="0.5", attack="label_flip", data_seed="3")
+    flipped = []
+    for rank in range(7):
+        s = Scenario(flags, rank)
+        s.clients = 6
+        out = s.labels(y, 10)
+        assert s.labels_taken and out.dtype == np.int64
+        flipped.append(out.tolist() != y.tolist())
+    assert flipped == [False] + [hetps.is_byzantine(0.5, 3, c, 6) for c in range(6)]
+    assert sum(flipped) == 3
 
 
 def test_python_clients_attack_where_the_cpp_clients_would(tmp_path):
