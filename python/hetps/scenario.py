@@ -141,6 +141,9 @@ class Scenario:
         do), else the same values. A client's constructor passes its training labels through it;
         a label attacker whose client did not is refused when the run starts."""
         import numpy as np
+        if self.clients is None:
+            raise RuntimeError("the scenario's attackers are known once the client joined: call "
+                               "labels() in the client's constructor under hetps.fed.main")
         self.labels_taken = True
         attacker = self.attacker()
         if attacker is None:

@@ -212,6 +212,8 @@ def test_a_label_flip_attacker_trains_on_the_labels_the_cpp_client_would():
         flipped.append(out.tolist() != y.tolist())
     assert flipped == [False] + [hetps.is_byzantine(0.5, 3, c, 6) for c in range(6)]
     assert sum(flipped) == 3
+    with pytest.raises(RuntimeError, match="once the client joined"):
+        Scenario(flags, 1).labels(y, 10)  # before joining nobody knows who attacks
 
 
 def test_python_clients_attack_where_the_cpp_clients_would(tmp_path):
