@@ -118,6 +118,7 @@ Status SchedulerLink::Join(const std::atomic<bool>& stop, int timeout_ms) {
       case proto::REGISTER_REPLY:
         id_ = h.node();
         rank_ = h.rank();
+        admitted_standby_ = h.replica().standby();
         spdlog::info("registered as {} rank {} (node id {})", proto::Role_Name(role_), rank_, id_);
         break;
       case proto::CLUSTER_VIEW:

@@ -36,6 +36,8 @@ class SchedulerLink {
 
   int32_t id() const { return id_; }
   int32_t rank() const { return rank_; }
+  // A server the scheduler admitted as a backup (standby), whether it asked to be one or not.
+  bool admitted_standby() const { return admitted_standby_; }
   const ClusterView& view() const { return view_; }
   ClusterView& view() { return view_; }
   zmq::socket_t& socket() { return socket_; }
@@ -71,6 +73,7 @@ class SchedulerLink {
   std::function<void(proto::Header&)> reporter_;
   int32_t id_ = -1;
   int32_t rank_ = -1;
+  bool admitted_standby_ = false;
   ClusterView view_;
   uint64_t scheduler_incarnation_ = 0;  // 0: none heard yet
   bool silence_logged_ = false;

@@ -31,10 +31,13 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
       complete()) {
     if (Member* dead = DeadServer(request.rank())) return TakeOver(*dead, identity, request, now);
     if (replicas_ > 0 && Primary(request.rank()) != nullptr && Primary(request.rank())->took_over) {
-      return Status::FailedPrecondition(fmt::format(
-          "server rank {} failed over to a backup, which serves it now; start this server with "
-          "--standby (and no data dir: its copy is behind) to back the rank up again",
-          request.rank()));
+      // Its rank failed over while it was away (its data dir is behind the new primary): it
+      // backs up a rank instead, as a standby would (an orchestrator's restart policy brings a
+      // killed primary back as its rank's backup).
+      proto::Header as_backup = request;
+      as_backup.clear_rank();
+      as_backup.mutable_replica()->set_standby(true);
+      return RegisterStandby(identity, as_backup, now);
     }
     // A server restarted faster than failure detection: it may take the rank once the old
     // one is declared dead, so it is told to retry.

@@ -114,6 +114,7 @@ void SchedulerLoop::HandleRegister(const Envelope& env) {
   proto::Header r = ReplyTo(h, proto::REGISTER_REPLY, kSchedulerId);
   r.set_node(info.id());
   r.set_rank(info.rank());
+  if (info.standby()) r.mutable_replica()->set_standby(true);  // asked for, or made one
   Reply(env.identity, r);
   spdlog::info("node {} joined: {} rank {} on {} pid {}{}", info.id(),
                proto::Role_Name(info.role()), info.rank(), info.host(), info.pid(),

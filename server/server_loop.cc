@@ -77,6 +77,15 @@ Status ServerLoop::Run() {
   if (Status s = Setup(); !s.ok()) return s;
   if (Status s = link_->Join(stop_, options_.join_timeout_ms); !s.ok()) return s;
   SetLogNode("server", link_->id());
+  if (link_->admitted_standby() && !standby_) {
+    // Its rank failed over while it was away: it backs a rank up, in memory, as a standby does
+    // (its data dir, behind the rank's new primary, is left as it is).
+    spdlog::warn("server rank {} is served by another server now: joining as a backup of rank {}",
+                 durable_ && durable_->meta() ? durable_->meta()->server_rank() : -1,
+                 link_->rank());
+    standby_ = true;
+    durable_.reset();
+  }
   link_->SetReporter([this](proto::Header& h) { FillReport(h); });
   state_.self = link_->id();
   state_.cma = &cma_;

@@ -115,6 +115,29 @@ TEST_P(ReplicationTest, AReplacementBackupSyncsWhileTrainingAndTakesTheNextFailu
   pushers.Finish();
 }
 
+// A primary SIGKILLed and restarted on its data dir (as an orchestrator's restart policy does)
+// finds its rank failed over: it joins as the rank's backup instead, syncs while training goes
+// on, and takes the rank back at the next failure (both first standbys killed).
+TEST_P(ReplicationTest, AKilledPrimaryRestartedOnItsDataDirBacksItsRankUpAgain) {
+  ScratchDir root("hetps-replicas");
+  ClusterOptions options = Options(GetParam());
+  options.server_flags.push_back("--data_dir=" + root.str() + "/server{i}");
+  LocalCluster cluster(options);
+  Pushers pushers(cluster);
+  constexpr int kTotal = kWorkers * kSteps * 2;
+  pushers.WaitFor(kTotal / 4);
+  cluster.server(0).Signal(SIGKILL);
+  ASSERT_TRUE(cluster.server(0).WaitExit(5s).has_value());
+  pushers.WaitFor(pushers.acked() + 8);  // its standby serves the rank
+  cluster.RestartServer(0);
+  pushers.WaitFor(kTotal / 2);
+  std::this_thread::sleep_for(1500ms);  // the restarted server holds the rank again
+  for (int i : {2, 3}) cluster.server(i).Signal(SIGKILL);
+  for (int i : {2, 3}) ASSERT_TRUE(cluster.server(i).WaitExit(5s).has_value());
+  std::printf("SIGKILL of the first standbys after %d acknowledged pushes\n", pushers.acked());
+  pushers.Finish();
+}
+
 // The scheduler (on its data dir) is SIGKILLed and restarted: the backups tell the new one whom
 // they follow and that they hold their ranks, so a primary killed afterwards still fails over.
 TEST_P(ReplicationTest, BackupsStillTakeOverAfterTheSchedulerWasRestarted) {

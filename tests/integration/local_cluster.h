@@ -173,7 +173,7 @@ class LocalCluster {
     servers_.at(i) = std::make_unique<Process>(supervisor_, *child);
   }
 
-  // One more standby server (ClusterOptions::standbys > 0); returns its index.
+  // One more standby server (the scheduler needs --replicas); returns its index.
   int StartStandby() {
     auto child = cluster_->StartStandby();
     EXPECT_TRUE(child.ok()) << child.status().ToString();

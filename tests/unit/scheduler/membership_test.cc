@@ -231,14 +231,19 @@ TEST(MembershipTest, StandbysBackUpRanksEvenlyAndOneTakesItsDeadPrimarysRankOver
   int rank0 = 0;
   for (const proto::NodeInfo& n : view.nodes()) rank0 += n.role() == proto::SERVER && n.rank() == 0;
   EXPECT_EQ(rank0, 1);  // the promoted backup, not the dead primary
-  // The rank lacks a backup now: a new standby backs it up; the old primary, restarted, is told
-  // its rank failed over.
-  auto again = m.Register("b3", Standby("tcp://h:6"), t0);
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ((*again)->info.rank(), 0);
+  // The rank lacks a backup now: the old primary, restarted on its data dir (it asks for rank
+  // 0), becomes its backup, as a standby (its copy is behind the new primary).
   proto::Header restarted = Reg(proto::SERVER, "tcp://h:7");
   restarted.set_rank(0);
-  EXPECT_EQ(m.Register("s0-again", restarted, t0).status().code(), StatusCode::kFailedPrecondition);
+  auto again = m.Register("s0-again", restarted, t0);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE((*again)->info.standby());
+  EXPECT_EQ((*again)->info.rank(), 0);
+  EXPECT_EQ(m.Primary(0), &backup);
+  // Every rank has its backup: another restarted old primary is told to retry later.
+  proto::Header late = Reg(proto::SERVER, "tcp://h:8");
+  late.set_rank(0);
+  EXPECT_EQ(m.Register("s0-late", late, t0).status().code(), StatusCode::kUnavailable);
 }
 
 TEST(MembershipTest, StandbysNeedReplicas) {
