@@ -35,8 +35,10 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
       // backs up a rank instead, as a standby would (an orchestrator's restart policy brings a
       // killed primary back as its rank's backup).
       proto::Header as_backup = request;
-      as_backup.clear_rank();
       as_backup.mutable_replica()->set_standby(true);
+      auto own = RegisterStandby(identity, as_backup, now);  // its own rank, if that lacks one
+      if (own.ok() || own.status().code() != StatusCode::kUnavailable) return own;
+      as_backup.clear_rank();
       return RegisterStandby(identity, as_backup, now);
     }
     // A server restarted faster than failure detection: it may take the rank once the old

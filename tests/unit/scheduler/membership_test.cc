@@ -240,10 +240,39 @@ TEST(MembershipTest, StandbysBackUpRanksEvenlyAndOneTakesItsDeadPrimarysRankOver
   EXPECT_TRUE((*again)->info.standby());
   EXPECT_EQ((*again)->info.rank(), 0);
   EXPECT_EQ(m.Primary(0), &backup);
-  // Every rank has its backup: another restarted old primary is told to retry later.
+  // Every rank has its backup: another restarted old primary is told to retry later (it would
+  // back up another rank lacking one: none does).
   proto::Header late = Reg(proto::SERVER, "tcp://h:8");
   late.set_rank(0);
   EXPECT_EQ(m.Register("s0-late", late, t0).status().code(), StatusCode::kUnavailable);
+}
+
+// Both ranks lack a backup: a failed-over primary that comes back backs up its own rank (its
+// copy's layout), not the first one lacking.
+TEST(MembershipTest, AFailedOverPrimaryThatComesBackBacksUpItsOwnRank) {
+  Membership m(2, 1, 1);
+  m.set_replicas(1);
+  SteadyTime t0{};
+  ASSERT_TRUE(m.Register("s0", Reg(proto::SERVER, "tcp://h:1"), t0).ok());
+  ASSERT_TRUE(m.Register("s1", Reg(proto::SERVER, "tcp://h:2"), t0).ok());
+  proto::Header of_rank1 = Standby("tcp://h:3");
+  of_rank1.set_rank(1);  // rank 0 would be the first lacking a backup either way
+  auto b = m.Register("b", of_rank1, t0);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(m.Register("w", Reg(proto::WORKER), t0).ok());
+  Member& backup = *m.ById((*b)->info.id());
+  const int32_t rank = backup.info.rank();
+  ASSERT_EQ(rank, 1);
+  Member& dead = *m.ById(2);  // s1, the primary of rank 1
+  ASSERT_EQ(dead.info.rank(), rank);
+  dead.state = Member::State::kDead;
+  m.Promote(backup, dead);
+  proto::Header again = Reg(proto::SERVER, "tcp://h:4");
+  again.set_rank(rank);
+  auto back = m.Register("s-again", again, t0);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE((*back)->info.standby());
+  EXPECT_EQ((*back)->info.rank(), rank);
 }
 
 TEST(MembershipTest, StandbysNeedReplicas) {
