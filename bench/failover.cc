@@ -92,7 +92,7 @@ StatusOr<Stall> MeasureStall(int mib, const FailoverBenchOptions& o) {
   std::atomic<int64_t> pushes{0};
   std::vector<double> longest(2, 0), before(2, 0);
   std::atomic<bool> killed{false};
-  Status failure;
+  std::vector<Status> failure(2);  // each worker's own
   std::vector<std::thread> workers;
   for (int w = 0; w < 2; ++w) {
     workers.emplace_back([&, w] {
@@ -101,7 +101,7 @@ StatusOr<Stall> MeasureStall(int mib, const FailoverBenchOptions& o) {
       while (!stop.load()) {
         Status s = bc.clients()[w]->Push(t.name, ones.data(), t.NumElements()).Wait();
         if (!s.ok()) {
-          failure = s;
+          failure[w] = s;
           return;
         }
         ++pushes;
@@ -120,7 +120,9 @@ StatusOr<Stall> MeasureStall(int mib, const FailoverBenchOptions& o) {
   stop = true;
   for (std::thread& w : workers) w.join();
   if (!kill.ok()) return kill;
-  if (!failure.ok()) return failure;
+  for (const Status& f : failure) {
+    if (!f.ok()) return f;
+  }
   std::vector<float> values(t.NumElements());
   if (Status s = bc.clients()[0]->Pull(t.name, values.data(), t.NumElements()).Wait(); !s.ok()) {
     return s;
@@ -163,13 +165,15 @@ StatusOr<Move> MeasureMove(int mib) {
   auto since = [&] { return std::chrono::duration<double>(Clock::now() - origin).count(); };
   std::atomic<bool> stop{false};
   std::vector<std::vector<double>> done(2);
-  std::vector<Status> failure(2);
+  std::vector<Status> failure(2);  // each worker's own, read once they are joined
+  std::atomic<bool> failed{false};
   std::vector<std::thread> workers;
   for (int w = 0; w < 2; ++w) {
     workers.emplace_back([&, w] {
       std::vector<float> ones(t.NumElements(), 1.0f);
       while (!stop.load() && failure[w].ok()) {
         failure[w] = bc.clients()[w]->Push(t.name, ones.data(), t.NumElements()).Wait();
+        if (!failure[w].ok()) failed = true;
         done[w].push_back(since());
       }
     });
@@ -188,7 +192,7 @@ StatusOr<Move> MeasureMove(int mib) {
       if (rc == 0) {
         r.drain_from = start;
         r.drained_at = since();
-      } else if (rc != 1 || !failure[0].ok() || !failure[1].ok()) {
+      } else if (rc != 1 || failed.load()) {
         s = Status::Internal(fmt::format("hetps ctl drain-server ended with {}", rc));
       }
     }

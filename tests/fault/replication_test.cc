@@ -22,7 +22,8 @@ using namespace std::chrono_literals;
 
 const std::vector<TensorSpec>& kTensors = kOnesTensors;
 constexpr int kWorkers = 2;
-constexpr int kSteps = 40;  // clocks per worker
+constexpr int kSteps = 40;                     // clocks per worker
+constexpr int kTotal = kWorkers * kSteps * 2;  // acknowledged pushes of a whole run
 
 ClusterOptions Options(const std::string& consistency) {
   return {.servers = 2,
@@ -55,7 +56,7 @@ class Pushers {
   void Finish() {
     thread_.join();
     ASSERT_FALSE(failed());
-    ASSERT_EQ(acked(), kWorkers * kSteps * 2);
+    ASSERT_EQ(acked(), kTotal);
     LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients_[i]->Barrier().ok()); });
     ExpectOnesSums(*clients_[0], kWorkers * kSteps);
     LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients_[i]->Finish().ok()); });
@@ -76,7 +77,6 @@ class ReplicationTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(ReplicationTest, KilledPrimariesFailOverToTheirBackupsLosingAndDoublingNothing) {
   LocalCluster cluster(Options(GetParam()));
   Pushers pushers(cluster);
-  constexpr int kTotal = kWorkers * kSteps * 2;
   for (int victim : {0, 1}) {
     pushers.WaitFor(kTotal * (victim + 1) / 3);
     std::printf("SIGKILL of the primary of rank %d after %d acknowledged pushes\n", victim,
@@ -96,7 +96,6 @@ TEST_P(ReplicationTest, KilledPrimariesFailOverToTheirBackupsLosingAndDoublingNo
 TEST_P(ReplicationTest, AReplacementBackupSyncsWhileTrainingAndTakesTheNextFailureOver) {
   LocalCluster cluster(Options(GetParam()));
   Pushers pushers(cluster);
-  constexpr int kTotal = kWorkers * kSteps * 2;
   pushers.WaitFor(kTotal / 4);
   std::printf("SIGKILL of server 0 after %d acknowledged pushes\n", pushers.acked());
   cluster.server(0).Signal(SIGKILL);
@@ -124,7 +123,6 @@ TEST_P(ReplicationTest, AKilledPrimaryRestartedOnItsDataDirBacksItsRankUpAgain) 
   options.server_flags.push_back("--data_dir=" + root.str() + "/server{i}");
   LocalCluster cluster(options);
   Pushers pushers(cluster);
-  constexpr int kTotal = kWorkers * kSteps * 2;
   pushers.WaitFor(kTotal / 4);
   cluster.server(0).Signal(SIGKILL);
   ASSERT_TRUE(cluster.server(0).WaitExit(5s).has_value());
@@ -146,7 +144,6 @@ TEST_P(ReplicationTest, BackupsStillTakeOverAfterTheSchedulerWasRestarted) {
   options.scheduler_flags.push_back("--data_dir=" + root.str() + "/scheduler");
   LocalCluster cluster(options);
   Pushers pushers(cluster);
-  constexpr int kTotal = kWorkers * kSteps * 2;
   pushers.WaitFor(kTotal / 4);
   cluster.scheduler().Signal(SIGKILL);
   ASSERT_TRUE(cluster.scheduler().WaitExit(5s).has_value());
@@ -164,7 +161,6 @@ TEST_P(ReplicationTest, BackupsStillTakeOverAfterTheSchedulerWasRestarted) {
 TEST_P(ReplicationTest, AFrozenPrimaryResumedAfterItsBackupWasPromotedIsFencedOut) {
   LocalCluster cluster(Options(GetParam()));
   Pushers pushers(cluster);
-  constexpr int kTotal = kWorkers * kSteps * 2;
   pushers.WaitFor(kTotal / 3);
   cluster.server(0).Signal(SIGSTOP);
   const int at_stop = pushers.acked();
@@ -184,7 +180,6 @@ TEST_P(ReplicationTest, AFrozenPrimaryResumedAfterItsBackupWasPromotedIsFencedOu
 TEST_P(ReplicationTest, DrainedPrimariesHandTheirRanksToTheirBackups) {
   LocalCluster cluster(Options(GetParam()));
   Pushers pushers(cluster);
-  constexpr int kTotal = kWorkers * kSteps * 2;
   std::set<int> gone;  // servers (cluster.server(i)) that exited
   for (int rank : {0, 1}) {
     pushers.WaitFor(kTotal * (rank + 1) / 3);
@@ -223,7 +218,6 @@ TEST_P(ReplicationTest, AStoppedPrimaryHandsItsRankOverBeforeItExits) {
   options.scheduler_flags[0] = "--heartbeat_timeout_ms=60000";  // a failover would show
   LocalCluster cluster(options);
   Pushers pushers(cluster);
-  constexpr int kTotal = kWorkers * kSteps * 2;
   pushers.WaitFor(kTotal / 3);
   std::this_thread::sleep_for(300ms);  // the standbys hold their ranks
   const int before = pushers.acked();
