@@ -67,12 +67,6 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
         "--secure_aggregation runs in synchronous rounds (--clients_per_round) on the wall clock: "
         "not with --concurrency (asynchronous uploads) or --late_rounds");
   }
-  if (secure->on && o.virtual_time && o.overcommit > 1) {
-    return Status::InvalidArgument(
-        "--secure_aggregation under --clock=virtual does not over-commit: an over-committed "
-        "round's unmasking can need the late clients' shares, whose upload reports wait in "
-        "virtual order behind it; select exactly --clients_per_round");
-  }
   if (dp->mode == Privacy::Mode::kDistributed && !secure->on) {
     return Status::InvalidArgument(
         "--dp=distributed splits the noise among a round's clients, which hides each update only "
@@ -271,7 +265,19 @@ void FedRounds::WriteClients(const std::string& path) const {
 }
 
 void FedRounds::HolderBack(int32_t worker, double now) {
-  if (secure_ && state_ == State::kClosing && selected_.erase(worker) > 0) MaybeAdvanceSecure(now);
+  if (!secure_ || !selected_.contains(worker)) return;
+  if (state_ == State::kOpen) {  // it gave its task up: the unmasking will not wait for it
+    secure_back_.insert(worker);
+  } else if (state_ == State::kClosing) {
+    selected_.erase(worker);
+    MaybeAdvanceSecure(now);
+  }
+}
+
+bool FedRounds::UnmaskHolder(int32_t worker, int64_t round) const {
+  return secure_ && state_ == State::kClosing && round == round_ &&
+         secure_->phase() == SecureRound::Phase::kUnmask && secure_->Masking(worker) &&
+         selected_.contains(worker);
 }
 
 void FedRounds::CheckIn(Arrival a, int live_workers, double now) {

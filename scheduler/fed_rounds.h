@@ -190,9 +190,15 @@ class FedRounds {
   std::optional<double> NextDeadline() const;
   // A client checked in again: if it holds shares of a secure round being unmasked, it never
   // reported (it failed or went offline) and reveals nothing, so the unmasking waits for it no
-  // more. Under virtual time its check-in is held, yet this is told at once: which shares
-  // rebuild a secret does not change the sum.
+  // more; one back while its round is open gave its task up, and the unmasking will not wait
+  // for it either. Under virtual time its check-in is held, yet this is told at once: which
+  // shares rebuild a secret does not change the sum.
   void HolderBack(int32_t worker, double now);
+  // Virtual time: whether `worker`'s upload report of `round` belongs to a holder of the secure
+  // round being unmasked. Such a report is taken out of virtual order (SchedulerLoop): the
+  // unmasking of an over-committed round needs the late holders' shares, and their reports wait
+  // behind it; what a late holder reveals depends only on which uploads the round kept.
+  bool UnmaskHolder(int32_t worker, int64_t round) const;
   bool AwaitingServers() const { return state_ == State::kClosing || !applying_.empty(); }
   const std::map<int32_t, ClientRecord>& clients() const { return clients_; }
 
@@ -322,6 +328,9 @@ class FedRounds {
   std::unique_ptr<SecureRound> secure_;
   std::map<int32_t, Arrival> secure_waiting_;
   std::map<int32_t, Arrival> secure_uploads_;
+  // Selected clients of the open secure round that checked in again without reporting: under
+  // virtual time a check-in is held, so they stay selected until then, yet reveal nothing.
+  std::set<int32_t> secure_back_;
   double secure_phase_at_ = 0;
   int64_t secure_unmasked_ = 0, secure_aborted_ = 0;  // rounds, for /api/status
 };

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "scheduler/fed_rounds.h"
 
@@ -67,7 +68,12 @@ void FedRounds::MaybeAdvanceSecure(double now) {
   const SecureRound::Phase phase = secure_->phase();
   if (phase == SecureRound::Phase::kUnmask) {
     const double wait = options_.deadline_s > 0 ? options_.deadline_s : kUnmaskWaitS;
-    if (secure_->Complete(selected_) || now >= secure_phase_at_ + wait) FinishSecure(now);
+    std::set<int32_t> holders;  // still there, and not back without reporting
+    std::set_difference(selected_.begin(), selected_.end(), secure_back_.begin(),
+                        secure_back_.end(), std::inserter(holders, holders.end()));
+    if (secure_->Complete(holders, options_.virtual_time) || now >= secure_phase_at_ + wait) {
+      FinishSecure(now);
+    }
     return;
   }
   if ((phase != SecureRound::Phase::kAdvertise && phase != SecureRound::Phase::kShare) ||

@@ -45,6 +45,7 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
   if (privacy_.adaptive()) task.set_dp_clip(privacy_.clip());
   if (secure_options_.on) {
     secure_ = std::make_unique<SecureRound>(round_, picked, secure_options_, options_.seed, keep_);
+    secure_back_.clear();
     *task.mutable_secagg() = secure_->Task();
     secure_phase_at_ = now;
   }

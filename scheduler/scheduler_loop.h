@@ -103,6 +103,7 @@ class SchedulerLoop {
   // time, the requests it holds, the ranks it waits for and whose turn is in flight.
   std::string VirtualJson();
   void ReleaseVirtual();
+  void TakeLateHolders();
   // The time FedRounds runs on: virtual under --clock=virtual, else the scheduler's seconds.
   double FedNow() const { return vclock_ ? vclock_->now() : Now(); }
   // Run's parts: binds the router at `bind` (secured as the options say), then serves until

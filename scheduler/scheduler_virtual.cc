@@ -103,6 +103,7 @@ void SchedulerLoop::EndTurn(const Envelope& env, const Member& m) {
 void SchedulerLoop::ReleaseVirtual() {
   if (!vclock_) return;
   const std::vector<int32_t> live = members_.LiveWorkers();
+  TakeLateHolders();
   while (!fed_.AwaitingServers() && !turn_) {
     std::optional<double> due = fed_.NextDeadline();
     if (due == stale_deadline_) due.reset();
@@ -130,6 +131,27 @@ void SchedulerLoop::ReleaseVirtual() {
     // Firing changed nothing (the first round's wait with too few idle clients): it holds
     // nothing back from then on.
     if (fed_.NextDeadline() == due) stale_deadline_ = due;
+  }
+  TakeLateHolders();
+}
+
+// An over-committed secure round being unmasked needs shares of its late holders, whose upload
+// reports the clock holds behind the round's close: they are taken now, each at its own time
+// (its training time counts to it). What they reveal depends only on which uploads the round
+// kept, and the round waits for every live holder under virtual time, so which reports come
+// early does not depend on the host.
+void SchedulerLoop::TakeLateHolders() {
+  std::vector<VirtualClock::Event> late = vclock_->Take([this](const VirtualClock::Event& e) {
+    return e.type == proto::ROUND_UPLOADED &&
+           fed_.UnmaskHolder(e.arrival.worker, e.request.round());
+  });
+  for (const VirtualClock::Event& e : late) {
+    spdlog::debug(
+        "virtual time {:.6f}: worker {}'s late report of round {} taken at {:.6f} for "
+        "its shares",
+        vclock_->now(), e.arrival.worker, e.request.round(), e.t);
+    fed_.Report(e.arrival.worker, e.request);
+    fed_.Uploaded(e.arrival, e.request.round(), LiveWorkers(), e.t);
   }
 }
 

@@ -112,7 +112,7 @@ Status SecureRound::Advertise(int32_t id, const proto::SecAgg& request) {
   return Status();
 }
 
-bool SecureRound::Complete(const std::set<int32_t>& live) const {
+bool SecureRound::Complete(const std::set<int32_t>& live, bool every_holder) const {
   switch (phase_) {
     case Phase::kAdvertise:
       return std::all_of(selected_.begin(), selected_.end(),
@@ -122,9 +122,9 @@ bool SecureRound::Complete(const std::set<int32_t>& live) const {
         return !live.contains(k.first) || shared_.contains(k.first);
       });
     case Phase::kUnmask:  // every secret has its shares, or no live holder has more to give
-      return Enough() || std::all_of(shared_.begin(), shared_.end(), [&](int32_t id) {
-               return !live.contains(id) || revealed_.contains(id);
-             });
+      return (!every_holder && Enough()) ||
+             std::all_of(shared_.begin(), shared_.end(),
+                         [&](int32_t id) { return !live.contains(id) || revealed_.contains(id); });
     default:
       return false;
   }

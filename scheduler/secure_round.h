@@ -68,8 +68,10 @@ class SecureRound {
   Status Share(int32_t id, const proto::SecAgg& request);
   Status Reveal(int32_t id, const proto::SecAgg& request);
 
-  // Whether every client in `live` that the phase waits for has sent its request.
-  bool Complete(const std::set<int32_t>& live) const;
+  // Whether every client in `live` that the phase waits for has sent its request. Unmasking is
+  // complete once every secret has its t shares, or, with `every_holder` (virtual time, where
+  // which holders come first must not depend on the host), once every live holder revealed.
+  bool Complete(const std::set<int32_t>& live, bool every_holder = false) const;
   // Ends advertising (U1: who advertised) and sharing (U2: who shared); an error when the round
   // cannot go on securely (fewer than two clients, weights too large for the fixed point).
   Status CloseAdvertise();

@@ -81,6 +81,22 @@ class VirtualClock {
   // The earliest held event, if it may be released now (its time < Bound(live), and not after
   // `not_after`: a timer due earlier fires first); removes it and advances now() to its time.
   std::optional<Event> Release(const std::vector<int32_t>& live, double not_after = kNever);
+  // Takes out of order every held event `take` accepts (an over-committed secure round's late
+  // holders: their reveal does not depend on when they report, scheduler_virtual.cc), in time
+  // order. Their workers still wait for the answer.
+  template <typename Pred>
+  std::vector<Event> Take(Pred take) {
+    std::vector<Event> out;
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (take(it->second)) {
+        out.push_back(std::move(it->second));
+        it = held_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
   // A timer due at `t` may fire now: t is earlier than every held event and every working bound
   // (a timer at the time of a held event fires after it). Advances now() to t when it may.
   bool Fire(double t, const std::vector<int32_t>& live);

@@ -205,5 +205,31 @@ TEST(VirtualClockTest, AReleaseThatArrivesAfterTheWorkersNextRequestChangesNothi
   EXPECT_EQ(next->arrival.worker, 1);
 }
 
+// Taking held events out of order (a secure round's late holders): exactly those the predicate
+// accepts go, in time order, without moving now(); the rest stay held in their order.
+TEST(VirtualClockTest, TakeRemovesTheAcceptedEventsWithoutMovingTheClock) {
+  VirtualClock c;
+  const std::vector<int32_t> live = {1, 2, 3};
+  Check(c, 3, 7.0);
+  c.Hold(proto::ROUND_UPLOADED, From(2), 2, 6.0, {});
+  Check(c, 1, 2.0);
+  const std::vector<VirtualClock::Event> taken =
+      c.Take([](const VirtualClock::Event& e) { return e.type == proto::ROUND_UPLOADED; });
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].arrival.worker, 2);
+  EXPECT_DOUBLE_EQ(taken[0].t, 6.0);
+  EXPECT_DOUBLE_EQ(c.now(), 0.0);
+  EXPECT_EQ(c.held(), 2u);
+  auto first = c.Release(live);  // worker 2 waits for its answer: it holds nothing back
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->arrival.worker, 1);
+  c.Answered(2, /*finished=*/false);  // answered at now() = 2: its next request comes later
+  EXPECT_FALSE(c.Release(live)) << "worker 2 could still send something before 7";
+  Check(c, 2, 8.0);
+  auto next = c.Release(live);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->arrival.worker, 3);
+}
+
 }  // namespace
 }  // namespace hetps
