@@ -19,8 +19,9 @@ StatusOr<AdaptiveClip> AdaptiveClip::Make(const Options& o) {
   AdaptiveClip a;
   a.o_ = o;
   a.clip_ = o.initial;
-  a.count_noise_ =
-      o.count_noise > 0 ? o.count_noise : std::max(std::max(o.expected_kept, 1) / 20.0, o.noise);
+  a.count_noise_ = o.count_noise > 0 ? o.count_noise
+                   : o.per_client    ? o.noise
+                                     : std::max(std::max(o.expected_kept, 1) / 20.0, o.noise);
   const double rest = 1 / (o.noise * o.noise) - 1 / (4 * a.count_noise_ * a.count_noise_);
   if (!(rest > 0)) {
     return Status::InvalidArgument(fmt::format(
@@ -36,7 +37,12 @@ double AdaptiveClip::EndRound(int64_t round, int64_t within, int64_t kept) {
   if (kept <= 0) return o_.quantile;  // nothing was learnt: S stays
   std::mt19937_64 rng(o_.seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(round) + 1);
   std::normal_distribution<double> noise(0.0, count_noise_);
-  const double fraction = (static_cast<double>(within) + noise(rng)) / static_cast<double>(kept);
+  return Step(static_cast<double>(within) + noise(rng), kept);
+}
+
+double AdaptiveClip::Step(double noisy_within, int64_t kept) {
+  if (kept <= 0 || !std::isfinite(noisy_within)) return o_.quantile;  // S stays
+  const double fraction = noisy_within / static_cast<double>(kept);
   clip_ *= std::exp(-o_.lr * (fraction - o_.quantile));
   return fraction;
 }

@@ -15,8 +15,8 @@ std::vector<ParamDef> Params() {
           ParamDef::Real("noise", "1", 0, 1e6, "noise standard deviation / clip", true), delta};
 }
 
-// Central DP's adaptive clipping (common/adaptive_clip.h): off at quantile 0.
-std::vector<ParamDef> CentralParams() {
+// Adaptive clipping (common/adaptive_clip.h): off at quantile 0.
+std::vector<ParamDef> AdaptiveParams() {
   std::vector<ParamDef> p = Params();
   ParamDef quantile = ParamDef::Real(
       "quantile", "0", 0, 1,
@@ -28,7 +28,8 @@ std::vector<ParamDef> CentralParams() {
                              "adaptive clipping: the geometric step's rate", true));
   p.push_back(ParamDef::Real("count_noise", "0", 0, 1e6,
                              "adaptive clipping: std of the noise on the count of clients within "
-                             "the clip (0: max(K / 20, noise) for rounds of K)"));
+                             "the clip (0: max(K / 20, noise) for rounds of K); local: on each "
+                             "client's bit (0: noise)"));
   return p;
 }
 
@@ -43,14 +44,17 @@ const SpecRegistry& PrivacyModes() {
                  "clients clip their updates; the servers add Gaussian noise to each round's sum "
                  "(DP-FedAvg, McMahan et al. ICLR'18); with quantile, the clip follows that "
                  "quantile of the update norms (adaptive clipping, Andrew et al. NeurIPS'21)",
-                 CentralParams()});
-        AddInfo(
-            {"local", "each client clips its update and adds the Gaussian noise itself", Params()});
+                 AdaptiveParams()});
+        AddInfo({"local",
+                 "each client clips its update and adds the Gaussian noise itself; with "
+                 "quantile, adaptive clipping with each client's bit noised by itself",
+                 AdaptiveParams()});
         AddInfo({"distributed",
                  "each client clips its update and adds its share of the noise, std noise x "
                  "clip / sqrt(K) for a round keeping K uploads, so that the sum the servers learn "
-                 "under --secure_aggregation carries the central noise (distributed DP)",
-                 Params()});
+                 "under --secure_aggregation carries the central noise (distributed DP); with "
+                 "quantile, adaptive clipping with the bits summed under the masks",
+                 AdaptiveParams()});
       }
     };
     return new Modes();
@@ -69,11 +73,9 @@ StatusOr<Privacy> ParsePrivacy(const std::string& text) {
   p.clip = spec->Number("clip");
   p.noise = spec->Number("noise");
   p.delta = spec->Number("delta");
-  if (p.mode == Privacy::Mode::kCentral) {
-    p.quantile = spec->Number("quantile");
-    p.clip_lr = spec->Number("clip_lr");
-    p.count_noise = spec->Number("count_noise");
-  }
+  p.quantile = spec->Number("quantile");
+  p.clip_lr = spec->Number("clip_lr");
+  p.count_noise = spec->Number("count_noise");
   return p;
 }
 

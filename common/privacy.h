@@ -9,9 +9,10 @@
 //   distributed:clip=C,noise=Z[,delta=D]  each client adds its share, std noise x clip / sqrt(K)
 //                                     for a round keeping K uploads, so that the sum the servers
 //                                     learn under --secure_aggregation carries the central amount
-// Central DP's clip may follow a quantile of the update norms instead (quantile=Q, clip_lr,
-// count_noise: adaptive clipping, common/adaptive_clip.h); the scheduler sends each round's clip
-// with its task and the servers each round's noise with its close.
+// The clip may follow a quantile of the update norms instead (quantile=Q, clip_lr, count_noise:
+// adaptive clipping, common/adaptive_clip.h), in every mode; the scheduler sends each round's
+// clip with its task (and, under local or distributed DP, the noise the clients add), and under
+// central DP the servers each round's noise with its close.
 // The scheduler's accountant (common/rdp_accountant.h) reports the (epsilon, delta) spent.
 #pragma once
 
@@ -27,9 +28,9 @@ struct Privacy {
   enum class Mode { kNone, kCentral, kLocal, kDistributed };
   Mode mode = Mode::kNone;
   double clip = 0, noise = 0, delta = 0;
-  double quantile = 0, clip_lr = 0.2, count_noise = 0;  // central: adaptive clipping when Q > 0
+  double quantile = 0, clip_lr = 0.2, count_noise = 0;  // adaptive clipping when Q > 0
   bool on() const { return mode != Mode::kNone; }
-  bool adaptive() const { return mode == Mode::kCentral && quantile > 0; }
+  bool adaptive() const { return on() && quantile > 0; }
   // Whether the round's sum carries the whole noise (central, distributed): the accountant
   // counts one sampled Gaussian mechanism per round.
   bool per_round() const { return mode == Mode::kCentral || mode == Mode::kDistributed; }

@@ -269,18 +269,29 @@ PYBIND11_MODULE(_hetps, m) {
            "returns the round (current_clock becomes it, so the pushes that follow belong to "
            "it), or -1 once the run's rounds are done (then finish()).")
       .def("finish_round", &PyClient::FinishRound, py::arg("within_clip") = py::none(),
+           py::arg("within_noisy") = py::none(), py::arg("within_masked") = py::none(),
            "After every push of the round was acknowledged: reports the upload; returns whether "
-           "the round kept it (False: it closed without it and the servers drop it). "
-           "within_clip: under adaptive clipping, whether the update's norm before clipping "
-           "was within round_clip.")
+           "the round kept it (False: it closed without it and the servers drop it). Adaptive "
+           "clipping's report of the update: within_clip (central DP): whether its norm before "
+           "clipping was within round_clip; within_noisy (local DP): that bit centred (+-1/2) "
+           "plus Gaussian noise of std round_count_noise; within_masked (distributed DP): the "
+           "same with std round_count_noise / sqrt(K), as SecureUpload.mask_count's word.")
       .def_property_readonly(
           "round_secure", [](PyClient& c) { return !c.client()->round_secagg().empty(); },
           "Whether the round await_round returned is a secure one (--secure_aggregation): "
           "its upload goes through a hetps.SecureUpload.")
       .def_property_readonly(
           "round_clip", [](PyClient& c) { return c.client()->round_clip(); },
-          "Central DP's adaptive clipping: the clip norm of the round await_round returned (0: "
-          "the --dp spec's fixed clip).")
+          "Adaptive clipping: the clip norm of the round await_round returned (0: the --dp "
+          "spec's fixed clip).")
+      .def_property_readonly(
+          "round_update_noise", [](PyClient& c) { return c.client()->round_update_noise(); },
+          "Adaptive clipping under local or distributed DP: the noise multiplier of the "
+          "round's update (0: the --dp spec's).")
+      .def_property_readonly(
+          "round_count_noise", [](PyClient& c) { return c.client()->round_count_noise(); },
+          "Adaptive clipping under local or distributed DP: the std of the noise on the "
+          "round's bit (each client's under local DP, the sum's under distributed).")
       .def("await_rounds_closed", &PyClient::AwaitRoundsClosed, py::arg("rounds"),
            py::arg("measured") = py::none(),
            "Federated evaluators: blocks until `rounds` rounds (aggregations) have closed or the "

@@ -307,12 +307,13 @@ int64_t PyClient::AwaitRound() {
   return *round;
 }
 
-bool PyClient::FinishRound(std::optional<bool> within_clip) {
+bool PyClient::FinishRound(std::optional<bool> within_clip, std::optional<double> within_noisy,
+                           std::optional<uint32_t> within_masked) {
   const std::shared_ptr<Client> held = client();
   StatusOr<bool> kept = Status();
   {
     py::gil_scoped_release unlocked;
-    kept = held->FinishRound(within_clip);
+    kept = held->FinishRound({within_clip, within_noisy, within_masked});
   }
   Sweep();
   Check(kept.status());

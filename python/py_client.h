@@ -96,7 +96,8 @@ class PyClient {
   // are done); after the round's pushes were acknowledged, finish_round reports the upload and
   // returns whether the round kept it.
   int64_t AwaitRound();
-  bool FinishRound(std::optional<bool> within_clip);
+  bool FinishRound(std::optional<bool> within_clip, std::optional<double> within_noisy,
+                   std::optional<uint32_t> within_masked);
   // An evaluator's wait (Client::AwaitRoundsClosed): (rounds closed, run finished); `measured`
   // is (round, loss, accuracy) of its previous evaluation.
   std::pair<int64_t, bool> AwaitRoundsClosed(

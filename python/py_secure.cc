@@ -2,6 +2,7 @@
 
 #include <pybind11/numpy.h>
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +81,14 @@ class PySecureUpload {
     return out;
   }
 
+  // Adaptive clipping under distributed DP: the noised centred bit `value` as its masked word
+  // (for finish_round's within_masked), in the fixed point of the round's count noise.
+  uint32_t MaskCount(double value) const {
+    if (!upload_->ready()) Raise(Status::FailedPrecondition("mask_count before setup"));
+    if (!std::isfinite(value)) Raise(Status::InvalidArgument("mask_count: a finite value"));
+    return upload_->MaskCount(value, secagg::CountFixedPoint(client_->round_count_noise(), kept_));
+  }
+
   // After finish_round: reveals what its answer asks for (`kept`: whether the round kept this
   // client's upload), then forgets the round. Returns whether there was a request.
   bool Unmask(bool kept) {
@@ -124,6 +133,10 @@ void AddSecure(py::module_& m) {
       .def("mask", &PySecureUpload::Mask, py::arg("name"), py::arg("update"),
            "The masked fixed-point words of a whole tensor's update (float32), to push in its "
            "place with the weight given to setup.")
+      .def("mask_count", &PySecureUpload::MaskCount, py::arg("value"),
+           "Adaptive clipping under distributed DP: the noised centred bit (+-1/2 plus Gaussian "
+           "noise of std client.round_count_noise / sqrt(kept)) as its masked word, for "
+           "finish_round(within_masked=...).")
       .def("unmask", &PySecureUpload::Unmask, py::arg("kept"),
            "After finish_round: reveals what the scheduler asked for, then forgets the round.")
       .def("reset", &PySecureUpload::Reset)

@@ -14,6 +14,7 @@ AdaptiveClip::Options ClipOptions(const Privacy& p, int expected_kept, uint64_t 
           .noise = p.noise,
           .count_noise = p.count_noise,
           .expected_kept = expected_kept,
+          .per_client = p.mode == Privacy::Mode::kLocal,
           .seed = seed};
 }
 
@@ -38,6 +39,16 @@ void FedPrivacy::RoundClosed(int64_t round, int64_t within, int64_t kept) {
       "round {}: {} of {} updates within clip {:.4g} (noisy fraction {:.3f}); next clip "
       "{:.4g}",
       round, within, kept, before, fraction, clip_->clip());
+}
+
+void FedPrivacy::RoundClosedNoisy(int64_t round, double noisy_within, int64_t kept) {
+  if (!clip_) return;
+  const double before = clip_->clip();
+  clip_->Step(noisy_within, kept);
+  spdlog::info(
+      "round {}: a noisy {:.2f} of {} updates within clip {:.4g} (counted by the clients); next "
+      "clip {:.4g}",
+      round, noisy_within, kept, before, clip_->clip());
 }
 
 void FedPrivacy::Applied(const std::vector<int>& kept, int selected, int population) {

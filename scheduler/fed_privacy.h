@@ -6,10 +6,10 @@
 //   local    each client's uploads are Gaussian mechanisms the servers see (no amplification:
 //            they know who uploaded); the run reports the worst client's: the one whose uploads
 //            were aggregated most often
-// With central DP's adaptive clipping it holds the clip (common/adaptive_clip.h): each round's
-// clip and the noise its close asks of the servers come from here, and the kept clients' bits
-// step it. Adaptive clipping's own noise is within the run's multiplier: the accountant counts
-// the same mechanism.
+// With adaptive clipping it holds the clip (common/adaptive_clip.h): each round's clip, the
+// noise its close asks of the servers (central) or its task of the clients (local,
+// distributed) come from here, and the kept clients' bits step it. Adaptive clipping's own
+// noise is within the run's multiplier: the accountant counts the same mechanism.
 // Thread-safety: none; owned by FedRounds.
 #pragma once
 
@@ -36,8 +36,15 @@ class FedPrivacy {
   // Adaptive: this round's clip, and the std of the noise on its sum (the close's).
   double clip() const { return clip_ ? clip_->clip() : p_.clip; }
   double noise_std() const { return clip_ ? clip_->noise_std() : p_.noise * p_.clip; }
-  // Adaptive: round `round` closed with `within` of its `kept` uploads' norms within clip().
+  // Adaptive, local and distributed DP: the noise multiplier of the updates (z_u) and the
+  // std of the bit's noise (sigma_b) the round's task tells the clients.
+  double update_noise() const { return clip_ ? clip_->update_noise() : p_.noise; }
+  double count_noise() const { return clip_ ? clip_->count_noise() : 0; }
+  // Adaptive, central DP: round `round` closed with `within` of its `kept` uploads' norms
+  // within clip().
   void RoundClosed(int64_t round, int64_t within, int64_t kept);
+  // Adaptive, local and distributed DP: the clients' noised count (AdaptiveClip::Step).
+  void RoundClosedNoisy(int64_t round, double noisy_within, int64_t kept);
 
   // An aggregation of the uploads of `kept` (ranks); `selected` of `population` live training
   // clients were selected for its round.

@@ -44,6 +44,11 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
   if (Status s = FedPrivacy::Check(*dp, std::max(o.clients_per_round, 1)); !s.ok()) {
     return Status::InvalidArgument("--dp: " + s.message());
   }
+  if (dp->adaptive() && o.concurrency > 0) {
+    return Status::InvalidArgument(
+        "--dp with quantile (adaptive clipping) steps the clip at each round's close: it needs "
+        "synchronous rounds, not --concurrency");
+  }
   if (dp->adaptive() && o.late_rounds > 0) {
     return Status::InvalidArgument(
         "--dp with quantile (adaptive clipping) changes the clip every round: a late upload "
@@ -131,7 +136,7 @@ bool FedRounds::Resent(const Arrival& a) {
 
 void FedRounds::Report(int32_t id, const proto::FedRound& request) {
   ClientRecord& c = clients_[id];
-  if (request.has_within_clip()) within_clip_[id] = {request.round(), request.within_clip()};
+  TakeClipReport(id, request);
   const int64_t up = std::max<int64_t>(0, request.bytes_up());
   const int64_t down = std::max<int64_t>(0, request.bytes_down());
   c.bytes_up += up;

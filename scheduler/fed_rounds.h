@@ -225,6 +225,13 @@ class FedRounds {
   void CloseSecure(int live_workers, double now);
   void FinishSecure(double now);
   void AbortSecure(const Status& why, double now);
+  // Adaptive clipping (fed_rounds_clip.cc): what a round's task tells its clients, a client's
+  // report, and the step of the clip when the round closes (under distributed DP, when its
+  // secure round was unmasked: from the sum of the masked words).
+  void ClipTask(proto::FedRound& task) const;
+  void TakeClipReport(int32_t id, const proto::FedRound& request);
+  void StepClip(proto::FedRound& close);
+  void StepClipSecure(const proto::SecureClose& unmask);
   void FinishEveryone();
   void AnswerWatchers();
   // Asynchronous mode (fed_rounds_async.cc).
@@ -274,8 +281,17 @@ class FedRounds {
   std::mt19937_64 rng_;
   FedRoundsLog log_;
   FedPrivacy privacy_;
-  // Adaptive clipping: each client's last report, (round, its update within that round's clip).
-  std::map<int32_t, std::pair<int64_t, bool>> within_clip_;
+  // Adaptive clipping: each client's last report of its bit (central: in the clear; local:
+  // centred and noised; distributed: its masked word), and under distributed DP the kept
+  // uploads' words while the secure round unmasks.
+  struct ClipReport {
+    int64_t round = -1;
+    std::optional<bool> within;
+    std::optional<double> noisy;
+    std::optional<uint32_t> masked;
+  };
+  std::map<int32_t, ClipReport> within_clip_;
+  std::optional<std::vector<uint32_t>> count_words_;
   double closed_clip_ = 0;  // the clip of the round closing (its rounds.csv row)
   int round_selected_ = 0, round_population_ = 0;  // the open round's draw (central DP's q)
   double first_checkin_ = -1;                      // when the first client checked in

@@ -126,6 +126,7 @@ void FedRounds::FinishSecure(double now) {
   if (!unmask.ok()) return AbortSecure(unmask.status(), now);
   closing_.clear_workers();
   for (int32_t id : secure_->kept()) closing_.add_workers(id);
+  StepClipSecure(*unmask);
   *closing_.mutable_secure() = std::move(*unmask);
   spdlog::info("secure round {}: {} uploads unmasked ({} masks removed by the servers)",
                secure_->round(), secure_->kept().size(), closing_.secure().masks_size());
@@ -153,6 +154,7 @@ void FedRounds::AbortSecure(const Status& why, double now) {
   uploads_.clear();
   closing_.clear_workers();
   closing_.clear_secure();
+  count_words_.reset();  // nothing was learnt: the clip stays
   secure_.reset();
   SendClose(last_live_workers_, now);
 }

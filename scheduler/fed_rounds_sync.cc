@@ -42,7 +42,7 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
   keep_ = options_.clients_per_round > 0 ? std::min(options_.clients_per_round, count) : count;
   proto::FedRound task;
   task.set_round(round_);
-  if (privacy_.adaptive()) task.set_dp_clip(privacy_.clip());
+  ClipTask(task);
   if (secure_options_.on) {
     secure_ = std::make_unique<SecureRound>(round_, picked, secure_options_, options_.seed, keep_);
     secure_back_.clear();
@@ -166,17 +166,7 @@ void FedRounds::Close(int live_workers, double now) {
   spdlog::info(
       "round {} closes with {} uploads{} ({} selected clients missed it)", round_, uploads_.size(),
       closing_late_.empty() ? "" : fmt::format(" and {} late ones", closing_late_.size()), missed);
-  if (privacy_.adaptive()) {  // this round's noise, then the clip steps for the next one
-    close.set_dp_noise_std(privacy_.noise_std());
-    closed_clip_ = privacy_.clip();
-    int64_t within = 0;
-    for (int32_t id : uploads_) {
-      auto it = within_clip_.find(id);
-      within += it != within_clip_.end() && it->second.first == round_ && it->second.second;
-    }
-    privacy_.RoundClosed(round_, within, static_cast<int64_t>(uploads_.size()));
-  }
-  within_clip_.clear();
+  StepClip(close);
   state_ = State::kClosing;
   closing_ = close;
   if (secure_) return CloseSecure(live_workers, now);

@@ -387,6 +387,8 @@ StatusOr<int64_t> Client::AwaitRound() {
   impl_->TakeVirtualTime(r->fed_round());
   impl_->secagg = r->fed_round().has_secagg() ? r->fed_round().secagg().SerializeAsString() : "";
   impl_->round_clip = std::max(0.0, r->fed_round().dp_clip());
+  impl_->round_update_noise = std::max(0.0, r->fed_round().dp_update_noise());
+  impl_->round_count_noise = std::max(0.0, r->fed_round().dp_count_noise());
   if (r->fed_round().finished()) return int64_t{-1};
   if (r->fed_round().round() < 0) {
     return Status::Malformed(
@@ -420,13 +422,15 @@ StatusOr<Client::RoundsClosed> Client::AwaitRoundsClosed(
   return RoundsClosed{r->fed_round().round(), r->fed_round().finished()};
 }
 
-StatusOr<bool> Client::FinishRound(std::optional<bool> within_clip) {
+StatusOr<bool> Client::FinishRound(const ClipBit& bit) {
   if (Status s = impl_->Open(); !s.ok()) return s;
   proto::Header h;
   h.set_type(proto::ROUND_UPLOADED);
   h.set_clock(clock());
   h.mutable_fed_round()->set_round(clock());
-  if (within_clip) h.mutable_fed_round()->set_within_clip(*within_clip);
+  if (bit.within) h.mutable_fed_round()->set_within_clip(*bit.within);
+  if (bit.noisy) h.mutable_fed_round()->set_within_noisy(*bit.noisy);
+  if (bit.masked) h.mutable_fed_round()->set_within_masked(*bit.masked);
   impl_->AttachRoundBytes(h.mutable_fed_round());
   if (impl_->virtual_clock) h.mutable_fed_round()->set_virtual_time(impl_->virtual_time);
   auto r = impl_->io.Call(std::move(h));
@@ -442,6 +446,8 @@ StatusOr<bool> Client::FinishRound(std::optional<bool> within_clip) {
 const std::string& Client::round_secagg() const { return impl_->secagg; }
 
 double Client::round_clip() const { return impl_->round_clip; }
+double Client::round_update_noise() const { return impl_->round_update_noise; }
+double Client::round_count_noise() const { return impl_->round_count_noise; }
 
 StatusOr<std::string> Client::ExchangeSecAgg(const std::string& request) {
   if (Status s = impl_->Open(); !s.ok()) return s;

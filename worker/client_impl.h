@@ -37,6 +37,7 @@ class Client::Impl {
   double virtual_time = 0;  // round requests' thread only
   std::string secagg;       // the last round answer's secure part (round requests' thread)
   double round_clip = 0;    // the last task's adaptive clip norm (0: none)
+  double round_update_noise = 0, round_count_noise = 0;  // ... and its clients' noise
   // An answer's virtual time moves the clock forward (never back).
   void TakeVirtualTime(const proto::FedRound& answer) {
     if (virtual_clock && answer.has_virtual_time()) {

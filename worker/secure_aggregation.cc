@@ -190,6 +190,20 @@ void SecureUpload::Mask(int32_t tensor, int64_t offset, const float* x, int64_t 
   }
 }
 
+uint32_t SecureUpload::MaskCount(double value, const secagg::FixedPoint& fp) const {
+  CpuTimer timer(cpu_s_);
+  const float x = static_cast<float>(value);
+  uint32_t word = 0;
+  secagg::Encode(&x, 1, 1.0, fp, &word);
+  secagg::AddMask(self_seed_, round_, secagg::kCountTensor, 0, 1, 1, &word);
+  for (const auto& [id, nb] : neighbours_) {
+    if (nb.shared) {
+      secagg::AddMask(nb.pair_seed, round_, secagg::kCountTensor, 0, 1, self_ < id ? 1 : -1, &word);
+    }
+  }
+  return word;
+}
+
 Status SecureUpload::Unmask(const proto::SecAgg& request, bool kept) {
   CpuTimer timer(cpu_s_);
   if (request.round() != round_ || !ready_) {

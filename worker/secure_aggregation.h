@@ -39,6 +39,9 @@ class SecureUpload {
   // words[i] = the masked fixed-point word of x[i], coordinate offset + i of tensor `tensor`.
   // REQUIRES: ready().
   void Mask(int32_t tensor, int64_t offset, const float* x, int64_t n, uint32_t* words) const;
+  // Adaptive clipping under distributed DP: `value` (the client's noised centred bit) as its
+  // masked word of kCountTensor in fixed point `fp` (secagg::CountFixedPoint). REQUIRES: ready().
+  uint32_t MaskCount(double value, const secagg::FixedPoint& fp) const;
   // Phase 3: reveals what `request` (the ROUND_UPLOADED answer's part) asks for, or refuses;
   // `kept`: whether the round kept this client's upload (then its own share of its self-mask
   // seed goes too).

@@ -23,6 +23,12 @@ int FixedPointBits(double total_weight) {
   return std::min(kMaxBits, static_cast<int>(std::floor(std::log2(room))));
 }
 
+FixedPoint CountFixedPoint(double count_noise, int kept) {
+  const int k = std::max(kept, 1);
+  return {.clip = 0.5 + 8 * std::max(count_noise, 0.0) / std::sqrt(static_cast<double>(k)),
+          .bits = FixedPointBits(k)};
+}
+
 void Encode(const float* x, int64_t n, double weight, const FixedPoint& fp, uint32_t* words) {
   const double scale = weight * std::ldexp(1.0, fp.bits) / fp.clip;
   for (int64_t i = 0; i < n; ++i) {

@@ -29,6 +29,13 @@ void Encode(const float* x, int64_t n, double weight, const FixedPoint& fp, uint
 // out[i] = the weighted sum that the summed words `sum` stand for.
 void Decode(const uint32_t* sum, int64_t n, const FixedPoint& fp, float* out);
 
+// Adaptive clipping under distributed DP: each kept client of a round of K adds to the masked
+// sum one scalar, its centred bit (+-1/2) plus Gaussian noise of std `count_noise` / sqrt(K), as
+// word 0 of the pseudo-tensor kCountTensor. Its fixed point: clipped at 1/2 plus 8 of those
+// stds (clipping after the noise changes no guarantee) with the bits that K such words allow.
+constexpr int32_t kCountTensor = -1;
+FixedPoint CountFixedPoint(double count_noise, int kept);
+
 // words[i] += sign * mask word (offset + i) of tensor `tensor` in round `round`, mod 2^32.
 // sign is +1 or -1.
 void AddMask(const Seed& seed, int64_t round, int32_t tensor, int64_t offset, int64_t n, int sign,

@@ -332,12 +332,24 @@ class Client {
   // push of the round was acknowledged, FinishRound reports the upload and returns whether the
   // round kept it (false: it closed without it, e.g. at its deadline, and servers drop it).
   StatusOr<int64_t> AwaitRound();
-  // `within_clip`: under central DP's adaptive clipping, whether the update's norm before
-  // clipping was within round_clip() (the one bit the scheduler learns of it).
-  StatusOr<bool> FinishRound(std::optional<bool> within_clip = std::nullopt);
-  // Central DP's adaptive clipping (--dp=central:...,quantile=Q): the clip norm of the round the
-  // last AwaitRound returned; 0 when the --dp spec's fixed clip holds.
+  // `bit`: adaptive clipping's report of the round's update (docs/robust.md): under central DP
+  // whether its norm before clipping was within round_clip() (`within`, the one bit the
+  // scheduler learns of it); under local DP that bit centred (+-1/2) plus the client's Gaussian
+  // noise of std round_count_noise() (`noisy`); under distributed DP the same with std
+  // round_count_noise() / sqrt(K), as SecureUpload::MaskCount's word (`masked`).
+  struct ClipBit {
+    std::optional<bool> within;
+    std::optional<double> noisy;
+    std::optional<uint32_t> masked;
+  };
+  StatusOr<bool> FinishRound(const ClipBit& bit = {});
+  // Adaptive clipping (--dp=MODE:...,quantile=Q): the clip norm of the round the last
+  // AwaitRound returned (0 when the --dp spec's fixed clip holds) and, under local and
+  // distributed DP, the noise multiplier of the update (z_u; 0: the spec's) and the std of the
+  // bit's noise (sigma_b) the client adds.
   double round_clip() const;
+  double round_update_noise() const;
+  double round_count_noise() const;
   // Secure aggregation (scheduler --secure_aggregation; worker/secure_aggregation.h drives it):
   // the secure part of the last AwaitRound or FinishRound answer, a serialized proto::SecAgg
   // (the round's parameters; the unmasking asked of this client), empty when there is none;

@@ -104,7 +104,7 @@ class _Run:
         self.rng = np.random.default_rng(scenario.fail_seed)
         self.dp_rng = np.random.default_rng(scenario.fail_seed * 65537 + 5)  # --dp=local
         self.done = {"rounds": 0, "kept": 0, "failed": 0, "abandoned": 0, "metrics": {}}
-        self.within_clip = None  # adaptive clipping: this round's bit (private())
+        self.clip_bit = {}  # adaptive clipping: this round's report (private())
         self.secure = None  # its SecureUpload, made at its first secure round
         self.attacker = scenario.attacker() if c is not None else None
         if self.attacker:
@@ -197,7 +197,7 @@ class _Run:
         if self.virtual:
             self.c.virtual_time = self.virtual.upload(self.c.virtual_time,
                                                       self.c.stats()["bytes_pushed"] - pushed)
-        kept = bool(self.c.finish_round(self.within_clip))
+        kept = bool(self.c.finish_round(**self.clip_bit))
         self.done["kept"] += kept
         self.done["rounds"] += 1
         if secure:
@@ -232,28 +232,41 @@ class _Run:
 
     def private(self, deltas, round_clip=0.0, kept=None):
         """--dp (docs/robust.md), as the C++ client does it: the whole update clipped to L2 norm
-        dp_clip (under adaptive clipping the round's clip, and whether the norm was within it
-        is what finish_round reports); local: Gaussian noise of std dp_noise x dp_clip added to
-        every value."""
-        self.within_clip = None
+        dp_clip (under adaptive clipping the round's clip); local: Gaussian noise of std
+        dp_noise x clip added to every value (under adaptive clipping the round's noise
+        multiplier); distributed: a share of it, std / sqrt(K). Under adaptive clipping,
+        finish_round reports whether the norm was within the clip: the bit itself (central),
+        centred and noised here (local), or that under the round's masks (distributed)."""
+        self.clip_bit = {}
         if self.s.dp == "none":
             return deltas
         norm = float(np.sqrt(sum(float(np.sum(np.square(d, dtype=np.float64)))
                                  for d in deltas.values())))
         clip = round_clip if round_clip > 0 else self.s.dp_clip
-        if round_clip > 0:
-            self.within_clip = norm <= clip
         scale = min(1.0, clip / norm) if norm > 0 else 1.0
         out = {n: (d * scale).astype(np.float32) for n, d in deltas.items()}
+        share = 1.0
+        if self.s.dp == "distributed":  # its share: K of them make the central noise
+            if kept is None:
+                raise RuntimeError("--dp=distributed needs the scheduler's "
+                                   "--secure_aggregation (this round is not secure)")
+            share = 1 / math.sqrt(max(1, kept))
         if self.s.dp in ("local", "distributed"):
-            std = self.s.dp_noise * self.s.dp_clip
-            if self.s.dp == "distributed":  # its share: K of them make the central noise
-                if kept is None:
-                    raise RuntimeError("--dp=distributed needs the scheduler's "
-                                       "--secure_aggregation (this round is not secure)")
-                std /= math.sqrt(max(1, kept))
+            z = (self.c.round_update_noise if round_clip > 0 else 0) or self.s.dp_noise
             for n in out:
-                out[n] += self.dp_rng.normal(0.0, std, out[n].shape).astype(np.float32)
+                out[n] += self.dp_rng.normal(0.0, z * clip * share,
+                                             out[n].shape).astype(np.float32)
+        if round_clip > 0:  # adaptive clipping
+            within = norm <= clip
+            if self.s.dp == "central":
+                self.clip_bit = {"within_clip": within}
+                return out
+            bit = (0.5 if within else -0.5) + float(
+                self.dp_rng.normal(0.0, self.c.round_count_noise * share))
+            if self.s.dp == "local":
+                self.clip_bit = {"within_noisy": bit}
+            else:
+                self.clip_bit = {"within_masked": self.secure.mask_count(bit)}
         return out
 
     def to_send(self, deltas, round_):

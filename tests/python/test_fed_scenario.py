@@ -78,9 +78,11 @@ def test_a_python_client_clips_and_noises_its_update_as_dp_says():
     run = _Run(None, None, Scenario(dict(CLIENT_FLAGS, dp="central:clip=2,noise=1,quantile=0.5"),
                                     1), print)
     out = run.private(deltas, round_clip=7.0)  # adaptive clipping: the round's clip; the bit
-    assert run.within_clip is True and out["a"][0] == 3.0
+    assert run.clip_bit == {"within_clip": True} and out["a"][0] == 3.0
     run.private(deltas, round_clip=6.5)
-    assert run.within_clip is False
+    assert run.clip_bit == {"within_clip": False}
+
+
     run = _Run(None, None, Scenario(dict(CLIENT_FLAGS, dp="distributed:clip=2,noise=1"), 1), print)
     with pytest.raises(RuntimeError, match="secure_aggregation"):
         run.private(deltas)  # its share of the noise needs the secure round's K
@@ -90,6 +92,44 @@ def test_a_python_client_clips_and_noises_its_update_as_dp_says():
     assert Scenario(CLIENT_FLAGS, 1).dp == "none"
     with pytest.raises(hetps.InvalidArgument, match="clip"):
         Scenario(dict(CLIENT_FLAGS, dp="central:clip=0"), 1)
+
+
+class _Task:  # what a round's task told the client under local or distributed adaptive clipping
+    round_update_noise = 1.2
+    round_count_noise = 0.5
+
+
+class _Masks:  # stands for the secure round: the word is the value, to read it back
+    def mask_count(self, value):
+        return value
+
+
+def test_adaptive_clipping_under_local_and_distributed_dp_noises_the_bit_as_the_task_says():
+    from hetps.fed import _Run
+    big = {"a": np.zeros(40000, np.float32)}  # norm 0: within any clip
+    run = _Run(_Task(), None, Scenario(dict(CLIENT_FLAGS, dp="local:clip=2,noise=1,quantile=0.5"),
+                                       1), print)
+    out = run.private(big, round_clip=3.0)
+    assert float(np.std(out["a"])) == pytest.approx(1.2 * 3.0, rel=0.05)  # z_u x the round's clip
+    bits = []
+    for _ in range(4000):
+        run.private({"a": np.zeros(1, np.float32)}, round_clip=3.0)
+        bits.append(run.clip_bit["within_noisy"])
+    assert np.mean(bits) == pytest.approx(0.5, abs=0.03)  # centred +1/2, noise of std 0.5
+    assert np.std(bits) == pytest.approx(0.5, rel=0.05)
+    run.private({"a": np.full(1, 9.0, np.float32)}, round_clip=3.0)
+    assert -0.5 - 4 * 0.5 < run.clip_bit["within_noisy"] < -0.5 + 4 * 0.5  # beyond: -1/2
+    run = _Run(_Task(), None, Scenario(
+        dict(CLIENT_FLAGS, dp="distributed:clip=2,noise=1,quantile=0.5"), 1), print)
+    run.secure = _Masks()
+    out = run.private(big, round_clip=3.0, kept=16)
+    assert float(np.std(out["a"])) == pytest.approx(1.2 * 3.0 / 4, rel=0.05)  # a share of it
+    words = []
+    for _ in range(4000):
+        run.private({"a": np.full(1, 9.0, np.float32)}, round_clip=3.0, kept=16)
+        words.append(run.clip_bit["within_masked"])
+    assert np.mean(words) == pytest.approx(-0.5, abs=0.01)  # beyond the clip: -1/2
+    assert np.std(words) == pytest.approx(0.5 / 4, rel=0.05)  # sigma_b / sqrt(K)
 
 
 def test_the_layer_schedule_sends_deep_layers_on_the_last_rounds_of_each_period():
@@ -167,10 +207,15 @@ def test_python_clients_under_local_dp_are_accounted_for(tmp_path):
     assert "epsilon" in done.stdout  # the report says what was spent
 
 
-def test_python_clients_follow_adaptive_clipping(tmp_path):
+@pytest.mark.parametrize("mode", ["central", "local", "distributed"])
+def test_python_clients_follow_adaptive_clipping(tmp_path, mode):
+    # central: the bit in the clear; local: noised by each client (std 0.3 each, the count's
+    # noise 0.17 of a fraction: a shrinking step would be 3 sigma); distributed: noised and
+    # masked, summed under the secure rounds' masks.
+    secure = ["--secure_aggregation=secagg+"] if mode == "distributed" else []
     done, run_dir, log = fed_run(
         tmp_path, "fedavg",
-        "--dp=central:clip=0.0001,noise=0.5,quantile=0.5,clip_lr=0.5,count_noise=0.3")
+        f"--dp={mode}:clip=0.0001,noise=0.5,quantile=0.5,clip_lr=0.5,count_noise=0.3", *secure)
     assert done.returncode == 0, done.stdout + done.stderr + log
     clips = [float(r["clip"]) for r in rows(run_dir / "rounds.csv")]
     assert len(clips) == 3 and clips[0] == pytest.approx(1e-4)

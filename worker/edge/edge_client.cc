@@ -71,6 +71,7 @@ class EdgeClient {
   Status LoadData();
   Status Attacker();
   void MakeDelta();
+  void Privatize();
   int Clients() const { return client_.num_workers() - o_.evaluators; }
   int Shard() const { return (client_.rank() - o_.evaluators) % Clients(); }
   Status PullGlobal();
@@ -109,7 +110,7 @@ class EdgeClient {
   std::unique_ptr<Attack> attack_;  // a Byzantine client's attack (--byzantine_fraction)
   std::mt19937_64 attack_rng_;
   Privacy dp_;                           // --dp
-  std::optional<bool> within_clip_;      // adaptive clipping: this round's update's bit
+  Client::ClipBit clip_bit_;             // adaptive clipping: this round's report
   std::mt19937_64 dp_rng_;               // its local noise
   double selected_s_ = 0;                // when the current round selected it
   std::optional<VirtualRound> virtual_;  // --clock=virtual
@@ -372,19 +373,38 @@ void EdgeClient::MakeDelta() {
     const float* g = global_[t].data();
     for (size_t i = 0; i < local_[t].size(); ++i) d[i] = g[i] - d[i];
   }
-  within_clip_.reset();
-  if (dp_.on()) {
-    // Adaptive clipping: the round's clip, and the one bit of the norm the scheduler learns.
-    const double clip = client_.round_clip() > 0 ? client_.round_clip() : dp_.clip;
-    const double norm = ClipUpdate(local_, clip);
-    if (dp_.adaptive()) within_clip_ = norm <= clip;
-    if (dp_.mode == Privacy::Mode::kLocal) AddGaussianNoise(local_, dp_.noise * dp_.clip, dp_rng_);
-    if (dp_.mode == Privacy::Mode::kDistributed) {  // its share: K of them make the central noise
-      AddGaussianNoise(local_, dp_.noise * dp_.clip / std::sqrt(std::max(1, secure_kept_)),
-                       dp_rng_);
-    }
-  }
+  Privatize();
   if (attack_) attack_->PoisonUpdate(local_, attack_rng_);
+}
+
+// --dp on the upload (docs/robust.md): clipped to the round's clip, noised as the mode says
+// (distributed: a share, K of them making the central amount), and adaptive clipping's report
+// of its norm: the bit in the clear (central), centred and noised by this client (local), or
+// that under the secure round's masks (distributed).
+void EdgeClient::Privatize() {
+  clip_bit_ = {};
+  if (!dp_.on()) return;
+  const double clip = client_.round_clip() > 0 ? client_.round_clip() : dp_.clip;
+  const double norm = ClipUpdate(local_, clip);
+  const double z = client_.round_update_noise() > 0 ? client_.round_update_noise() : dp_.noise;
+  const double share = dp_.mode == Privacy::Mode::kDistributed
+                           ? 1 / std::sqrt(static_cast<double>(std::max(1, secure_kept_)))
+                           : 1.0;
+  if (dp_.mode != Privacy::Mode::kCentral) AddGaussianNoise(local_, z * clip * share, dp_rng_);
+  if (!dp_.adaptive()) return;
+  const bool within = norm <= clip;
+  if (dp_.mode == Privacy::Mode::kCentral) {
+    clip_bit_.within = within;
+    return;
+  }
+  std::normal_distribution<double> noise(0.0, client_.round_count_noise() * share);
+  const double bit = (within ? 0.5 : -0.5) + noise(dp_rng_);
+  if (dp_.mode == Privacy::Mode::kLocal) {
+    clip_bit_.noisy = bit;
+  } else if (secure_ && secure_->ready()) {
+    clip_bit_.masked =
+        secure_->MaskCount(bit, secagg::CountFixedPoint(client_.round_count_noise(), secure_kept_));
+  }
 }
 
 Status EdgeClient::Round(bool federated, bool& abandoned) {
@@ -448,7 +468,7 @@ Status EdgeClient::Round(bool federated, bool& abandoned) {
     rounds_done_ = client_.clock();
     return Status();
   }
-  auto kept = client_.FinishRound(within_clip_);
+  auto kept = client_.FinishRound(clip_bit_);
   if (!kept.ok()) return kept.status();
   if (secure) UnmaskSecure(*kept);
   if (*kept) ++kept_;

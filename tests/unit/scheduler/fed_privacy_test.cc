@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "scheduler/fed_rounds.h"
 #include "scheduler/scheduler.h"
 
 namespace hetps {
@@ -91,7 +92,29 @@ TEST(FedPrivacyTest, AdaptiveClippingStepsTheClipAndNoisesItsRound) {
   EXPECT_EQ(restored.clip(), p.clip());
   EXPECT_EQ(restored.epsilon(), p.epsilon());
   EXPECT_FALSE(Spec("local:clip=1,noise=1").adaptive());
-  EXPECT_FALSE(ParsePrivacy("local:clip=1,noise=1,quantile=0.5").ok()) << "central only";
+}
+
+// Under local and distributed DP the clients noise their bits: the round's task tells them the
+// update's multiplier z_u and the bit's sigma_b (each client's under local DP: Z by default; the
+// sum's under distributed DP: max(K/20, Z), as central), and the clip steps on the count they
+// noised, without noise of its own: the same count steps it the same way every time.
+TEST(FedPrivacyTest, LocalAndDistributedAdaptiveClippingStepOnTheClientsNoisedCount) {
+  FedPrivacy local(Spec("local:clip=2,noise=1.5,quantile=0.5"), 40, 3);
+  ASSERT_TRUE(local.adaptive());
+  EXPECT_DOUBLE_EQ(local.count_noise(), 1.5);
+  EXPECT_NEAR(local.update_noise(), 1 / std::sqrt(1 / 2.25 - 1 / 9.0), 1e-12);
+  FedPrivacy distributed(Spec("distributed:clip=2,noise=1,quantile=0.5"), 40, 3);
+  EXPECT_DOUBLE_EQ(distributed.count_noise(), 2);  // 40 / 20
+  FedPrivacy again(Spec("distributed:clip=2,noise=1,quantile=0.5"), 40, 3);
+  distributed.RoundClosedNoisy(0, 10.0, 40);  // a quarter within: the clip grows by e^0.05
+  again.RoundClosedNoisy(0, 10.0, 40);
+  EXPECT_NEAR(distributed.clip(), 2 * std::exp(0.05), 1e-12);
+  EXPECT_EQ(distributed.clip(), again.clip());
+  distributed.RoundClosedNoisy(1, std::nan(""), 40);  // nothing readable: the clip stays
+  EXPECT_EQ(distributed.clip(), again.clip());
+  EXPECT_FALSE(
+      ValidateFedRoundsOptions({.concurrency = 4, .dp = "local:clip=1,noise=1,quantile=0.5"}).ok())
+      << "the clip steps at rounds' closes";
 }
 
 }  // namespace

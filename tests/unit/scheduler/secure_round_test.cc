@@ -8,10 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "common/secagg/masks.h"
 #include "scheduler/fed_rounds.h"
@@ -28,9 +30,13 @@ enum Step { kAdvertise = 0, kShare = 1, kUpload = 2, kReveal = 3, kNever = 9 };
 class SecureCluster {
  public:
   // `keep` > 0: the round keeps the first `keep` uploads of its n clients (over-commitment).
-  SecureCluster(int n, const std::string& spec, int keep = 0) : n_(n), live_(n) {
+  // `dp`: the run's --dp (adaptive clipping under distributed DP: each client also reports its
+  // bit's masked word, Bit(id) being its noised centred value).
+  SecureCluster(int n, const std::string& spec, int keep = 0, const std::string& dp = "none")
+      : n_(n), live_(n) {
     FedRoundsOptions o;
     o.rounds = 1;
+    o.dp = dp;
     o.clients_per_round = keep;
     o.overcommit = keep > 0 ? static_cast<double>(n) / keep : 1.0;
     o.secure_aggregation = spec;
@@ -99,6 +105,9 @@ class SecureCluster {
   const std::map<int32_t, std::vector<uint32_t>>& uploads() const { return uploads_; }
   const std::vector<float>& update(int32_t id) const { return updates_.at(id); }
   static double Weight(int32_t id) { return 10.0 + id; }
+  static double Bit(int32_t id) { return (id % 3 == 0 ? 0.5 : -0.5) + 0.01 * id; }
+  const FedRounds& fed() const { return *fed_; }
+  const std::map<int32_t, uint32_t>& count_words() const { return count_words_; }
 
  private:
   FedRounds::Actions Actions() {
@@ -156,11 +165,19 @@ class SecureCluster {
     for (float& v : x) v = normal(rng);
     std::vector<uint32_t> words(kLength);
     secure.Mask(0, 0, x.data(), kLength, words.data());
-    proto::FedRound answer;
+    proto::FedRound report, answer;
+    report.set_round(0);
+    const proto::FedRound& task = tasks_.at(id);
+    if (task.has_dp_count_noise()) {
+      report.set_within_masked(secure.MaskCount(
+          Bit(id), secagg::CountFixedPoint(task.dp_count_noise(), task.secagg().kept())));
+    }
     {
       std::unique_lock lock(m_);
       updates_[id] = x;
       uploads_[id] = words;
+      if (report.has_within_masked()) count_words_[id] = report.within_masked();
+      fed_->Report(id, report);
       fed_->Uploaded({id, 3, ""}, 0, live_, 1);
       cv_.wait(lock, [&] { return upload_answers_.contains(id); });
       answer = upload_answers_.at(id);
@@ -179,6 +196,7 @@ class SecureCluster {
   std::optional<proto::FedRound> close_;
   std::map<int32_t, std::vector<uint32_t>> uploads_;
   std::map<int32_t, std::vector<float>> updates_;
+  std::map<int32_t, uint32_t> count_words_;
 };
 
 // The clients dropping out: `count` of them, the highest ids first, before `step`.
@@ -284,6 +302,39 @@ TEST(SecureRoundTest, ARoundThatCannotBeUnmaskedAppliesNothing) {
 }
 
 // The scheduler's side refuses what does not fit the protocol.
+// Adaptive clipping under distributed DP: each client's noised bit travels masked like its
+// upload, and the scheduler, removing the masks the servers remove, reads only their sum: the
+// next clip is the step that sum gives (to the fixed point's precision), with every client
+// kept, and with an over-committed round where clients drop after sharing and after uploading.
+TEST(SecureRoundTest, DistributedAdaptiveClippingStepsOnTheUnmaskedSumOfTheBits) {
+  const std::string dp = "distributed:clip=1,noise=1,quantile=0.5";
+  for (const auto& [n, keep, drops] :
+       {std::tuple{10, 0, std::map<int32_t, Step>{}},
+        std::tuple{14, 8, std::map<int32_t, Step>{{14, kUpload}, {2, kReveal}}}}) {
+    SecureCluster c(n, "secagg+", keep, dp);
+    c.Run(drops);
+    ASSERT_TRUE(c.close().has_value() && c.close()->has_secure());
+    double sum = 0;
+    const auto kept = static_cast<double>(c.close()->workers_size());
+    for (int32_t id : c.close()->workers()) sum += SecureCluster::Bit(id);
+    const double fraction = (sum + kept / 2) / kept;
+    EXPECT_NEAR(c.fed().privacy().clip(), std::exp(-0.2 * (fraction - 0.5)), 1e-5)
+        << n << " clients, " << kept << " kept";
+    int plain = 0;  // a masked word that is its value's encoding: chance, 1 in 2^32
+    const secagg::FixedPoint fp = secagg::CountFixedPoint(1.0, keep > 0 ? keep : n);
+    for (const auto& [id, word] : c.count_words()) {
+      uint32_t encoded = 0;
+      const float bit = static_cast<float>(SecureCluster::Bit(id));
+      secagg::Encode(&bit, 1, 1.0, fp, &encoded);
+      plain += word == encoded;
+    }
+    EXPECT_EQ(plain, 0);
+    EXPECT_FALSE(c.count_words().empty());
+    ExpectExactMean(c,
+                    std::vector<int32_t>(c.close()->workers().begin(), c.close()->workers().end()));
+  }
+}
+
 TEST(SecureRoundTest, TheSchedulerRefusesImpersonationReplaysAndStrayShares) {
   auto options = *ParseSecureAggregation("secagg+");
   SecureRound r(5, {1, 2, 3}, options, 1, 3);
