@@ -224,14 +224,21 @@ Status CentralPrivacy(const std::string& dp, std::string& flags) {
 }
 
 // --secure_aggregation: the servers learn only each round's sum, which FedAvg's rounds use as
-// they are; the presets of other aggregators, asynchronous uploads or late results refuse it.
-Status SecurePreset(const std::string& secure, const std::string& flags) {
+// they are; FedBuff's buffer becomes a cohort of K clients granted together (its secure round),
+// so its step counts K uploads (`grouped`); the presets of other aggregators or late results
+// refuse it.
+Status SecurePreset(const std::string& secure, std::string& flags, bool& grouped) {
   if (secure.empty() || secure == "off") return Status();
+  if (flags.find("--aggregator=fedbuff:") != std::string::npos) {
+    flags += " --clients_per_round={K}";
+    grouped = true;
+    return Status();
+  }
   if (flags.find("--aggregator=fedavg ") == std::string::npos ||
       flags.find("--late_rounds") != std::string::npos) {
     return Status::InvalidArgument(
         "secure aggregation gives the servers only each round's sum: it runs with FedAvg's "
-        "synchronous rounds (fedavg, fedprox)");
+        "synchronous rounds (fedavg, fedprox) and FedBuff's buffer (fedbuff, as cohorts)");
   }
   return Status();
 }
@@ -265,9 +272,6 @@ StatusOr<std::vector<std::string>> FedAlgorithmFlags(const std::string& algorith
         "than clients train at once",
         a.per_round, a.parallel));
   }
-  const int per = it->grouped ? a.per_round : 1;
-  const int64_t rounds = (a.uploads + per - 1) / per;
-  const int64_t eval_every = std::max(1, a.eval_uploads / per);
   std::vector<std::string> models = a.scenario_flags;
   models.insert(models.end(), a.role_flags.begin(), a.role_flags.end());
   const std::string model = LastFlagValue(models, "model");
@@ -276,10 +280,15 @@ StatusOr<std::vector<std::string>> FedAlgorithmFlags(const std::string& algorith
   if (Status s = CentralPrivacy(LastFlagValue(models, "dp"), flags); !s.ok()) {
     return Status::InvalidArgument(fmt::format("{} with --dp: {}", algorithm, s.message()));
   }
-  if (Status s = SecurePreset(LastFlagValue(models, "secure_aggregation"), flags); !s.ok()) {
+  bool grouped = it->grouped;
+  if (Status s = SecurePreset(LastFlagValue(models, "secure_aggregation"), flags, grouped);
+      !s.ok()) {
     return Status::InvalidArgument(
         fmt::format("{} with --secure_aggregation: {}", algorithm, s.message()));
   }
+  const int per = grouped ? a.per_round : 1;
+  const int64_t rounds = (a.uploads + per - 1) / per;
+  const int64_t eval_every = std::max(1, a.eval_uploads / per);
   flags = Replace(flags, "{S}", kFedSa);
   flags = Replace(flags, "{A}", algorithm);
   flags = Replace(flags, "{P}", std::to_string(a.parallel));

@@ -67,10 +67,18 @@ Status ValidateFedRoundsOptions(const FedRoundsOptions& o) {
   if (!secure.ok()) {
     return Status::InvalidArgument("--secure_aggregation: " + secure.status().message());
   }
-  if (secure->on && (o.concurrency > 0 || o.late_rounds > 0)) {
+  if (secure->on && o.late_rounds > 0) {
     return Status::InvalidArgument(
-        "--secure_aggregation runs in synchronous rounds (--clients_per_round) on the wall clock: "
-        "not with --concurrency (asynchronous uploads) or --late_rounds");
+        "--secure_aggregation sums a round's uploads under masks that cancel only within it: "
+        "not with --late_rounds");
+  }
+  if (secure->on && o.concurrency > 0 &&
+      (o.clients_per_round < 2 || o.quorum != 1 || !o.ratio.empty() ||
+       o.concurrency < static_cast<int>(std::ceil(o.clients_per_round * o.overcommit - 1e-9)))) {
+    return Status::InvalidArgument(
+        "--secure_aggregation with --concurrency runs FedBuff's buffer as cohorts: "
+        "--clients_per_round=K >= 2 uploads per step, ceil(K x overcommit) clients granted "
+        "together, at most --concurrency; not with --quorum or --ratio");
   }
   if (dp->mode == Privacy::Mode::kDistributed && !secure->on) {
     return Status::InvalidArgument(
@@ -270,19 +278,39 @@ void FedRounds::WriteClients(const std::string& path) const {
 }
 
 void FedRounds::HolderBack(int32_t worker, double now) {
-  if (!secure_ || !selected_.contains(worker)) return;
-  if (state_ == State::kOpen) {  // it gave its task up: the unmasking will not wait for it
-    secure_back_.insert(worker);
-  } else if (state_ == State::kClosing) {
+  SecureCohort* c = nullptr;
+  if (async()) {
+    auto t = tasks_.find(worker);
+    c = t != tasks_.end() ? CohortOf(t->second.id) : nullptr;
+  } else if (secure_ && selected_.contains(worker)) {
+    c = secure_.get();
+  }
+  if (c == nullptr || !Members(*c).contains(worker)) return;
+  if (c->protocol->phase() != SecureRound::Phase::kUnmask) {
+    c->back.insert(worker);  // it gave its task up: the unmasking will not wait for it
+  } else if (!async()) {
     selected_.erase(worker);
-    MaybeAdvanceSecure(now);
+    MaybeAdvanceSecure(*c, now);
+  } else {
+    c->members.erase(worker);
+    MaybeAdvanceSecure(*c, now);
   }
 }
 
+bool FedRounds::AwaitingServers() const {
+  // A cohort being unmasked closes as soon as its holders revealed: what comes next waits, so
+  // that under virtual time it sees the model the cohort applied, as after a round.
+  return state_ == State::kClosing || !applying_.empty() ||
+         std::any_of(cohorts_.begin(), cohorts_.end(), [](const auto& c) {
+           return c.second.protocol->phase() == SecureRound::Phase::kUnmask;
+         });
+}
+
 bool FedRounds::UnmaskHolder(int32_t worker, int64_t round) const {
-  return secure_ && state_ == State::kClosing && round == round_ &&
-         secure_->phase() == SecureRound::Phase::kUnmask && secure_->Masking(worker) &&
-         selected_.contains(worker);
+  const SecureCohort* c = CohortOf(round);
+  return c != nullptr && c->protocol->phase() == SecureRound::Phase::kUnmask &&
+         c->protocol->Masking(worker) && Members(*c).contains(worker) &&
+         (async() || state_ == State::kClosing);
 }
 
 void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
@@ -297,7 +325,7 @@ void FedRounds::CheckIn(Arrival a, int live_workers, double now) {
   if (auto t = tasks_.find(a.worker); t != tasks_.end()) {  // back without reporting its task
     const Task task = t->second;
     tasks_.erase(t);
-    GiveUp(a.worker, task, "came back without reporting it");
+    GiveUp(a.worker, task, "came back without reporting it", now);
   }
   if (finished()) {
     proto::FedRound done;
@@ -315,8 +343,8 @@ void FedRounds::Uploaded(Arrival a, int64_t round, int live_workers, double now)
   const bool in_time = state_ == State::kOpen && round == round_ && selected_.contains(a.worker) &&
                        static_cast<int>(uploads_.size()) < keep_ &&
                        std::find(uploads_.begin(), uploads_.end(), a.worker) == uploads_.end() &&
-                       (!secure_ || (secure_->phase() == SecureRound::Phase::kMasking &&
-                                     secure_->Masking(a.worker)));
+                       (!secure_ || (secure_->protocol->phase() == SecureRound::Phase::kMasking &&
+                                     secure_->protocol->Masking(a.worker)));
   ClientRecord& c = clients_[a.worker];
   if (c.last_round == round) {  // its training time, also when it came too late
     c.train_s.push_back(now - c.selected_at);
@@ -400,13 +428,23 @@ void FedRounds::RemoveClient(int32_t id, int live_workers, double now) {
   if (auto t = tasks_.find(id); t != tasks_.end()) {
     const Task task = t->second;
     tasks_.erase(t);
-    GiveUp(id, task, "left or died");
+    GiveUp(id, task, "left or died", now);
   }
-  if (async()) return MaybeGrant(live_workers, now);
+  if (async()) {
+    for (auto& [task, c] : cohorts_) {  // a holder gone: its shares will not come
+      c.members.erase(id);
+      c.waiting.erase(id);
+      c.uploads.erase(id);
+    }
+    MaybeAdvanceSecure(now);
+    return MaybeGrant(live_workers, now);
+  }
   selected_.erase(id);  // Close counts the round as missed for it unless it uploaded first
-  secure_waiting_.erase(id);
-  secure_uploads_.erase(id);
-  MaybeAdvanceSecure(now);
+  if (secure_) {
+    secure_->waiting.erase(id);
+    secure_->uploads.erase(id);
+    MaybeAdvanceSecure(*secure_, now);
+  }
   MaybeClose(live_workers, now);
   MaybeOpen(live_workers, now);
 }

@@ -39,8 +39,10 @@
 // it on every server. With quorum K > 1 (FedSA) or a ratio policy (AAFL), commits gather into
 // groups of K (or of the policy's share of the C clients, chosen when a group starts) sent as
 // one ROUND_CLOSE(workers, tasks), which the servers apply as one step; a group also closes at
-// the deadline. `rounds` counts aggregations here (single commits or groups); "rounds closed"
-// (the evaluator's watch, finished()) counts aggregations applied on every server.
+// the deadline. Under secure aggregation tasks are granted in cohorts instead, one secure round
+// each (fed_rounds_cohorts.cc). `rounds` counts aggregations here (single commits, groups or
+// cohorts); "rounds closed" (the evaluator's watch, finished()) counts aggregations applied on
+// every server.
 //
 // An evaluator (a worker that measures the global model and does not train) watches: Watch
 // answers once n rounds are closed and applied everywhere (or the run is done). Workers that
@@ -103,7 +105,8 @@ struct FedRoundsOptions {
   // central DP's noise is added by rounds (dp_fedavg), so asynchronous mode refuses it.
   std::string dp = "none";
   // --secure_aggregation (scheduler/secure_round.h): "off" or secagg+[:params]; synchronous
-  // rounds on the wall clock only.
+  // rounds, or with `concurrency` FedBuff's cohorts (fed_rounds_cohorts.cc: clients_per_round
+  // uploads each, ceil(K x overcommit) clients granted together).
   std::string secure_aggregation = "off";
 };
 
@@ -199,11 +202,12 @@ class FedRounds {
   // unmasking of an over-committed round needs the late holders' shares, and their reports wait
   // behind it; what a late holder reveals depends only on which uploads the round kept.
   bool UnmaskHolder(int32_t worker, int64_t round) const;
-  bool AwaitingServers() const { return state_ == State::kClosing || !applying_.empty(); }
+  bool AwaitingServers() const;
   const std::map<int32_t, ClientRecord>& clients() const { return clients_; }
 
  private:
   enum class State { kWaiting, kOpen, kClosing };
+  struct SecureCohort;
   // Save's and Restore's parts (fed_rounds_state.cc); `at` maps a saved time onto this run's.
   void SaveClients(proto::FedRoundsState& s) const;
   void SaveTasks(proto::FedRoundsState& s) const;
@@ -214,24 +218,42 @@ class FedRounds {
   void AnswerUpload(const Arrival& a, const proto::FedRound& r);
   // Synchronous rounds (fed_rounds_sync.cc).
   void MaybeOpen(int live_workers, double now);
+  void Assign(std::map<int32_t, Arrival>::iterator it, int64_t round, const proto::FedRound& task,
+              double now);
   void UploadedSync(const Arrival& a, int64_t round, bool in_time, ClientRecord& c);
   void MaybeClose(int live_workers, double now);
   void Close(int live_workers, double now);
   void SendClose(int live_workers, double now);  // closing_ to every live server
   // Secure rounds (fed_rounds_secure.cc): a phase that completed answers its held requests;
   // closing starts the unmasking, whose end sends the close (or, when the round cannot be
-  // unmasked, a close that applies nothing).
+  // unmasked, a close that applies nothing). `c` is secure_ or one of cohorts_.
+  SecureCohort* CohortOf(int64_t round);
+  const SecureCohort* CohortOf(int64_t round) const;
+  const std::set<int32_t>& Members(const SecureCohort& c) const {
+    return async() ? c.members : selected_;
+  }
   void MaybeAdvanceSecure(double now);
+  void MaybeAdvanceSecure(SecureCohort& c, double now);
+  Status BeginUnmasking(SecureCohort& c, const std::vector<int32_t>& kept, double now);
   void CloseSecure(int live_workers, double now);
-  void FinishSecure(double now);
-  void AbortSecure(const Status& why, double now);
+  void FinishSecure(SecureCohort& c, double now);
+  void AbortSecure(SecureCohort& c, const Status& why, double now);
+  // FedBuff's cohorts under secure aggregation (fed_rounds_cohorts.cc): granted together, one
+  // task number each, their first K uploads one secure round and one server step.
+  void MaybeGrantCohorts(int live_workers, double now);
+  void UploadedCohort(const Arrival& a, int64_t task, ClientRecord& c, double now);
+  void LeaveCohort(int32_t worker, int64_t task, const char* why, double now);
+  void MaybeCloseCohort(SecureCohort& c, double now);
+  void FinishCohort(SecureCohort& c, proto::SecureClose unmask, double now);
+  void AbortCohort(SecureCohort& c, const Status& why, double now);
+  void DropClock(int64_t task);  // ROUND_CLOSE(task, {}): the servers drop what it holds
   // Adaptive clipping (fed_rounds_clip.cc): what a round's task tells its clients, a client's
   // report, and the step of the clip when the round closes (under distributed DP, when its
   // secure round was unmasked: from the sum of the masked words).
   void ClipTask(proto::FedRound& task) const;
   void TakeClipReport(int32_t id, const proto::FedRound& request);
   void StepClip(proto::FedRound& close);
-  void StepClipSecure(const proto::SecureClose& unmask);
+  void StepClipSecure(int64_t round, const proto::SecureClose& unmask);
   void FinishEveryone();
   void AnswerWatchers();
   // Asynchronous mode (fed_rounds_async.cc).
@@ -256,7 +278,7 @@ class FedRounds {
   // EMA (0.5) of its training times.
   std::vector<double> TrainTimeEmas(bool in_flight_only) const;
   void MaybeCloseGroup(double now, int live_workers);
-  void GiveUp(int32_t worker, const Task& task, const char* why);
+  void GiveUp(int32_t worker, const Task& task, const char* why, double now);
   // An aggregation of `kept` (with the aggregations applied when each pulled) is applied on
   // every server: counts it, logs its row and answers the evaluators waiting for it.
   // `late`: how many of `kept` (the last ones) came after their own round closed.
@@ -338,16 +360,27 @@ class FedRounds {
     proto::FedRound answer;
   };
   std::map<int32_t, Answered> answered_;  // per client, its last answered request
-  // Secure aggregation: the open round's protocol, the SECAGG requests its phase holds, the
-  // upload reports held until the unmasking, and when the phase began.
+  // Secure aggregation: a secure round's protocol and what it holds. Synchronous rounds have one
+  // at a time (secure_); FedBuff's cohorts (fed_rounds_cohorts.cc) several side by side
+  // (cohorts_, by their task number).
+  struct SecureCohort {  // declared above
+    std::unique_ptr<SecureRound> protocol;
+    // Cohorts: its members still alive that did not report without an upload (a synchronous
+    // round's are selected_).
+    std::set<int32_t> members;
+    // Members that checked in again without reporting: under virtual time a check-in is held,
+    // so they stay members until then, yet reveal nothing.
+    std::set<int32_t> back;
+    std::map<int32_t, Arrival> waiting;  // SECAGG requests held until their phase completes
+    std::map<int32_t, Arrival> uploads;  // in-time upload reports held until the unmasking
+    std::vector<int32_t> kept;           // cohorts: the in-time uploads, in arrival order
+    int keep = 0;                        // cohorts: K, the uploads its step takes
+    double phase_at = 0;                 // when its phase began
+    int64_t base = 0;                    // cohorts: aggregations applied when granted
+  };
   SecureOptions secure_options_;
-  std::unique_ptr<SecureRound> secure_;
-  std::map<int32_t, Arrival> secure_waiting_;
-  std::map<int32_t, Arrival> secure_uploads_;
-  // Selected clients of the open secure round that checked in again without reporting: under
-  // virtual time a check-in is held, so they stay selected until then, yet reveal nothing.
-  std::set<int32_t> secure_back_;
-  double secure_phase_at_ = 0;
+  std::unique_ptr<SecureCohort> secure_;
+  std::map<int64_t, SecureCohort> cohorts_;
   int64_t secure_unmasked_ = 0, secure_aborted_ = 0;  // rounds, for /api/status
 };
 

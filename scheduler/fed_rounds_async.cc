@@ -17,6 +17,7 @@ void FedRounds::MaybeGrant(int live_workers, double now) {
   if (next_task_ == 0 && static_cast<int>(idle_.size()) < live_clients && !WaitedLongEnough(now)) {
     return;
   }
+  if (secure_options_.on) return MaybeGrantCohorts(live_workers, now);
   // A committed upload holds its slot until every server applied it, so a client granted the
   // slot pulls a model with it (with C = 1 the run is exactly sequential).
   while (static_cast<int64_t>(tasks_.size()) + unapplied_ < options_.concurrency &&
@@ -120,7 +121,7 @@ void FedRounds::ApplyGroup(const std::vector<Upload>& uploads, double now) {
   Applied(kept, bases, now);
 }
 
-void FedRounds::GiveUp(int32_t worker, const Task& task, const char* why) {
+void FedRounds::GiveUp(int32_t worker, const Task& task, const char* why, double now) {
   ClientRecord& c = clients_[worker];
   ++c.missed;
   ++c.consecutive_missed;
@@ -130,14 +131,20 @@ void FedRounds::GiveUp(int32_t worker, const Task& task, const char* why) {
     c.missed_rounds.erase(c.missed_rounds.begin());
   spdlog::info("task {} of client {} given up: it {}", task.id, c.rank, why);
   Dropped(worker);
+  if (secure_options_.on) return LeaveCohort(worker, task.id, why, now);
+  DropClock(task.id);
+}
+
+void FedRounds::DropClock(int64_t task) {
   proto::FedRound drop;
-  drop.set_round(task.id);
-  recent_drops_.push_back(task.id);
+  drop.set_round(task);
+  recent_drops_.push_back(task);
   if (recent_drops_.size() > 64) recent_drops_.pop_front();
   actions_.close(drop);  // no answers awaited: nothing waits for a drop
 }
 
 void FedRounds::UploadedAsync(const Arrival& a, int64_t task, ClientRecord& c, double now) {
+  if (secure_options_.on) return UploadedCohort(a, task, c, now);
   proto::FedRound answer;
   answer.set_round(task);
   auto t = tasks_.find(a.worker);
@@ -151,7 +158,7 @@ void FedRounds::UploadedAsync(const Arrival& a, int64_t task, ClientRecord& c, d
       c.consecutive_missed = 0;
       Commit(a.worker, open, now);
     } else {
-      GiveUp(a.worker, open, "finished after the run's last update");
+      GiveUp(a.worker, open, "finished after the run's last update", now);
     }
   }
   answer.set_kept(its_task && wanted);
@@ -171,6 +178,7 @@ void FedRounds::OnAppliedAsync(int32_t server, int64_t round, int live_workers, 
 }
 
 void FedRounds::TickAsync(int live_workers, double now) {
+  MaybeAdvanceSecure(now);  // a cohort's unmasking waits at most so long
   MaybeCloseGroup(now, live_workers);
   if (options_.deadline_s > 0) {
     for (auto it = tasks_.begin(); it != tasks_.end();) {
@@ -181,7 +189,7 @@ void FedRounds::TickAsync(int live_workers, double now) {
       const int32_t worker = it->first;
       const Task task = it->second;
       it = tasks_.erase(it);
-      GiveUp(worker, task, "passed the deadline");
+      GiveUp(worker, task, "passed the deadline", now);
     }
   }
   MaybeGrant(live_workers, now);

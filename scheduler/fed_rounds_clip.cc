@@ -102,22 +102,22 @@ void FedRounds::StepClip(proto::FedRound& close) {
 
 // The secure round's kept clients are unmasked: their words' sum, less the masks the servers
 // remove, is the sum of their noised centred bits.
-void FedRounds::StepClipSecure(const proto::SecureClose& unmask) {
+void FedRounds::StepClipSecure(int64_t round, const proto::SecureClose& unmask) {
   std::optional<std::vector<uint32_t>> words = std::exchange(count_words_, std::nullopt);
-  if (!words || !secure_) return;
+  if (!words) return;
   uint32_t sum = 0;
   for (uint32_t w : *words) sum += w;
   for (const proto::MaskSeed& m : unmask.masks()) {
     secagg::Seed seed{};
     if (m.seed().size() != seed.size()) continue;  // Finish() made them: never
     std::copy(m.seed().begin(), m.seed().end(), seed.begin());
-    secagg::AddMask(seed, secure_->round(), secagg::kCountTensor, 0, 1, -m.sign(), &sum);
+    secagg::AddMask(seed, round, secagg::kCountTensor, 0, 1, -m.sign(), &sum);
   }
   const secagg::FixedPoint fp = secagg::CountFixedPoint(privacy_.count_noise(), keep_);
   float centred = 0;
   secagg::Decode(&sum, 1, fp, &centred);
   const auto kept = static_cast<int64_t>(words->size());
-  privacy_.RoundClosedNoisy(secure_->round(), centred + static_cast<double>(kept) / 2, kept);
+  privacy_.RoundClosedNoisy(round, centred + static_cast<double>(kept) / 2, kept);
 }
 
 }  // namespace hetps

@@ -1,12 +1,14 @@
 // FedRounds' secure rounds (--secure_aggregation; the protocol is scheduler/secure_round.h):
-// holding each phase's requests until every live selected client sent its own, answering them
-// together, holding the kept uploads' reports until the round closes, and sending the close
-// once the holders still there revealed enough to remove the masks.
+// holding each phase's requests until every live member sent its own, answering them together,
+// holding the kept uploads' reports until the round closes, and sending the close once the
+// holders still there revealed enough to remove the masks. The same for a synchronous round
+// (secure_) and for each of FedBuff's cohorts (cohorts_, fed_rounds_cohorts.cc).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 #include "scheduler/fed_rounds.h"
 
@@ -26,10 +28,24 @@ proto::SecAgg UnmaskAck(int64_t round) {
 
 }  // namespace
 
+const FedRounds::SecureCohort* FedRounds::CohortOf(int64_t round) const {
+  if (async()) {
+    auto it = cohorts_.find(round);
+    return it == cohorts_.end() ? nullptr : &it->second;
+  }
+  return secure_ && secure_->protocol->round() == round ? secure_.get() : nullptr;
+}
+
+FedRounds::SecureCohort* FedRounds::CohortOf(int64_t round) {
+  return const_cast<SecureCohort*>(std::as_const(*this).CohortOf(round));
+}
+
 void FedRounds::Secure(Arrival a, const proto::SecAgg& request, double now) {
-  const bool open = secure_ && request.round() == secure_->round() &&
-                    (state_ == State::kOpen ||
-                     (state_ == State::kClosing && request.phase() == proto::SecAgg::UNMASK));
+  SecureCohort* c = CohortOf(request.round());
+  const bool unmasking = c != nullptr && c->protocol->phase() == SecureRound::Phase::kUnmask;
+  const bool open = c != nullptr && (request.phase() == proto::SecAgg::UNMASK
+                                         ? unmasking
+                                         : !unmasking && state_ != State::kClosing);
   if (!open && request.phase() == proto::SecAgg::UNMASK) {  // the round had enough shares
     return actions_.answer_secagg(a, UnmaskAck(request.round()));
   }
@@ -37,19 +53,20 @@ void FedRounds::Secure(Arrival a, const proto::SecAgg& request, double now) {
     return actions_.refuse(a, Status::FailedPrecondition(fmt::format(
                                   "no secure round {} is open for this step", request.round())));
   }
+  SecureRound& protocol = *c->protocol;
   Status s;
   switch (request.phase()) {
     case proto::SecAgg::ADVERTISE:
-      s = secure_->Advertise(a.worker, request);
+      s = protocol.Advertise(a.worker, request);
       break;
     case proto::SecAgg::SHARE:
-      s = secure_->Share(a.worker, request);
+      s = protocol.Share(a.worker, request);
       break;
     case proto::SecAgg::UNMASK:
-      s = secure_->Reveal(a.worker, request);
+      s = protocol.Reveal(a.worker, request);
       if (s.ok()) {  // answered at once: nothing waits for the other holders
         actions_.answer_secagg(a, UnmaskAck(request.round()));
-        return MaybeAdvanceSecure(now);
+        return MaybeAdvanceSecure(*c, now);
       }
       break;
     default:
@@ -59,96 +76,118 @@ void FedRounds::Secure(Arrival a, const proto::SecAgg& request, double now) {
     spdlog::warn("client {}: {}", a.worker, s.message());
     return actions_.refuse(a, s);
   }
-  secure_waiting_[a.worker] = std::move(a);
-  MaybeAdvanceSecure(now);
+  c->waiting[a.worker] = std::move(a);
+  MaybeAdvanceSecure(*c, now);
 }
 
 void FedRounds::MaybeAdvanceSecure(double now) {
-  if (!secure_) return;
-  const SecureRound::Phase phase = secure_->phase();
+  if (secure_) MaybeAdvanceSecure(*secure_, now);
+  for (auto it = cohorts_.begin(); it != cohorts_.end();) {
+    SecureCohort& c = (it++)->second;  // it may finish and leave
+    MaybeAdvanceSecure(c, now);
+  }
+}
+
+void FedRounds::MaybeAdvanceSecure(SecureCohort& c, double now) {
+  SecureRound& protocol = *c.protocol;
+  const SecureRound::Phase phase = protocol.phase();
   if (phase == SecureRound::Phase::kUnmask) {
     const double wait = options_.deadline_s > 0 ? options_.deadline_s : kUnmaskWaitS;
     std::set<int32_t> holders;  // still there, and not back without reporting
-    std::set_difference(selected_.begin(), selected_.end(), secure_back_.begin(),
-                        secure_back_.end(), std::inserter(holders, holders.end()));
-    if (secure_->Complete(holders, options_.virtual_time) || now >= secure_phase_at_ + wait) {
-      FinishSecure(now);
+    const std::set<int32_t>& members = Members(c);
+    std::set_difference(members.begin(), members.end(), c.back.begin(), c.back.end(),
+                        std::inserter(holders, holders.end()));
+    if (protocol.Complete(holders, options_.virtual_time) || now >= c.phase_at + wait) {
+      FinishSecure(c, now);
     }
     return;
   }
   if ((phase != SecureRound::Phase::kAdvertise && phase != SecureRound::Phase::kShare) ||
-      !secure_->Complete(selected_)) {
+      !protocol.Complete(Members(c))) {
     return;
   }
   const bool advertise = phase == SecureRound::Phase::kAdvertise;
-  const Status s = advertise ? secure_->CloseAdvertise() : secure_->CloseShare();
-  for (const auto& [id, a] : std::exchange(secure_waiting_, {})) {
+  const Status s = advertise ? protocol.CloseAdvertise() : protocol.CloseShare();
+  for (const auto& [id, a] : std::exchange(c.waiting, {})) {
     if (!s.ok()) {
       actions_.refuse(a, s);
     } else {
       actions_.answer_secagg(a,
-                             advertise ? secure_->AdvertiseAnswer(id) : secure_->ShareAnswer(id));
+                             advertise ? protocol.AdvertiseAnswer(id) : protocol.ShareAnswer(id));
     }
   }
-  secure_phase_at_ = now;
+  c.phase_at = now;
   if (!s.ok()) {
     spdlog::warn("{}", s.message());
-    MaybeClose(last_live_workers_, now);  // the round cannot go on: it closes empty
-  } else if (advertise) {
-    spdlog::info("secure round {}: {} neighbours each, threshold {}, {} fixed-point bits",
-                 secure_->round(), secure_->neighbours(), secure_->threshold(), secure_->bits());
+    if (async()) return AbortCohort(c, s, now);
+    return MaybeClose(last_live_workers_, now);  // the round cannot go on: it closes empty
   }
+  if (advertise) {
+    spdlog::info("secure round {}: {} neighbours each, threshold {}, {} fixed-point bits",
+                 protocol.round(), protocol.neighbours(), protocol.threshold(), protocol.bits());
+  }
+}
+
+// The round keeps `kept`: each held upload report is answered (kept, with what to reveal, or
+// not), and the holders' reveals are awaited.
+Status FedRounds::BeginUnmasking(SecureCohort& c, const std::vector<int32_t>& kept, double now) {
+  SecureRound& protocol = *c.protocol;
+  if (protocol.phase() != SecureRound::Phase::kMasking) {
+    return Status::FailedPrecondition(fmt::format(
+        "secure round {} closed before its clients masked their uploads", protocol.round()));
+  }
+  if (Status s = protocol.BeginUnmask(kept); !s.ok()) return s;
+  const std::vector<int32_t>& unmasked = protocol.kept();
+  for (const auto& [id, a] : std::exchange(c.uploads, {})) {
+    proto::FedRound answer;
+    answer.set_round(protocol.round());
+    answer.set_kept(std::binary_search(unmasked.begin(), unmasked.end(), id));
+    if (answer.kept()) *answer.mutable_secagg() = protocol.UnmaskRequest(id);
+    AnswerUpload(a, answer);
+  }
+  c.phase_at = now;
+  MaybeAdvanceSecure(c, now);
+  return Status();
 }
 
 void FedRounds::CloseSecure(int live_workers, double now) {
   last_live_workers_ = live_workers;
-  if (secure_->phase() != SecureRound::Phase::kMasking) {
-    return AbortSecure(
-        Status::FailedPrecondition(fmt::format(
-            "secure round {} closed before its clients masked their uploads", secure_->round())),
-        now);
+  if (Status s = BeginUnmasking(*secure_, uploads_, now); !s.ok()) {
+    return AbortSecure(*secure_, s, now);
   }
-  if (Status s = secure_->BeginUnmask(uploads_); !s.ok()) return AbortSecure(s, now);
-  const std::vector<int32_t>& kept = secure_->kept();
-  for (const auto& [id, a] : std::exchange(secure_uploads_, {})) {
-    proto::FedRound answer;
-    answer.set_round(round_);
-    answer.set_kept(std::binary_search(kept.begin(), kept.end(), id));
-    if (answer.kept()) *answer.mutable_secagg() = secure_->UnmaskRequest(id);
-    AnswerUpload(a, answer);
-  }
-  secure_phase_at_ = now;
-  MaybeAdvanceSecure(now);
 }
 
-void FedRounds::FinishSecure(double now) {
-  auto unmask = secure_->Finish();
-  if (!unmask.ok()) return AbortSecure(unmask.status(), now);
-  closing_.clear_workers();
-  for (int32_t id : secure_->kept()) closing_.add_workers(id);
-  StepClipSecure(*unmask);
-  *closing_.mutable_secure() = std::move(*unmask);
+void FedRounds::FinishSecure(SecureCohort& c, double now) {
+  auto unmask = c.protocol->Finish();
+  if (!unmask.ok()) return AbortSecure(c, unmask.status(), now);
+  const SecureRound& protocol = *c.protocol;
   spdlog::info("secure round {}: {} uploads unmasked ({} masks removed by the servers)",
-               secure_->round(), secure_->kept().size(), closing_.secure().masks_size());
-  secure_.reset();
+               protocol.round(), protocol.kept().size(), unmask->masks_size());
   ++secure_unmasked_;
+  if (async()) return FinishCohort(c, std::move(*unmask), now);
+  closing_.clear_workers();
+  for (int32_t id : protocol.kept()) closing_.add_workers(id);
+  StepClipSecure(protocol.round(), *unmask);
+  *closing_.mutable_secure() = std::move(*unmask);
+  secure_.reset();
   SendClose(last_live_workers_, now);
 }
 
-void FedRounds::AbortSecure(const Status& why, double now) {
-  spdlog::warn("secure round {} applies nothing: {}", round_, why.message());
+void FedRounds::AbortSecure(SecureCohort& c, const Status& why, double now) {
+  spdlog::warn("secure round {} applies nothing: {}", c.protocol->round(), why.message());
   ++secure_aborted_;
-  for (const auto& [id, a] : std::exchange(secure_waiting_, {})) actions_.refuse(a, why);
-  for (const auto& [id, a] : std::exchange(secure_uploads_, {})) {
+  if (async()) return AbortCohort(c, why, now);
+  for (const auto& [id, a] : std::exchange(c.waiting, {})) actions_.refuse(a, why);
+  for (const auto& [id, a] : std::exchange(c.uploads, {})) {
     proto::FedRound answer;
     answer.set_round(round_);
     answer.set_kept(false);
     AnswerUpload(a, answer);
   }
   for (int32_t id : uploads_) {  // uploaded, but not applied: dropped, as the log counts
-    ClientRecord& c = clients_[id];
-    c.kept = std::max<int64_t>(0, c.kept - 1);
-    ++c.missed;
+    ClientRecord& record = clients_[id];
+    record.kept = std::max<int64_t>(0, record.kept - 1);
+    ++record.missed;
     Dropped(id);
   }
   uploads_.clear();

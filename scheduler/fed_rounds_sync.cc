@@ -44,21 +44,17 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
   task.set_round(round_);
   ClipTask(task);
   if (secure_options_.on) {
-    secure_ = std::make_unique<SecureRound>(round_, picked, secure_options_, options_.seed, keep_);
-    secure_back_.clear();
-    *task.mutable_secagg() = secure_->Task();
-    secure_phase_at_ = now;
+    secure_ = std::make_unique<SecureCohort>();
+    secure_->protocol =
+        std::make_unique<SecureRound>(round_, picked, secure_options_, options_.seed, keep_);
+    *task.mutable_secagg() = secure_->protocol->Task();
+    secure_->phase_at = now;
   }
   for (int32_t id : picked) {
     auto it = idle_.find(id);
     if (it == idle_.end() || selected_.contains(id)) continue;  // a policy's mistake
     selected_.insert(id);
-    ClientRecord& c = clients_[id];
-    ++c.selected;
-    c.last_round = round_;
-    c.selected_at = now;
-    AnswerCheckin(it->second, task);
-    idle_.erase(it);
+    Assign(it, round_, task, now);
   }
   selected_all_.assign(selected_.begin(), selected_.end());
   // Central DP's sampling rate: selected / live clients for a uniform draw; a policy that picks
@@ -77,6 +73,17 @@ void FedRounds::MaybeOpen(int live_workers, double now) {
                selected_.size(), candidates.size(), keep_);
 }
 
+// Idle client `it` is given `task` (of round or task `round`): counted as selected for it.
+void FedRounds::Assign(std::map<int32_t, Arrival>::iterator it, int64_t round,
+                       const proto::FedRound& task, double now) {
+  ClientRecord& c = clients_[it->first];
+  ++c.selected;
+  c.last_round = round;
+  c.selected_at = now;
+  AnswerCheckin(it->second, task);
+  idle_.erase(it);
+}
+
 void FedRounds::UploadedSync(const Arrival& a, int64_t round, bool in_time, ClientRecord& c) {
   proto::FedRound answer;
   answer.set_round(round);
@@ -91,9 +98,10 @@ void FedRounds::UploadedSync(const Arrival& a, int64_t round, bool in_time, Clie
                       return l.worker() == a.worker && l.round() == round;
                     });
   if (secure_ && state_ == State::kClosing && round == round_ &&
-      secure_->phase() == SecureRound::Phase::kUnmask && secure_->Masking(a.worker)) {
+      secure_->protocol->phase() == SecureRound::Phase::kUnmask &&
+      secure_->protocol->Masking(a.worker)) {
     answer.set_kept(false);  // late, but still a holder of its neighbours' shares
-    *answer.mutable_secagg() = secure_->UnmaskRequest(a.worker);
+    *answer.mutable_secagg() = secure_->protocol->UnmaskRequest(a.worker);
     return AnswerUpload(a, answer);
   }
   if (secure_ && state_ == State::kOpen && round == round_) {
@@ -101,7 +109,7 @@ void FedRounds::UploadedSync(const Arrival& a, int64_t round, bool in_time, Clie
       uploads_.push_back(a.worker);
       ++c.kept;
       c.consecutive_missed = 0;
-      secure_uploads_[a.worker] = a;
+      secure_->uploads[a.worker] = a;
       return;
     }
     selected_.erase(a.worker);  // reported without a masked upload: the round waits no more
@@ -131,7 +139,8 @@ void FedRounds::MaybeClose(int live_workers, double now) {
     if (std::find(uploads_.begin(), uploads_.end(), id) == uploads_.end()) everyone = false;
   }
   const bool late = options_.deadline_s > 0 && now >= opened_at_ + options_.deadline_s;
-  const bool failed = secure_ && secure_->phase() == SecureRound::Phase::kDone;  // cannot go on
+  const bool failed =  // the secure round cannot go on
+      secure_ && secure_->protocol->phase() == SecureRound::Phase::kDone;
   if (static_cast<int>(uploads_.size()) >= keep_ || everyone || late || failed) {
     Close(live_workers, now);
   }

@@ -97,13 +97,14 @@ DEFINE_string(clock, "wall",
 DEFINE_string(dp, "none",
               "federated rounds: the clients' differential privacy (common/privacy.h; none, "
               "central:clip=C,noise=Z[,delta=D][,quantile=Q] (Q: adaptive clipping, the clip "
-              "following that quantile of the update norms), local:..., distributed:... with "
-              "--secure_aggregation): the scheduler reports the "
+              "following that quantile of the update norms; in every mode), local:..., "
+              "distributed:... with --secure_aggregation): the scheduler reports the "
               "(epsilon, delta) spent in rounds.csv, /api/status and /metrics");
 DEFINE_string(secure_aggregation, "off",
               "federated rounds: off, or secagg+[:clip=C,dropout=D,neighbours=K]: clients mask "
               "their uploads with pairwise masks and shared secrets (scheduler/secure_round.h), so "
-              "the servers learn only each round's sum (docs/secure-aggregation.md)");
+              "the servers learn only each round's sum (with --concurrency: each cohort's, "
+              "FedBuff's buffer; docs/secure-aggregation.md)");
 DEFINE_string(rounds_csv, "", "federated rounds: write one row per closed round to this file");
 
 DEFINE_string(layer_schedule, "every",

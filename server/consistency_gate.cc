@@ -220,10 +220,11 @@ void ConsistencyGate::OnRoundClosed(int64_t round, const std::vector<int32_t>& k
                                     std::shared_ptr<const proto::SecureClose> secure,
                                     double noise_std) {
   if (!controller_) return;
-  if (secure && aggregator_.name() != "fedavg") {
+  const bool cohorts = consistency_.name() == "committed" && aggregator_.name() == "fedbuff";
+  if (secure && aggregator_.name() != "fedavg" && !cohorts) {
     spdlog::error(
         "secure round {} dropped: the servers learn only the sum of its uploads, which only "
-        "--aggregator=fedavg can use (this server runs {})",
+        "--aggregator=fedavg (rounds) and fedbuff (cohorts) can use (this server runs {})",
         round, aggregator_.ToString());
     controller_->OnRoundClosed(round, {}, tasks, {}, late_rounds);
   } else {

@@ -198,8 +198,8 @@ int PartitionState::ApplyRound(const Optimizer& optimizer, const RoundSpec& roun
     version_ += steps;
     return steps;
   }
-  if (round.per_push) return ApplyCommitted(round);
   if (round.secure) return ApplySecure(optimizer, round);
+  if (round.per_push) return ApplyCommitted(round);
   if (aggregator_ && aggregator_->rounds()) return HandOverRound(round);
   int steps = 0;
   double total = 0;  // sum of weights (kWeighted) or contributors (kMean) of the open step
@@ -259,7 +259,7 @@ Status CheckSecureClose(const proto::SecureClose& secure) {
 
 int PartitionState::ApplySecure(const Optimizer& optimizer, const RoundSpec& round) {
   std::vector<uint32_t> words(info_.length, 0);
-  double total = 0;
+  double total = 0, staleness = 0;
   size_t found = 0;
   if (auto c = held_.find(round.clock); c != held_.end()) {
     for (int32_t w : round.workers) {
@@ -269,10 +269,17 @@ int PartitionState::ApplySecure(const Optimizer& optimizer, const RoundSpec& rou
       const auto* y = static_cast<const uint32_t*>(h.update.data());
       for (int64_t i = 0; i < info_.length; ++i) words[i] += y[i];
       total += h.weight;
+      staleness += PolynomialStaleness(version_ - h.base_version, round.staleness_exponent);
       ++found;
     }
   }
-  held_.erase(held_.begin(), held_.upper_bound(round.clock));
+  // A cohort of buffered asynchrony (per_push: committed) leaves the other cohorts' clocks
+  // held; a synchronous round drops every earlier one.
+  if (round.per_push) {
+    held_.erase(round.clock);
+  } else {
+    held_.erase(held_.begin(), held_.upper_bound(round.clock));
+  }
   if (round.workers.empty() || !(total > 0)) return 0;
   if (found != round.workers.size()) {
     spdlog::error(
@@ -290,7 +297,10 @@ int PartitionState::ApplySecure(const Optimizer& optimizer, const RoundSpec& rou
   sum_.resize(info_.length);
   secagg::Decode(words.data(), info_.length,
                  secagg::FixedPoint{round.secure->clip(), round.secure->bits()}, sum_.data());
-  ApplyGradient(optimizer, sum_.data(), static_cast<float>(1 / total));
+  // FedBuff's staleness weight, one for the cohort (the masked words cannot be weighted one by
+  // one): the mean of its uploads' (1 + staleness)^-a, 1 when a = 0 (synchronous rounds).
+  const double weight = staleness / static_cast<double>(found);
+  ApplyGradient(optimizer, sum_.data(), static_cast<float>(weight / total));
   return 1;
 }
 

@@ -43,7 +43,9 @@ struct RoundSpec {
   int64_t keep_from = std::numeric_limits<int64_t>::max();
   // A secure round (--secure_aggregation): the kept uploads of `clock` are masked fixed-point
   // words; their sum less these masks is the weighted sum of the updates, applied as one step
-  // on their weighted mean (PartitionState::ApplySecure). Null: a plain round.
+  // on their weighted mean times the mean of their (1 + staleness)^-staleness_exponent
+  // (PartitionState::ApplySecure). Every earlier clock is dropped, or with per_push (a
+  // committed cohort) only `clock`. Null: a plain round.
   std::shared_ptr<const proto::SecureClose> secure;
   // Central DP's adaptive clipping: the std of the noise dp_fedavg adds to the round's sum
   // (PartitionState::round_noise_std); negative: the aggregator spec's.

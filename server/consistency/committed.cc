@@ -17,7 +17,10 @@ namespace {
 // --quorum=K > 1 (FedSA) it commits groups of K uploads instead: each group is one step on the
 // mean of its deltas weighted by samples * (1 + staleness)^-a, through the server optimizer
 // (with sgd:lr=1 and fresh uploads, the sample-weighted mean of the local models); the
-// aggregator's own per-upload rule is not used for a group.
+// aggregator's own per-upload rule is not used for a group. Under --secure_aggregation the
+// scheduler commits cohorts instead (FedBuff's buffer as one secure round, numbered as one
+// task): the cohort's masked uploads, summed and unmasked, are one step on their weighted mean
+// times the mean of their (1 + staleness)^-a (PartitionState::ApplySecure).
 class Committed final : public ConsistencyController {
  public:
   Committed(const AlgorithmSpec& spec, const std::vector<int32_t>& workers)
@@ -28,10 +31,16 @@ class Committed final : public ConsistencyController {
   bool ReadReady(int32_t, int64_t) const override { return true; }
   void OnRoundClosed(int64_t round, const std::vector<int32_t>& committed,
                      const std::vector<int64_t>& tasks, const std::vector<Round::Late>& /*late*/,
-                     int64_t /*late_rounds*/, std::shared_ptr<const proto::SecureClose> /*secure*/,
+                     int64_t /*late_rounds*/, std::shared_ptr<const proto::SecureClose> secure,
                      double /*noise_std*/) override {
     Round r;
-    if (tasks.size() <= 1) {  // one upload (or none: its task is given up) as on arrival
+    if (secure) {  // a secure cohort (FedBuff's buffer): one step on its unmasked sum
+      r.clock = round;
+      r.workers = committed;
+      r.per_push = true;  // the other cohorts' clocks stay held
+      r.secure = std::move(secure);
+      r.staleness_exponent = exponent_;
+    } else if (tasks.size() <= 1) {  // one upload (or none: its task is given up) as on arrival
       r.clock = tasks.empty() ? round : tasks[0];
       r.workers = committed;
       r.per_push = true;

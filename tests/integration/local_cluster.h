@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -218,6 +220,11 @@ class LocalCluster {
       ASSERT_TRUE(c.ok()) << c.status().ToString();
       clients[i] = std::move(*c);
     });
+    // A client that could not connect ends the test here (gtest reports the exception) instead
+    // of leaving a null for the test to dereference.
+    if (std::any_of(clients.begin(), clients.end(), [](const auto& c) { return c == nullptr; })) {
+      throw std::runtime_error("ConnectClients: not every client connected");
+    }
     return clients;
   }
 

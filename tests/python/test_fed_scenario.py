@@ -223,6 +223,18 @@ def test_python_clients_follow_adaptive_clipping(tmp_path, mode):
     assert "within clip" in log
 
 
+def test_python_clients_take_part_in_secure_fedbuff_cohorts(tmp_path):
+    # FedBuff's buffer under secure aggregation: cohorts of 2 granted together (4 slots: two
+    # cohorts in flight), each a secure round that the servers unmask as one step.
+    done, run_dir, log = fed_run(tmp_path, "fedbuff", "--secure_aggregation=secagg+",
+                                 "--parallel=4", "--per_round=2")
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    assert "cohort 1: 2 clients selected" in log and "uploads unmasked" in log
+    assert "applies nothing" not in log
+    kept = [int(r["kept"]) for r in rows(run_dir / "rounds.csv")]
+    assert kept and all(k == 2 for k in kept)
+
+
 def test_a_python_attacker_poisons_its_update_as_the_cpp_client_would():
     update = [np.full(3, 2.0, np.float32), np.full(2, -1.0, np.float32)]
     hetps.Attacker("scale:factor=30", 3, 4).poison_update(update)

@@ -302,6 +302,49 @@ TEST(SecureRoundTest, ARoundThatCannotBeUnmaskedAppliesNothing) {
 }
 
 // The scheduler's side refuses what does not fit the protocol.
+// The servers' side of FedBuff's cohorts: two cohorts' masked uploads held under their task
+// numbers (3 and 4); cohort 4 closes first and leaves cohort 3's uploads held (a synchronous
+// round would drop every earlier clock), and each step is its weighted mean times the mean of
+// its uploads' (1 + staleness)^-a. (Plain encodings stand for the masked words here: removing
+// masks is checked above.)
+TEST(SecureRoundTest, ACohortsStepLeavesTheOtherCohortsHeldAndWeighsItsStaleness) {
+  auto map = *ShardMap::Build({{"w", {4}, 0}}, 1, 64);
+  auto sgd = std::move(*MakeOptimizer("sgd:lr=1.0"));
+  auto zeros = *Initializer::Make({"zeros", 0, 1});
+  PartitionStore store(map, 0, *sgd, zeros);
+  PartitionState* part = store.Find(map.partitions()[0].id);
+  const secagg::FixedPoint fp{8, 16};
+  auto hold = [&](int64_t clock, int32_t worker, float x, double weight, int64_t base) {
+    std::vector<float> update(4, x);
+    std::vector<uint32_t> words(4);
+    secagg::Encode(update.data(), 4, weight, fp, words.data());
+    part->Hold(clock, worker, zmq::message_t(words.data(), words.size() * sizeof(uint32_t)), weight,
+               base);
+  };
+  hold(3, 1, 1.0f, 1, 0);
+  hold(3, 2, 3.0f, 3, 0);
+  hold(4, 3, 2.0f, 1, 0);
+  hold(4, 4, 4.0f, 1, 0);
+  auto close = std::make_shared<proto::SecureClose>();
+  close->set_clip(fp.clip);
+  close->set_bits(fp.bits);
+  RoundSpec cohort;
+  cohort.per_push = true;
+  cohort.secure = close;
+  cohort.staleness_exponent = 0.5;
+  cohort.clock = 4;
+  cohort.workers = {3, 4};
+  EXPECT_EQ(part->ApplyRound(*sgd, cohort), 1);
+  EXPECT_EQ(part->held_clocks(), 1u) << "cohort 3's uploads wait for their own close";
+  EXPECT_NEAR(part->values()[0], -3.0, 1e-4) << "staleness 0: the mean of 2 and 4";
+  cohort.clock = 3;
+  cohort.workers = {1, 2};
+  EXPECT_EQ(part->ApplyRound(*sgd, cohort), 1);
+  EXPECT_EQ(part->held_clocks(), 0u);
+  // One step applied since their pull: (1 + 1)^-0.5 times the weighted mean (1 + 9) / 4.
+  EXPECT_NEAR(part->values()[0], -3.0 - 2.5 / std::sqrt(2.0), 1e-4);
+}
+
 // Adaptive clipping under distributed DP: each client's noised bit travels masked like its
 // upload, and the scheduler, removing the masks the servers remove, reads only their sum: the
 // next clip is the step that sum gives (to the fixed point's precision), with every client
@@ -379,7 +422,21 @@ TEST(SecureRoundTest, TheSchedulerRefusesImpersonationReplaysAndStrayShares) {
   EXPECT_EQ(r.Reveal(1, reveal).code(), StatusCode::kFailedPrecondition);
   EXPECT_FALSE(ParseSecureAggregation("secagg+:dropout=2").ok());
   EXPECT_FALSE(ParseSecureAggregation("paillier").ok());
-  EXPECT_FALSE(ValidateFedRoundsOptions({.concurrency = 2, .secure_aggregation = "secagg+"}).ok());
+  EXPECT_FALSE(ValidateFedRoundsOptions({.concurrency = 2, .secure_aggregation = "secagg+"}).ok())
+      << "FedBuff's cohorts need K";
+  EXPECT_TRUE(ValidateFedRoundsOptions(
+                  {.clients_per_round = 2, .concurrency = 4, .secure_aggregation = "secagg+"})
+                  .ok());
+  EXPECT_FALSE(ValidateFedRoundsOptions({.clients_per_round = 3,
+                                         .overcommit = 2,
+                                         .concurrency = 4,
+                                         .secure_aggregation = "secagg+"})
+                   .ok())
+      << "a cohort of 6 in 4 slots";
+  EXPECT_FALSE(
+      ValidateFedRoundsOptions(
+          {.clients_per_round = 2, .concurrency = 4, .quorum = 2, .secure_aggregation = "secagg+"})
+          .ok());
   EXPECT_FALSE(
       ValidateFedRoundsOptions({.dp = "central:clip=1,noise=1", .secure_aggregation = "secagg+"})
           .ok());
