@@ -118,8 +118,8 @@ void FedRounds::MaybeAdvanceSecure(SecureCohort& c, double now) {
   }
   c.phase_at = now;
   if (!s.ok()) {
+    if (async()) return AbortSecure(c, s, now);  // the cohort cannot go on
     spdlog::warn("{}", s.message());
-    if (async()) return AbortCohort(c, s, now);
     return MaybeClose(last_live_workers_, now);  // the round cannot go on: it closes empty
   }
   if (advertise) {
