@@ -299,6 +299,22 @@ def test_a_client_killed_mid_round_is_never_applied_and_the_run_finishes(tmp_pat
     assert not os.path.exists(run_dir / "client-2.json")
 
 
+def test_a_cohort_member_killed_before_its_secure_setup_is_left_out_and_the_run_finishes(
+        tmp_path):
+    # Secure FedBuff cohorts of all 6 clients: client 2 dies in cohort 1 after training, before
+    # it advertised its keys; the cohort goes on without it once the scheduler declares it
+    # dead, and the next cohort is the 5 left.
+    done, run_dir, log = fed_run(tmp_path, "fedbuff", "--secure_aggregation=secagg+",
+                                 "--parallel=6", "--per_round=6", "--uploads=18",
+                                 env={"HETPS_TEST_KILL": "2:1"})
+    assert "killed by signal 9" in log
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    measured = rows(run_dir / "rounds.csv")
+    assert [r["kept"] for r in measured] == ["6", "5", "5"]
+    assert not any("2" in r["kept_ranks"].split() for r in measured[1:])
+    assert "applies nothing" not in log
+
+
 def test_python_clients_run_behind_links_in_their_own_network_namespaces(tmp_path):
     probe = f"hetps-probe-{os.getpid()}"  # namespaces can be made here (as NetnsLinks asks)
     if os.geteuid() != 0 or subprocess.run(
