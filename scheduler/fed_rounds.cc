@@ -278,22 +278,26 @@ void FedRounds::WriteClients(const std::string& path) const {
 }
 
 void FedRounds::HolderBack(int32_t worker, double now) {
-  SecureCohort* c = nullptr;
-  if (async()) {
-    auto t = tasks_.find(worker);
-    c = t != tasks_.end() ? CohortOf(t->second.id) : nullptr;
-  } else if (secure_ && selected_.contains(worker)) {
-    c = secure_.get();
+  if (async()) {  // a member of one cohort training, of others (late) being unmasked
+    for (auto it = cohorts_.begin(); it != cohorts_.end();) {
+      SecureCohort& c = (it++)->second;  // it may finish and leave
+      if (!c.members.contains(worker)) continue;
+      if (c.protocol->phase() != SecureRound::Phase::kUnmask) {
+        auto t = tasks_.find(worker);
+        if (t != tasks_.end() && t->second.id == c.protocol->round()) c.back.insert(worker);
+      } else {
+        c.members.erase(worker);
+        MaybeAdvanceSecure(c, now);
+      }
+    }
+    return;
   }
-  if (c == nullptr || !Members(*c).contains(worker)) return;
-  if (c->protocol->phase() != SecureRound::Phase::kUnmask) {
-    c->back.insert(worker);  // it gave its task up: the unmasking will not wait for it
-  } else if (!async()) {
-    selected_.erase(worker);
-    MaybeAdvanceSecure(*c, now);
+  if (!secure_ || !selected_.contains(worker)) return;
+  if (secure_->protocol->phase() != SecureRound::Phase::kUnmask) {
+    secure_->back.insert(worker);  // it gave its task up: the unmasking will not wait for it
   } else {
-    c->members.erase(worker);
-    MaybeAdvanceSecure(*c, now);
+    selected_.erase(worker);
+    MaybeAdvanceSecure(*secure_, now);
   }
 }
 
