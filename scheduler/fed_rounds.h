@@ -238,6 +238,7 @@ class FedRounds {
   void CloseSecure(int live_workers, double now);
   void FinishSecure(SecureCohort& c, double now);
   void AbortSecure(SecureCohort& c, const Status& why, double now);
+  void ReleaseAborted(SecureCohort& c, const std::vector<int32_t>& counted, const Status& why);
   // FedBuff's cohorts under secure aggregation (fed_rounds_cohorts.cc): granted together, one
   // task number each, their first K uploads one secure round and one server step.
   void MaybeGrantCohorts(int live_workers, double now);

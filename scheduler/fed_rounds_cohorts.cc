@@ -140,19 +140,7 @@ void FedRounds::FinishCohort(SecureCohort& c, proto::SecureClose unmask, double 
 // The cohort cannot be unmasked: it applies nothing, its uploads are dropped on the servers.
 void FedRounds::AbortCohort(SecureCohort& c, const Status& why, double now) {
   const int64_t id = c.protocol->round();
-  for (const auto& [w, a] : std::exchange(c.waiting, {})) actions_.refuse(a, why);
-  for (const auto& [w, a] : std::exchange(c.uploads, {})) {
-    proto::FedRound answer;
-    answer.set_round(id);
-    answer.set_kept(false);
-    AnswerUpload(a, answer);
-  }
-  for (int32_t w : c.kept) {
-    ClientRecord& record = clients_[w];
-    record.kept = std::max<int64_t>(0, record.kept - 1);
-    ++record.missed;
-    Dropped(w);
-  }
+  ReleaseAborted(c, c.kept, why);
   unapplied_ -= static_cast<int64_t>(c.kept.size());
   cohorts_.erase(id);  // c is gone
   DropClock(id);

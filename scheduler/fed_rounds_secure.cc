@@ -173,23 +173,30 @@ void FedRounds::FinishSecure(SecureCohort& c, double now) {
   SendClose(last_live_workers_, now);
 }
 
-void FedRounds::AbortSecure(SecureCohort& c, const Status& why, double now) {
-  spdlog::warn("secure round {} applies nothing: {}", c.protocol->round(), why.message());
-  ++secure_aborted_;
-  if (async()) return AbortCohort(c, why, now);
+// Nothing of `c` is applied: its held requests are refused, its held upload reports answered
+// "not kept", and `counted`, the uploads it had kept, are dropped, as the log counts them.
+void FedRounds::ReleaseAborted(SecureCohort& c, const std::vector<int32_t>& counted,
+                               const Status& why) {
   for (const auto& [id, a] : std::exchange(c.waiting, {})) actions_.refuse(a, why);
   for (const auto& [id, a] : std::exchange(c.uploads, {})) {
     proto::FedRound answer;
-    answer.set_round(round_);
+    answer.set_round(c.protocol->round());
     answer.set_kept(false);
     AnswerUpload(a, answer);
   }
-  for (int32_t id : uploads_) {  // uploaded, but not applied: dropped, as the log counts
+  for (int32_t id : counted) {
     ClientRecord& record = clients_[id];
     record.kept = std::max<int64_t>(0, record.kept - 1);
     ++record.missed;
     Dropped(id);
   }
+}
+
+void FedRounds::AbortSecure(SecureCohort& c, const Status& why, double now) {
+  spdlog::warn("secure round {} applies nothing: {}", c.protocol->round(), why.message());
+  ++secure_aborted_;
+  if (async()) return AbortCohort(c, why, now);
+  ReleaseAborted(c, uploads_, why);
   uploads_.clear();
   closing_.clear_workers();
   closing_.clear_secure();
