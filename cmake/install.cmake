@@ -6,7 +6,7 @@
 #    package: find_package(hetps CONFIG) gives hetps::client.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS hetps hetps-scheduler hetps-server hetps-worker RUNTIME DESTINATION bin
+install(TARGETS hetps hetps-scheduler hetps-server hetps-worker hetps-aggregator RUNTIME DESTINATION bin
         COMPONENT runtime)
 install(DIRECTORY ${CMAKE_BINARY_DIR}/share/hetps/dashboard DESTINATION share/hetps
         COMPONENT runtime)

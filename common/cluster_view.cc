@@ -15,15 +15,19 @@ ClusterView::ClusterView(proto::ClusterView view) : view_(std::move(view)) {
   for (const proto::NodeInfo& n : view_.nodes()) {
     if (n.role() == proto::SERVER) servers_.push_back(n);
     if (n.role() == proto::WORKER) workers_.push_back(n);
+    if (n.role() == proto::AGGREGATOR) aggregators_.push_back(n);
   }
   std::sort(servers_.begin(), servers_.end(), ByRank);
+  std::sort(aggregators_.begin(), aggregators_.end(), ByRank);
   std::sort(workers_.begin(), workers_.end(), ByRank);
 }
 
 void ClusterView::Add(const proto::NodeInfo& node) {
   by_id_[node.id()] = view_.nodes_size();
   *view_.add_nodes() = node;
-  std::vector<proto::NodeInfo>& same = node.role() == proto::SERVER ? servers_ : workers_;
+  std::vector<proto::NodeInfo>& same = node.role() == proto::SERVER       ? servers_
+                                       : node.role() == proto::AGGREGATOR ? aggregators_
+                                                                          : workers_;
   same.insert(std::upper_bound(same.begin(), same.end(), node, ByRank), node);
 }
 

@@ -29,12 +29,15 @@ class ClusterView {
   // Servers ordered by rank.
   const std::vector<proto::NodeInfo>& servers() const { return servers_; }
   const std::vector<proto::NodeInfo>& workers() const { return workers_; }
+  // The aggregation tier's nodes (docs/aggregation-tier.md), ordered by rank.
+  const std::vector<proto::NodeInfo>& aggregators() const { return aggregators_; }
 
  private:
   proto::ClusterView view_;
   std::unordered_map<int32_t, int> by_id_;  // index into view_.nodes()
   std::vector<proto::NodeInfo> servers_;
   std::vector<proto::NodeInfo> workers_;
+  std::vector<proto::NodeInfo> aggregators_;
 };
 
 }  // namespace hetps

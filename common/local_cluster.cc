@@ -82,6 +82,7 @@ Status LocalCluster::Start() {
   std::vector<std::string> argv = {
       o.bin_dir + "/hetps-scheduler", fmt::format("--num_servers={}", o.servers),
       fmt::format("--num_workers={}", o.workers), "--bind=" + o.scheduler_bind};
+  if (o.aggregators > 0) argv.push_back(fmt::format("--aggregators={}", o.aggregators));
   if (!o.scheduler_ready) argv.push_back("--endpoint_file=" + o.work_dir + "/scheduler.endpoint");
   for (const std::string& flag : o.scheduler_flags) argv.push_back(WithIndex(flag, "scheduler"));
   auto scheduler = StartPlaced("scheduler", -1, argv);
@@ -114,6 +115,14 @@ Status LocalCluster::Start() {
     (*server)->index = i;
     servers_.push_back(*server);
     server_argv_.push_back(argv);
+  }
+  for (int i = 0; i < o.aggregators; ++i) {
+    argv = {o.bin_dir + "/hetps-aggregator", "--scheduler=" + endpoint_};
+    for (const std::string& flag : o.aggregator_flags) argv.push_back(WithIndex(flag, i));
+    auto aggregator = StartPlaced("aggregator", i, argv);
+    if (!aggregator.ok()) return aggregator.status();
+    (*aggregator)->index = i;
+    aggregators_.push_back(*aggregator);
   }
   return Status();
 }

@@ -37,6 +37,10 @@ struct LocalClusterOptions {
   // with the servers' flags less --data_dir and --restore_from; they are servers() too, after
   // the primaries (index servers.. servers + standbys - 1). The scheduler needs --replicas.
   int standbys = 0;
+  // Aggregators (hetps-aggregator, docs/aggregation-tier.md) started after the servers, with
+  // these flags ("{i}" its index); the scheduler is told to expect them (--aggregators).
+  int aggregators = 0;
+  std::vector<std::string> aggregator_flags;
   std::chrono::milliseconds start_timeout{30000};  // for the scheduler's endpoint
 
   // Processes on other hosts (hetps launch -H): `place` turns the command line of a process
@@ -86,6 +90,7 @@ class LocalCluster {
   // The processes started so far (the scheduler is null until it started).
   ChildProcess* scheduler() { return scheduler_; }
   const std::vector<ChildProcess*>& servers() { return servers_; }
+  const std::vector<ChildProcess*>& aggregators() { return aggregators_; }
   Supervisor& supervisor() { return supervisor_; }
 
  private:
@@ -94,6 +99,7 @@ class LocalCluster {
   std::string endpoint_;
   ChildProcess* scheduler_ = nullptr;
   std::vector<ChildProcess*> servers_;
+  std::vector<ChildProcess*> aggregators_;
   // Starts a process through `place` when there is one.
   StatusOr<ChildProcess*> StartPlaced(const std::string& role, int index,
                                       const std::vector<std::string>& argv,

@@ -18,6 +18,10 @@ DEFINE_int32(num_servers, 1, "servers expected before the cluster starts");
 DEFINE_int32(num_workers, 1,
              "workers expected before the cluster starts; more may join while it runs (and a "
              "restarted worker rejoins under its rank)");
+DEFINE_int32(aggregators, 0,
+             "aggregators (hetps-aggregator) expected before the cluster starts: each sums the "
+             "pushes of the workers on its host and sends one per partition to the servers "
+             "(docs/aggregation-tier.md)");
 DEFINE_int32(max_workers, 0, "live workers the cluster takes at most (0: no bound)");
 DEFINE_double(join_rate, 16,
               "registrations admitted per second from one peer address once --join_burst is "
@@ -139,6 +143,7 @@ int main(int argc, char** argv) {
   o.num_servers = FLAGS_num_servers;
   o.num_workers = FLAGS_num_workers;
   o.max_workers = FLAGS_max_workers;
+  o.num_aggregators = FLAGS_aggregators;
   o.join_rate = FLAGS_join_rate;
   o.join_burst = FLAGS_join_burst;
   o.max_connections_per_address = FLAGS_max_connections_per_address;

@@ -7,13 +7,17 @@
 
 namespace hetps {
 
-Membership::Membership(int num_servers, int num_workers, int max_workers)
-    : num_servers_(num_servers), num_workers_(num_workers), max_workers_(max_workers) {}
+Membership::Membership(int num_servers, int num_workers, int max_workers, int num_aggregators)
+    : num_servers_(num_servers),
+      num_workers_(num_workers),
+      max_workers_(max_workers),
+      num_aggregators_(num_aggregators) {}
 
 StatusOr<const Member*> Membership::Register(const std::string& identity,
                                              const proto::Header& request, SteadyTime now) {
   if (Member* m = ByIdentity(identity)) return static_cast<const Member*>(m);
   const proto::Role role = request.role();
+  if (role == proto::AGGREGATOR) return RegisterAggregator(identity, request, now);
   if (role != proto::SERVER && role != proto::WORKER) {
     return Status::InvalidArgument(fmt::format("cannot register role {}", proto::Role_Name(role)));
   }
@@ -69,6 +73,25 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
   taken.insert(rank);
   ++count;
   return static_cast<const Member*>(&Add(identity, request, rank, now));
+}
+
+// Aggregators (docs/aggregation-tier.md) form with the cluster: the workers choose theirs from
+// the view they start with. One that dies is not replaced: its workers push to the servers.
+StatusOr<const Member*> Membership::RegisterAggregator(const std::string& identity,
+                                                       const proto::Header& request,
+                                                       SteadyTime now) {
+  if (request.address().empty()) {
+    return Status::InvalidArgument("an aggregator must register with the address workers dial");
+  }
+  if (aggregators_ >= num_aggregators_) {
+    return Status::FailedPrecondition(fmt::format(
+        "the cluster takes {} aggregator(s) (the scheduler's --aggregators), and has them",
+        num_aggregators_));
+  }
+  if (complete()) {
+    return Status::FailedPrecondition("the cluster formed already; aggregators join before");
+  }
+  return static_cast<const Member*>(&Add(identity, request, aggregators_++, now));
 }
 
 StatusOr<const Member*> Membership::RegisterStandby(const std::string& identity,
@@ -208,12 +231,14 @@ std::vector<proto::SchedulerMember> Membership::Save() const {
 Status Membership::Restore(const std::vector<proto::SchedulerMember>& records, SteadyTime now) {
   members_.clear();
   by_identity_.clear();
-  servers_ = workers_ = 0;
+  servers_ = workers_ = aggregators_ = 0;
   server_ranks_.clear();
   worker_ranks_.clear();
   for (const proto::SchedulerMember& r : records) {
     if (r.info().id() != static_cast<int32_t>(members_.size()) + 1 || r.state() < 0 ||
-        r.state() > 2 || (r.info().role() != proto::SERVER && r.info().role() != proto::WORKER)) {
+        r.state() > 2 ||
+        (r.info().role() != proto::SERVER && r.info().role() != proto::WORKER &&
+         r.info().role() != proto::AGGREGATOR)) {
       return Status::Malformed(fmt::format("member record {} is damaged", members_.size() + 1));
     }
     Member m;
@@ -225,7 +250,9 @@ Status Membership::Restore(const std::vector<proto::SchedulerMember>& records, S
     m.superseded = r.superseded();
     m.last_seen = now;
     // The counts of the forming cluster: every first registration of a rank.
-    if (!m.took_over && !m.joined_late && !m.info.standby()) {
+    if (m.info.role() == proto::AGGREGATOR) {
+      ++aggregators_;
+    } else if (!m.took_over && !m.joined_late && !m.info.standby()) {
       const bool server = m.info.role() == proto::SERVER;
       (server ? servers_ : workers_)++;
       (server ? server_ranks_ : worker_ranks_).insert(m.info.rank());

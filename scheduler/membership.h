@@ -44,7 +44,7 @@ class Membership {
  public:
   // The cluster forms once `num_servers` servers and `num_workers` workers registered; then
   // workers may join and leave while it runs, at most `max_workers` live at a time.
-  Membership(int num_servers, int num_workers, int max_workers);
+  Membership(int num_servers, int num_workers, int max_workers, int num_aggregators = 0);
 
   // Admits a node, or returns the member already registered under `identity` (a retried
   // REGISTER). Its rank is the one it asked for (request.rank, when set) or the smallest free
@@ -68,7 +68,9 @@ class Membership {
   void Promote(Member& backup, Member& dead);
   void Demote(Member& backup, Member& primary);
   // True once every expected server and worker has registered.
-  bool complete() const { return servers_ == num_servers_ && workers_ == num_workers_; }
+  bool complete() const {
+    return servers_ == num_servers_ && workers_ == num_workers_ && aggregators_ == num_aggregators_;
+  }
   // Every node, but servers superseded by a restart; with `alive_only`, only live nodes.
   proto::ClusterView View(bool alive_only = false) const;
   // Whether `m` took over the rank of a dead server.
@@ -104,6 +106,8 @@ class Membership {
   Member* DeadServer(int32_t rank);  // the dead, not yet superseded server of `rank`, if any
   // A backup (request.replica.standby): of the rank asked for, else of the rank with the fewest
   // live backups, at most replicas_ per rank.
+  StatusOr<const Member*> RegisterAggregator(const std::string& identity,
+                                             const proto::Header& request, SteadyTime now);
   StatusOr<const Member*> RegisterStandby(const std::string& identity, const proto::Header& request,
                                           SteadyTime now);
   const Member* TakeOver(Member& dead, const std::string& identity, const proto::Header& request,
@@ -115,7 +119,8 @@ class Membership {
 
   int num_servers_, num_workers_, max_workers_;
   int replicas_ = 0;
-  int servers_ = 0, workers_ = 0;
+  int num_aggregators_ = 0;
+  int servers_ = 0, workers_ = 0, aggregators_ = 0;
   std::set<int32_t> server_ranks_, worker_ranks_;
   std::deque<Member> members_;  // index = id - 1; deque: pointers stay valid as nodes join
   // Routing identity -> index of the first member with it (every message is looked up).

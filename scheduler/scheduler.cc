@@ -15,6 +15,11 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
         "max_workers must be 0 (no bound) or in [num_workers, {}], got {} (num_workers {})",
         kMaxWorkerRanks, o.max_workers, o.num_workers));
   }
+  if (o.num_aggregators < 0 || o.num_aggregators > o.num_workers) {
+    return Status::InvalidArgument(fmt::format(
+        "aggregators must be in [0, num_workers] (each sums some workers' pushes), got {}",
+        o.num_aggregators));
+  }
   if (o.replicas < 0 || o.replicas > 3) {
     return Status::InvalidArgument(
         fmt::format("replicas must be in [0, 3] (backups per server rank), got {}", o.replicas));

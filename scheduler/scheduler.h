@@ -33,6 +33,9 @@ struct SchedulerOptions {
   bool insecure = false;
   int num_servers = 1;
   int num_workers = 1;  // workers the cluster forms with; more may join while it runs
+  // Aggregators the cluster forms with (docs/aggregation-tier.md): each sums the pushes of the
+  // workers on its host (common/tier.h) and sends one push per partition to the servers.
+  int num_aggregators = 0;
   int max_workers = 0;  // live workers at most (0: no bound but the rank range, kMaxWorkerRanks)
   // Registrations admitted from one peer address (scheduler/join_limiter.h): `join_burst` at
   // once, then `join_rate` per second (0: no limit). Beyond, UNAVAILABLE: the node asks again.

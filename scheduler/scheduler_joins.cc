@@ -242,7 +242,7 @@ void SchedulerLoop::HandleLeave(const Envelope& env, const Member& m) {
   outbox_.Forget(env.identity);
   const proto::Header left = AboutNode(proto::NODE_LEFT, id);
   for (const Member* s : members_.Alive()) {
-    if (s->info.role() == proto::SERVER) Reply(s->identity, left);
+    if (s->info.role() != proto::WORKER) Reply(s->identity, left);  // servers, aggregators
   }
   spdlog::info("worker {} (rank {}) finished; {} still running", id, m.info.rank(),
                members_.LiveWorkers().size());

@@ -92,6 +92,11 @@ class ConsistencyGate {
   bool scheduler_rounds() const {
     return SchedulerRunsRounds(Controllers().EntryFor(consistency_.name()).schedule);
   }
+  // Whether the controller holds pushes for rounds (Policy.synchronous).
+  bool synchronous() const {
+    const ApplySchedule s = Controllers().EntryFor(consistency_.name()).schedule;
+    return s != ApplySchedule::kOnArrival && s != ApplySchedule::kWindowed;
+  }
   int64_t parked_reads() const { return static_cast<int64_t>(parked_reads_.size()); }
   int64_t parked_clocks() const { return static_cast<int64_t>(parked_clocks_.size()); }
   int64_t dropped() const { return dropped_; }

@@ -66,6 +66,7 @@ Status ServerLoop::Setup() {
   standby_ = options_.standby;
   link_->registration().mutable_policy()->set_consistency(gate_->consistency());
   link_->registration().mutable_policy()->set_scheduler_rounds(gate_->scheduler_rounds());
+  link_->registration().mutable_policy()->set_synchronous(gate_->synchronous());
   if (Status s = OpenDataDir(); !s.ok()) return s;
   spdlog::info("listening on {} (advertised {}; {}), {} apply threads, optimizer {} ({})", endpoint,
                address, options_.auth.Describe(), options_.threads,

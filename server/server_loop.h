@@ -83,6 +83,7 @@ class ServerLoop {
   void ReleaseDeferred(std::deque<Envelope> deferred);
   Status CheckSender(const Envelope& env) const;
   void Reject(const Envelope& env, const Status& s);
+  Status CheckAggregated(const proto::Header& h) const;
   Status CheckRequest(const Envelope& env) const;
   // The co-located transport (worker/shm_channel.h): a worker's SHM_ATTACH maps its segment;
   // a data request with shm_length gets the slot it names, checked to lie within the segment,

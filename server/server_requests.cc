@@ -16,6 +16,14 @@ Status ServerLoop::CheckSender(const Envelope& env) const {
   }
   const int32_t sender = env.message.header.sender();
   const proto::NodeInfo* node = link_->view().Node(sender);
+  if (node != nullptr && node->role() == proto::AGGREGATOR &&
+      IsNodeIdentity(env.identity, sender) && !dead_.contains(sender)) {
+    return CheckAggregated(env.message.header);
+  }
+  if (!env.message.header.contributions().empty()) {
+    return Status::PermissionDenied(
+        fmt::format("node {} sent a sum of pushes, which only an aggregator may", sender));
+  }
   if (node == nullptr || node->role() != proto::WORKER || !IsNodeIdentity(env.identity, sender)) {
     return Status::Unregistered(
         fmt::format("node {} is not a registered worker of this cluster", sender));
@@ -28,6 +36,38 @@ Status ServerLoop::CheckSender(const Envelope& env) const {
   if (options_.auth.curve && node->public_key() != env.peer) {
     return Status::PermissionDenied(
         fmt::format("worker {} registered with another key than this connection's", sender));
+  }
+  return Status();
+}
+
+// An aggregator sends sums of its workers' pushes, and pulls in the name of one of them
+// (docs/aggregation-tier.md); each worker it speaks for must be a worker of the cluster, and
+// the one it reads for a live one.
+Status ServerLoop::CheckAggregated(const proto::Header& h) const {
+  if (h.type() == proto::PULL && h.contributions_size() == 1) {
+    const int32_t w = h.contributions(0).worker();
+    const proto::NodeInfo* node = link_->view().Node(w);
+    if (node == nullptr || node->role() != proto::WORKER || dead_.contains(w)) {
+      return Status::InvalidArgument(fmt::format(
+          "aggregator {} pulls for node {}, which is no live worker of this cluster", h.sender(),
+          w));
+    }
+    return Status();
+  }
+  if (h.type() != proto::PUSH || h.contributions().empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "aggregator {} may send only sums of pushes and pulls for one worker, not a {} with {} "
+        "contribution(s)",
+        h.sender(), proto::MsgType_Name(h.type()), h.contributions_size()));
+  }
+  for (const proto::Contribution& c : h.contributions()) {
+    const proto::NodeInfo* w = link_->view().Node(c.worker());
+    if (w == nullptr || w->role() != proto::WORKER || c.seq() <= 0) {
+      return Status::InvalidArgument(
+          fmt::format("aggregator {} sent a sum with a contribution of node {} (seq {}), which is "
+                      "no worker's numbered push",
+                      h.sender(), c.worker(), c.seq()));
+    }
   }
   return Status();
 }
@@ -80,6 +120,9 @@ void ServerLoop::Reject(const Envelope& env, const Status& s) {
   for (const proto::NodeInfo& w : link_->view().workers()) {
     worker = worker || (IsNodeIdentity(env.identity, w.id()) && !dead_.contains(w.id()));
   }
+  const proto::NodeInfo* node = link_->view().Node(h.sender());
+  worker = worker || (node != nullptr && node->role() == proto::AGGREGATOR &&
+                      IsNodeIdentity(env.identity, h.sender()) && !dead_.contains(h.sender()));
   if (!worker) {
     if (errors_to_strangers_.size() >= 4096) errors_to_strangers_.clear();  // bounded
     if (++errors_to_strangers_[env.identity] > kErrorsToStrangers) return;
@@ -94,6 +137,12 @@ void ServerLoop::HandleWorker(Envelope& env) {
   if (env.status.ok() && h.type() == proto::CMA_ATTACH) return AttachCma(env);
   if (env.status.ok() && h.type() == proto::CMA_REVOKE) return RevokeCma(env);
   if (Status s = CheckRequest(env); !s.ok()) return Reject(env, s);
+  if (h.type() == proto::PULL && h.contributions_size() == 1) {
+    // An aggregator's pull is the read of the worker it names (CheckAggregated): the gate
+    // holds it to that worker's clock; the answer goes to the aggregator's connection.
+    env.message.header.set_sender(h.contributions(0).worker());
+    env.message.header.clear_contributions();
+  }
   if (drain_) {
     drain_->deferred.push_back(std::move(env));  // handing the rank over: unanswered for now
     return;

@@ -112,6 +112,7 @@ void ApplyRecord(const ServingState& shared, PartitionState& part, const proto::
       break;
   }
   part.MarkApplied(r.incarnation(), r.seq());
+  for (const proto::Contribution& c : r.contributions()) part.MarkApplied(c.incarnation(), c.seq());
 }
 
 bool Replicated(const ServingState& shared) {
@@ -324,7 +325,34 @@ proto::LogRecord UpdateRecord(const DataRequest& req) {
   record.set_hold(req.hold);  // synchronous consistency: applied with its round (CompleteRound)
   record.set_incarnation(h.incarnation());
   record.set_seq(h.seq());
+  *record.mutable_contributions() = h.contributions();
   return record;
+}
+
+// Whether an aggregator's sum was applied before (docs/aggregation-tier.md). A sum is applied
+// whole or not at all, and only as the next update of each worker it holds: then what a
+// worker's partition has applied stays a prefix of its numbered pushes, and a push it resends
+// directly (its aggregator died or refused) is recognised as applied or not, whichever way the
+// sum went. A sum partly applied, or one that would skip a push, is refused: its workers send
+// its pushes directly instead.
+StatusOr<bool> SumApplied(const PartitionState& part, const proto::Header& h) {
+  int applied = 0;
+  for (const proto::Contribution& c : h.contributions()) {
+    if (part.Applied(c.incarnation(), c.seq())) {
+      ++applied;
+    } else if (part.Applied(c.incarnation(), c.seq() - 1) != (c.seq() > 1)) {
+      return Status::FailedPrecondition(fmt::format(
+          "partition {}: worker {}'s push {} in aggregator {}'s sum is not its next; the sum is "
+          "refused (the workers push directly)",
+          part.info().id, c.worker(), c.seq(), h.sender()));
+    }
+  }
+  if (applied == 0) return false;
+  if (applied == h.contributions_size()) return true;
+  return Status::FailedPrecondition(
+      fmt::format("partition {}: {} of the {} pushes in aggregator {}'s sum were applied before; "
+                  "the sum is refused (the workers push directly)",
+                  part.info().id, applied, h.contributions_size(), h.sender()));
 }
 
 // A push (held for its round, or handed to the aggregator) or an init, after validation:
@@ -345,7 +373,19 @@ void ServeUpdate(const ServingState& shared, DataRequest& req, PartitionState& p
   r.header = ReplyTo(h, push ? proto::PUSH_REPLY : proto::INIT_REPLY, shared.self);
   // The version the update was taken at (it is applied after the reply leaves).
   r.header.set_version(part.version());
-  if (part.Applied(h.incarnation(), h.seq())) {
+  bool duplicate = part.Applied(h.incarnation(), h.seq());
+  if (!h.contributions().empty()) {
+    StatusOr<bool> applied = SumApplied(part, h);
+    if (applied.ok() && !*applied && part.aggregator()->tracks_reads()) {
+      applied = Status::FailedPrecondition(fmt::format(
+          "partition {}: the server's aggregator keeps what each worker read, which a sum of "
+          "several workers' pushes cannot say; push directly",
+          part.info().id));
+    }
+    if (!applied.ok()) return reply({ErrorReply(h, applied.status(), shared.self), {}});
+    duplicate = *applied;
+  }
+  if (duplicate) {
     r.header.set_duplicate(true);
     if (Replicated(shared)) {
       // The first copy's record may still be on its way to the backups: the answer waits

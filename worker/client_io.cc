@@ -109,6 +109,7 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
     server_rank_[server.id()] = server.rank();
   }
   AttachTransports();
+  if (Status s = ConnectTier(); !s.ok()) return s;
   link_.SetReporter([this, &heartbeat_clock](proto::Header& h) {
     proto::WorkerReport& r = *h.mutable_worker_report();
     report_.Fill(heartbeat_clock.load(), r);
@@ -281,11 +282,12 @@ int ClientIo::AwaitServers(int timeout_ms) {
       std::lock_guard<std::mutex> queued(queue_mu_);
       if (!queue_.empty()) return true;
     }
-    return !parked_.empty() || std::any_of(waiting_.begin(), waiting_.end(), [](const auto& w) {
-      return !w.empty();
-    }) || std::any_of(pending_.begin(), pending_.end(), [](const auto& p) {
-      return p.second.target >= 0;
-    });
+    auto any = [](const auto& queues) {
+      return std::any_of(queues.begin(), queues.end(), [](const auto& q) { return !q.empty(); });
+    };
+    return !parked_.empty() || any(waiting_) || any(tier_held_) || any(tier_failed_) ||
+           std::any_of(pending_.begin(), pending_.end(),
+                       [](const auto& p) { return p.second.target >= 0; });
   };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   {

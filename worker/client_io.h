@@ -217,6 +217,7 @@ class ClientIo {
     std::shared_ptr<const std::vector<uint8_t>> encoded;
     int64_t window_bytes = 0;  // what it counts against its server's in-flight window
     bool parked = false;       // the server said it parked it (virtual time)
+    int tier_rank = -1;        // sent through the aggregator: the server rank it goes to
     // A co-located transport (worker/transport.h) that took its values, and what it took.
     std::shared_ptr<Transport> via;
     TransportSlot slot;
@@ -274,6 +275,20 @@ class ClientIo {
   // Sends what waits for `rank`'s window while it has room.
   void ReleaseWaiting(int rank);
   void OnReply(Envelope& env, int from);
+  // The aggregation tier (client_io_tier.cc): connects this worker's aggregator, if the view
+  // gives it one.
+  Status ConnectTier();
+  // Whether `o` (to a server rank) waits behind pushes at the aggregator (then it is held), or
+  // goes through it (then retargeted). Keeps each server's requests in the order given.
+  bool TierHolds(Outgoing& o);
+  // The aggregator answered a push: an error sends it to its server directly instead.
+  void OnTierAnswer(Pending& p, const Status& s);
+  // A push the aggregator did not apply, to send directly once nothing of its rank waits there.
+  void TierFailed(Pending& p);
+  // Sends what waited behind rank `rank`'s pushes at the aggregator, once none is left there.
+  void ReleaseTier(int rank);
+  // The aggregator died (or stopped): every push there goes directly, and so does what follows.
+  void TierDown(const std::string& why);
   static Status CheckReply(const proto::Header& h, const Pending& p, int from);
   Status AcceptPull(const proto::Header& h, const Message& message, const Pending& p, int from);
   void OnControl(Envelope& env);
@@ -358,6 +373,15 @@ class ClientIo {
   std::unordered_set<int> revoking_;
   std::chrono::steady_clock::time_point lent_logged_{};
   std::optional<Status> closed_;  // set once the cluster shut down
+  // The aggregation tier: the aggregator's socket is servers_[tier_] (one past the server
+  // ranks; -1: none, or it died), and per server rank the pushes at the aggregator, the
+  // requests held behind them and those it failed (sent directly once none is left there).
+  int tier_ = -1;
+  int32_t tier_node_ = -1;
+  bool tier_pulls_ = false;  // pulls go through the aggregator too (synchronous controllers)
+  std::vector<int> tier_pending_;
+  std::vector<std::deque<Outgoing>> tier_held_;
+  std::vector<std::vector<std::pair<uint64_t, Outgoing>>> tier_failed_;
 };
 
 }  // namespace hetps

@@ -58,7 +58,8 @@ void ClientIo::SendToServer(int rank, proto::Header&& header, std::vector<zmq::m
   const proto::MsgType type = header.type();
   const bool data =
       type == proto::PUSH || type == proto::PULL || type == proto::INIT || type == proto::CLOCK;
-  if (options_.batch_bytes > 0 && data && bytes < options_.batch_bytes) {
+  if (options_.batch_bytes > 0 && data && bytes < options_.batch_bytes &&
+      rank < static_cast<int>(tier_pending_.size())) {  // an aggregator takes no batches
     Batch& batch = batches_[rank];
     if (!batch.Fits(bytes)) FlushBatch(rank);
     batch.Add(std::move(header), std::move(payload));
@@ -127,6 +128,7 @@ void ClientIo::Dispatch(Outgoing& o) {
     FailOutgoing(o, Status::Unavailable(fmt::format("server rank {} is dead", o.target)));
     return;
   }
+  if (TierHolds(o)) return;  // behind pushes at the aggregator (client_io_tier.cc)
   if (o.target >= 0 && recovering_.contains(o.target)) {  // sent once the server is back
     parked_[o.target].push_back(std::move(o));
     return;
@@ -163,7 +165,8 @@ void ClientIo::Transmit(Outgoing& o, int64_t window_bytes) {
     // Numbered here, in the order they leave on the server's one socket, so the server sees
     // each partition's numbers in order even when several threads push at once.
     o.header.set_incarnation(incarnation_);
-    o.header.set_seq(++update_seq_[o.header.partition()]);
+    // A push the aggregator gave back keeps its number (client_io_tier.cc).
+    if (o.header.seq() == 0) o.header.set_seq(++update_seq_[o.header.partition()]);
   }
   Pending& p = pending_[id];
   p.target = o.target;
@@ -177,7 +180,12 @@ void ClientIo::Transmit(Outgoing& o, int64_t window_bytes) {
     p.window_bytes = window_bytes;
     in_flight_[o.target] += window_bytes;
   }
-  if (o.target == kToScheduler || (o.target >= 0 && options_.server_recovery_timeout_ms > 0)) {
+  if (o.target >= 0 && o.target == tier_) {
+    p.tier_rank = o.header.rank();
+    ++tier_pending_[p.tier_rank];
+  }
+  if (o.target == kToScheduler || p.tier_rank >= 0 ||
+      (o.target >= 0 && options_.server_recovery_timeout_ms > 0)) {
     p.header = o.header;
     p.src = o.src;
     p.src_bytes = o.src_bytes;
@@ -262,6 +270,11 @@ void ClientIo::OnReply(Envelope& env, int from) {
   pending_.erase(it);
   in_flight_[from] -= p.window_bytes;
   Status s = CheckReply(h, p, from);
+  if (p.tier_rank >= 0 && (!s.ok() || !StatusOf(h).ok())) {  // sent directly instead
+    OnTierAnswer(p, s.ok() ? StatusOf(h) : s);
+    ReleaseWaiting(from);
+    return;
+  }
   if (!s.ok()) {
     spdlog::warn("{}", s.ToString());
     Finish(h.request_id(), p, s, nullptr, /*answered=*/true);
@@ -275,6 +288,7 @@ void ClientIo::OnReply(Envelope& env, int from) {
   if (s.ok() && h.type() == proto::PULL_REPLY) s = AcceptPull(h, env.message, p, from);
   // Only a clock's reply says something to its operation (where to continue).
   Finish(h.request_id(), p, s, p.type == proto::CLOCK ? &h : nullptr, /*answered=*/true);
+  if (p.tier_rank >= 0) OnTierAnswer(p, Status());
   ReleaseWaiting(from);
 }
 
@@ -366,6 +380,15 @@ void ClientIo::FailAll(const Status& s) {
     }
   }
   parked_.clear();
+  for (auto& held : tier_held_) {
+    for (Outgoing& o : held) FailOutgoing(o, s);
+    held.clear();
+  }
+  for (auto& failed : tier_failed_) {
+    for (auto& [id, o] : failed) FailOutgoing(o, s);
+    failed.clear();
+  }
+  std::fill(tier_pending_.begin(), tier_pending_.end(), 0);
 }
 
 }  // namespace hetps

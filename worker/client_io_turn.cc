@@ -236,6 +236,7 @@ void ClientIo::OnControl(Envelope& env) {
   }
   switch (h.type()) {
     case proto::NODE_DEAD: {
+      if (h.node() == tier_node_) return TierDown("was declared dead");
       auto server = server_rank_.find(h.node());
       if (server != server_rank_.end()) OnServerDead(server->second);
       return;

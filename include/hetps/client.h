@@ -140,6 +140,12 @@ struct ClientOptions {
   // reply goes through the I/O thread (one more hand-off each way; the calling thread does no
   // socket work).
   bool caller_io = true;
+  // The aggregation tier (docs/aggregation-tier.md): when the cluster has an aggregator on
+  // this worker's host, dense pushes go through it (summed with the other local workers'
+  // pushes, one push per partition reaches the server); everything else goes to the servers.
+  // An aggregator that dies or refuses a push makes this worker push directly from then on;
+  // nothing is lost or applied twice. false: always push directly.
+  bool tier = true;
 };
 
 struct ClientStats {

@@ -115,6 +115,8 @@ struct ClusterOptions {
   std::vector<std::vector<std::string>> server_own_flags;  // per server, after server_flags
   std::string log_file;  // set: every process's output goes there (else the test's own)
   int standbys = 0;      // backups (--standby), server(servers..) after the primaries
+  int aggregators = 0;   // hetps-aggregator processes (docs/aggregation-tier.md)
+  std::vector<std::string> aggregator_flags;
 };
 
 // hetps::LocalCluster with the test's expectations: a cluster that cannot start fails the test.
@@ -141,6 +143,8 @@ class LocalCluster {
     options.server_exec = o.server_exec;
     options.scheduler_bind = o.scheduler_bind;
     options.server_own_flags = o.server_own_flags;
+    options.aggregators = o.aggregators;
+    options.aggregator_flags = o.aggregator_flags;
     cluster_ = std::make_unique<hetps::LocalCluster>(supervisor_, options);
     const Status started = cluster_->Start();
     EXPECT_TRUE(started.ok()) << started.ToString();
@@ -150,8 +154,12 @@ class LocalCluster {
     for (ChildProcess* server : cluster_->servers()) {
       servers_.push_back(std::make_unique<Process>(supervisor_, server));
     }
+    for (ChildProcess* aggregator : cluster_->aggregators()) {
+      aggregators_.push_back(std::make_unique<Process>(supervisor_, aggregator));
+    }
   }
   ~LocalCluster() {
+    aggregators_.clear();
     servers_.clear();
     scheduler_.reset();
     supervisor_.StopAll();
@@ -162,6 +170,7 @@ class LocalCluster {
   const std::string& endpoint() const { return cluster_->endpoint(); }
   Process& scheduler() { return *scheduler_; }
   Process& server(int i) { return *servers_.at(i); }
+  Process& aggregator(int i) { return *aggregators_.at(i); }
   // Starts the scheduler again with its flags (after it exited); it needs a --data_dir.
   void RestartScheduler() {
     auto child = cluster_->RestartScheduler();
@@ -242,6 +251,7 @@ class LocalCluster {
   std::unique_ptr<hetps::LocalCluster> cluster_;
   std::unique_ptr<Process> scheduler_;
   std::vector<std::unique_ptr<Process>> servers_;
+  std::vector<std::unique_ptr<Process>> aggregators_;
   int workers_started_ = 0;
 };
 

@@ -1,0 +1,225 @@
+// The aggregation tier (docs/aggregation-tier.md): workers' pushes summed by a host-local
+// hetps-aggregator reach the servers as one push per partition, exactly, under bsp and asp; an
+// aggregator killed mid-run leaves its workers pushing directly with nothing lost or doubled;
+// hostile input to an aggregator gets an error and it keeps serving.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cmath>
+#include <regex>
+#include <thread>
+
+#include "common/message.h"
+#include "tests/integration/local_cluster.h"
+
+namespace hetps::testing {
+namespace {
+
+constexpr int64_t kLength = 300000;  // three partitions of <= 400 KB over two servers
+
+ClusterOptions TierCluster(const std::string& consistency, int aggregators,
+                           const std::string& log_file = "",
+                           std::vector<std::string> aggregator_flags = {}) {
+  ClusterOptions o;
+  o.servers = 2;
+  o.workers = 4;
+  o.scheduler_flags = {"--partition_bytes=400000", "--heartbeat_timeout_ms=1500"};
+  o.server_flags = {"--consistency=" + consistency, "--optimizer=sgd:lr=1", "--init=zeros"};
+  o.aggregators = aggregators;
+  o.aggregator_flags = std::move(aggregator_flags);
+  o.log_file = log_file;
+  return o;
+}
+
+// Worker i's push at clock t: (i + 1) * (t + 1) everywhere but element j, which adds j % 7, so
+// a sum that took a partition's values from the wrong place shows.
+std::vector<float> Gradient(int i, int t) {
+  std::vector<float> g(kLength, static_cast<float>((i + 1) * (t + 1)));
+  for (int64_t j = 0; j < kLength; j += 997) g[j] += static_cast<float>(j % 7);
+  return g;
+}
+
+// What sgd with lr 1 from zeros holds after the given clocks of every worker's Gradient.
+std::vector<float> Expected(int workers, int clocks) {
+  std::vector<double> w(kLength, 0.0);
+  for (int t = 0; t < clocks; ++t) {
+    for (int i = 0; i < workers; ++i) {
+      const std::vector<float> g = Gradient(i, t);
+      for (int64_t j = 0; j < kLength; ++j) w[j] -= g[j];
+    }
+  }
+  return {w.begin(), w.end()};
+}
+
+// The pushes the servers served, from their last lines (they stop once the workers finished).
+int64_t ServedPushes(const std::string& log) {
+  static const std::regex stopped(R"(stopped: (\d+) pushes, \d+ pulls served)");
+  int64_t total = 0;
+  for (std::sregex_iterator it(log.begin(), log.end(), stopped), end; it != end; ++it) {
+    total += std::stoll((*it)[1]);
+  }
+  return total;
+}
+
+// Every worker pushes its Gradient and clocks, `clocks` times; with `expect` (bsp), each then
+// pulls and must read exactly the model after the clocks so far.
+void RunClocks(std::vector<std::unique_ptr<Client>>& clients, int clocks,
+               const std::vector<std::vector<float>>* expect = nullptr) {
+  LocalCluster::RunEach(static_cast<int>(clients.size()), [&](int i) {
+    ASSERT_TRUE(clients[i]->DeclareTensors({{"w", {kLength}, 0}}).ok());
+    std::vector<float> w(kLength);
+    for (int t = 0; t < clocks; ++t) {
+      const std::vector<float> g = Gradient(i, t);
+      ASSERT_TRUE(clients[i]->Push("w", g.data(), kLength).Wait().ok());
+      ASSERT_TRUE(clients[i]->Clock().ok());
+      if (expect == nullptr) continue;
+      ASSERT_TRUE(clients[i]->Pull("w", w.data(), kLength).Wait().ok());
+      EXPECT_TRUE(w == (*expect)[t]) << "worker " << i << " read another model after clock " << t;
+    }
+  });
+}
+
+// The pulls the servers served.
+int64_t ServedPulls(const std::string& log) {
+  static const std::regex stopped(R"(stopped: \d+ pushes, (\d+) pulls served)");
+  int64_t total = 0;
+  for (std::sregex_iterator it(log.begin(), log.end(), stopped), end; it != end; ++it) {
+    total += std::stoll((*it)[1]);
+  }
+  return total;
+}
+
+void ExpectModel(Client& c, const std::vector<float>& want) {
+  std::vector<float> got(kLength);
+  ASSERT_TRUE(c.Pull("w", got.data(), kLength).Wait().ok());
+  int64_t wrong = 0;
+  for (int64_t j = 0; j < kLength; ++j) wrong += got[j] != want[j];
+  EXPECT_EQ(wrong, 0) << "w[0] = " << got[0] << ", want " << want[0];
+}
+
+void ExactThroughTheTier(const std::string& consistency) {
+  const std::string log = std::filesystem::temp_directory_path() /
+                          ("hetps-tier-" + consistency + std::to_string(getpid()) + ".log");
+  constexpr int kClocks = 5;
+  {
+    LocalCluster cluster(TierCluster(consistency, 1, log));
+    auto clients = cluster.ConnectClients(4);
+    std::vector<std::vector<float>> after;
+    for (int t = 1; t <= kClocks; ++t) after.push_back(Expected(4, t));
+    RunClocks(clients, kClocks, consistency == "bsp" ? &after : nullptr);
+    ExpectModel(*clients[0], Expected(4, kClocks));
+    for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
+    for (int i = 0; i < 2; ++i) cluster.server(i).WaitExit(std::chrono::seconds(20));
+  }
+  const std::string text = Slurp(log);
+  std::filesystem::remove(log);
+  // 4 workers x 3 partitions x 5 clocks directly; through the tier one push per partition and
+  // clock when the group's pushes meet (bsp), fewer than half of them however they meet (asp).
+  const int64_t served = ServedPushes(text);
+  std::printf("servers served %lld pushes (directly: %d)\n", static_cast<long long>(served),
+              4 * 3 * kClocks);
+  EXPECT_GT(served, 0) << text;
+  if (consistency == "bsp") {
+    EXPECT_EQ(served, 3 * kClocks) << text;
+    // The group's pulls of a clock reach the servers as one per partition (a late one finds
+    // the aggregator's copy): 3 x 5 and client 0's last, against 4 x 3 x 5 directly.
+    const int64_t pulls = ServedPulls(text);
+    std::printf("servers served %lld pulls (directly: %d)\n", static_cast<long long>(pulls),
+                4 * 3 * kClocks + 3);
+    EXPECT_LE(pulls, 3 * kClocks + 3) << text;
+  } else {
+    EXPECT_LT(served, 4 * 3 * kClocks / 2 + 1) << text;
+  }
+}
+
+TEST(TierTest, BspSumsAndReadsThroughTheAggregatorExactlyOncePerPartitionAndClock) {
+  ExactThroughTheTier("bsp");
+}
+
+TEST(TierTest, AspSumsThroughTheAggregatorExactly) { ExactThroughTheTier("asp"); }
+
+// The aggregator is SIGKILLed while the workers push under bsp: their pushes at it go to the
+// servers directly once it is declared dead, and the model is the exact sum of every push.
+TEST(TierTest, AnAggregatorKilledMidRunLeavesItsWorkersPushingDirectlyExactly) {
+  for (const std::string consistency : {"bsp", "asp"}) {
+    SCOPED_TRACE(consistency);
+    LocalCluster cluster(TierCluster(consistency, 1));
+    auto clients = cluster.ConnectClients(4);
+    constexpr int kClocks = 16;
+    std::atomic<int> clock0{0};
+    std::thread killer([&] {
+      while (clock0.load() < 5) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      cluster.aggregator(0).Signal(SIGKILL);
+    });
+    LocalCluster::RunEach(4, [&](int i) {
+      ASSERT_TRUE(clients[i]->DeclareTensors({{"w", {kLength}, 0}}).ok());
+      for (int t = 0; t < kClocks; ++t) {
+        const std::vector<float> g = Gradient(i, t);
+        const Status s = clients[i]->Push("w", g.data(), kLength).Wait();
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        ASSERT_TRUE(clients[i]->Clock().ok());
+        if (i == 0) clock0 = t + 1;
+      }
+    });
+    killer.join();
+    ExpectModel(*clients[0], Expected(4, kClocks));
+    for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
+  }
+}
+
+// Requests to an aggregator that are not its group's well-formed pushes get an error reply
+// (a stranger's first ones too), and it goes on summing its workers' pushes.
+TEST(TierTest, HostileInputToAnAggregatorGetsAnErrorAndItKeepsServing) {
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  LocalCluster cluster(
+      TierCluster("bsp", 1, "", {"--bind=tcp://127.0.0.1:" + std::to_string(port)}));
+  auto clients = cluster.ConnectClients(4);
+  zmq::context_t ctx;
+  zmq::socket_t sock(ctx, zmq::socket_type::dealer);
+  sock.set(zmq::sockopt::routing_id, "stranger");
+  sock.set(zmq::sockopt::rcvtimeo, 5000);
+  sock.set(zmq::sockopt::linger, 0);
+  sock.connect("tcp://127.0.0.1:" + std::to_string(port));
+  auto expect_error = [&](const std::string& what) {
+    auto env = Receive(sock, zmq::recv_flags::none, /*routed=*/false);
+    ASSERT_TRUE(env.has_value()) << what << ": no answer";
+    EXPECT_EQ(env->message.header.type(), proto::ERROR) << what;
+    EXPECT_FALSE(env->message.header.error_message().empty()) << what;
+  };
+  // Garbage instead of a header.
+  sock.send(zmq::str_buffer("not a header"), zmq::send_flags::none);
+  expect_error("garbage");
+  // A pull, which an aggregator does not serve.
+  proto::Header pull;
+  pull.set_type(proto::PULL);
+  pull.set_sender(2);
+  Send(sock, pull);
+  expect_error("a pull");
+  // A push in a worker's name from another connection, with a wrong size, without a rank.
+  proto::Header push;
+  push.set_type(proto::PUSH);
+  push.set_sender(2);
+  push.set_partition(0);
+  push.set_rank(0);
+  push.set_num_elements(1000);
+  push.set_incarnation(7);
+  push.set_seq(1);
+  std::vector<zmq::message_t> small;
+  small.emplace_back(16);
+  Send(sock, push, std::move(small));
+  expect_error("a push in another worker's name");
+  push.clear_rank();
+  std::vector<zmq::message_t> frame;
+  frame.emplace_back(4000);
+  Send(sock, push, std::move(frame));
+  expect_error("a push without a server rank");
+  // It still sums: a bsp run through it is exact.
+  RunClocks(clients, 2);
+  ExpectModel(*clients[0], Expected(4, 2));
+  for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
+}
+
+}  // namespace
+}  // namespace hetps::testing
