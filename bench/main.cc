@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/aggregation.h"
 #include "bench/capacity.h"
 #include "bench/codec.h"
 #include "bench/consistency.h"
@@ -389,6 +390,35 @@ int Sparse() {
   return hetps::bench::RunSparseBench(o);
 }
 
+DEFINE_string(links, "netns",
+              "aggregation: netns (the server on its own emulated host, its link shaped to "
+              "--link_mbps each way; needs root) or none (loopback)");
+DEFINE_double(link_mbps, 1000, "aggregation: the server's link rate with --links=netns");
+
+int Aggregation() {
+  hetps::bench::AggregationBenchOptions o;
+  if (FLAGS_workers > 0) o.workers = FLAGS_workers;
+  if (!gflags::GetCommandLineFlagInfoOrDie("mb").is_default) {
+    o.mb.clear();
+    std::stringstream sizes(FLAGS_mb);
+    for (std::string mb; std::getline(sizes, mb, ',');) o.mb.push_back(std::atof(mb.c_str()));
+  }
+  if (!gflags::GetCommandLineFlagInfoOrDie("rounds").is_default) o.rounds = FLAGS_rounds;
+  o.links = FLAGS_links;
+  o.link_mbps = FLAGS_link_mbps;
+  o.partition_bytes = FLAGS_partition_bytes;
+  const bool sizes_ok =
+      !o.mb.empty() && std::all_of(o.mb.begin(), o.mb.end(), [](double mb) { return mb > 0; });
+  if (o.workers < 2 || o.rounds < 1 || !sizes_ok || (o.links != "netns" && o.links != "none") ||
+      !(o.link_mbps > 0)) {
+    std::fprintf(stderr,
+                 "aggregation needs --workers >= 2, --rounds >= 1, --mb sizes > 0, --links "
+                 "netns|none and --link_mbps > 0\n");
+    return 2;
+  }
+  return hetps::bench::RunAggregationBench(o);
+}
+
 int Consistency() {
   hetps::bench::ConsistencyBenchOptions o;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
@@ -419,6 +449,8 @@ int main(int argc, char** argv) {
       "hetps-bench pushpull [--servers S --workers W --mb 1,16,64 --seconds T] "
       "[--tensors 100 --kb 4 --batch_kib 256,0] [--transport tcp,shm,cma] [--io caller,thread]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
+      "       hetps-bench aggregation [--workers 8 --links=netns|none --link_mbps 1000 --mb "
+      "0.9,16 --rounds 8]\n"
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
       "--straggler_slowdown F --straggler SPEC --durability memory,process --repeats N]\n"
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]\n"
@@ -450,6 +482,7 @@ int main(int argc, char** argv) {
   }
   if (command == "pushpull") return PushPull();
   if (command == "consistency") return Consistency();
+  if (command == "aggregation") return Aggregation();
   if (command == "train") return Train();
   if (command == "fed") return Fed();
   if (command == "codec") return Codec();

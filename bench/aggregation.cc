@@ -1,0 +1,200 @@
+#include "bench/aggregation.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <thread>
+
+#include "bench/bench_cluster.h"
+#include "common/subprocess.h"
+
+namespace hetps::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs a command; its output, or an error naming it.
+StatusOr<std::string> Run(const std::string& command) {
+  auto r = RunCaptured({"/bin/sh", "-c", command + " 2>&1"});
+  if (!r.ok()) return r.status();
+  if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
+    return Status::Internal(fmt::format("'{}' failed: {}", command, r->output));
+  }
+  return r->output;
+}
+
+// The server's emulated host: a network namespace behind a bridge, its link limited to `mbps`
+// each way (tc tbf). Names carry this process's pid; everything is removed when it goes.
+class ServerHost {
+ public:
+  static StatusOr<std::unique_ptr<ServerHost>> Create(double mbps) {
+    if (geteuid() != 0) return Status::FailedPrecondition("--links=netns needs root (ip, tc)");
+    std::unique_ptr<ServerHost> h(new ServerHost());
+    const std::string pid = std::to_string(getpid());
+    h->ns_ = "hetps-agg-" + pid;
+    h->bridge_ = "hab" + pid;
+    h->veth_ = "hav" + pid;
+    const std::string rate = fmt::format("{}mbit", mbps);
+    for (const std::string& c :
+         {fmt::format("ip link add {} type bridge", h->bridge_),
+          fmt::format("ip addr add 10.204.0.1/24 dev {}", h->bridge_),
+          fmt::format("ip link set {} up", h->bridge_), fmt::format("ip netns add {}", h->ns_),
+          fmt::format("ip link add {} type veth peer name eth0 netns {}", h->veth_, h->ns_),
+          fmt::format("ip link set {} master {} up", h->veth_, h->bridge_),
+          fmt::format("ip -n {} addr add 10.204.0.10/24 dev eth0", h->ns_),
+          fmt::format("ip -n {} link set eth0 up", h->ns_),
+          fmt::format("ip -n {} link set lo up", h->ns_),
+          fmt::format("tc qdisc add dev {} root tbf rate {} burst 1mbit latency 100ms", h->veth_,
+                      rate),
+          fmt::format("ip netns exec {} tc qdisc add dev eth0 root tbf rate {} burst 1mbit "
+                      "latency 100ms",
+                      h->ns_, rate)}) {
+      if (auto r = Run(c); !r.ok()) return r.status();
+    }
+    return h;
+  }
+  ~ServerHost() {
+    (void)Run("ip netns del " + ns_);
+    (void)Run("ip link del " + bridge_);
+  }
+  const std::string& ns() const { return ns_; }
+  // Bytes sent so far towards the server (pushes) and from it (pulls), as tc counted them.
+  int64_t BytesToServer() const { return Sent("tc -s qdisc show dev " + veth_); }
+  int64_t BytesFromServer() const {
+    return Sent(fmt::format("ip netns exec {} tc -s qdisc show dev eth0", ns_));
+  }
+
+ private:
+  ServerHost() = default;
+  static int64_t Sent(const std::string& command) {
+    auto out = Run(command);
+    std::smatch m;
+    if (!out.ok() || !std::regex_search(*out, m, std::regex(R"(Sent (\d+) bytes)"))) return -1;
+    return std::stoll(m[1]);
+  }
+  std::string ns_, bridge_, veth_;
+};
+
+struct Placement {
+  double round_ms = 0;
+  int64_t link_bytes = -1;        // on the server's link, both ways (netns)
+  int64_t pushes = 0, pulls = 0;  // requests the server served
+};
+
+// The server's "stopped: N pushes, M pulls served" line, once it stopped.
+void ReadServed(const std::string& log, Placement& p) {
+  static const std::regex stopped(R"(stopped: (\d+) pushes, (\d+) pulls served)");
+  for (int i = 0; i < 100; ++i) {
+    std::string text;
+    if (auto r = Run("cat '" + log + "'"); r.ok()) text = *r;
+    std::smatch m;
+    if (std::regex_search(text, m, stopped)) {
+      p.pushes = std::stoll(m[1]);
+      p.pulls = std::stoll(m[2]);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+StatusOr<Placement> RunPlacement(const AggregationBenchOptions& o, double mb, bool tier,
+                                 const ServerHost* host) {
+  BenchClusterOptions c;
+  c.servers = 1;
+  c.workers = o.workers;
+  c.aggregators = tier ? 1 : 0;
+  c.scheduler_flags = {fmt::format("--partition_bytes={}", o.partition_bytes)};
+  c.server_flags = {"--consistency=bsp", "--init=zeros", "--optimizer=sgd:lr=0.001",
+                    "--log_level=info"};
+  if (host != nullptr) {
+    c.scheduler_bind = "tcp://10.204.0.1:*";
+    c.server_exec = "ip netns exec " + host->ns();
+    c.server_bind = "tcp://10.204.0.10:*";
+  }
+  const int64_t n = static_cast<int64_t>(mb * (1 << 20) / sizeof(float));
+  auto cluster = BenchCluster::Launch(c, {{"w", {n}, 0}});
+  if (!cluster.ok()) return cluster.status();
+  auto& clients = (*cluster)->clients();
+  std::barrier start(o.workers);
+  std::vector<Status> results(o.workers);
+  Clock::time_point t0;
+  int64_t bytes0 = 0;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < o.workers; ++i) {
+    threads.emplace_back([&, i] {
+      std::vector<float> g(n, 0.001f * static_cast<float>(i + 1)), w(n);
+      for (int r = 0; r <= o.rounds; ++r) {
+        if (r == 1) {  // the first round warms the connections up
+          start.arrive_and_wait();
+          if (i == 0) {
+            t0 = Clock::now();
+            if (host != nullptr) bytes0 = host->BytesToServer() + host->BytesFromServer();
+          }
+        }
+        Status s = clients[i]->Push("w", g.data(), n).Wait();
+        if (s.ok()) s = clients[i]->Clock();
+        if (s.ok()) s = clients[i]->Pull("w", w.data(), n).Wait();
+        if (!s.ok()) return (void)(results[i] = s);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  Placement p;
+  p.round_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / o.rounds;
+  if (host != nullptr) p.link_bytes = host->BytesToServer() + host->BytesFromServer() - bytes0;
+  for (const Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  for (auto& client : clients) (void)client->Finish();
+  ReadServed((*cluster)->log_path(), p);
+  return p;
+}
+
+}  // namespace
+
+int RunAggregationBench(const AggregationBenchOptions& o) {
+  std::unique_ptr<ServerHost> host;
+  if (o.links == "netns") {
+    setenv("HETPS_INSECURE", "true", 1);  // the daemons listen on the bench's own bridge
+    auto h = ServerHost::Create(o.link_mbps);
+    if (!h.ok()) {
+      std::fprintf(stderr, "aggregation: %s\n", h.status().ToString().c_str());
+      return 1;
+    }
+    host = std::move(*h);
+  }
+  for (double mb : o.mb) {
+    auto direct = RunPlacement(o, mb, /*tier=*/false, host.get());
+    auto local = direct.ok() ? RunPlacement(o, mb, /*tier=*/true, host.get()) : direct;
+    if (!local.ok()) {
+      std::fprintf(stderr, "aggregation: %s\n", local.status().ToString().c_str());
+      return 1;
+    }
+    // Bytes on the server's link: what tc counted (netns), else the requests it served, each a
+    // partition's worth (whole-tensor pushes and pulls of equal partitions).
+    auto bytes = [&](const Placement& p) {
+      return p.link_bytes >= 0 ? static_cast<double>(p.link_bytes)
+                               : (p.pushes + p.pulls) * mb * (1 << 20) / (o.rounds + 1);
+    };
+    std::printf(
+        "{\"bench\":\"aggregation\",\"workers\":%d,\"mb\":%g,\"links\":\"%s\",\"link_mbps\":%g,"
+        "\"rounds\":%d,\"direct\":{\"round_ms\":%.1f,\"server_bytes\":%.0f,\"server_pushes\":%lld,"
+        "\"server_pulls\":%lld},\"host_local\":{\"round_ms\":%.1f,\"server_bytes\":%.0f,"
+        "\"server_pushes\":%lld,\"server_pulls\":%lld,\"round_speedup\":%.2f,"
+        "\"server_bytes_ratio\":%.3f}}\n",
+        o.workers, mb, o.links.c_str(), o.link_mbps, o.rounds, direct->round_ms, bytes(*direct),
+        static_cast<long long>(direct->pushes), static_cast<long long>(direct->pulls),
+        local->round_ms, bytes(*local), static_cast<long long>(local->pushes),
+        static_cast<long long>(local->pulls), direct->round_ms / local->round_ms,
+        bytes(*local) / bytes(*direct));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace hetps::bench
