@@ -28,11 +28,6 @@ Status ValidateAggregatorOptions(const AggregatorOptions& o) {
     return Status::InvalidArgument(fmt::format(
         "window_ms must be at most 600000 (negative: by the consistency), got {}", o.window_ms));
   }
-  if (o.auth.curve) {
-    return Status::InvalidArgument(
-        "an aggregator does not run under --auth=curve yet (docs/aggregation-tier.md, Limits): "
-        "start the cluster without aggregators, or without keys");
-  }
   return Status();
 }
 
@@ -52,6 +47,11 @@ Status AggregatorLoop::Setup() {
   guard_.emplace(*router_, options_.max_connections_per_address, "aggregator");
   if (Status s = CheckListenEndpoint(options_.bind, options_.auth, options_.insecure); !s.ok()) {
     return s;
+  }
+  if (options_.auth.curve) {  // workers' keys only, each the key its worker registered with
+    zap_.emplace(ctx_, options_.auth.allow,
+                 std::map<std::string, std::set<KeyRole>>{{"aggregator", {KeyRole::kWorker}}});
+    options_.auth.SecureServer(*router_, "aggregator");
   }
   try {
     router_->bind(options_.bind);
@@ -80,6 +80,9 @@ Status AggregatorLoop::Connect(const proto::NodeInfo& server) {
   sock.set(zmq::sockopt::sndhwm, 0);
   sock.set(zmq::sockopt::rcvhwm, 0);
   sock.set(zmq::sockopt::linger, 0);
+  if (Status s = options_.auth.SecureClient(sock, server.public_key()); !s.ok()) {
+    return Status(s.code(), fmt::format("server rank {}: {}", server.rank(), s.message()));
+  }
   try {
     sock.connect(server.address());
   } catch (const zmq::error_t& e) {
@@ -177,6 +180,11 @@ Status AggregatorLoop::CheckRequest(const Envelope& env) const {
     return Status::Unregistered(fmt::format(
         "node {} is not a live worker of this aggregator's group; push directly", h.sender()));
   }
+  const proto::NodeInfo* node = link_->view().Node(h.sender());
+  if (options_.auth.curve && (node == nullptr || node->public_key() != env.peer)) {
+    return Status::PermissionDenied(
+        fmt::format("worker {} registered with another key than this connection's", h.sender()));
+  }
   if (!h.has_rank() || h.rank() < 0 || h.rank() >= static_cast<int>(servers_.size())) {
     return Status::InvalidArgument(
         fmt::format("a request to an aggregator names the server rank it goes to (0..{}), not {}",
@@ -212,10 +220,9 @@ Status AggregatorLoop::CheckPush(const Envelope& env) const {
   return Status();
 }
 
-Status AggregatorLoop::Decode(const proto::Header& h, const zmq::message_t& frame,
-                              std::vector<float>& out) {
+StatusOr<std::span<const float>> AggregatorLoop::Decode(const proto::Header& h,
+                                                        const zmq::message_t& frame) {
   const auto n = static_cast<size_t>(h.num_elements());
-  out.resize(n);
   PartitionCodec& pc = codecs_[h.partition()];
   if (pc.wire.empty() && !pc.codec && !h.codec().empty()) {
     auto codec = codec_cache_.Get(h.codec());
@@ -229,14 +236,22 @@ Status AggregatorLoop::Decode(const proto::Header& h, const zmq::message_t& fram
         fmt::format("partition {} was pushed here in codec '{}', and now in '{}'", h.partition(),
                     pc.wire, h.codec()));
   }
+  if (!pc.codec && reinterpret_cast<uintptr_t>(frame.data()) % alignof(float) == 0) {
+    return std::span<const float>(static_cast<const float*>(frame.data()), n);  // in place
+  }
+  scratch_.resize(n);
   if (!pc.codec) {
-    std::memcpy(out.data(), frame.data(), n * sizeof(float));
-    return Status();
+    std::memcpy(scratch_.data(), frame.data(), n * sizeof(float));
+    return std::span<const float>(scratch_);
   }
   compress::CodecContext ctx;
   ctx.key = {0, h.partition(), h.clock()};
-  return pc.codec->Decode(static_cast<const uint8_t*>(frame.data()), frame.size(), h.num_elements(),
-                          ctx, out.data());
+  if (Status s = pc.codec->Decode(static_cast<const uint8_t*>(frame.data()), frame.size(),
+                                  h.num_elements(), ctx, scratch_.data());
+      !s.ok()) {
+    return s;
+  }
+  return std::span<const float>(scratch_);
 }
 
 void AggregatorLoop::OnPull(Envelope& env) {
@@ -287,12 +302,13 @@ void AggregatorLoop::OnPush(Envelope& env) {
   if (env.status.ok() && env.message.header.type() == proto::PULL) return OnPull(env);
   if (Status s = CheckPush(env); !s.ok()) return Refuse(env, s);
   const proto::Header& h = env.message.header;
-  std::vector<float> values;
-  if (Status s = Decode(h, env.message.payload[0], values); !s.ok()) {
+  auto values = Decode(h, env.message.payload[0]);
+  if (!values.ok()) {
+    const Status& s = values.status();
     return Refuse(env, Status(s.code(), fmt::format("worker {}'s push of partition {}: {}",
                                                     h.sender(), h.partition(), s.message())));
   }
-  auto done = sums_->Add(h, env.identity, values, Now());
+  auto done = sums_->Add(h, env.identity, *values, Now());
   if (!done.ok()) return Refuse(env, done.status());
   ++counts_.pushes;
   counts_.bytes_in += static_cast<int64_t>(env.message.payload[0].size());
@@ -323,21 +339,24 @@ void AggregatorLoop::SendUp(GroupSum::Sum&& sum) {
                                               "server rank {} is down; push directly", sum.rank)),
                                           link_->id()));
   }
-  std::vector<uint8_t> bytes(sum.values.size() * sizeof(float));
+  std::vector<zmq::message_t> payload;
   PartitionCodec& pc = codecs_[sum.partition];
   if (pc.codec) {  // encoded again, the residual kept for the next sum (error feedback)
+    std::vector<uint8_t> bytes;
     compress::CodecContext ctx;
     ctx.key = {0, sum.partition, sum.clock};
     pc.codec->Encode(sum.values.data(), static_cast<int64_t>(sum.values.size()), ctx,
                      pc.state.get(), bytes);
     h.set_codec(pc.wire);
-  } else {
-    std::memcpy(bytes.data(), sum.values.data(), bytes.size());
+    payload.push_back(OwnedFrame(std::move(bytes)));
+  } else {  // the sum's own buffer goes out, freed once sent
+    auto* values = new std::vector<float>(std::move(sum.values));
+    payload.emplace_back(
+        values->data(), values->size() * sizeof(float),
+        [](void*, void* hint) { delete static_cast<std::vector<float>*>(hint); }, values);
   }
   ++counts_.sums;
-  counts_.bytes_up += static_cast<int64_t>(bytes.size());
-  std::vector<zmq::message_t> payload;
-  payload.push_back(OwnedFrame(std::move(bytes)));
+  counts_.bytes_up += static_cast<int64_t>(payload[0].size());
   upstream_[h.request_id()] = {sum.rank, std::move(sum.waiters), std::nullopt};
   hetps::Send(servers_[sum.rank], h, std::move(payload));
 }

@@ -7,6 +7,9 @@
 // acknowledged only after its server acknowledged the sum, so a dead aggregator loses nothing
 // its workers do not send again (directly; the servers recognise what its sums applied).
 //
+// With --auth=curve it takes only the keys its workers registered with (a ZAP handler admits
+// worker keys of the allow-list), and dials each server expecting the server's key.
+//
 // Compressed pushes are decoded, summed and encoded again with their codec, with the
 // aggregator's own error feedback per partition (no codec of the registry sums in its
 // encoding). Every request is untrusted: a wrong type, sender, size, codec or server rank gets
@@ -22,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -117,8 +121,9 @@ class AggregatorLoop {
   void OnPull(Envelope& env);
   void AnswerPull(const std::vector<GroupSum::Waiter>& waiters, const proto::Header& reply,
                   zmq::message_t& frame);
-  // The push's values, decoded when it came with a codec.
-  Status Decode(const proto::Header& h, const zmq::message_t& frame, std::vector<float>& out);
+  // The push's values: the frame itself, or decoded (a codec's, or a misaligned frame) into
+  // scratch_, valid until the next Decode.
+  StatusOr<std::span<const float>> Decode(const proto::Header& h, const zmq::message_t& frame);
   void SendUp(GroupSum::Sum&& sum);
   void SendUp(std::vector<GroupSum::Sum> sums);
   void OnServerReply(int rank, Envelope& env);
@@ -145,6 +150,7 @@ class AggregatorLoop {
   std::map<int32_t, PartitionCodec> codecs_;
   std::map<PullKey, uint64_t> pulls_;  // pulls upstream -> their request id
   std::map<int32_t, CachedPull> cache_;
+  std::vector<float> scratch_;
   compress::CodecCache codec_cache_;
   std::unordered_map<std::string, int> errors_to_strangers_;
   AggregatorCounts counts_;

@@ -55,6 +55,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.auth = std::move(*auth);
+  if (o.auth.curve) {  // it listens for workers: the allow-list says whose keys they are
+    auto allow = hetps::AllowList::Read(hetps::DaemonAuthFlags().keys_dir + "/allow");
+    if (!allow.ok()) {
+      spdlog::error("{}", allow.status().message());
+      return 2;
+    }
+    o.auth.allow = std::move(*allow);
+  }
   if (hetps::Status s = hetps::ValidateAggregatorOptions(o); !s.ok()) {
     spdlog::error("{}", s.message());
     return 2;

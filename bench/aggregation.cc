@@ -7,78 +7,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "bench/bench_cluster.h"
-#include "common/subprocess.h"
+#include "bench/server_host.h"
 
 namespace hetps::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Runs a command; its output, or an error naming it.
-StatusOr<std::string> Run(const std::string& command) {
-  auto r = RunCaptured({"/bin/sh", "-c", command + " 2>&1"});
-  if (!r.ok()) return r.status();
-  if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
-    return Status::Internal(fmt::format("'{}' failed: {}", command, r->output));
-  }
-  return r->output;
-}
-
-// The server's emulated host: a network namespace behind a bridge, its link limited to `mbps`
-// each way (tc tbf). Names carry this process's pid; everything is removed when it goes.
-class ServerHost {
- public:
-  static StatusOr<std::unique_ptr<ServerHost>> Create(double mbps) {
-    if (geteuid() != 0) return Status::FailedPrecondition("--links=netns needs root (ip, tc)");
-    std::unique_ptr<ServerHost> h(new ServerHost());
-    const std::string pid = std::to_string(getpid());
-    h->ns_ = "hetps-agg-" + pid;
-    h->bridge_ = "hab" + pid;
-    h->veth_ = "hav" + pid;
-    const std::string rate = fmt::format("{}mbit", mbps);
-    for (const std::string& c :
-         {fmt::format("ip link add {} type bridge", h->bridge_),
-          fmt::format("ip addr add 10.204.0.1/24 dev {}", h->bridge_),
-          fmt::format("ip link set {} up", h->bridge_), fmt::format("ip netns add {}", h->ns_),
-          fmt::format("ip link add {} type veth peer name eth0 netns {}", h->veth_, h->ns_),
-          fmt::format("ip link set {} master {} up", h->veth_, h->bridge_),
-          fmt::format("ip -n {} addr add 10.204.0.10/24 dev eth0", h->ns_),
-          fmt::format("ip -n {} link set eth0 up", h->ns_),
-          fmt::format("ip -n {} link set lo up", h->ns_),
-          fmt::format("tc qdisc add dev {} root tbf rate {} burst 1mbit latency 100ms", h->veth_,
-                      rate),
-          fmt::format("ip netns exec {} tc qdisc add dev eth0 root tbf rate {} burst 1mbit "
-                      "latency 100ms",
-                      h->ns_, rate)}) {
-      if (auto r = Run(c); !r.ok()) return r.status();
-    }
-    return h;
-  }
-  ~ServerHost() {
-    (void)Run("ip netns del " + ns_);
-    (void)Run("ip link del " + bridge_);
-  }
-  const std::string& ns() const { return ns_; }
-  // Bytes sent so far towards the server (pushes) and from it (pulls), as tc counted them.
-  int64_t BytesToServer() const { return Sent("tc -s qdisc show dev " + veth_); }
-  int64_t BytesFromServer() const {
-    return Sent(fmt::format("ip netns exec {} tc -s qdisc show dev eth0", ns_));
-  }
-
- private:
-  ServerHost() = default;
-  static int64_t Sent(const std::string& command) {
-    auto out = Run(command);
-    std::smatch m;
-    if (!out.ok() || !std::regex_search(*out, m, std::regex(R"(Sent (\d+) bytes)"))) return -1;
-    return std::stoll(m[1]);
-  }
-  std::string ns_, bridge_, veth_;
-};
 
 struct Placement {
   double round_ms = 0;
@@ -90,8 +30,10 @@ struct Placement {
 void ReadServed(const std::string& log, Placement& p) {
   static const std::regex stopped(R"(stopped: (\d+) pushes, (\d+) pulls served)");
   for (int i = 0; i < 100; ++i) {
-    std::string text;
-    if (auto r = Run("cat '" + log + "'"); r.ok()) text = *r;
+    std::ifstream in(log);
+    std::stringstream read;
+    read << in.rdbuf();
+    const std::string text = read.str();
     std::smatch m;
     if (std::regex_search(text, m, stopped)) {
       p.pushes = std::stoll(m[1]);
@@ -112,9 +54,9 @@ StatusOr<Placement> RunPlacement(const AggregationBenchOptions& o, double mb, bo
   c.server_flags = {"--consistency=bsp", "--init=zeros", "--optimizer=sgd:lr=0.001",
                     "--log_level=info"};
   if (host != nullptr) {
-    c.scheduler_bind = "tcp://10.204.0.1:*";
+    c.scheduler_bind = ServerHost::kSchedulerBind;
     c.server_exec = "ip netns exec " + host->ns();
-    c.server_bind = "tcp://10.204.0.10:*";
+    c.server_bind = ServerHost::kServerBind;
   }
   const int64_t n = static_cast<int64_t>(mb * (1 << 20) / sizeof(float));
   auto cluster = BenchCluster::Launch(c, {{"w", {n}, 0}});

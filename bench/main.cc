@@ -323,6 +323,12 @@ int Fed() {
   return hetps::bench::RunFedBench(o);
 }
 
+DEFINE_string(aggregators, "0",
+              "train: host-local aggregator counts to compare, comma-separated, each a run of its "
+              "own (e.g. 0,1; docs/aggregation-tier.md)");
+DECLARE_string(links);
+DECLARE_double(link_mbps);
+
 int Train() {
   hetps::bench::TrainBenchOptions o;
   o.servers = FLAGS_servers > 0 ? FLAGS_servers : 2;
@@ -341,6 +347,24 @@ int Train() {
     return 2;
   }
   o.repeats = FLAGS_repeats;
+  o.aggregators.clear();
+  std::stringstream counts(FLAGS_aggregators);
+  for (std::string n; std::getline(counts, n, ',');) {
+    char* end = nullptr;
+    const long count = std::strtol(n.c_str(), &end, 10);
+    if (n.empty() || *end != '\0' || count < 0 || count > o.workers) {
+      std::fprintf(stderr, "--aggregators must be counts in [0, workers], e.g. 0,1\n");
+      return 2;
+    }
+    o.aggregators.push_back(static_cast<int>(count));
+  }
+  if (o.aggregators.empty()) o.aggregators.push_back(0);
+  o.links = gflags::GetCommandLineFlagInfoOrDie("links").is_default ? "none" : FLAGS_links;
+  o.link_mbps = FLAGS_link_mbps;
+  if ((o.links != "none" && o.links != "netns") || !(o.link_mbps > 0)) {
+    std::fprintf(stderr, "--links must be none or netns, --link_mbps > 0\n");
+    return 2;
+  }
   return hetps::bench::RunTrainBench(o);
 }
 

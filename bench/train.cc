@@ -3,14 +3,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <memory>
 #include <regex>
 #include <sstream>
 
 #include "bench/bench_cluster.h"
+#include "bench/server_host.h"
 
 namespace hetps::bench {
 namespace {
@@ -40,13 +45,33 @@ double TimeToTarget(const std::string& metrics_csv, double target) {
   return -1;
 }
 
-// One training run with the servers at durability `level` ("memory": no data dir; else a data
-// dir under `data_root` at that level); prints its JSON line and returns its samples/s.
-StatusOr<double> RunOnce(const TrainBenchOptions& o, const std::string& level,
-                         const std::string& data_root) {
+struct Measured {
+  double samples_per_s = 0;
+  double time_to_target_s = -1;  // -1: not reached
+};
+
+// What varies between a benchmark's runs: the servers' durability level, the aggregators, the
+// workers' data seed (0: their default).
+struct Variant {
+  std::string level = "memory";
+  int aggregators = 0;
+  int seed = 0;
+};
+
+// One training run with the servers at durability v.level ("memory": no data dir; else a data
+// dir under `data_root` at that level); prints its JSON line.
+StatusOr<Measured> RunOnce(const TrainBenchOptions& o, const Variant& v,
+                           const std::string& data_root, const ServerHost* host) {
+  const std::string& level = v.level;
   BenchClusterOptions co;
   co.servers = o.servers;
   co.workers = o.workers;
+  co.aggregators = v.aggregators;
+  if (host != nullptr) {
+    co.scheduler_bind = ServerHost::kSchedulerBind;
+    co.server_exec = "ip netns exec " + host->ns();
+    co.server_bind = ServerHost::kServerBind;
+  }
   co.server_flags = {"--consistency=" + o.consistency, "--optimizer=adam:lr=0.001",
                      "--init=worker"};
   if (level != "memory") {
@@ -67,6 +92,7 @@ StatusOr<double> RunOnce(const TrainBenchOptions& o, const std::string& level,
                                       "--run_dir=" + run_dir,
                                       "--device=" + o.device};
     if (!o.codec.empty()) flags.push_back("--codec=" + o.codec);
+    if (v.seed > 0) flags.push_back(fmt::format("--data_seed={}", v.seed));
     flags.push_back("--straggler=" + o.straggler);
     if (i == o.workers - 1 && o.straggler_slowdown > 1) {
       flags.push_back(fmt::format("--slowdown={}", o.straggler_slowdown));
@@ -106,19 +132,41 @@ StatusOr<double> RunOnce(const TrainBenchOptions& o, const std::string& level,
       "\"straggler_slowdown\":%.1f,\"straggler\":\"%s\",\"samples_per_s\":%s,\"final_test_"
       "accuracy\":%s,\"wall_s\":%s,"
       "\"target\":%.2f,\"time_to_target_s\":%s,\"device\":\"%s\",\"codec\":\"%s\","
-      "\"durability\":\"%s\"%s}\n",
+      "\"durability\":\"%s\",\"aggregators\":%d,\"links\":\"%s\",\"data_seed\":%d%s}\n",
       o.model.c_str(), o.consistency.c_str(), o.workers, o.servers, o.straggler_slowdown,
       o.straggler.c_str(), m[3].str().c_str(), m[1].str().c_str(), m[2].str().c_str(), o.target,
       to_target < 0 ? "null" : fmt::format("{:.2f}", to_target).c_str(), o.device.c_str(),
-      o.codec.c_str(), level.c_str(), step_json.c_str());
+      o.codec.c_str(), level.c_str(), v.aggregators, o.links.c_str(), v.seed, step_json.c_str());
   std::fflush(stdout);
-  return std::stod(m[3].str());
+  return Measured{std::stod(m[3].str()), to_target};
 }
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The median time to target of each aggregator count (a run that missed it counts as never),
+// and its ratio to the first count's.
+void PrintTierComparison(const TrainBenchOptions& o, std::map<int, std::vector<double>>& times) {
+  auto median = [](std::vector<double> v) {
+    for (double& t : v) t = t < 0 ? std::numeric_limits<double>::infinity() : t;
+    return Median(v);
+  };
+  const double first = median(times[o.aggregators.front()]);
+  for (int n : o.aggregators) {
+    const double m = median(times[n]);
+    std::printf(
+        "{\"bench\":\"train_tier\",\"model\":\"%s\",\"consistency\":\"%s\",\"workers\":%d,"
+        "\"aggregators\":%d,\"links\":\"%s\",\"link_mbps\":%g,\"runs\":%zu,\"target\":%.2f,"
+        "\"time_to_target_s_median\":%s,\"time_vs_first\":%s}\n",
+        o.model.c_str(), o.consistency.c_str(), o.workers, n, o.links.c_str(), o.link_mbps,
+        times[n].size(), o.target, std::isfinite(m) ? fmt::format("{:.2f}", m).c_str() : "null",
+        std::isfinite(m) && std::isfinite(first) ? fmt::format("{:.3f}", m / first).c_str()
+                                                 : "null");
+  }
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -137,22 +185,40 @@ int RunTrainBench(const TrainBenchOptions& o) {
     }
     data_root = tmpl;
   }
-  // The levels run interleaved, `repeats` rounds of them, so a slow phase of the machine hits
+  std::unique_ptr<ServerHost> host;
+  if (o.links == "netns") {
+    setenv("HETPS_INSECURE", "true", 1);  // the daemons listen on the bench's own bridge
+    auto h = ServerHost::Create(o.link_mbps);
+    if (!h.ok()) {
+      std::fprintf(stderr, "hetps-bench train: %s\n", h.status().ToString().c_str());
+      return 1;
+    }
+    host = std::move(*h);
+  }
+  // The variants run interleaved, `repeats` rounds of them, so a slow phase of the machine hits
   // them all alike; the medians are compared.
   std::map<std::string, std::vector<double>> samples;
+  std::map<int, std::vector<double>> to_target;  // per aggregator count
   int code = 0;
+  const bool tiers = o.aggregators.size() > 1;
   for (int r = 0; r < o.repeats && code == 0; ++r) {
     for (const std::string& level : o.durability) {
-      auto run = RunOnce(o, level, data_root);
-      if (!run.ok()) {
-        std::fprintf(stderr, "hetps-bench: durability %s: %s\n", level.c_str(),
-                     run.status().ToString().c_str());
-        code = 1;
-        break;
+      for (int aggregators : o.aggregators) {
+        const Variant v{level, aggregators, tiers ? r + 1 : 0};
+        auto run = RunOnce(o, v, data_root, host.get());
+        if (!run.ok()) {
+          std::fprintf(stderr, "hetps-bench: durability %s, %d aggregator(s): %s\n", level.c_str(),
+                       aggregators, run.status().ToString().c_str());
+          code = 1;
+          break;
+        }
+        samples[level].push_back(run->samples_per_s);
+        to_target[aggregators].push_back(run->time_to_target_s);
       }
-      samples[level].push_back(*run);
+      if (code != 0) break;
     }
   }
+  if (code == 0 && tiers) PrintTierComparison(o, to_target);
   if (!data_root.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(data_root, ec);

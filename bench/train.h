@@ -26,6 +26,14 @@ struct TrainBenchOptions {
   // printed as a ratio to memory's. `repeats` rounds of all levels, interleaved.
   std::vector<std::string> durability = {"memory"};
   int repeats = 1;
+  // The aggregation tier (docs/aggregation-tier.md): each count of host-local aggregators is a
+  // run of its own, interleaved with the others; with more than one, every repeat takes its own
+  // --data_seed (1, 2, ...) and the median time to target per count is compared.
+  std::vector<int> aggregators = {0};
+  // "netns": the servers on their own emulated host, its link limited to link_mbps each way
+  // (bench/server_host.h; needs root); "none": loopback.
+  std::string links = "none";
+  double link_mbps = 1000;
 };
 
 int RunTrainBench(const TrainBenchOptions& options);

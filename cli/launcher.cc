@@ -23,6 +23,7 @@
 
 #include "cli/hosts.h"
 #include "cli/netns_links.h"
+#include "cli/run_aggregators.h"
 #include "cli/run_keys.h"
 #include "cli/run_replicas.h"
 #include "cli/status.h"
@@ -49,11 +50,16 @@ std::string BinDir(const LaunchArgs& args) {
   return fs::read_symlink("/proc/self/exe", ec).parent_path().string();
 }
 
-// Every role's flag names, read from the binaries themselves.
+// Every role's flag names, read from the binaries themselves. The aggregator is optional (a run
+// with --aggregators fails to start it without one).
 StatusOr<std::map<std::string, std::set<std::string>>> RoleFlags(const std::string& bin_dir) {
   std::map<std::string, std::set<std::string>> flags;
-  for (const char* role : {"scheduler", "server", "worker"}) {
+  for (const char* role : {"scheduler", "server", "worker", "aggregator"}) {
     const std::string binary = fmt::format("{}/hetps-{}", bin_dir, role);
+    if (std::string(role) == "aggregator" && access(binary.c_str(), X_OK) != 0) {
+      flags[role];
+      continue;
+    }
     if (access(binary.c_str(), X_OK) != 0) {
       return Status::NotFound(fmt::format("no executable {} (use --bin_dir)", binary));
     }
@@ -80,9 +86,12 @@ Status CheckRoleFlags(const LaunchArgs& args,
        {fmt::format("--num_servers={}", args.servers),
         fmt::format("--num_workers={}", args.workers)}},
       {"server", {}},
-      {"worker", {"--rank=0"}}};
+      {"worker", {"--rank=0"}},
+      {"aggregator", {}}};
   for (const auto& [role, flags] : own) {
-    std::vector<std::string> argv = {fmt::format("{}/hetps-{}", bin_dir, role), "--check_flags"};
+    const std::string binary = fmt::format("{}/hetps-{}", bin_dir, role);
+    if (role == "aggregator" && access(binary.c_str(), X_OK) != 0) continue;  // optional
+    std::vector<std::string> argv = {binary, "--check_flags"};
     argv = Concat(Concat(argv, flags), routed.at(role));
     auto run = RunCaptured(argv);
     if (!run.ok()) return run.status();
@@ -455,9 +464,10 @@ StatusOr<std::string> SetUpHosts(const LaunchArgs& args, const std::string& bin_
   }
   cluster.place = [hosts = args.hosts, ssh = args.ssh, p](const std::string& role, int index,
                                                           std::vector<std::string> argv) {
-    const int h = role == "scheduler" ? p.scheduler
-                  : role == "server"  ? p.servers.at(index)
-                                      : p.workers.at(index);
+    const int h = role == "scheduler"    ? p.scheduler
+                  : role == "server"     ? p.servers.at(index)
+                  : role == "aggregator" ? AggregatorHost(p, index)
+                                         : p.workers.at(index);
     return LocalClusterOptions::Placed{OverSsh(ssh, hosts[h], argv), "@" + hosts[h].target};
   };
   for (int h = 0; h < static_cast<int>(args.hosts.size()); ++h) {
@@ -558,11 +568,17 @@ int Launch(const LaunchArgs& args) {
     cluster.scheduler_flags = routed->at("scheduler");
     cluster.server_flags = routed->at("server");
     cluster.standbys = *standbys;
-    Status placed;
+    auto aggregators = SetUpAggregators(args, *routed, cluster);
+    Status placed = aggregators.status();
+    if (aggregators.ok() && *aggregators > 0) {
+      Say(fmt::format(
+          "{} aggregator(s): the workers of {} push through it (docs/aggregation-tier.md)",
+          *aggregators, args.hosts.empty() ? "this host" : "their host"));
+    }
     std::string scheduler_host;
-    if (args.links == "netns") {
+    if (placed.ok() && args.links == "netns") {
       placed = SetUpNetns(args, bin_dir, routed->at("worker"), cluster, netns);
-    } else if (!args.hosts.empty()) {
+    } else if (placed.ok() && !args.hosts.empty()) {
       auto host = SetUpHosts(args, bin_dir, cluster);
       placed = host.status();
       if (host.ok()) scheduler_host = *host;

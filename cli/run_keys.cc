@@ -54,7 +54,7 @@ StatusOr<std::string> SecureLocalRun(const LaunchArgs& args, const std::string& 
         "keys for this run in {}: every role authenticates with them (--insecure runs without)",
         keys);
   }
-  for (const char* role : {"scheduler", "server", "worker"}) {
+  for (const char* role : {"scheduler", "server", "worker", "aggregator"}) {
     std::vector<std::string>& flags = routed[role];
     flags.insert(flags.begin(), {"--auth=curve", "--keys=" + keys});
   }

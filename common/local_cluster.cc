@@ -119,6 +119,9 @@ Status LocalCluster::Start() {
   for (int i = 0; i < o.aggregators; ++i) {
     argv = {o.bin_dir + "/hetps-aggregator", "--scheduler=" + endpoint_};
     for (const std::string& flag : o.aggregator_flags) argv.push_back(WithIndex(flag, i));
+    if (i < static_cast<int>(o.aggregator_own_flags.size())) {
+      argv.insert(argv.end(), o.aggregator_own_flags[i].begin(), o.aggregator_own_flags[i].end());
+    }
     auto aggregator = StartPlaced("aggregator", i, argv);
     if (!aggregator.ok()) return aggregator.status();
     (*aggregator)->index = i;

@@ -41,12 +41,13 @@ struct LocalClusterOptions {
   // these flags ("{i}" its index); the scheduler is told to expect them (--aggregators).
   int aggregators = 0;
   std::vector<std::string> aggregator_flags;
-  std::chrono::milliseconds start_timeout{30000};  // for the scheduler's endpoint
+  std::vector<std::vector<std::string>> aggregator_own_flags;  // per index, after the above
+  std::chrono::milliseconds start_timeout{30000};              // for the scheduler's endpoint
 
   // Processes on other hosts (hetps launch -H): `place` turns the command line of a process
-  // (role "scheduler", "server" or "worker", its index, -1 for the scheduler) into the one
-  // that runs it where it belongs (ssh, see cli/hosts.h) and says where ("@host", appended to
-  // its label). Such processes are stopped by closing their input (see Supervisor::Start).
+  // (role "scheduler", "server", "worker" or "aggregator", its index, -1 for the scheduler) into
+  // the one that runs it where it belongs (ssh, see cli/hosts.h) and says where ("@host", appended
+  // to its label). Such processes are stopped by closing their input (see Supervisor::Start).
   struct Placed {
     std::vector<std::string> argv;
     std::string where;

@@ -531,7 +531,7 @@ void SchedulerLoop::Shutdown(bool everyone) {
   h.set_type(proto::SHUTDOWN);
   h.set_sender(kSchedulerId);
   for (const Member* m : members_.Alive()) {
-    if (everyone || m->info.role() == proto::SERVER) Reply(m->identity, h);
+    if (everyone || m->info.role() != proto::WORKER) Reply(m->identity, h);  // and aggregators
   }
   outbox_.Flush();  // what is still held then is lost with the process
   done_ = true;

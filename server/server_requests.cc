@@ -18,6 +18,10 @@ Status ServerLoop::CheckSender(const Envelope& env) const {
   const proto::NodeInfo* node = link_->view().Node(sender);
   if (node != nullptr && node->role() == proto::AGGREGATOR &&
       IsNodeIdentity(env.identity, sender) && !dead_.contains(sender)) {
+    if (options_.auth.curve && node->public_key() != env.peer) {
+      return Status::PermissionDenied(
+          fmt::format("aggregator {} registered with another key than this connection's", sender));
+    }
     return CheckAggregated(env.message.header);
   }
   if (!env.message.header.contributions().empty()) {
@@ -48,9 +52,9 @@ Status ServerLoop::CheckAggregated(const proto::Header& h) const {
     const int32_t w = h.contributions(0).worker();
     const proto::NodeInfo* node = link_->view().Node(w);
     if (node == nullptr || node->role() != proto::WORKER || dead_.contains(w)) {
-      return Status::InvalidArgument(fmt::format(
-          "aggregator {} pulls for node {}, which is no live worker of this cluster", h.sender(),
-          w));
+      return Status::InvalidArgument(
+          fmt::format("aggregator {} pulls for node {}, which is no live worker of this cluster",
+                      h.sender(), w));
     }
     return Status();
   }

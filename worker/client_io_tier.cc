@@ -51,6 +51,9 @@ Status ClientIo::ConnectTier() {
   sock.set(zmq::sockopt::sndhwm, 0);
   sock.set(zmq::sockopt::rcvhwm, 0);
   sock.set(zmq::sockopt::linger, 0);
+  if (Status s = auth_.SecureClient(sock, aggregator->public_key()); !s.ok()) {
+    return Status(s.code(), fmt::format("aggregator {}: {}", node, s.message()));
+  }
   try {
     sock.connect(aggregator->address());
   } catch (const zmq::error_t& e) {

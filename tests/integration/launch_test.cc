@@ -130,6 +130,26 @@ TEST(LaunchTest, BadRoleFlagValuesAreRefusedBeforeAnythingStarts) {
 #endif
 }
 
+// --aggregators=1 starts a host-local aggregator (docs/aggregation-tier.md) under the run's
+// keys: the workers push through it, the run finishes, and it stops with the cluster having
+// summed every worker's pushes into a quarter as many.
+TEST(LaunchTest, AggregatorsStartWithTheClusterAndSumTheirHostsPushes) {
+  LaunchResult r = Launch(
+      "--servers 1 --workers 4 --aggregators=1 --consistency=bsp --workload=synthetic "
+      "--iterations=30 --tensor_elements=20000 --window_ms=20000");  // no sum leaves early
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 aggregator(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pushing through aggregator"), std::string::npos) << r.output;
+  static const std::regex summed(R"(stopped: (\d+) pushes summed into (\d+) sums)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, summed)) << r.output;
+  EXPECT_GT(std::stoll(m[1]), 0) << r.output;
+  EXPECT_EQ(std::stoll(m[1]), 4 * std::stoll(m[2])) << r.output;
+  r = Launch("--servers 1 --workers 2 --aggregators=1 --links=netns");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("host-local"), std::string::npos) << r.output;
+}
+
 // A process that cannot be started stops the launch, named: here a worker program that passes
 // its flag check and then cannot be executed.
 TEST(LaunchTest, AProcessThatCannotStartStopsTheLaunchAndIsNamed) {

@@ -7,16 +7,25 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <regex>
 #include <thread>
+#include <tuple>
 
 #include "common/message.h"
+#include "common/scheduler_link.h"
 #include "tests/integration/local_cluster.h"
 
 namespace hetps::testing {
 namespace {
 
 constexpr int64_t kLength = 300000;  // three partitions of <= 400 KB over two servers
+
+// The node id of worker rank `rank`, and of the aggregator, in `view`.
+int32_t WorkerId(const ClusterView& view, int rank) {
+  return view.workers().at(static_cast<size_t>(rank)).id();
+}
+int32_t AggregatorId(const ClusterView& view) { return view.aggregators().at(0).id(); }
 
 ClusterOptions TierCluster(const std::string& consistency, int aggregators,
                            const std::string& log_file = "",
@@ -27,6 +36,9 @@ ClusterOptions TierCluster(const std::string& consistency, int aggregators,
   o.scheduler_flags = {"--partition_bytes=400000", "--heartbeat_timeout_ms=1500"};
   o.server_flags = {"--consistency=" + consistency, "--optimizer=sgd:lr=1", "--init=zeros"};
   o.aggregators = aggregators;
+  // A sum leaves early only when the group's pushes come further apart than this; the counts
+  // below hold on a loaded machine (and under the sanitizers) with waits this long.
+  aggregator_flags.push_back(consistency == "bsp" ? "--window_ms=20000" : "--window_ms=50");
   o.aggregator_flags = std::move(aggregator_flags);
   o.log_file = log_file;
   return o;
@@ -218,6 +230,133 @@ TEST(TierTest, HostileInputToAnAggregatorGetsAnErrorAndItKeepsServing) {
   // It still sums: a bsp run through it is exact.
   RunClocks(clients, 2);
   ExpectModel(*clients[0], Expected(4, 2));
+  for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
+}
+
+// Pushes compressed with a codec are decoded, summed and encoded again at the aggregator: fp16
+// carries these small integers exactly, so the sums are exact and one per partition and clock.
+TEST(TierTest, CompressedPushesAreSummedAndEncodedAgainWithTheirCodec) {
+  const std::string log = std::filesystem::temp_directory_path() /
+                          ("hetps-tier-fp16-" + std::to_string(getpid()) + ".log");
+  constexpr int kClocks = 3;
+  {
+    LocalCluster cluster(TierCluster("bsp", 1, log));
+    auto clients = cluster.ConnectClients(4, [](ClientOptions& o) { o.push_codec = "fp16"; });
+    RunClocks(clients, kClocks);
+    ExpectModel(*clients[0], Expected(4, kClocks));
+    for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
+    for (int i = 0; i < 2; ++i) cluster.server(i).WaitExit(std::chrono::seconds(20));
+  }
+  const std::string text = Slurp(log);
+  std::filesystem::remove(log);
+  EXPECT_EQ(ServedPushes(text), 3 * kClocks) << text;
+}
+
+// The servers' rules for an aggregator's sums (docs/aggregation-tier.md, "Exactly once"), told
+// by a hand-made aggregator: a sum is applied whole or not at all, only as each worker's next
+// push, and marks each push applied; a pull in a worker's name is that worker's read.
+class HandMadeAggregator {
+ public:
+  HandMadeAggregator(const std::string& scheduler) {
+    link_ = std::make_unique<SchedulerLink>(ctx_, scheduler, proto::AGGREGATOR, "tcp://127.0.0.1:9",
+                                            200);
+  }
+  Status Join() {
+    static const std::atomic<bool> never{false};
+    if (Status s = link_->Join(never, 20000); !s.ok()) return s;
+    server_.emplace(ctx_, zmq::socket_type::dealer);
+    server_->set(zmq::sockopt::routing_id, NodeIdentity(link_->id()));
+    server_->set(zmq::sockopt::rcvtimeo, 10000);
+    server_->set(zmq::sockopt::linger, 0);
+    server_->connect(link_->view().servers().at(0).address());
+    return Status();
+  }
+  const ClusterView& view() const { return link_->view(); }
+  // Sends a sum of `pushes` (worker id, incarnation, seq) of `values` on partition 0; the reply.
+  proto::Header Sum(const std::vector<std::tuple<int32_t, uint64_t, int64_t>>& pushes,
+                    const std::vector<float>& values) {
+    proto::Header h;
+    h.set_type(proto::PUSH);
+    h.set_sender(link_->id());
+    h.set_request_id(++request_);
+    h.set_partition(0);
+    h.set_dtype(proto::FLOAT32);
+    h.set_num_elements(static_cast<int64_t>(values.size()));
+    for (const auto& [w, incarnation, seq] : pushes) {
+      proto::Contribution& c = *h.add_contributions();
+      c.set_worker(w);
+      c.set_incarnation(incarnation);
+      c.set_seq(seq);
+    }
+    std::vector<zmq::message_t> payload;
+    payload.emplace_back(values.data(), values.size() * sizeof(float));
+    return Ask(h, std::move(payload));
+  }
+  proto::Header Ask(proto::Header h, std::vector<zmq::message_t> payload = {}) {
+    link_->MaybeHeartbeat();
+    h.set_request_id(++request_);
+    Send(*server_, h, std::move(payload));
+    auto env = Receive(*server_, zmq::recv_flags::none, /*routed=*/false);
+    if (!env) return {};
+    last_payload_ = std::move(env->message.payload);
+    return env->message.header;
+  }
+  const std::vector<zmq::message_t>& last_payload() const { return last_payload_; }
+
+ private:
+  zmq::context_t ctx_;
+  std::unique_ptr<SchedulerLink> link_;
+  std::optional<zmq::socket_t> server_;
+  uint64_t request_ = 0;
+  std::vector<zmq::message_t> last_payload_;
+};
+
+TEST(TierTest, AServerAppliesASumWholeOnlyAsEveryWorkersNextPushAndMarksEach) {
+  LocalCluster cluster({.servers = 1,
+                        .workers = 2,
+                        .scheduler_flags = {"--aggregators=1"},
+                        .server_flags = {"--optimizer=sgd:lr=1", "--init=zeros"}});
+  HandMadeAggregator aggregator(cluster.endpoint());
+  std::vector<std::unique_ptr<Client>> clients;
+  std::thread joining([&] {
+    clients = cluster.ConnectClients(2, [](ClientOptions& o) {
+      o.tier = false;  // the hand-made one sums nothing for them
+    });
+  });
+  ASSERT_TRUE(aggregator.Join().ok());
+  joining.join();
+  LocalCluster::RunEach(2, [&](int i) {
+    ASSERT_TRUE(clients[i]->DeclareTensors({{"w", {4}, 0}}).ok());
+  });
+  const int32_t a = WorkerId(aggregator.view(), 0), b = WorkerId(aggregator.view(), 1);
+  const std::vector<float> ones(4, 1.0f);
+  auto ok = [](const proto::Header& h) { return h.type() == proto::PUSH_REPLY; };
+  proto::Header r = aggregator.Sum({{a, 11, 1}, {b, 22, 1}}, ones);
+  EXPECT_TRUE(ok(r) && !r.duplicate()) << r.ShortDebugString();
+  r = aggregator.Sum({{a, 11, 1}, {b, 22, 1}}, ones);  // again: applied before
+  EXPECT_TRUE(ok(r) && r.duplicate()) << r.ShortDebugString();
+  r = aggregator.Sum({{a, 11, 2}, {b, 22, 1}}, ones);  // partly applied
+  EXPECT_EQ(r.error(), proto::FAILED_PRECONDITION) << r.ShortDebugString();
+  r = aggregator.Sum({{a, 11, 3}}, ones);  // would skip a's push 2
+  EXPECT_EQ(r.error(), proto::FAILED_PRECONDITION) << r.ShortDebugString();
+  r = aggregator.Sum({{a, 11, 2}}, ones);
+  EXPECT_TRUE(ok(r) && !r.duplicate()) << r.ShortDebugString();
+  r = aggregator.Sum({{999, 33, 1}}, ones);  // no such worker
+  EXPECT_EQ(r.error(), proto::INVALID_ARGUMENT) << r.ShortDebugString();
+  // Two sums applied: sgd with lr 1 from zeros.
+  proto::Header pull;
+  pull.set_type(proto::PULL);
+  pull.set_partition(0);
+  pull.set_sender(AggregatorId(aggregator.view()));
+  r = aggregator.Ask(pull);  // in nobody's name
+  EXPECT_EQ(r.type(), proto::ERROR) << r.ShortDebugString();
+  pull.add_contributions()->set_worker(a);
+  r = aggregator.Ask(pull);
+  ASSERT_EQ(r.type(), proto::PULL_REPLY) << r.ShortDebugString();
+  ASSERT_EQ(aggregator.last_payload().size(), 1u);
+  std::vector<float> w(4);
+  std::memcpy(w.data(), aggregator.last_payload()[0].data(), sizeof(float) * 4);
+  EXPECT_EQ(w, std::vector<float>(4, -2.0f));
   for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
 }
 
