@@ -86,7 +86,7 @@ PYBIND11_MODULE(_hetps, m) {
       "(set by hetps launch), auth/keys_dir/key_name to $HETPS_AUTH/$HETPS_KEYS/$HETPS_KEY.")
       .def(py::init<std::string, std::optional<int>, std::string, std::string, int, int, int,
                     std::string, std::string, std::string, int64_t, int64_t, std::string,
-                    const LinkOptions&, double, bool>(),
+                    const LinkOptions&, double, bool, bool>(),
            py::arg("scheduler") = "", py::arg("rank") = py::none(), py::arg("push_codec") = "none",
            py::arg("pull_codec") = "none", py::arg("heartbeat_interval_ms") = 500,
            py::arg("join_timeout_ms") = 60000, py::arg("server_recovery_timeout_ms") = 0,
@@ -95,6 +95,7 @@ PYBIND11_MODULE(_hetps, m) {
            py::arg("batch_bytes") = ClientOptions{}.batch_bytes,
            py::arg("transport") = ClientOptions{}.transport, py::arg("link") = LinkOptions{},
            py::arg("device_slowdown") = 1.0, py::arg("virtual_clock") = false,
+           py::arg("tier") = true,
            "Registers with the scheduler and blocks until the cluster view arrives. push_codec: "
            "one codec spec for every layer ('topk:density=0.01,ef=1') or per layer "
            "('default=topk:density=0.01;layer0=none'); pull_codec: 'none' or 'fp16'; rank: the "
@@ -106,7 +107,8 @@ PYBIND11_MODULE(_hetps, m) {
            "emulated edge link (hetps.Link) this client's requests and replies go through; "
            "device_slowdown: the compute slowdown a federated client reports with its rounds; "
            "virtual_clock: the scheduler runs --clock=virtual and this client's round requests "
-           "carry its virtual_time (docs/virtual-time.md).")
+           "carry its virtual_time (docs/virtual-time.md); tier: push through the cluster's "
+           "aggregator on this host, if it has one (docs/aggregation-tier.md).")
       .def_property(
           "virtual_time", [](PyClient& c) { return c.client()->virtual_time(); },
           [](PyClient& c, double t) { c.client()->SetVirtualTime(t); },

@@ -38,7 +38,7 @@ PyClient::PyClient(std::string scheduler, std::optional<int> rank, std::string p
                    int server_recovery_timeout_ms, std::string auth, std::string keys_dir,
                    std::string key_name, int64_t shared_memory_bytes, int64_t batch_bytes,
                    std::string transport, const LinkOptions& link, double device_slowdown,
-                   bool virtual_clock) {
+                   bool virtual_clock, bool tier) {
   ClientOptions o;
   o.scheduler = scheduler.empty() ? Env("HETPS_SCHEDULER") : scheduler;
   if (o.scheduler.empty()) {
@@ -55,6 +55,7 @@ PyClient::PyClient(std::string scheduler, std::optional<int> rank, std::string p
     }
   }
   o.push_codec = push_codec;
+  o.tier = tier;
   o.pull_codec = pull_codec;
   o.heartbeat_interval_ms = heartbeat_interval_ms;
   o.join_timeout_ms = join_timeout_ms;

@@ -58,7 +58,7 @@ class PyClient {
            int server_recovery_timeout_ms, std::string auth, std::string keys_dir,
            std::string key_name, int64_t shared_memory_bytes, int64_t batch_bytes,
            std::string transport, const LinkOptions& link, double device_slowdown,
-           bool virtual_clock);
+           bool virtual_clock, bool tier = true);
 
   // A client dropped without finish() leaves the cluster here: the transfers in flight end
   // before the arrays they use are released.

@@ -40,9 +40,9 @@ rc=$?
 set -e
 [ $rc -eq 1 ] || fail "hetps health --scheduler URL --timeout_ms T: exit $rc (1: no scheduler)"
 
-for d in hetps-scheduler hetps-server hetps-worker hetps-bench; do
+for d in hetps-scheduler hetps-server hetps-worker hetps-aggregator hetps-bench; do
   out=$("$bin/$d" --help 2>&1) || fail "$d --help exited $?"
   grep -q "Flags from .*/main.cc" <<<"$out" || fail "$d --help shows none of its own flags"
   ! grep -q "block_cache_trace\|gflags.cc" <<<"$out" || fail "$d --help shows libraries' flags"
 done
-echo "PASS: $(echo $commands | wc -w) commands, 3 daemons and the benchmark"
+echo "PASS: $(echo $commands | wc -w) commands, 4 daemons and the benchmark"

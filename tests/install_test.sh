@@ -89,7 +89,9 @@ dev=$(ls "$scratch"/pkg/hetps-dev_*_amd64.deb)
 # and CMake package in hetps-dev, which needs hetps of its own version.
 dpkg-deb -c "$deb" | awk '{print $NF}' >"$scratch/runtime.files"
 dpkg-deb -c "$dev" | awk '{print $NF}' >"$scratch/dev.files"
-grep -qx './usr/bin/hetps-server' "$scratch/runtime.files" || { echo "FAIL: no daemons in $deb"; exit 1; }
+for d in hetps-scheduler hetps-server hetps-worker hetps-aggregator; do
+  grep -qx "./usr/bin/$d" "$scratch/runtime.files" || { echo "FAIL: no $d in $deb"; exit 1; }
+done
 if grep -E '^./usr/include/|\.a$' "$scratch/runtime.files"; then
   echo "FAIL: $(basename "$deb") holds development files"; exit 1
 fi

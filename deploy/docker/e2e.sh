@@ -5,7 +5,8 @@
 # brings deploy/docker/docker-compose.yml up, waits for the training to finish above 85%,
 # checks that Prometheus scrapes the scheduler, SIGKILLs one server mid-run and sees Compose
 # restart it and the run go on, then the cluster again with a standby per server rank, stopping
-# a server mid-run (it hands its rank to its standby) and the run going on, then the edge profile (tc-capped clients) to its end, then
+# a server mid-run (it hands its rank to its standby) and the run going on, then with an
+# aggregator the workers push through, then the edge profile (tc-capped clients) to its end, then
 # the package's systemd units under systemd as a container's init (each unit ready once its
 # daemon said so, the workers' units ending in success), and tears everything down, also on
 # failure.
@@ -205,6 +206,34 @@ else
   say "FAIL: final test accuracy $replicated <= 0.85 (replicated)"
   exit 1
 fi
+
+# The aggregation tier: the cluster again with an aggregator the workers share a host name with;
+# they push through it and train to the same accuracy.
+"${compose[@]}" down -v >/dev/null 2>&1
+HETPS_AGGREGATORS=1 "${compose[@]}" up -d --no-build
+joined=""
+for _ in $(seq 120); do
+  joined=$(logs aggregator | grep -o 'joined as aggregator 0: [0-9]* workers' | tail -1 || true)
+  [ -n "$joined" ] && break
+  sleep 0.5
+done
+[ -n "$joined" ] || { say "FAIL: no aggregator joined"; logs | tail -40; exit 1; }
+say "$joined"
+tiered=$(final_accuracy)
+[ -n "$tiered" ] || { say "FAIL: the run through the aggregator did not finish"; logs | tail -40; exit 1; }
+summed=""
+for _ in $(seq 60); do
+  summed=$(logs aggregator | grep -o 'stopped: [0-9]* pushes summed into [0-9]* sums' | tail -1 || true)
+  [ -n "$summed" ] && break
+  sleep 0.5
+done
+if awk -v a="$tiered" 'BEGIN { exit !(a > 0.85) }' && [ -n "$summed" ]; then
+  say "PASS: final test accuracy $tiered through the aggregator ($summed)"
+else
+  say "FAIL: final test accuracy $tiered through the aggregator, '$summed'"
+  exit 1
+fi
+"${compose[@]}" down -v >/dev/null 2>&1
 
 # The edge profile: federated rounds of clients whose uplink tc caps inside their containers.
 "${compose[@]}" --profile edge up -d --no-build edge-scheduler edge-server edge-client

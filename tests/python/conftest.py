@@ -11,13 +11,15 @@ BIN = os.environ.get("HETPS_BIN_DIR", os.path.join(os.path.dirname(__file__), ".
 
 
 class Cluster:
-    def __init__(self, workers, servers=2, server_flags=(), scheduler_flags=()):
+    def __init__(self, workers, servers=2, server_flags=(), scheduler_flags=(), aggregators=0,
+                 aggregator_flags=()):
         self.dir = tempfile.mkdtemp(prefix="hetps-pytest-")
         ep = os.path.join(self.dir, "endpoint")
         self.procs = []
         self.logs = []
         self._start("scheduler", [f"--num_workers={workers}", f"--num_servers={servers}",
-                                  f"--endpoint_file={ep}", *scheduler_flags])
+                                  f"--aggregators={aggregators}", f"--endpoint_file={ep}",
+                                  *scheduler_flags])
         deadline = time.time() + 30
         while not (os.path.exists(ep) and open(ep).read().strip()):
             if time.time() > deadline or self.procs[0].poll() is not None:
@@ -26,9 +28,13 @@ class Cluster:
         self.endpoint = open(ep).read().strip()
         for i in range(servers):
             self._start(f"server{i}", [f"--scheduler={self.endpoint}", *server_flags])
+        # Aggregators (docs/aggregation-tier.md) after the servers: log index servers + 1 + i.
+        for i in range(aggregators):
+            self._start(f"aggregator{i}", [f"--scheduler={self.endpoint}", *aggregator_flags])
 
     def _start(self, name, flags):
-        binary = "hetps-scheduler" if name == "scheduler" else "hetps-server"
+        binary = ("hetps-scheduler" if name == "scheduler" else
+                  "hetps-aggregator" if name.startswith("aggregator") else "hetps-server")
         log = open(os.path.join(self.dir, name + ".log"), "w")
         self.logs.append(log.name)
         self.procs.append(subprocess.Popen([os.path.join(BIN, binary), *flags], stdout=log,

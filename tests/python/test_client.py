@@ -1,5 +1,6 @@
 """hetps.Client against a live local cluster: exact sums, no copies, errors, lifetimes."""
 import gc
+import re
 import threading
 import time
 import weakref
@@ -10,6 +11,41 @@ import pytest
 import hetps
 
 SUM = ["--optimizer=sgd:lr=1", "--init=zeros"]  # a value is minus the sum of its pushes
+
+
+def test_python_workers_push_and_read_through_the_aggregator_exactly(cluster):
+    """The aggregation tier (docs/aggregation-tier.md) under bsp: each clock's pushes of both
+    workers reach the servers as one sum per partition, and every pull reads exactly the model
+    after the clocks so far."""
+    c = cluster(workers=2, servers=1, server_flags=[*SUM, "--consistency=bsp"], aggregators=1,
+                aggregator_flags=["--window_ms=20000"])
+    n = 300_001
+    errors = []
+
+    def worker(rank):
+        try:
+            with hetps.Client(c.endpoint, rank=rank) as w:
+                w.declare([("w", (n,), 0)])
+                out = np.empty(n, np.float32)
+                for t in range(3):
+                    w.push("w", np.full(n, (rank + 1) * (t + 1), np.float32)).wait()
+                    w.clock()
+                    w.pull("w", out).wait()
+                    want = -3 * sum(range(1, t + 2))  # both workers, every clock so far
+                    np.testing.assert_array_equal(out, np.full(n, want, np.float32))
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    c.stop()
+    summed = re.search(r"stopped: (\d+) pushes summed into (\d+) sums", c.log(2))
+    assert summed, c.log(2)
+    assert int(summed.group(1)) == 2 * int(summed.group(2)) > 0, summed.group(0)
 
 
 def test_pushes_of_two_workers_sum_exactly(cluster):
