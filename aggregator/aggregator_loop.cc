@@ -115,6 +115,19 @@ Status AggregatorLoop::Run() {
   g.wait_s = (options_.window_ms >= 0 ? options_.window_ms : g.by_clock ? 1000.0 : 2.0) / 1000;
   g.max_open = static_cast<size_t>(options_.max_open);
   sums_.emplace(g);
+  link_->SetReporter([this](proto::Header& h) {
+    proto::AggregatorReport& r = *h.mutable_aggregator_report();
+    r.set_pushes(counts_.pushes);
+    r.set_sums(counts_.sums);
+    r.set_bytes_in(counts_.bytes_in);
+    r.set_bytes_up(counts_.bytes_up);
+    r.set_pulls(counts_.pulls);
+    r.set_pulls_up(counts_.pulls_up);
+    r.set_refused(counts_.refused);
+    r.set_server_errors(counts_.server_errors);
+    r.set_open_sums(static_cast<int64_t>(sums_->open()));
+    r.set_group(static_cast<int32_t>(sums_->live().size()));
+  });
   const std::string joined = fmt::format(
       "joined as aggregator {}: {} workers of this host push through it, summed {} (wait {} ms)",
       link_->rank(), g.group.size(), g.by_clock ? "per clock" : "per window", g.wait_s * 1000);

@@ -113,6 +113,24 @@ std::string DeviceOf(const Json& w) {
   return d.substr(0, d.find(' '));
 }
 
+// The aggregation tier's aggregators (docs/aggregation-tier.md), when the cluster has any.
+std::string AggregatorsText(const Json& j) {
+  if (!j.contains("aggregators") || j.at("aggregators").empty()) return "";
+  std::string out = fmt::format(
+      "\n{:>4} {:>4} {:<6} {:>5} {:>9} {:>9} {:>10} {:>10} {:>9} {:>4}  {}\n", "RANK", "NODE",
+      "STATE", "GROUP", "PUSHES", "SUMS", "IN", "UP", "PULLS", "OPEN", "ADDRESS");
+  for (const Json& a : j.at("aggregators")) {
+    out +=
+        fmt::format("{:>4} {:>4} {:<6} {:>5} {:>9} {:>9} {:>10} {:>10} {:>9} {:>4}  {}\n",
+                    Int<int>(a.at("rank")), Int<int>(a.at("id")), a.at("state").get<std::string>(),
+                    Int<int>(a.at("group")), Int<int64_t>(a.at("pushes")),
+                    Int<int64_t>(a.at("sums")), Bytes(a.at("bytes_in").get<double>()),
+                    Bytes(a.at("bytes_up").get<double>()), Int<int64_t>(a.at("pulls")),
+                    Int<int64_t>(a.at("open_sums")), a.at("address").get<std::string>());
+  }
+  return out;
+}
+
 // The servers' per-layer figures, with the layer-wise schedule's period, relative gradient and
 // bytes saved beside them (a scheduler without a schedule's figures shows "-").
 std::string LayersText(const Json& j) {
@@ -304,6 +322,7 @@ StatusOr<std::string> RenderStatus(const std::string& status_json) {
                          Int<int64_t>(s.at("parked_clocks")), s.at("address").get<std::string>());
     }
     out += TablesText(j.at("servers"));
+    out += AggregatorsText(j);
     out += LayersText(j);
     return out;
   } catch (const Json::exception& e) {

@@ -68,6 +68,7 @@ std::string ClusterStats::Metrics(double now) const {
   }
   WorkerMetrics(e, now);
   ServerMetrics(e);
+  AggregatorMetrics(e);
   LayerMetrics(e);
   if (planner_ != nullptr) planner_->Metrics(e);
   return e.Take();

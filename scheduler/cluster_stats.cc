@@ -66,12 +66,17 @@ void ClusterStats::OnJoin(const proto::NodeInfo& node, double now) {
     ServerRecord& s = servers_[node.id()];
     s.info = node;
     s.last_heard = now;
+  } else if (node.role() == proto::AGGREGATOR) {
+    AggregatorRecord& a = aggregators_[node.id()];
+    a.info = node;
+    a.last_heard = now;
   }
 }
 
 void ClusterStats::OnHeard(int32_t id, double now) {
   if (WorkerRecord* w = Worker(id)) w->last_heard = now;
   if (ServerRecord* s = Server(id)) s->last_heard = now;
+  if (auto a = aggregators_.find(id); a != aggregators_.end()) a->second.last_heard = now;
 }
 
 void ClusterStats::OnLeft(int32_t id, double now) {
@@ -81,6 +86,7 @@ void ClusterStats::OnLeft(int32_t id, double now) {
     w->straggler.slow = w->straggler.late = false;
   }
   if (ServerRecord* s = Server(id)) s->state = "left";
+  if (auto a = aggregators_.find(id); a != aggregators_.end()) a->second.state = "left";
 }
 
 void ClusterStats::OnDead(int32_t id, double) {
@@ -89,6 +95,7 @@ void ClusterStats::OnDead(int32_t id, double) {
     w->straggler.slow = w->straggler.late = false;
   }
   if (ServerRecord* s = Server(id)) s->state = "dead";
+  if (auto a = aggregators_.find(id); a != aggregators_.end()) a->second.state = "dead";
 }
 
 void ClusterStats::OnServerRestarted(int32_t id, int32_t old) {
@@ -419,6 +426,7 @@ std::string ClusterStats::StatusJson(double now) const {
   if (!virtual_.empty()) j["virtual"] = Json::parse(virtual_);
   j["workers"] = WorkersJson(now);
   j["servers"] = ServersJson(now);
+  j["aggregators"] = AggregatorsJson(now);
   j["layers"] = LayersJson();
   if (planner_ != nullptr) j["layer_schedule"] = planner_->Json();
   std::vector<int64_t> staleness = StalenessTotals();

@@ -53,6 +53,7 @@ class ClusterStats {
   void OnServerBack(int32_t id);
   void OnWorkerReport(int32_t id, const proto::WorkerReport& report, double now);
   void OnServerReport(int32_t id, const proto::ServerReport& report, double now);
+  void OnAggregatorReport(int32_t id, const proto::AggregatorReport& report, double now);
 
   // Recomputes straggler flags and samples the clock history; true when the flags changed.
   bool Update(double now);
@@ -125,6 +126,12 @@ class ClusterStats {
     double requests_per_s = -1;  // EWMA of pushes + pulls per second; -1: not yet
     std::map<int32_t, LayerRecord> layers;
   };
+  struct AggregatorRecord {
+    proto::NodeInfo info;
+    std::string state = "alive";
+    double last_heard = 0;
+    proto::AggregatorReport report;
+  };
   struct CurvePoint {
     int32_t rank;
     int64_t clock;
@@ -135,6 +142,8 @@ class ClusterStats {
   nlohmann::json WorkersJson(double now) const;
   nlohmann::json ServersJson(double now) const;
   nlohmann::json LayersJson() const;
+  nlohmann::json AggregatorsJson(double now) const;
+  void AggregatorMetrics(Exposition& e) const;
   void WorkerMetrics(Exposition& e, double now) const;  // state and timing
   void WorkerTrafficMetrics(Exposition& e) const;       // bytes and trainer figures
   void ServerMetrics(Exposition& e) const;
@@ -151,6 +160,7 @@ class ClusterStats {
   StragglerDetector detector_;               // the rules; the state is in workers_
   std::map<int32_t, WorkerRecord> workers_;  // by node id
   std::map<int32_t, ServerRecord> servers_;
+  std::map<int32_t, AggregatorRecord> aggregators_;
   std::vector<CurvePoint> curve_;
   struct CheckpointRecord {
     int64_t clock = 0;

@@ -350,6 +350,8 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
         layers_.OnWorkerReport(m->info.id(), h.worker_report());
       } else if (!worker && h.has_server_report()) {
         stats_.OnServerReport(m->info.id(), h.server_report(), Now());
+      } else if (h.has_aggregator_report() && m->info.role() == proto::AGGREGATOR) {
+        stats_.OnAggregatorReport(m->info.id(), h.aggregator_report(), Now());
       }
       return ReplyHeartbeat(env.identity, h, worker);
     case proto::DECLARE_TENSORS:

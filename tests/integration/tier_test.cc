@@ -121,6 +121,17 @@ void ExactThroughTheTier(const std::string& consistency) {
     for (int t = 1; t <= kClocks; ++t) after.push_back(Expected(4, t));
     RunClocks(clients, kClocks, consistency == "bsp" ? &after : nullptr);
     ExpectModel(*clients[0], Expected(4, kClocks));
+    // The scheduler's status lists the aggregator with its group and what it summed (its
+    // heartbeats report it; `hetps status` shows it as a table).
+    Ran status;
+    for (int i = 0; i < 50; ++i) {
+      status = Shell(Bin("hetps") + " status --scheduler=" + cluster.endpoint());
+      if (status.output.find(" 60 ") != std::string::npos) break;  // every push reported
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(status.code, 0) << status.output;
+    EXPECT_NE(status.output.find("GROUP"), std::string::npos) << status.output;
+    EXPECT_NE(status.output.find(" 60 "), std::string::npos) << status.output;
     for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
     for (int i = 0; i < 2; ++i) cluster.server(i).WaitExit(std::chrono::seconds(20));
   }
