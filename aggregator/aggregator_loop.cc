@@ -184,10 +184,16 @@ void AggregatorLoop::Poll() {
 Status AggregatorLoop::CheckRequest(const Envelope& env) const {
   if (!env.status.ok()) return env.status;
   const proto::Header& h = env.message.header;
-  if (h.type() != proto::PUSH && (h.type() != proto::PULL || !sums_->options().by_clock)) {
-    return Status::InvalidArgument(fmt::format("an aggregator takes pushes{}, not {}",
-                                               sums_->options().by_clock ? " and pulls" : "",
-                                               proto::MsgType_Name(h.type())));
+  const proto::Policy& policy = link_->view().proto().policy();
+  const bool pulls = policy.shared_reads();
+  if (h.type() == proto::PUSH && !policy.summed_pushes()) {
+    return Status::FailedPrecondition(
+        "this cluster's servers take no sums of pushes (Policy.summed_pushes); push directly");
+  }
+  if (h.type() != proto::PUSH && (h.type() != proto::PULL || !pulls)) {
+    return Status::InvalidArgument(
+        fmt::format("an aggregator of this cluster takes pushes{}, not {}",
+                    pulls ? " and pulls" : "", proto::MsgType_Name(h.type())));
   }
   if (!IsNodeIdentity(env.identity, h.sender()) || !sums_->live().contains(h.sender())) {
     return Status::Unregistered(fmt::format(
@@ -273,15 +279,13 @@ void AggregatorLoop::OnPull(Envelope& env) {
   if (!env.message.payload.empty()) {
     return Refuse(env, Status::Malformed("a pull carries no payload"));
   }
-  const PullKey key{h.partition(), h.clock(), h.codec()};
   const GroupSum::Waiter waiter{env.identity, h.request_id(), h.sender(), h.clock()};
   ++counts_.pulls;
-  if (auto cached = cache_.find(h.partition());
-      cached != cache_.end() && cached->second.key == key) {
-    return AnswerPull({waiter}, cached->second.reply, cached->second.frame);
+  if (SharedReads::Reply* kept = reads_.Kept(h.sender(), h.partition(), h.clock(), h.codec())) {
+    return AnswerPull({waiter}, kept->header, kept->frame);
   }
-  if (auto up = pulls_.find(key); up != pulls_.end()) {
-    upstream_[up->second].waiters.push_back(waiter);
+  if (auto up = reads_.InFlight(h.sender(), h.partition(), h.clock(), h.codec())) {
+    upstream_[*up].waiters.push_back(waiter);
     return;
   }
   if (dead_servers_.contains(h.rank())) {
@@ -293,8 +297,8 @@ void AggregatorLoop::OnPull(Envelope& env) {
   up.set_sender(link_->id());
   up.clear_rank();
   up.add_contributions()->set_worker(h.sender());  // whose read it is
-  pulls_[key] = up.request_id();
-  upstream_[up.request_id()] = {h.rank(), {waiter}, key};
+  reads_.Sent(h.partition(), up.request_id(), h.clock(), h.codec());
+  upstream_[up.request_id()] = {h.rank(), h.partition(), {waiter}, /*pull=*/true};
   ++counts_.pulls_up;
   hetps::Send(servers_[h.rank()], up);
 }
@@ -370,7 +374,7 @@ void AggregatorLoop::SendUp(GroupSum::Sum&& sum) {
   }
   ++counts_.sums;
   counts_.bytes_up += static_cast<int64_t>(payload[0].size());
-  upstream_[h.request_id()] = {sum.rank, std::move(sum.waiters), std::nullopt};
+  upstream_[h.request_id()] = {sum.rank, sum.partition, std::move(sum.waiters), /*pull=*/false};
   hetps::Send(servers_[sum.rank], h, std::move(payload));
 }
 
@@ -396,19 +400,24 @@ void AggregatorLoop::OnServerReply(int rank, Envelope& env) {
   }
   Upstream up = std::move(it->second);
   upstream_.erase(it);
-  if (!up.pull) return Answer(up.waiters, h);
-  pulls_.erase(*up.pull);
+  if (!up.pull) {
+    if (h.type() == proto::PUSH_REPLY) {  // later pulls of these workers must come after it
+      for (const GroupSum::Waiter& w : up.waiters) {
+        reads_.Acked(w.worker, up.partition, h.request_id());
+      }
+    }
+    return Answer(up.waiters, h);
+  }
   if (h.type() != proto::PULL_REPLY || env.message.payload.size() != 1) {
+    reads_.Failed(up.partition, h.request_id());
     return Answer(up.waiters,
                   h.type() == proto::ERROR
                       ? h
                       : ErrorReply(h, Status::Malformed("a malformed pull reply"), link_->id()));
   }
-  CachedPull& cached = cache_[up.pull->partition];
-  cached.key = *up.pull;
-  cached.reply = h;
-  cached.frame = std::move(env.message.payload[0]);
-  AnswerPull(up.waiters, cached.reply, cached.frame);
+  SharedReads::Reply& reply =
+      reads_.Answered(up.partition, h.request_id(), {h, std::move(env.message.payload[0])});
+  AnswerPull(up.waiters, reply.header, reply.frame);
 }
 
 void AggregatorLoop::Answer(const std::vector<GroupSum::Waiter>& waiters,
@@ -444,7 +453,7 @@ void AggregatorLoop::FailUpstream(int rank, const Status& s) {
     if (rank < 0 || it->second.rank == rank) {
       error.set_partition(-1);
       Answer(it->second.waiters, error);
-      if (it->second.pull) pulls_.erase(*it->second.pull);
+      if (it->second.pull) reads_.Failed(it->second.partition, it->first);
       it = upstream_.erase(it);
     } else {
       ++it;

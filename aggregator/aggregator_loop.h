@@ -33,6 +33,7 @@
 #include <zmq.hpp>
 
 #include "aggregator/group_sum.h"
+#include "aggregator/shared_reads.h"
 #include "common/auth.h"
 #include "common/compress/codec.h"
 #include "common/connection_guard.h"
@@ -84,22 +85,11 @@ class AggregatorLoop {
 
  private:
   // A sum or pull sent to a server, and the workers waiting for its answer.
-  struct PullKey {
-    int32_t partition = 0;
-    int64_t clock = 0;
-    std::string codec;
-    auto operator<=>(const PullKey&) const = default;
-  };
   struct Upstream {
     int rank = 0;
+    int32_t partition = 0;
     std::vector<GroupSum::Waiter> waiters;
-    std::optional<PullKey> pull;
-  };
-  // A partition's last pull reply: what a pull of the same clock and codec is answered with.
-  struct CachedPull {
-    PullKey key;
-    proto::Header reply;
-    zmq::message_t frame;
+    bool pull = false;
   };
   // Per partition: the codec its pushes came in, and the aggregator's error feedback for it.
   struct PartitionCodec {
@@ -116,8 +106,8 @@ class AggregatorLoop {
   Status CheckPush(const Envelope& env) const;
   // Checks what every request must be: from a live worker of the group, for a server rank.
   Status CheckRequest(const Envelope& env) const;
-  // Synchronous consistency: the group's pulls of a partition at one clock go upstream once,
-  // and every one is answered with that reply (docs/aggregation-tier.md, "Pulls").
+  // The group's pulls share the servers' replies where that shows each worker what a direct
+  // pull would (aggregator/shared_reads.h; the servers' Policy.shared_reads).
   void OnPull(Envelope& env);
   void AnswerPull(const std::vector<GroupSum::Waiter>& waiters, const proto::Header& reply,
                   zmq::message_t& frame);
@@ -148,8 +138,7 @@ class AggregatorLoop {
   std::unordered_map<uint64_t, Upstream> upstream_;
   uint64_t next_request_ = 1;
   std::map<int32_t, PartitionCodec> codecs_;
-  std::map<PullKey, uint64_t> pulls_;  // pulls upstream -> their request id
-  std::map<int32_t, CachedPull> cache_;
+  SharedReads reads_;
   std::vector<float> scratch_;
   compress::CodecCache codec_cache_;
   std::unordered_map<std::string, int> errors_to_strangers_;

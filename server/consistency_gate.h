@@ -97,6 +97,15 @@ class ConsistencyGate {
     const ApplySchedule s = Controllers().EntryFor(consistency_.name()).schedule;
     return s != ApplySchedule::kOnArrival && s != ApplySchedule::kWindowed;
   }
+  // Whether an aggregator's sums of pushes stand for the pushes under this controller and
+  // aggregator (Policy.summed_pushes): applied on arrival or summed per clock (bsp), by an
+  // aggregator that says so for its parameters.
+  bool summed_pushes() const {
+    const ApplySchedule s = Controllers().EntryFor(consistency_.name()).schedule;
+    const AggregatorEntry& a = Aggregators().EntryFor(aggregator_.name());
+    return (s == ApplySchedule::kOnArrival || s == ApplySchedule::kLockstepRounds) &&
+           a.presummable && a.presummable(aggregator_);
+  }
   int64_t parked_reads() const { return static_cast<int64_t>(parked_reads_.size()); }
   int64_t parked_clocks() const { return static_cast<int64_t>(parked_clocks_.size()); }
   int64_t dropped() const { return dropped_; }

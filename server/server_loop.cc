@@ -67,6 +67,10 @@ Status ServerLoop::Setup() {
   link_->registration().mutable_policy()->set_consistency(gate_->consistency());
   link_->registration().mutable_policy()->set_scheduler_rounds(gate_->scheduler_rounds());
   link_->registration().mutable_policy()->set_synchronous(gate_->synchronous());
+  link_->registration().mutable_policy()->set_summed_pushes(gate_->summed_pushes());
+  // Reads may be shared unless the aggregator keeps what each worker read.
+  link_->registration().mutable_policy()->set_shared_reads(
+      !Aggregators().EntryFor(aggregator_->name()).make(*aggregator_, *optimizer_)->tracks_reads());
   if (Status s = OpenDataDir(); !s.ok()) return s;
   spdlog::info("listening on {} (advertised {}; {}), {} apply threads, optimizer {} ({})", endpoint,
                address, options_.auth.Describe(), options_.threads,

@@ -64,6 +64,12 @@ Status ServerLoop::CheckAggregated(const proto::Header& h) const {
         "contribution(s)",
         h.sender(), proto::MsgType_Name(h.type()), h.contributions_size()));
   }
+  if (!gate_->summed_pushes()) {
+    return Status::FailedPrecondition(fmt::format(
+        "consistency '{}' with aggregator '{}' takes each worker's push on its own, not sums "
+        "(docs/aggregation-tier.md); push directly",
+        gate_->consistency(), gate_->aggregator_spec().Full()));
+  }
   for (const proto::Contribution& c : h.contributions()) {
     const proto::NodeInfo* w = link_->view().Node(c.worker());
     if (w == nullptr || w->role() != proto::WORKER || c.seq() <= 0) {

@@ -378,7 +378,6 @@ class ClientIo {
   // requests held behind them and those it failed (sent directly once none is left there).
   int tier_ = -1;
   int32_t tier_node_ = -1;
-  bool tier_pulls_ = false;  // pulls go through the aggregator too (synchronous controllers)
   std::vector<int> tier_pending_;
   std::vector<std::deque<Outgoing>> tier_held_;
   std::vector<std::vector<std::pair<uint64_t, Outgoing>>> tier_failed_;

@@ -27,12 +27,13 @@ namespace hetps {
 
 namespace {
 
-// Dense pushes of plain tensors (a table's rows, whose keys a sum cannot merge, go directly),
-// and with `pulls` their pulls.
-bool ThroughTier(const Outgoing& o, bool pulls) {
+// Dense pushes of plain tensors (a table's rows, whose keys a sum cannot merge, go directly)
+// where the servers take sums, and their pulls where reads may be shared (the view's policy).
+bool ThroughTier(const Outgoing& o, const proto::Policy& policy) {
   const proto::MsgType type = o.header.type();
-  return (type == proto::PUSH || (pulls && type == proto::PULL)) && !o.frames_only &&
-         o.header.num_keys() == 0;
+  return ((type == proto::PUSH && policy.summed_pushes()) ||
+          (type == proto::PULL && policy.shared_reads())) &&
+         !o.frames_only && o.header.num_keys() == 0;
 }
 
 }  // namespace
@@ -42,7 +43,10 @@ Status ClientIo::ConnectTier() {
   tier_pending_.assign(static_cast<size_t>(servers), 0);
   tier_held_.resize(static_cast<size_t>(servers));
   tier_failed_.resize(static_cast<size_t>(servers));
-  if (!options_.tier || delayed_) return Status();  // an emulated link times the sockets itself
+  const proto::Policy& policy = link_.view().proto().policy();
+  if (!options_.tier || delayed_ || (!policy.summed_pushes() && !policy.shared_reads())) {
+    return Status();  // an emulated link times the sockets itself
+  }
   const int32_t node = AggregatorOf(link_.view(), link_.id());
   const proto::NodeInfo* aggregator = link_.view().Node(node);
   if (aggregator == nullptr) return Status();
@@ -62,9 +66,6 @@ Status ClientIo::ConnectTier() {
   }
   tier_ = servers;
   tier_node_ = node;
-  // Under a synchronous controller a pull at a clock reads what every pull of the group at
-  // that clock may read: the aggregator asks once and answers them all.
-  tier_pulls_ = link_.view().proto().policy().synchronous();
   servers_.push_back(std::move(sock));
   ++sockets_changed_;
   dirty_.push_back(1);
@@ -83,7 +84,7 @@ bool ClientIo::TierHolds(Outgoing& o) {
     tier_held_[rank].push_back(std::move(o));
     return true;
   }
-  if (tier_ >= 0 && ThroughTier(o, tier_pulls_)) {
+  if (tier_ >= 0 && ThroughTier(o, link_.view().proto().policy())) {
     o.header.set_rank(rank);
     o.target = tier_;
     return false;

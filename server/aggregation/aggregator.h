@@ -86,6 +86,10 @@ struct AggregatorEntry {
   // Optional: what the aggregator's parameters leave undefined under one of `schedules` (an
   // error says why), e.g. a per-push option under rounds.
   std::function<Status(const AlgorithmSpec& spec, ApplySchedule schedule)> refine = nullptr;
+  // Optional: whether, with these parameters, a push of several workers' gradients summed
+  // (the aggregation tier's, docs/aggregation-tier.md) stands for those pushes: the aggregator
+  // uses only their sum, never one push's own staleness, weight or reader. Null: never.
+  std::function<bool(const AlgorithmSpec& spec)> presummable = nullptr;
 };
 using AggregatorRegistry = Registry<AggregatorEntry>;
 // Every aggregator (aggregators.def).

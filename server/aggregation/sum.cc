@@ -129,7 +129,10 @@ void RegisterSum(AggregatorRegistry& r) {
         {[](const AlgorithmSpec& spec, const Optimizer& optimizer) {
            return std::make_unique<Sum>(spec, optimizer);
          },
-         EverySchedule(), PerPushOptionsOnly});
+         EverySchedule(), PerPushOptionsOnly,
+         [](const AlgorithmSpec& spec) {  // scaling or compensating needs each push's own
+           return spec.Is("staleness_lr", "none") && spec.Is("compensation", "none");
+         }});
 }
 
 }  // namespace hetps

@@ -74,8 +74,9 @@ int64_t ServedPushes(const std::string& log) {
   return total;
 }
 
-// Every worker pushes its Gradient and clocks, `clocks` times; with `expect` (bsp), each then
-// pulls and must read exactly the model after the clocks so far.
+// Every worker pushes its Gradient, clocks and pulls, `clocks` times. With `expect` (bsp) it must
+// read exactly the model after the clocks so far; without (asp) at least its own pushes (every
+// gradient is positive, so the model is at most minus the worker's own sum).
 void RunClocks(std::vector<std::unique_ptr<Client>>& clients, int clocks,
                const std::vector<std::vector<float>>* expect = nullptr) {
   LocalCluster::RunEach(static_cast<int>(clients.size()), [&](int i) {
@@ -85,9 +86,13 @@ void RunClocks(std::vector<std::unique_ptr<Client>>& clients, int clocks,
       const std::vector<float> g = Gradient(i, t);
       ASSERT_TRUE(clients[i]->Push("w", g.data(), kLength).Wait().ok());
       ASSERT_TRUE(clients[i]->Clock().ok());
-      if (expect == nullptr) continue;
       ASSERT_TRUE(clients[i]->Pull("w", w.data(), kLength).Wait().ok());
-      EXPECT_TRUE(w == (*expect)[t]) << "worker " << i << " read another model after clock " << t;
+      if (expect != nullptr) {
+        EXPECT_TRUE(w == (*expect)[t]) << "worker " << i << " read another model after clock " << t;
+      } else {
+        const float own = -static_cast<float>((i + 1) * (t + 1) * (t + 2) / 2);
+        EXPECT_LE(w[1], own) << "worker " << i << " did not read its own pushes at clock " << t;
+      }
     }
   });
 }
@@ -160,7 +165,27 @@ TEST(TierTest, BspSumsAndReadsThroughTheAggregatorExactlyOncePerPartitionAndCloc
   ExactThroughTheTier("bsp");
 }
 
-TEST(TierTest, AspSumsThroughTheAggregatorExactly) { ExactThroughTheTier("asp"); }
+TEST(TierTest, AspSumsAndSharesReadsThroughTheAggregatorExactly) { ExactThroughTheTier("asp"); }
+
+// A server aggregator that needs each push's own staleness takes no sums: the workers push
+// directly (and the aggregator, which would only share their reads, sums nothing).
+TEST(TierTest, ServersThatTakeNoSumsGetEveryWorkersPushDirectly) {
+  const std::string log = std::filesystem::temp_directory_path() /
+                          ("hetps-tier-nosum-" + std::to_string(getpid()) + ".log");
+  {
+    ClusterOptions o = TierCluster("asp", 1, log);
+    o.server_flags.push_back("--aggregator=sum:staleness_lr=inverse");
+    LocalCluster cluster(o);
+    auto clients = cluster.ConnectClients(4);
+    RunClocks(clients, 2);
+    for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
+    for (int i = 0; i < 2; ++i) cluster.server(i).WaitExit(std::chrono::seconds(20));
+  }
+  const std::string text = Slurp(log);
+  std::filesystem::remove(log);
+  EXPECT_EQ(ServedPushes(text), 4 * 3 * 2) << text;
+  EXPECT_NE(text.find("stopped: 0 pushes summed into 0 sums"), std::string::npos) << text;
+}
 
 // The aggregator is SIGKILLed while the workers push under bsp: their pushes at it go to the
 // servers directly once it is declared dead, and the model is the exact sum of every push.
