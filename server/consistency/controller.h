@@ -42,7 +42,9 @@ class ConsistencyController {
   // Whether `w` may start clock `next` now. Asked again for a parked worker after every change;
   // once granted for `next` it stays granted.
   virtual bool TryStart(int32_t w, int64_t next, double now) = 0;
-  // Whether a read by `w` at its clock `clock` may be answered now.
+  // Whether a read by `w` at its clock `clock` may be answered now. It must depend only on
+  // `clock`, and hold for every clock below one it holds for: the aggregation tier answers a
+  // worker's read at clock c with a reply given at any c' >= c (Policy.shared_reads).
   virtual bool ReadReady(int32_t w, int64_t clock) const = 0;
   // A dead or departed worker stops counting.
   virtual void RemoveWorker(int32_t w) { clocks_.Remove(w); }
