@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "common/dial.h"
 #include "common/logging.h"
 #include "common/tier.h"
 
@@ -75,21 +76,12 @@ Status AggregatorLoop::Setup() {
 }
 
 Status AggregatorLoop::Connect(const proto::NodeInfo& server) {
-  zmq::socket_t sock(ctx_, zmq::socket_type::dealer);
-  sock.set(zmq::sockopt::routing_id, NodeIdentity(link_->id()));
-  sock.set(zmq::sockopt::sndhwm, 0);
-  sock.set(zmq::sockopt::rcvhwm, 0);
-  sock.set(zmq::sockopt::linger, 0);
-  if (Status s = options_.auth.SecureClient(sock, server.public_key()); !s.ok()) {
-    return Status(s.code(), fmt::format("server rank {}: {}", server.rank(), s.message()));
+  auto sock = Dial(ctx_, link_->id(), server.address(), options_.auth, server.public_key());
+  if (!sock.ok()) {
+    return Status(sock.status().code(),
+                  fmt::format("server rank {}: {}", server.rank(), sock.status().message()));
   }
-  try {
-    sock.connect(server.address());
-  } catch (const zmq::error_t& e) {
-    return Status::Malformed(fmt::format("server rank {} announced address '{}': {}", server.rank(),
-                                         server.address(), e.what()));
-  }
-  servers_[server.rank()] = std::move(sock);
+  servers_[server.rank()] = std::move(*sock);
   return Status();
 }
 

@@ -53,11 +53,7 @@ StatusOr<Placement> RunPlacement(const AggregationBenchOptions& o, double mb, bo
   c.scheduler_flags = {fmt::format("--partition_bytes={}", o.partition_bytes)};
   c.server_flags = {"--consistency=bsp", "--init=zeros", "--optimizer=sgd:lr=0.001",
                     "--log_level=info"};
-  if (host != nullptr) {
-    c.scheduler_bind = ServerHost::kSchedulerBind;
-    c.server_exec = "ip netns exec " + host->ns();
-    c.server_bind = ServerHost::kServerBind;
-  }
+  if (host != nullptr) host->Place(c);
   const int64_t n = static_cast<int64_t>(mb * (1 << 20) / sizeof(float));
   auto cluster = BenchCluster::Launch(c, {{"w", {n}, 0}});
   if (!cluster.ok()) return cluster.status();
@@ -100,19 +96,14 @@ StatusOr<Placement> RunPlacement(const AggregationBenchOptions& o, double mb, bo
 }  // namespace
 
 int RunAggregationBench(const AggregationBenchOptions& o) {
-  std::unique_ptr<ServerHost> host;
-  if (o.links == "netns") {
-    setenv("HETPS_INSECURE", "true", 1);  // the daemons listen on the bench's own bridge
-    auto h = ServerHost::Create(o.link_mbps);
-    if (!h.ok()) {
-      std::fprintf(stderr, "aggregation: %s\n", h.status().ToString().c_str());
-      return 1;
-    }
-    host = std::move(*h);
+  auto host = ServerHost::ForLinks(o.links, o.link_mbps);
+  if (!host.ok()) {
+    std::fprintf(stderr, "aggregation: %s\n", host.status().ToString().c_str());
+    return 1;
   }
   for (double mb : o.mb) {
-    auto direct = RunPlacement(o, mb, /*tier=*/false, host.get());
-    auto local = direct.ok() ? RunPlacement(o, mb, /*tier=*/true, host.get()) : direct;
+    auto direct = RunPlacement(o, mb, /*tier=*/false, host->get());
+    auto local = direct.ok() ? RunPlacement(o, mb, /*tier=*/true, host->get()) : direct;
     if (!local.ok()) {
       std::fprintf(stderr, "aggregation: %s\n", local.status().ToString().c_str());
       return 1;

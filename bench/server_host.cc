@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <regex>
 #include <vector>
 
+#include "common/local_cluster.h"
 #include "common/subprocess.h"
 
 namespace hetps::bench {
@@ -57,6 +59,18 @@ StatusOr<std::unique_ptr<ServerHost>> ServerHost::Create(double mbps) {
     if (auto r = Run(c); !r.ok()) return r.status();  // the destructor removes what was made
   }
   return h;
+}
+
+StatusOr<std::unique_ptr<ServerHost>> ServerHost::ForLinks(const std::string& links, double mbps) {
+  if (links != "netns") return std::unique_ptr<ServerHost>();
+  setenv("HETPS_INSECURE", "true", 1);  // the daemons listen on the bench's own bridge
+  return Create(mbps);
+}
+
+void ServerHost::Place(LocalClusterOptions& cluster) const {
+  cluster.scheduler_bind = kSchedulerBind;
+  cluster.server_exec = "ip netns exec " + ns_;
+  cluster.server_bind = kServerBind;
 }
 
 ServerHost::~ServerHost() {

@@ -11,11 +11,20 @@
 
 #include "common/status.h"
 
+namespace hetps {
+struct LocalClusterOptions;
+}
+
 namespace hetps::bench {
 
 class ServerHost {
  public:
   static StatusOr<std::unique_ptr<ServerHost>> Create(double mbps);
+  // For a benchmark's --links: "netns" creates one (and lets the daemons listen on its bridge
+  // without keys, HETPS_INSECURE), "none" gives null.
+  static StatusOr<std::unique_ptr<ServerHost>> ForLinks(const std::string& links, double mbps);
+  // Puts the cluster's servers on this host and its scheduler on the bridge.
+  void Place(LocalClusterOptions& cluster) const;
   ~ServerHost();
   ServerHost(const ServerHost&) = delete;
   ServerHost& operator=(const ServerHost&) = delete;

@@ -67,11 +67,7 @@ StatusOr<Measured> RunOnce(const TrainBenchOptions& o, const Variant& v,
   co.servers = o.servers;
   co.workers = o.workers;
   co.aggregators = v.aggregators;
-  if (host != nullptr) {
-    co.scheduler_bind = ServerHost::kSchedulerBind;
-    co.server_exec = "ip netns exec " + host->ns();
-    co.server_bind = ServerHost::kServerBind;
-  }
+  if (host != nullptr) host->Place(co);
   co.server_flags = {"--consistency=" + o.consistency, "--optimizer=adam:lr=0.001",
                      "--init=worker"};
   if (level != "memory") {
@@ -185,15 +181,10 @@ int RunTrainBench(const TrainBenchOptions& o) {
     }
     data_root = tmpl;
   }
-  std::unique_ptr<ServerHost> host;
-  if (o.links == "netns") {
-    setenv("HETPS_INSECURE", "true", 1);  // the daemons listen on the bench's own bridge
-    auto h = ServerHost::Create(o.link_mbps);
-    if (!h.ok()) {
-      std::fprintf(stderr, "hetps-bench train: %s\n", h.status().ToString().c_str());
-      return 1;
-    }
-    host = std::move(*h);
+  auto host = ServerHost::ForLinks(o.links, o.link_mbps);
+  if (!host.ok()) {
+    std::fprintf(stderr, "hetps-bench train: %s\n", host.status().ToString().c_str());
+    return 1;
   }
   // The variants run interleaved, `repeats` rounds of them, so a slow phase of the machine hits
   // them all alike; the medians are compared.
@@ -205,7 +196,7 @@ int RunTrainBench(const TrainBenchOptions& o) {
     for (const std::string& level : o.durability) {
       for (int aggregators : o.aggregators) {
         const Variant v{level, aggregators, tiers ? r + 1 : 0};
-        auto run = RunOnce(o, v, data_root, host.get());
+        auto run = RunOnce(o, v, data_root, host->get());
         if (!run.ok()) {
           std::fprintf(stderr, "hetps-bench: durability %s, %d aggregator(s): %s\n", level.c_str(),
                        aggregators, run.status().ToString().c_str());

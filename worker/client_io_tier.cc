@@ -20,6 +20,7 @@
 
 #include <algorithm>
 
+#include "common/dial.h"
 #include "common/tier.h"
 #include "worker/client_io.h"
 
@@ -50,23 +51,14 @@ Status ClientIo::ConnectTier() {
   const int32_t node = AggregatorOf(link_.view(), link_.id());
   const proto::NodeInfo* aggregator = link_.view().Node(node);
   if (aggregator == nullptr) return Status();
-  zmq::socket_t sock(ctx_, zmq::socket_type::dealer);
-  sock.set(zmq::sockopt::routing_id, NodeIdentity(link_.id()));
-  sock.set(zmq::sockopt::sndhwm, 0);
-  sock.set(zmq::sockopt::rcvhwm, 0);
-  sock.set(zmq::sockopt::linger, 0);
-  if (Status s = auth_.SecureClient(sock, aggregator->public_key()); !s.ok()) {
-    return Status(s.code(), fmt::format("aggregator {}: {}", node, s.message()));
-  }
-  try {
-    sock.connect(aggregator->address());
-  } catch (const zmq::error_t& e) {
-    return Status::Malformed(fmt::format("aggregator {} announced address '{}': {}", node,
-                                         aggregator->address(), e.what()));
+  auto sock = Dial(ctx_, link_.id(), aggregator->address(), auth_, aggregator->public_key());
+  if (!sock.ok()) {
+    return Status(sock.status().code(),
+                  fmt::format("aggregator {}: {}", node, sock.status().message()));
   }
   tier_ = servers;
   tier_node_ = node;
-  servers_.push_back(std::move(sock));
+  servers_.push_back(std::move(*sock));
   ++sockets_changed_;
   dirty_.push_back(1);
   batches_.emplace_back(0);
@@ -98,8 +90,9 @@ void ClientIo::OnTierAnswer(Pending& p, const Status& s) {
   const int rank = p.tier_rank;
   if (!s.ok()) {
     if (tier_ >= 0) {
-      spdlog::warn("aggregator {} did not apply a push ({}); pushing directly from now on",
-                   tier_node_, s.ToString());
+      spdlog::warn(
+          "aggregator {} did not serve a {} ({}); going to the servers directly from now on",
+          tier_node_, proto::MsgType_Name(p.type), s.ToString());
       tier_ = -1;  // its socket stays heard: it still answers what it holds
     }
     TierFailed(p);
@@ -149,12 +142,10 @@ void ClientIo::TierDown(const std::string& why) {
     if (p.target == index) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
-  std::vector<int> ranks;
   for (uint64_t id : ids) {
     Pending& p = pending_[id];
     TierFailed(p);
     --tier_pending_[p.tier_rank];
-    ranks.push_back(p.tier_rank);
     pending_.erase(id);
   }
   in_flight_[index] = 0;

@@ -1,4 +1,5 @@
 #include "cli/hosts.h"
+#include "cli/run_aggregators.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -176,6 +177,40 @@ TEST(HostsTest, CheckHostsNamesTheHostAndTheMissingBinary) {
   EXPECT_NE(s.message().find("h2: ssh failed: connect to host: Connection refused"),
             std::string::npos)
       << s.message();
+}
+
+// --aggregators=N across hosts: one on each of the first N hosts that run workers, binding
+// every address and dialled at its host's; more than those hosts, or with netns links, refused.
+TEST(HostsTest, AggregatorsGoOnTheFirstHostsThatRunWorkers) {
+  LaunchArgs args;
+  auto hosts = ParseHostList("s,w1:2,w2:2");
+  ASSERT_TRUE(hosts.ok());
+  args.hosts = *hosts;
+  args.servers = 1;
+  args.workers = 5;  // s takes one worker (its one slot), w1 two, w2 two
+  std::map<std::string, std::vector<std::string>> routed = {
+      {"scheduler", {"--aggregators=2"}}, {"aggregator", {"--window_ms=5"}}};
+  LocalClusterOptions cluster;
+  auto n = SetUpAggregators(args, routed, cluster);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(cluster.aggregators, 2);
+  EXPECT_EQ(cluster.aggregator_flags, std::vector<std::string>{"--window_ms=5"});
+  auto placement = PlaceOnHosts(args.hosts, args.servers, args.workers);
+  ASSERT_TRUE(placement.ok());
+  EXPECT_EQ(AggregatorHost(*placement, 0), 0);  // s runs worker 0
+  EXPECT_EQ(AggregatorHost(*placement, 1), 1);
+  ASSERT_EQ(cluster.aggregator_own_flags.size(), 2u);
+  EXPECT_EQ(cluster.aggregator_own_flags[1],
+            (std::vector<std::string>{"--bind=tcp://*:*", "--advertise=tcp://w1:*"}));
+  routed["scheduler"] = {"--aggregators=4"};
+  EXPECT_EQ(SetUpAggregators(args, routed, cluster).status().code(),
+            StatusCode::kInvalidArgument);
+  routed["scheduler"] = {"--aggregators=1"};
+  args.hosts.clear();
+  args.links = "netns";
+  EXPECT_EQ(SetUpAggregators(args, routed, cluster).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace
