@@ -45,8 +45,11 @@ Status ClientIo::ConnectTier() {
   tier_held_.resize(static_cast<size_t>(servers));
   tier_failed_.resize(static_cast<size_t>(servers));
   const proto::Policy& policy = link_.view().proto().policy();
-  if (!options_.tier || delayed_ || (!policy.summed_pushes() && !policy.shared_reads())) {
-    return Status();  // an emulated link times the sockets itself
+  // Not over an emulated link (it times the sockets itself), nor in virtual time (a server's
+  // answers there say when in the scenario they were given, which a shared one would not).
+  if (!options_.tier || delayed_ || options_.virtual_clock ||
+      (!policy.summed_pushes() && !policy.shared_reads())) {
+    return Status();
   }
   const int32_t node = AggregatorOf(link_.view(), link_.id());
   const proto::NodeInfo* aggregator = link_.view().Node(node);
