@@ -49,6 +49,15 @@ int main(int argc, char** argv) {
   o.max_connections_per_address = FLAGS_max_connections_per_address;
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   o.join_timeout_ms = FLAGS_join_timeout_ms;
+  if (hetps::Status s = hetps::ValidateAggregatorOptions(o); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
+  if (FLAGS_check_flags) return 0;
+  if (FLAGS_scheduler.empty()) {
+    spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
+    return 2;
+  }
   auto auth = hetps::LoadDaemonAuth(hetps::KeyRole::kWorker);
   if (!auth.ok()) {
     spdlog::error("{}", auth.status().message());
@@ -62,15 +71,6 @@ int main(int argc, char** argv) {
       return 2;
     }
     o.auth.allow = std::move(*allow);
-  }
-  if (hetps::Status s = hetps::ValidateAggregatorOptions(o); !s.ok()) {
-    spdlog::error("{}", s.message());
-    return 2;
-  }
-  if (FLAGS_check_flags) return 0;
-  if (FLAGS_scheduler.empty()) {
-    spdlog::error("--scheduler is required (e.g. --scheduler=tcp://127.0.0.1:7000)");
-    return 2;
   }
   o.insecure = hetps::InsecureListening();
   o.on_joined = hetps::NotifyReady;
