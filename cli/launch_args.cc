@@ -453,7 +453,8 @@ StatusOr<std::map<std::string, std::vector<std::string>>> RouteFlags(
     }
     if (!known) {
       return Status::InvalidArgument(fmt::format(
-          "unknown flag '{}': no role (scheduler, server, worker, aggregator) defines --{}", flag, name));
+          "unknown flag '{}': no role (scheduler, server, worker, aggregator) defines --{}", flag,
+          name));
     }
   }
   return routed;

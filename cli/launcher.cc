@@ -56,11 +56,11 @@ StatusOr<std::map<std::string, std::set<std::string>>> RoleFlags(const std::stri
   std::map<std::string, std::set<std::string>> flags;
   for (const char* role : {"scheduler", "server", "worker", "aggregator"}) {
     const std::string binary = fmt::format("{}/hetps-{}", bin_dir, role);
-    if (std::string(role) == "aggregator" && access(binary.c_str(), X_OK) != 0) {
-      flags[role];
-      continue;
-    }
     if (access(binary.c_str(), X_OK) != 0) {
+      if (std::string(role) == "aggregator") {  // optional: no flags to route to it
+        flags[role];
+        continue;
+      }
       return Status::NotFound(fmt::format("no executable {} (use --bin_dir)", binary));
     }
     auto xml = RunCaptured({binary, "--helpxml"});
@@ -570,11 +570,7 @@ int Launch(const LaunchArgs& args) {
     cluster.standbys = *standbys;
     auto aggregators = SetUpAggregators(args, *routed, cluster);
     Status placed = aggregators.status();
-    if (aggregators.ok() && *aggregators > 0) {
-      Say(fmt::format(
-          "{} aggregator(s): the workers of {} push through it (docs/aggregation-tier.md)",
-          *aggregators, args.hosts.empty() ? "this host" : "their host"));
-    }
+    if (aggregators.ok() && *aggregators > 0) Say(fmt::format("{} aggregator(s)", *aggregators));
     std::string scheduler_host;
     if (placed.ok() && args.links == "netns") {
       placed = SetUpNetns(args, bin_dir, routed->at("worker"), cluster, netns);

@@ -1,5 +1,4 @@
 #include "cli/hosts.h"
-#include "cli/run_aggregators.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -9,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli/run_aggregators.h"
 #include "common/subprocess.h"
 #include "common/supervisor.h"
 
@@ -188,8 +188,8 @@ TEST(HostsTest, AggregatorsGoOnTheFirstHostsThatRunWorkers) {
   args.hosts = *hosts;
   args.servers = 1;
   args.workers = 5;  // s takes one worker (its one slot), w1 two, w2 two
-  std::map<std::string, std::vector<std::string>> routed = {
-      {"scheduler", {"--aggregators=2"}}, {"aggregator", {"--window_ms=5"}}};
+  std::map<std::string, std::vector<std::string>> routed = {{"scheduler", {"--aggregators=2"}},
+                                                            {"aggregator", {"--window_ms=5"}}};
   LocalClusterOptions cluster;
   auto n = SetUpAggregators(args, routed, cluster);
   ASSERT_TRUE(n.ok()) << n.status().ToString();
@@ -204,13 +204,11 @@ TEST(HostsTest, AggregatorsGoOnTheFirstHostsThatRunWorkers) {
   EXPECT_EQ(cluster.aggregator_own_flags[1],
             (std::vector<std::string>{"--bind=tcp://*:*", "--advertise=tcp://w1:*"}));
   routed["scheduler"] = {"--aggregators=4"};
-  EXPECT_EQ(SetUpAggregators(args, routed, cluster).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(SetUpAggregators(args, routed, cluster).status().code(), StatusCode::kInvalidArgument);
   routed["scheduler"] = {"--aggregators=1"};
   args.hosts.clear();
   args.links = "netns";
-  EXPECT_EQ(SetUpAggregators(args, routed, cluster).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(SetUpAggregators(args, routed, cluster).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
