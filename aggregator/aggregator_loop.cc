@@ -29,6 +29,13 @@ Status ValidateAggregatorOptions(const AggregatorOptions& o) {
     return Status::InvalidArgument(fmt::format(
         "window_ms must be at most 600000 (negative: by the consistency), got {}", o.window_ms));
   }
+  if (o.switch_chunk < 0 || o.switch_chunk > (1 << 20) || o.switch_slots < 1 ||
+      o.switch_slots > 4096 || !(o.switch_clip > 0)) {
+    return Status::InvalidArgument(fmt::format(
+        "switch_chunk must be in [0, 2^20] words, switch_slots in [1, 4096] and switch_clip > 0 "
+        "(got {}, {}, {})",
+        o.switch_chunk, o.switch_slots, o.switch_clip));
+  }
   return Status();
 }
 
@@ -71,6 +78,12 @@ Status AggregatorLoop::Setup() {
   }
   link_ = std::make_unique<SchedulerLink>(ctx_, options_.scheduler, proto::AGGREGATOR, address,
                                           options_.heartbeat_interval_ms, options_.auth);
+  if (options_.switch_chunk > 0) {  // what the workers stream (the bits: by the group's size)
+    proto::SwitchSpec& spec = *link_->registration().mutable_switch_spec();
+    spec.set_chunk(options_.switch_chunk);
+    spec.set_slots(options_.switch_slots);
+    spec.set_clip(options_.switch_clip);
+  }
   spdlog::info("listening on {} (advertised {})", endpoint, address);
   return Status();
 }
@@ -107,6 +120,21 @@ Status AggregatorLoop::Run() {
   g.wait_s = (options_.window_ms >= 0 ? options_.window_ms : g.by_clock ? 1000.0 : 2.0) / 1000;
   g.max_open = static_cast<size_t>(options_.max_open);
   sums_.emplace(g);
+  if (options_.switch_chunk > 0) {
+    SwitchSum::Options o;
+    o.spec = link_->registration().switch_spec();
+    o.group = g.group;
+    o.wait_s = options_.window_ms >= 0 ? options_.window_ms / 1000 : 1.0;
+    o.max_elements = options_.max_partition_bytes / 4;
+    auto made = SwitchSum::Make(o, kFirstStream);
+    if (!made.ok()) return made.status();
+    switch_.emplace(std::move(*made));
+    if (!g.by_clock) {
+      spdlog::warn(
+          "switch emulation streams pushes under synchronous consistency only; this "
+          "cluster's workers push whole pushes, summed per window");
+    }
+  }
   link_->SetReporter([this](proto::Header& h) {
     proto::AggregatorReport& r = *h.mutable_aggregator_report();
     r.set_pushes(counts_.pushes);
@@ -119,16 +147,27 @@ Status AggregatorLoop::Run() {
     r.set_server_errors(counts_.server_errors);
     r.set_open_sums(static_cast<int64_t>(sums_->open()));
     r.set_group(static_cast<int32_t>(sums_->live().size()));
+    if (switch_) {
+      r.set_slot_bytes(static_cast<int64_t>(switch_->slot_bytes()));
+      r.set_peak_slot_bytes(static_cast<int64_t>(switch_->peak_slot_bytes()));
+      r.set_chunks(counts_.chunks);
+    }
   });
   const std::string joined = fmt::format(
       "joined as aggregator {}: {} workers of this host push through it, summed {} (wait {} ms)",
-      link_->rank(), g.group.size(), g.by_clock ? "per clock" : "per window", g.wait_s * 1000);
+      link_->rank(), g.group.size(),
+      switch_ && g.by_clock ? fmt::format("as a switch, in chunks of {} words over {} slots",
+                                          options_.switch_chunk, options_.switch_slots)
+      : g.by_clock          ? std::string("per clock")
+                            : std::string("per window"),
+      g.wait_s * 1000);
   spdlog::info("{}", joined);
   if (g.group.empty()) spdlog::warn("no worker of the view runs on this host: nothing to sum");
   if (options_.on_joined) options_.on_joined(joined);
   while (!shutdown_ && !stop_.load()) {
     Poll();
     SendUp(sums_->Due(Now()));
+    if (switch_) FailStreams(switch_->Due(Now()));
     if (link_->SchedulerLost()) {
       FailUpstream(-1, Status::Unavailable("the aggregator lost the scheduler; push directly"));
       return Status::Unavailable("no word from the scheduler; stopping");
@@ -309,6 +348,7 @@ void AggregatorLoop::AnswerPull(const std::vector<GroupSum::Waiter>& waiters,
 
 void AggregatorLoop::OnPush(Envelope& env) {
   if (env.status.ok() && env.message.header.type() == proto::PULL) return OnPull(env);
+  if (env.status.ok() && env.message.header.has_chunk()) return OnChunk(env);
   if (Status s = CheckPush(env); !s.ok()) return Refuse(env, s);
   const proto::Header& h = env.message.header;
   auto values = Decode(h, env.message.payload[0]);
@@ -392,6 +432,7 @@ void AggregatorLoop::OnServerReply(int rank, Envelope& env) {
   }
   Upstream up = std::move(it->second);
   upstream_.erase(it);
+  if (switch_ && h.type() == proto::ERROR) switch_->Abandon(h.request_id());
   if (!up.pull) {
     if (h.type() == proto::PUSH_REPLY) {  // later pulls of these workers must come after it
       for (const GroupSum::Waiter& w : up.waiters) {
@@ -446,12 +487,14 @@ void AggregatorLoop::FailUpstream(int rank, const Status& s) {
       error.set_partition(-1);
       Answer(it->second.waiters, error);
       if (it->second.pull) reads_.Failed(it->second.partition, it->first);
+      if (switch_) switch_->Abandon(it->first);
       it = upstream_.erase(it);
     } else {
       ++it;
     }
   }
   if (rank >= 0) return;
+  if (switch_) FailStreams(switch_->TakeAll(s));
   for (GroupSum::Sum& sum : sums_->TakeAll()) {
     error.set_partition(sum.partition);
     Answer(sum.waiters, error);
@@ -470,6 +513,7 @@ void AggregatorLoop::OnControl(Envelope& env) {
                                        "server rank {} died; push directly", node->rank())));
       } else {
         SendUp(sums_->Forget(h.node()));
+        if (switch_) FailStreams(switch_->Forget(h.node()));
       }
       break;
     }

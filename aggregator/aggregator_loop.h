@@ -34,6 +34,7 @@
 
 #include "aggregator/group_sum.h"
 #include "aggregator/shared_reads.h"
+#include "aggregator/switch_sum.h"
 #include "common/auth.h"
 #include "common/compress/codec.h"
 #include "common/connection_guard.h"
@@ -51,6 +52,12 @@ struct AggregatorOptions {
   // consistency (synchronous: up to 1000 ms for a slow worker; otherwise a 2 ms window).
   double window_ms = -1;
   int max_open = 4096;  // open sums at most
+  // Switch emulation (aggregator/switch_sum.h): > 0, the workers stream pushes in chunks of
+  // this many fixed-point words, at most switch_slots in flight, clipped to +-switch_clip;
+  // 0: they push whole and the aggregator sums in float (host-local).
+  int switch_chunk = 0;
+  int switch_slots = 8;
+  double switch_clip = 8;
   int64_t max_partition_bytes = int64_t{64} << 20;
   int max_connections_per_address = 1024;
   int heartbeat_interval_ms = 500;
@@ -72,6 +79,7 @@ struct AggregatorCounts {
   int64_t server_errors = 0;  // sums a server refused (their workers push directly)
   int64_t pulls = 0;          // workers' pulls answered
   int64_t pulls_up = 0;       // pulls sent upstream
+  int64_t chunks = 0;         // switch emulation: chunks summed
 };
 
 class AggregatorLoop {
@@ -117,6 +125,12 @@ class AggregatorLoop {
   void SendUp(GroupSum::Sum&& sum);
   void SendUp(std::vector<GroupSum::Sum> sums);
   void OnServerReply(int rank, Envelope& env);
+  // Switch emulation (aggregator_switch.cc): a worker's chunk summed in its slot; a chunk's
+  // sum sent to the server and its members told; a stream that failed answered.
+  void OnChunk(Envelope& env);
+  void SendChunkUp(SwitchSum::ChunkSum& c);
+  void FailStream(const SwitchSum::Failed& f);
+  void FailStreams(std::vector<SwitchSum::Failed> failed);
   void OnControl(Envelope& env);
   // Answers every worker of `waiters` with `reply` (a server's, or an error of our own).
   void Answer(const std::vector<GroupSum::Waiter>& waiters, const proto::Header& reply);
@@ -135,8 +149,11 @@ class AggregatorLoop {
   std::vector<zmq::socket_t> servers_;  // by rank
   std::unordered_set<int> dead_servers_;
   std::optional<GroupSum> sums_;
+  std::optional<SwitchSum> switch_;
+  std::vector<uint32_t> words_;  // a misaligned chunk's words
   std::unordered_map<uint64_t, Upstream> upstream_;
   uint64_t next_request_ = 1;
+  static constexpr uint64_t kFirstStream = uint64_t{1} << 62;  // switch streams' request ids
   std::map<int32_t, PartitionCodec> codecs_;
   SharedReads reads_;
   std::vector<float> scratch_;

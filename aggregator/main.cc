@@ -20,6 +20,12 @@ DEFINE_int32(max_open, 4096,
 DEFINE_int64(max_partition_bytes, int64_t{64} << 20,
              "largest partition a worker may push here; a frame over twice it (+64 KiB) closes "
              "that connection unread");
+DEFINE_int32(switch_chunk, 0,
+             "switch emulation: the workers stream pushes in chunks of this many fixed-point "
+             "words, summed in slots as they arrive (0: whole pushes, summed in float)");
+DEFINE_int32(switch_slots, 8, "switch emulation: aggregation slots per partition being summed");
+DEFINE_double(switch_clip, 8,
+              "switch emulation: pushed values are clipped to [-clip, clip] in fixed point");
 DEFINE_int32(max_connections_per_address, 1024,
              "connections open at once from one peer IP address (0: no limit)");
 DEFINE_int32(heartbeat_interval_ms, 500, "heartbeat period to the scheduler");
@@ -46,6 +52,9 @@ int main(int argc, char** argv) {
   o.window_ms = FLAGS_window_ms;
   o.max_open = FLAGS_max_open;
   o.max_partition_bytes = FLAGS_max_partition_bytes;
+  o.switch_chunk = FLAGS_switch_chunk;
+  o.switch_slots = FLAGS_switch_slots;
+  o.switch_clip = FLAGS_switch_clip;
   o.max_connections_per_address = FLAGS_max_connections_per_address;
   o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   o.join_timeout_ms = FLAGS_join_timeout_ms;

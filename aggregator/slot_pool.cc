@@ -66,6 +66,12 @@ StatusOr<SlotPool::Result> SlotPool::Add(const Key& key, int member,
   return Result{Outcome::kComplete, std::span<const uint32_t>(s.last.data(), s.size)};
 }
 
+void SlotPool::Drop(int32_t partition, int64_t clock) {
+  for (Slot& s : slots_) {
+    if (s.busy && s.key.partition == partition && s.key.clock == clock) s.busy = false;
+  }
+}
+
 int SlotPool::busy() const {
   return static_cast<int>(
       std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.busy; }));

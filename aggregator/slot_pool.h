@@ -56,6 +56,9 @@ class SlotPool {
   // changes nothing.
   StatusOr<Result> Add(const Key& key, int member, std::span<const uint32_t> words);
 
+  // Frees the slots summing chunks of (partition, clock): their contributions are dropped.
+  void Drop(int32_t partition, int64_t clock);
+
   int slots() const { return static_cast<int>(slots_.size()); }
   int chunk() const { return chunk_; }
   int group() const { return group_; }

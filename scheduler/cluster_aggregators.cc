@@ -48,6 +48,10 @@ Json ClusterStats::AggregatorsJson(double now) const {
         {"open_sums", r.open_sums()},
         {"refused", r.refused()},
         {"server_errors", r.server_errors()},
+        {"switch_chunk", a.info.switch_spec().chunk()},
+        {"chunks", r.chunks()},
+        {"slot_bytes", r.slot_bytes()},
+        {"peak_slot_bytes", r.peak_slot_bytes()},
         {"heartbeat_age_ms", std::max(0.0, (now - a.last_heard) * 1000.0)},
     });
   }
@@ -81,6 +85,11 @@ void ClusterStats::AggregatorMetrics(Exposition& e) const {
        &proto::AggregatorReport::server_errors},
       {"hetps_aggregator_open_sums", "gauge", "Sums waiting for their group.",
        &proto::AggregatorReport::open_sums},
+      {"hetps_aggregator_chunks_total", "counter", "Switch emulation: chunks summed.",
+       &proto::AggregatorReport::chunks},
+      {"hetps_aggregator_slot_bytes", "gauge",
+       "Switch emulation: bytes the aggregation slots hold now.",
+       &proto::AggregatorReport::slot_bytes},
   };
   for (const auto& [name, type, help, value] : values) {
     e.Family(name, type, help);

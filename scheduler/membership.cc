@@ -169,6 +169,9 @@ Member& Membership::Add(const std::string& identity, const proto::Header& reques
   m.info.set_address(request.address());
   m.info.set_host(request.host());
   m.info.set_pid(request.pid());
+  if (request.role() == proto::AGGREGATOR && request.has_switch_spec()) {
+    *m.info.mutable_switch_spec() = request.switch_spec();
+  }
   m.identity = identity;
   m.last_seen = now;
   by_identity_.emplace(identity, members_.size());

@@ -216,6 +216,7 @@ void ServerLoop::HandleControl(Envelope& env) {
     }
     case proto::NODE_DEAD: {
       dead_.insert(h.node());
+      chunks_.Forget(h.node());
       shm_.erase(h.node());
       cma_.Forget(h.node());
       const proto::NodeInfo* node = link_->view().Node(h.node());

@@ -35,6 +35,7 @@
 #include "common/shard_map.h"
 #include "common/shm_segment.h"
 #include "server/apply_threads.h"
+#include "server/chunk_assembly.h"
 #include "server/cma_peers.h"
 #include "server/consistency_gate.h"
 #include "server/cut_file.h"
@@ -211,6 +212,7 @@ class ServerLoop {
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   int64_t pushes_ = 0, pulls_ = 0, errors_ = 0;
   std::unordered_map<std::string, int> errors_to_strangers_;  // by identity, see Reject
+  ChunkAssembly chunks_;  // switch emulation: chunk sums until their push is whole
   bool shutdown_ = false;
 };
 

@@ -24,7 +24,7 @@ Status ServerLoop::CheckSender(const Envelope& env) const {
     }
     return CheckAggregated(env.message.header);
   }
-  if (!env.message.header.contributions().empty()) {
+  if (!env.message.header.contributions().empty() || env.message.header.has_chunk()) {
     return Status::PermissionDenied(
         fmt::format("node {} sent a sum of pushes, which only an aggregator may", sender));
   }
@@ -58,7 +58,9 @@ Status ServerLoop::CheckAggregated(const proto::Header& h) const {
     }
     return Status();
   }
-  if (h.type() != proto::PUSH || h.contributions().empty()) {
+  // A switch's chunk sums of one push: the first names its pushes, the rest follow it.
+  const bool later_chunk = h.type() == proto::PUSH && h.has_chunk() && h.chunk().index() > 0;
+  if (h.type() != proto::PUSH || (h.contributions().empty() && !later_chunk)) {
     return Status::InvalidArgument(fmt::format(
         "aggregator {} may send only sums of pushes and pulls for one worker, not a {} with {} "
         "contribution(s)",
@@ -147,6 +149,18 @@ void ServerLoop::HandleWorker(Envelope& env) {
   if (env.status.ok() && h.type() == proto::CMA_ATTACH) return AttachCma(env);
   if (env.status.ok() && h.type() == proto::CMA_REVOKE) return RevokeCma(env);
   if (Status s = CheckRequest(env); !s.ok()) return Reject(env, s);
+  if (h.has_chunk()) {  // a switch's chunk sum: served once its push is whole
+    ChunkAssembly::Outcome out = chunks_.Add(env, state_.store->Find(h.partition())->info().length);
+    if (out.replaced) {
+      proto::Header given_up = ErrorReply(
+          h, Status::Aborted("the switch's next push of this partition replaced it"), link_->id());
+      given_up.set_request_id(out.replaced->second);
+      Reply(out.replaced->first, std::move(given_up));
+    }
+    if (!out.error.ok()) return Reject(env, out.error);
+    if (!out.whole) return;
+    env = std::move(*out.whole);
+  }
   if (h.type() == proto::PULL && h.contributions_size() == 1) {
     // An aggregator's pull is the read of the worker it names (CheckAggregated): the gate
     // holds it to that worker's clock; the answer goes to the aggregator's connection.

@@ -289,6 +289,17 @@ class ClientIo {
   void ReleaseTier(int rank);
   // The aggregator died (or stopped): every push there goes directly, and so does what follows.
   void TierDown(const std::string& why);
+  // Switch emulation (client_io_switch.cc): pushes to `aggregator` stream in chunks if it is a
+  // switch and the cluster synchronous; whether `o` streams; its first chunks sent; one more
+  // chunk; the switch summed a chunk (the next may go); streams whose push is no longer pending
+  // dropped (releasing the caller's buffer).
+  void UseSwitch(const proto::NodeInfo& aggregator);
+  bool Streams(const Outgoing& o) const;
+  struct ChunkStream;
+  void StartStream(uint64_t id, Outgoing& o);
+  void SendChunk(uint64_t id, ChunkStream& st);
+  void OnChunkSummed(const proto::Header& h, int from);
+  void DropStreams();
   static Status CheckReply(const proto::Header& h, const Pending& p, int from);
   Status AcceptPull(const proto::Header& h, const Message& message, const Pending& p, int from);
   void OnControl(Envelope& env);
@@ -381,6 +392,15 @@ class ClientIo {
   std::vector<int> tier_pending_;
   std::vector<std::deque<Outgoing>> tier_held_;
   std::vector<std::vector<std::pair<uint64_t, Outgoing>>> tier_failed_;
+  // Switch emulation: the switch's fixed point (bits by its group), and per push request the
+  // stream of its chunks: the push's header and values, the next chunk to send, how many.
+  std::optional<proto::SwitchSpec> switch_;
+  struct ChunkStream {
+    proto::Header head;
+    zmq::message_t frame;
+    int64_t elements = 0, count = 0, next = 0;
+  };
+  std::unordered_map<uint64_t, ChunkStream> streams_;
 };
 
 }  // namespace hetps

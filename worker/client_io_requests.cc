@@ -199,6 +199,9 @@ void ClientIo::Transmit(Outgoing& o, int64_t window_bytes) {
   if (o.target == kToScheduler) {
     hetps::Send(link_.socket(), o.header, std::move(o.payload));
     link_dirty_ = true;
+  } else if (p.tier_rank >= 0 && Streams(o)) {
+    report_.OnRequest();
+    StartStream(id, o);
   } else {
     report_.OnRequest();
     SendToServer(o.target, std::move(o.header), std::move(o.payload));
@@ -250,6 +253,7 @@ void ClientIo::OnReply(Envelope& env, int from) {
     return;
   }
   const proto::Header& h = env.message.header;
+  if (h.type() == proto::PUSH_REPLY && h.has_chunk()) return OnChunkSummed(h, from);
   auto it = pending_.find(h.request_id());
   if (it == pending_.end() || it->second.target != from) {
     spdlog::warn("reply {} from server rank {} matches no request", h.request_id(), from);
@@ -268,6 +272,7 @@ void ClientIo::OnReply(Envelope& env, int from) {
   }
   Pending p = std::move(it->second);
   pending_.erase(it);
+  streams_.erase(h.request_id());  // a streamed push's answer: its chunks all went
   in_flight_[from] -= p.window_bytes;
   Status s = CheckReply(h, p, from);
   if (p.tier_rank >= 0 && (!s.ok() || !StatusOf(h).ok())) {  // sent directly instead
@@ -341,6 +346,7 @@ void ClientIo::FailPending(int target, const Status& s) {
       ++it;
     }
   }
+  DropStreams();
   if (target < 0) return;
   in_flight_[target] = 0;
   for (Outgoing& o : waiting_[target]) {
@@ -389,6 +395,7 @@ void ClientIo::FailAll(const Status& s) {
     failed.clear();
   }
   std::fill(tier_pending_.begin(), tier_pending_.end(), 0);
+  streams_.clear();
 }
 
 }  // namespace hetps

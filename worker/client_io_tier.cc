@@ -69,6 +69,7 @@ Status ClientIo::ConnectTier() {
   waiting_.emplace_back();
   transports_.resize(servers_.size());
   spdlog::info("pushing through aggregator {} at {}", node, aggregator->address());
+  UseSwitch(*aggregator);
   return Status();
 }
 
@@ -152,6 +153,7 @@ void ClientIo::TierDown(const std::string& why) {
     pending_.erase(id);
   }
   in_flight_[index] = 0;
+  DropStreams();
   dead_servers_.insert(index);
   DropBatch(index);
   servers_[index].close();

@@ -10,24 +10,23 @@
 
 #include <cstdint>
 
+#include "common/fixed_point.h"
 #include "common/secagg/crypto.h"
 
 namespace hetps::secagg {
 
-struct FixedPoint {
-  double clip = 8;  // coordinates are clipped to [-clip, clip]
-  int bits = 16;    // 2^bits / clip words per unit of weighted update
-};
+using hetps::FixedPoint;
+using hetps::FixedPointBits;
 
-// The most bits (at most 24) for uploads whose weights sum to at most `total_weight`, such that
-// their words' sum stays below 2^30 in magnitude (no wrap, with room for rounding); 0 when not
-// even one bit fits.
-int FixedPointBits(double total_weight);
-
-// words[i] = the fixed-point word of weight * x[i].
-void Encode(const float* x, int64_t n, double weight, const FixedPoint& fp, uint32_t* words);
+// words[i] = the fixed-point word of weight * x[i] (common/fixed_point.h).
+inline void Encode(const float* x, int64_t n, double weight, const FixedPoint& fp,
+                   uint32_t* words) {
+  EncodeFixedPoint(x, n, weight, fp, words);
+}
 // out[i] = the weighted sum that the summed words `sum` stand for.
-void Decode(const uint32_t* sum, int64_t n, const FixedPoint& fp, float* out);
+inline void Decode(const uint32_t* sum, int64_t n, const FixedPoint& fp, float* out) {
+  DecodeFixedPoint(sum, n, fp, out);
+}
 
 // Adaptive clipping under distributed DP: each kept client of a round of K adds to the masked
 // sum one scalar, its centred bit (+-1/2) plus Gaussian noise of std `count_noise` / sqrt(K), as
