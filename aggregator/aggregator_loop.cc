@@ -126,7 +126,8 @@ Status AggregatorLoop::Run() {
     o.group = g.group;
     o.wait_s = options_.window_ms >= 0 ? options_.window_ms / 1000 : 1.0;
     o.max_elements = options_.max_partition_bytes / 4;
-    auto made = SwitchSum::Make(o, kFirstStream);
+    o.next_id = [this] { return next_request_++; };
+    auto made = SwitchSum::Make(o, 1);
     if (!made.ok()) return made.status();
     switch_.emplace(std::move(*made));
     if (!g.by_clock) {
@@ -180,6 +181,10 @@ Status AggregatorLoop::Run() {
       "from the servers, {} refused",
       counts_.pushes, counts_.sums, counts_.bytes_in, counts_.bytes_up, counts_.pulls,
       counts_.pulls_up, counts_.refused);
+  if (switch_) {
+    spdlog::info("switch: {} chunks summed, its slots held at most {} bytes", counts_.chunks,
+                 switch_->peak_slot_bytes());
+  }
   return Status();
 }
 

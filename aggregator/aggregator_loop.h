@@ -153,7 +153,6 @@ class AggregatorLoop {
   std::vector<uint32_t> words_;  // a misaligned chunk's words
   std::unordered_map<uint64_t, Upstream> upstream_;
   uint64_t next_request_ = 1;
-  static constexpr uint64_t kFirstStream = uint64_t{1} << 62;  // switch streams' request ids
   std::map<int32_t, PartitionCodec> codecs_;
   SharedReads reads_;
   std::vector<float> scratch_;

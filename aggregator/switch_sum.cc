@@ -108,8 +108,7 @@ SwitchSum::Added SwitchSum::Add(const proto::Header& h, const std::string& ident
     return out;
   }
   if (s == nullptr) {
-    s = &streams_[key];
-    s->id = next_stream_++;
+    s = &streams_[key];  // numbered once its first chunk is summed
     s->rank = h.rank();
     s->shape = h.chunk();
     s->members.resize(live_.size());
@@ -163,6 +162,7 @@ SwitchSum::Added SwitchSum::Add(const proto::Header& h, const std::string& ident
 
 SwitchSum::ChunkSum SwitchSum::Complete(const Key& key, Stream& s, int64_t index,
                                         std::span<const uint32_t> sum, double now) {
+  if (index == 0) s.id = options_.next_id ? options_.next_id() : next_stream_++;
   ChunkSum c;
   c.stream = s.id;
   c.partition = key.first;
@@ -229,6 +229,7 @@ std::vector<SwitchSum::Failed> SwitchSum::Due(double now) {
 }
 
 void SwitchSum::Abandon(uint64_t stream) {
+  if (stream == 0) return;  // not numbered: nothing of it went upstream
   for (const auto& [key, s] : streams_) {
     if (s.id == stream) return (void)Fail(key, Status());
   }

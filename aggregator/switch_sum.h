@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -43,6 +44,9 @@ class SwitchSum {
     std::vector<int32_t> group;  // the workers (node ids) that stream here
     double wait_s = 1.0;         // a stream's longest time without a chunk summed
     int64_t max_elements = int64_t{1} << 24;
+    // Numbers a stream when its first chunk's sum goes upstream (the aggregator's request ids,
+    // whose order its shared reads go by); null: first_stream, first_stream + 1, ...
+    std::function<uint64_t()> next_id = nullptr;
   };
   using Waiter = GroupSum::Waiter;
   // A chunk every member sent: its sum goes upstream, and each of `acks` hears it was summed.

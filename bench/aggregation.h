@@ -1,7 +1,10 @@
 // `hetps-bench aggregation`: synchronous rounds (push, clock, pull of one tensor by every
-// worker, bsp) with the workers pushing directly and through a host-local aggregator
-// (docs/aggregation-tier.md), in one run; one JSON object per tensor size with the tier's round
-// time and server-link bytes as ratios to direct pushes.
+// worker, bsp) with the workers pushing directly and through the aggregation tier
+// (docs/aggregation-tier.md), in one run, per placement: host-local (the workers and their
+// aggregator on this host, the server behind its link) and switch emulation (each worker on a
+// host of its own behind the bridge, the aggregator on the bridge streaming fixed-point
+// chunks); one JSON object per tensor size with each placement's round time and server-link
+// bytes as ratios to direct pushes in the same topology.
 #pragma once
 
 #include <string>
@@ -18,6 +21,8 @@ struct AggregationBenchOptions {
   std::string links = "netns";
   double link_mbps = 1000;
   int64_t partition_bytes = 4 << 20;
+  int switch_chunk = 16384;  // switch emulation: words per chunk, slots per partition
+  int switch_slots = 8;
 };
 
 int RunAggregationBench(const AggregationBenchOptions& options);

@@ -96,6 +96,9 @@ Status BenchCluster::ConnectAndDeclare(const std::vector<TensorSpec>& tensors,
   std::vector<std::thread> threads;
   for (int i = 0; i < workers_; ++i) {
     threads.emplace_back([&, i] {
+      if (transfer.enter) {
+        if (Status s = transfer.enter(i); !s.ok()) return (void)(results[i] = s);
+      }
       ClientOptions o;
       o.scheduler = cluster_->endpoint();
       o.join_timeout_ms = 30000;

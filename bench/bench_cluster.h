@@ -3,6 +3,7 @@
 // when something fails.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@ struct TransferOptions {
   int64_t batch_bytes = ClientOptions{}.batch_bytes;                  // 0: a message per request
   // The last this many clients connect with ClientOptions::caller_io false (the others true).
   int thread_io_clients = 0;
+  // Run by client i's connecting thread first (ServerHost::EnterWorkerHost); null: nothing.
+  std::function<Status(int)> enter = nullptr;
 };
 
 class BenchCluster {

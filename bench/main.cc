@@ -417,7 +417,11 @@ int Sparse() {
 DEFINE_string(links, "netns",
               "aggregation: netns (the server on its own emulated host, its link shaped to "
               "--link_mbps each way; needs root) or none (loopback)");
-DEFINE_double(link_mbps, 1000, "aggregation: the server's link rate with --links=netns");
+DEFINE_double(link_mbps, 1000,
+              "aggregation: the rate of the server's link (and each worker host's, for the "
+              "switch emulation) with --links=netns");
+DEFINE_int32(switch_chunk, 16384, "aggregation: the switch emulation's words per chunk");
+DEFINE_int32(switch_slots, 8, "aggregation: the switch emulation's slots per partition");
 
 int Aggregation() {
   hetps::bench::AggregationBenchOptions o;
@@ -431,13 +435,17 @@ int Aggregation() {
   o.links = FLAGS_links;
   o.link_mbps = FLAGS_link_mbps;
   o.partition_bytes = FLAGS_partition_bytes;
+  o.switch_chunk = FLAGS_switch_chunk;
+  o.switch_slots = FLAGS_switch_slots;
   const bool sizes_ok =
       !o.mb.empty() && std::all_of(o.mb.begin(), o.mb.end(), [](double mb) { return mb > 0; });
-  if (o.workers < 2 || o.rounds < 1 || !sizes_ok || (o.links != "netns" && o.links != "none") ||
-      !(o.link_mbps > 0)) {
+  if (o.workers < 2 || o.workers > 64 || o.rounds < 1 || !sizes_ok ||
+      (o.links != "netns" && o.links != "none") || !(o.link_mbps > 0) || o.switch_chunk < 1 ||
+      o.switch_chunk > (1 << 20) || o.switch_slots < 1 || o.switch_slots > 4096) {
     std::fprintf(stderr,
-                 "aggregation needs --workers >= 2, --rounds >= 1, --mb sizes > 0, --links "
-                 "netns|none and --link_mbps > 0\n");
+                 "aggregation needs --workers 2..64, --rounds >= 1, --mb sizes > 0, --links "
+                 "netns|none, --link_mbps > 0, --switch_chunk 1..2^20 and --switch_slots "
+                 "1..4096\n");
     return 2;
   }
   return hetps::bench::RunAggregationBench(o);

@@ -1,6 +1,8 @@
 #include "bench/server_host.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +43,7 @@ StatusOr<std::unique_ptr<ServerHost>> ServerHost::Create(double mbps) {
   h->bridge_ = "hsb" + pid;
   h->veth_ = "hsv" + pid;
   const std::string rate = fmt::format("{}mbit", mbps);
+  h->rate_ = rate;
   const std::vector<std::string> commands = {
       fmt::format("ip link add {} type bridge", h->bridge_),
       fmt::format("ip addr add 10.204.0.1/24 dev {}", h->bridge_),
@@ -67,6 +70,39 @@ StatusOr<std::unique_ptr<ServerHost>> ServerHost::ForLinks(const std::string& li
   return Create(mbps);
 }
 
+Status ServerHost::AddWorkerHosts(int n) {
+  const std::string pid = std::to_string(getpid());
+  for (int i = worker_hosts(); i < n; ++i) {
+    const std::string ns = fmt::format("hetps-w{}-{}", i, pid);
+    const std::string veth = fmt::format("hw{}v{}", i, pid);
+    worker_ns_.push_back(ns);
+    const std::vector<std::string> commands = {
+        fmt::format("ip netns add {}", ns),
+        fmt::format("ip link add {} type veth peer name eth0 netns {}", veth, ns),
+        fmt::format("ip link set {} master {} up", veth, bridge_),
+        fmt::format("ip -n {} addr add 10.204.0.{}/24 dev eth0", ns, 20 + i),
+        fmt::format("ip -n {} link set eth0 up", ns), fmt::format("ip -n {} link set lo up", ns),
+        fmt::format("tc qdisc add dev {} root tbf rate {} burst 1mbit latency 100ms", veth, rate_),
+        fmt::format("ip netns exec {} tc qdisc add dev eth0 root tbf rate {} burst 1mbit latency "
+                    "100ms",
+                    ns, rate_)};
+    for (const std::string& c : commands) {
+      if (auto r = Run(c); !r.ok()) return r.status();  // the destructor removes what was made
+    }
+  }
+  return Status();
+}
+
+Status ServerHost::EnterWorkerHost(int i) const {
+  const std::string path = "/var/run/netns/" + worker_ns_.at(static_cast<size_t>(i));
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Internal(fmt::format("cannot open {}", path));
+  const int r = setns(fd, CLONE_NEWNET);
+  close(fd);
+  if (r != 0) return Status::Internal(fmt::format("cannot enter {}", path));
+  return Status();
+}
+
 void ServerHost::Place(LocalClusterOptions& cluster) const {
   cluster.scheduler_bind = kSchedulerBind;
   cluster.server_exec = "ip netns exec " + ns_;
@@ -74,6 +110,7 @@ void ServerHost::Place(LocalClusterOptions& cluster) const {
 }
 
 ServerHost::~ServerHost() {
+  for (const std::string& ns : worker_ns_) (void)Run("ip netns del " + ns);
   (void)Run("ip netns del " + ns_);
   (void)Run("ip link del " + bridge_);
 }
