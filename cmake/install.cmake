@@ -13,12 +13,12 @@ install(DIRECTORY ${CMAKE_BINARY_DIR}/share/hetps/dashboard DESTINATION share/he
 # The daemons' systemd units (deploy/systemd/), the user they run as, and example flag files
 # for /etc/hetps/ (the package ships none there: a host's role is the operator's choice).
 install(FILES deploy/systemd/hetps-scheduler.service deploy/systemd/hetps-server@.service
-              deploy/systemd/hetps-worker@.service
+              deploy/systemd/hetps-worker@.service deploy/systemd/hetps-aggregator.service
         DESTINATION lib/systemd/system COMPONENT runtime)
 install(FILES deploy/systemd/hetps.sysusers DESTINATION lib/sysusers.d RENAME hetps.conf
         COMPONENT runtime)
 install(FILES deploy/systemd/hetps.env deploy/systemd/scheduler.env deploy/systemd/server.env
-              deploy/systemd/worker.env
+              deploy/systemd/worker.env deploy/systemd/aggregator.env
         DESTINATION share/hetps/systemd COMPONENT runtime)
 
 install(TARGETS hetps_client hetps_link hetps_common hetps_proto

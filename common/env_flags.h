@@ -21,6 +21,6 @@ struct EnvironmentFlags {
 // the project's scripts and tests that are no flags (`ignored`) are not reported as unknown.
 EnvironmentFlags ApplyEnvironmentFlags(const char* const* environment,
                                        const std::vector<std::string>& ignored = {
-                                           "HETPS_BUILD_TYPE", "HETPS_CRASH_AT"});
+                                           "HETPS_BUILD_TYPE", "HETPS_CRASH_AT", "HETPS_HOST"});
 
 }  // namespace hetps

@@ -5,13 +5,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
 namespace hetps {
 namespace {
 
+// The host this node registers as: HETPS_HOST when set (a pod's node name in Kubernetes, so
+// that the pods of one node share its aggregator: common/tier.h), else the machine's name.
 std::string HostName() {
+  if (const char* host = std::getenv("HETPS_HOST"); host != nullptr && *host != '\0') return host;
   char buf[256] = {0};
   gethostname(buf, sizeof(buf) - 1);
   return buf;

@@ -150,7 +150,13 @@ void ServerLoop::HandleWorker(Envelope& env) {
   if (env.status.ok() && h.type() == proto::CMA_REVOKE) return RevokeCma(env);
   if (Status s = CheckRequest(env); !s.ok()) return Reject(env, s);
   if (h.has_chunk()) {  // a switch's chunk sum: served once its push is whole
-    ChunkAssembly::Outcome out = chunks_.Add(env, state_.store->Find(h.partition())->info().length);
+    PartitionState* part = state_.store->Find(h.partition());
+    if (part->table() != nullptr) {
+      return Reject(env, Status::InvalidArgument(fmt::format(
+                             "partition {} is a table's: a switch streams dense partitions only",
+                             h.partition())));
+    }
+    ChunkAssembly::Outcome out = chunks_.Add(env, part->info().length);
     if (out.replaced) {
       proto::Header given_up = ErrorReply(
           h, Status::Aborted("the switch's next push of this partition replaced it"), link_->id());

@@ -40,7 +40,7 @@ for path, d in docs:
     if "name" not in d.get("metadata", {}):
         fail(where, "no metadata.name")
     kind = d.get("kind")
-    if kind in ("Deployment", "StatefulSet", "Job"):
+    if kind in ("Deployment", "StatefulSet", "Job", "DaemonSet"):
         template = d["spec"]["template"]
         workloads[d["metadata"]["name"]] = (kind, d["spec"], template)
         selector = d["spec"].get("selector", {}).get("matchLabels")
@@ -69,6 +69,7 @@ expect = {
     "a scheduler Service": "hetps-scheduler" in services,
     "servers as a StatefulSet": kinds.get("hetps-server") == "StatefulSet",
     "workers as a Job": kinds.get("hetps-worker") == "Job",
+    "aggregators as a DaemonSet": kinds.get("hetps-aggregator") == "DaemonSet",
 }
 failures += [f"expected: {what}" for what, ok in expect.items() if not ok]
 if kinds.get("hetps-server") == "StatefulSet":
@@ -111,4 +112,11 @@ for name, (_, _, template) in workloads.items():
             if (error := check_flags(bindir, filled, {k: v for k, v in env.items()
                                                       if k.startswith("HETPS_")})) is not None:
                 fail(where, error)
-finish(failures, checked, 4, f"{len(docs)} documents")
+if kinds.get("hetps-aggregator") == "DaemonSet":
+    # A node's workers find its aggregator by the host both register with: the node's name.
+    for name in ("hetps-aggregator", "hetps-worker"):
+        env = workloads[name][2]["spec"]["containers"][0].get("env", [])
+        if not any(e["name"] == "HETPS_HOST" and e.get("valueFrom", {}).get("fieldRef", {}).get(
+                "fieldPath") == "spec.nodeName" for e in env):
+            fail(name, "does not register with its node's name (HETPS_HOST from spec.nodeName)")
+finish(failures, checked, 5, f"{len(docs)} documents")

@@ -5,8 +5,8 @@
 - the daemons take every flag from HETPS_* variables only, as the units' EnvironmentFile= gives
   them, and speak systemd's readiness protocol for real: each is started with its own
   NOTIFY_SOCKET (a datagram socket this test owns, as systemd's is for a Type=notify unit) and
-  must send READY=1 exactly when the units promise (the scheduler once it listens, a server and a
-  worker once they joined the cluster), then STOPPING=1 when it shuts down.
+  must send READY=1 exactly when the units promise (the scheduler once it listens, a server, an
+  aggregator and a worker once they joined the cluster), then STOPPING=1 when it shuts down.
 Everything lives in one scratch folder, removed at the end, also on failure.
 Usage: systemd_test.py SOURCE_DIR BIN_DIR"""
 import glob
@@ -46,8 +46,8 @@ def check_units():
         with open(os.path.join(scratch, name), "w") as f:
             f.write(text)
         names.append(name)
-    if len(names) != 3:
-        fail(f"expected the scheduler's, servers' and workers' units, found {names}")
+    if len(names) != 4:
+        fail(f"expected the scheduler's, servers', workers' and aggregator's units, found {names}")
     # Templates are checked as instances, the way systemctl starts them.
     instances = [n.replace("@.", "@0.") for n in names]
     for template, instance in zip(names, instances):
@@ -116,7 +116,7 @@ def check_readiness():
     endpoint_file = os.path.join(scratch, "endpoint")
     common = {"HETPS_LOG_LEVEL": "info"}
     scheduler, s_sock = start("scheduler", "hetps-scheduler", {
-        **common, "HETPS_NUM_SERVERS": "1", "HETPS_NUM_WORKERS": "1",
+        **common, "HETPS_NUM_SERVERS": "1", "HETPS_NUM_WORKERS": "1", "HETPS_AGGREGATORS": "1",
         "HETPS_ENDPOINT_FILE": endpoint_file, "HETPS_DATA_DIR": os.path.join(scratch, "sched")})
     ready = expect(s_sock, "READY=1", "the scheduler")
     with open(endpoint_file) as f:
@@ -127,24 +127,28 @@ def check_readiness():
     server, v_sock = start("server", "hetps-server", {
         **peer, "HETPS_INIT": "worker", "HETPS_OPTIMIZER": "sgd:lr=0.1",
         "HETPS_DATA_DIR": os.path.join(scratch, "server-0")})
+    aggregator, a_sock = start("aggregator", "hetps-aggregator", peer)
     time.sleep(1)
     quiet(v_sock, "the server", "the cluster formed (no worker yet)")
+    quiet(a_sock, "the aggregator", "the cluster formed (no worker yet)")
     worker, w_sock = start("worker", "hetps-worker", {
         **peer, "HETPS_RANK": "0", "HETPS_WORKLOAD": "synthetic", "HETPS_ITERATIONS": "20",
         "HETPS_TENSOR_ELEMENTS": "1000"})
     expect(v_sock, "READY=1\nSTATUS=joined as server 0: 1 servers, 1 workers", "the server")
+    expect(a_sock, "READY=1\nSTATUS=joined as aggregator 0: 1 workers of this host", "the aggregator")
     expect(w_sock, "READY=1\nSTATUS=joined as worker 0 of 1", "the worker")
     expect(w_sock, "STOPPING=1", "the worker")
     if worker.wait(timeout=60) != 0:
         fail(f"the worker exited {worker.returncode}")
     expect(v_sock, "STOPPING=1", "the server")  # the last worker's leaving ends the run
+    expect(a_sock, "STOPPING=1", "the aggregator")
     scheduler.terminate()
     expect(s_sock, "STOPPING=1", "the scheduler")
-    for name, p in (("server", server), ("scheduler", scheduler)):
+    for name, p in (("server", server), ("aggregator", aggregator), ("scheduler", scheduler)):
         if p.wait(timeout=30) != 0:
             fail(f"the {name} exited {p.returncode}")
-    print("PASS: READY=1 from the scheduler listening, the server and the worker joined; "
-          "STOPPING=1 from each")
+    print("PASS: READY=1 from the scheduler listening, the server, the aggregator and the worker "
+          "joined; STOPPING=1 from each")
 
 
 try:

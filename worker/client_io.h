@@ -300,6 +300,8 @@ class ClientIo {
   void SendChunk(uint64_t id, ChunkStream& st);
   void OnChunkSummed(const proto::Header& h, int from);
   void DropStreams();
+  // The aggregator's socket index (one past the server ranks), whether or not tier_ is set.
+  int TierSocket() const { return static_cast<int>(tier_pending_.size()); }
   static Status CheckReply(const proto::Header& h, const Pending& p, int from);
   Status AcceptPull(const proto::Header& h, const Message& message, const Pending& p, int from);
   void OnControl(Envelope& env);

@@ -76,12 +76,14 @@ void ClientIo::SendChunk(uint64_t id, ChunkStream& st) {
                    reinterpret_cast<uint32_t*>(bytes.data()));
   std::vector<zmq::message_t> payload;
   payload.push_back(OwnedFrame(std::move(bytes)));
-  SendToServer(tier_, std::move(h), std::move(payload));
+  // The aggregator's socket, which stays heard after this worker went direct for new pushes
+  // (client_io_tier.cc): the pushes already streaming there finish there.
+  SendToServer(TierSocket(), std::move(h), std::move(payload));
 }
 
 void ClientIo::OnChunkSummed(const proto::Header& h, int from) {
   auto it = streams_.find(h.request_id());
-  if (it == streams_.end() || from != tier_) return;  // a stream that ended meanwhile
+  if (it == streams_.end() || from != TierSocket()) return;  // a stream that ended meanwhile
   ChunkStream& st = it->second;
   if (h.chunk().index() < 0 || h.chunk().index() >= st.next) {
     spdlog::warn("the switch said chunk {} of request {} was summed, which was not sent",

@@ -21,7 +21,7 @@ sinfo
 HETPS_WORKER_FLAGS="--workload=train --iterations=500 --batch=64 --eval_every=250 \
 --progress_every=250" HETPS_BIN=$bin sbatch --wait --ntasks=4 --output="$dir/hetps-%j.log" deploy/slurm/hetps.sbatch
 log=$(ls "$dir"/hetps-*.log)
-grep -E "hetps job|listening on|final test accuracy" "$log"
+grep -E "hetps job|listening on|final test accuracy|pushes summed" "$log"
 grep -q "CURVE as 'scheduler'" "$log" ||
   { echo "FAIL: the job's scheduler did not run with keys (job log follows)"; cat "$log"; exit 1; }
 accuracy=$(sed -n 's/.*final test accuracy \([0-9.]*\).*/\1/p' "$log" | head -1)
