@@ -145,6 +145,17 @@ TEST(LaunchTest, AggregatorsStartWithTheClusterAndSumTheirHostsPushes) {
   ASSERT_TRUE(std::regex_search(r.output, m, summed)) << r.output;
   EXPECT_GT(std::stoll(m[1]), 0) << r.output;
   EXPECT_EQ(std::stoll(m[1]), 4 * std::stoll(m[2])) << r.output;
+  // As an emulated switch (the launcher routes --switch_chunk to it), under the run's keys: the
+  // workers stream chunks, and every push is in one sum of the four.
+  r = Launch(
+      "--servers 1 --workers 4 --aggregators=1 --consistency=bsp --workload=synthetic "
+      "--iterations=30 --tensor_elements=20000 --window_ms=20000 --switch_chunk=1024");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("streaming pushes to the switch"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("chunks summed, its slots held at most"), std::string::npos) << r.output;
+  ASSERT_TRUE(std::regex_search(r.output, m, summed)) << r.output;
+  EXPECT_EQ(std::stoll(m[1]), 120) << r.output;  // 4 workers x 30 pushes, none went direct
+  EXPECT_EQ(std::stoll(m[2]), 30) << r.output;
   r = Launch("--servers 1 --workers 2 --aggregators=1 --links=netns");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("host-local"), std::string::npos) << r.output;

@@ -13,12 +13,15 @@ import hetps
 SUM = ["--optimizer=sgd:lr=1", "--init=zeros"]  # a value is minus the sum of its pushes
 
 
-def test_python_workers_push_and_read_through_the_aggregator_exactly(cluster):
+@pytest.mark.parametrize("placement", ["host-local", "switch"])
+def test_python_workers_push_and_read_through_the_aggregator_exactly(cluster, placement):
     """The aggregation tier (docs/aggregation-tier.md) under bsp: each clock's pushes of both
     workers reach the servers as one sum per partition, and every pull reads exactly the model
-    after the clocks so far."""
+    after the clocks so far; as whole pushes summed in float (host-local), or streamed as
+    fixed-point chunks through the switch emulation's slots (these integers are exact there)."""
+    switch = ["--switch_chunk=4096", "--switch_slots=4", "--switch_clip=16"]
     c = cluster(workers=2, servers=1, server_flags=[*SUM, "--consistency=bsp"], aggregators=1,
-                aggregator_flags=["--window_ms=20000"])
+                aggregator_flags=["--window_ms=20000", *(switch if placement == "switch" else [])])
     n = 300_001
     errors = []
 
@@ -46,6 +49,8 @@ def test_python_workers_push_and_read_through_the_aggregator_exactly(cluster):
     summed = re.search(r"stopped: (\d+) pushes summed into (\d+) sums", c.log(2))
     assert summed, c.log(2)
     assert int(summed.group(1)) == 2 * int(summed.group(2)) > 0, summed.group(0)
+    if placement == "switch":  # 74 chunks of the 300001 elements per clock, 3 clocks
+        assert "switch: 222 chunks summed" in c.log(2), c.log(2)
 
 
 def test_pushes_of_two_workers_sum_exactly(cluster):
