@@ -395,12 +395,13 @@ class ClientIo {
   std::vector<std::deque<Outgoing>> tier_held_;
   std::vector<std::vector<std::pair<uint64_t, Outgoing>>> tier_failed_;
   // Switch emulation: the switch's fixed point (bits by its group), and per push request the
-  // stream of its chunks: the push's header and values, the next chunk to send, how many.
+  // stream of its chunks: the push's header and values, the next chunk to send, the next to be
+  // acknowledged, how many.
   std::optional<proto::SwitchSpec> switch_;
   struct ChunkStream {
     proto::Header head;
     zmq::message_t frame;
-    int64_t elements = 0, count = 0, next = 0;
+    int64_t elements = 0, count = 0, next = 0, acked = 0;
   };
   std::unordered_map<uint64_t, ChunkStream> streams_;
 };

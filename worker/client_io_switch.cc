@@ -69,10 +69,14 @@ void ClientIo::SendChunk(uint64_t id, ChunkStream& st) {
   c.set_elements(st.elements);
   *h.mutable_switch_spec() = *switch_;
   std::vector<uint8_t> bytes(static_cast<size_t>(n) * sizeof(uint32_t));
-  std::vector<float> values(static_cast<size_t>(n));
-  std::memcpy(values.data(), static_cast<const float*>(st.frame.data()) + offset,
-              values.size() * sizeof(float));
-  EncodeFixedPoint(values.data(), n, 1.0, {.clip = switch_->clip(), .bits = switch_->bits()},
+  const float* values = static_cast<const float*>(st.frame.data()) + offset;
+  std::vector<float> aligned;  // a frame whose floats are not aligned is read through a copy
+  if (reinterpret_cast<uintptr_t>(st.frame.data()) % alignof(float) != 0) {
+    aligned.resize(static_cast<size_t>(n));
+    std::memcpy(aligned.data(), static_cast<const char*>(st.frame.data()) + offset * 4, n * 4);
+    values = aligned.data();
+  }
+  EncodeFixedPoint(values, n, 1.0, {.clip = switch_->clip(), .bits = switch_->bits()},
                    reinterpret_cast<uint32_t*>(bytes.data()));
   std::vector<zmq::message_t> payload;
   payload.push_back(OwnedFrame(std::move(bytes)));
@@ -85,11 +89,12 @@ void ClientIo::OnChunkSummed(const proto::Header& h, int from) {
   auto it = streams_.find(h.request_id());
   if (it == streams_.end() || from != TierSocket()) return;  // a stream that ended meanwhile
   ChunkStream& st = it->second;
-  if (h.chunk().index() < 0 || h.chunk().index() >= st.next) {
-    spdlog::warn("the switch said chunk {} of request {} was summed, which was not sent",
-                 h.chunk().index(), h.request_id());
+  if (h.chunk().index() != st.acked) {  // chunks complete in order: anything else is bogus
+    spdlog::warn("the switch said chunk {} of request {} was summed; chunk {} was due",
+                 h.chunk().index(), h.request_id(), st.acked);
     return;
   }
+  ++st.acked;
   if (st.next < st.count) SendChunk(it->first, st);
 }
 
