@@ -65,13 +65,80 @@ Status SwitchSum::CheckShape(const proto::Header& h, const Stream* s) const {
   return Status();
 }
 
-SwitchSum::Added SwitchSum::Add(const proto::Header& h, const std::string& identity,
-                                std::span<const uint32_t> words, double now) {
-  for (auto it = pools_.begin(); it != pools_.end();) {  // drop the pools nothing streams into
+void SwitchSum::DropIdlePools() {
+  for (auto it = pools_.begin(); it != pools_.end();) {
     auto open = streams_.lower_bound({it->first, INT64_MIN});
     it =
         open != streams_.end() && open->first.first == it->first ? std::next(it) : pools_.erase(it);
   }
+}
+
+// The chunk fits its stream (CheckShape), comes after its worker's chunk 0, and a chunk 0 is
+// the worker's first push of the partition at this clock.
+Status SwitchSum::CheckOrder(const proto::Header& h, const Stream* s, int member) const {
+  if (Status bad = CheckShape(h, s); !bad.ok()) return bad;
+  const int64_t index = h.chunk().index();
+  if (index == 0 && s != nullptr && s->members[member]) {
+    return Status::FailedPrecondition(fmt::format(
+        "worker {} pushed partition {} twice at clock {}: a switch sums one push of each worker "
+        "per clock",
+        h.sender(), h.partition(), h.clock()));
+  }
+  if (index > 0 && (s == nullptr || !s->members[member])) {
+    return Status::InvalidArgument(
+        fmt::format("worker {} sent chunk {} of partition {} before its chunk 0", h.sender(), index,
+                    h.partition()));
+  }
+  return Status();
+}
+
+// The stream of `key` (opened by its first chunk), with the worker's push in it at its chunk 0.
+SwitchSum::Stream& SwitchSum::Join(const Key& key, Stream* s, const proto::Header& h,
+                                   const std::string& identity, int member, double now) {
+  if (s == nullptr) {
+    s = &streams_[key];  // numbered once its first chunk is summed
+    s->rank = h.rank();
+    s->shape = h.chunk();
+    s->members.resize(live_.size());
+    s->head.set_partition(key.first);
+    s->head.set_clock(key.second);
+    s->head.set_version(h.version());
+    s->head.set_layer(h.layer());
+    s->touched = now;
+  }
+  if (h.chunk().index() != 0) return *s;
+  s->members[member] = Waiter{identity, h.request_id(), h.sender(), h.clock()};
+  proto::Contribution& c = *s->head.add_contributions();
+  c.set_worker(h.sender());
+  c.set_incarnation(h.incarnation());
+  c.set_seq(h.seq());
+  c.set_weight(h.weight());
+  s->head.set_weight(s->head.weight() + h.weight());
+  s->head.set_version(std::min(s->head.version(), h.version()));
+  if (h.has_loss()) {
+    s->losses += h.loss();
+    ++s->reported_losses;
+  }
+  return *s;
+}
+
+// The partition's pool: no more slots or words than the partition has.
+StatusOr<SlotPool*> SwitchSum::PoolFor(int32_t partition, const Stream& s) {
+  auto pool = pools_.find(partition);
+  if (pool != pools_.end()) return &pool->second;
+  auto made =
+      SlotPool::Make(static_cast<int>(std::min<int64_t>(options_.spec.slots(), s.shape.count())),
+                     static_cast<int>(std::min<int64_t>(options_.spec.chunk(), s.shape.elements())),
+                     static_cast<int>(live_.size()));
+  if (!made.ok()) return made.status();
+  pool = pools_.emplace(partition, std::move(*made)).first;
+  peak_bytes_ = std::max(peak_bytes_, slot_bytes());
+  return &pool->second;
+}
+
+SwitchSum::Added SwitchSum::Add(const proto::Header& h, const std::string& identity,
+                                std::span<const uint32_t> words, double now) {
+  DropIdlePools();  // the pools nothing streams into any more
   const Key key{h.partition(), h.clock()};
   Added out;
   if (auto f = failed_.find(key); f != failed_.end()) {
@@ -88,66 +155,17 @@ SwitchSum::Added SwitchSum::Add(const proto::Header& h, const std::string& ident
     return out;
   }
   auto it = streams_.find(key);
-  Stream* s = it == streams_.end() ? nullptr : &it->second;
-  const int64_t index = h.chunk().index();
-  Status bad = CheckShape(h, s);
-  if (bad.ok() && index == 0 && s != nullptr && s->members[member->second]) {
-    bad = Status::FailedPrecondition(fmt::format(
-        "worker {} pushed partition {} twice at clock {}: a switch sums one push of each worker "
-        "per clock",
-        h.sender(), key.first, key.second));
-  }
-  if (bad.ok() && index > 0 && (s == nullptr || !s->members[member->second])) {
-    bad = Status::InvalidArgument(
-        fmt::format("worker {} sent chunk {} of partition {} before its chunk 0", h.sender(), index,
-                    key.first));
-  }
-  if (!bad.ok()) {
+  Stream* open = it == streams_.end() ? nullptr : &it->second;
+  if (Status bad = CheckOrder(h, open, member->second); !bad.ok()) {
     out.refused = bad;
-    if (s != nullptr) out.failed = Fail(key, bad);
+    if (open != nullptr) out.failed = Fail(key, bad);
     return out;
   }
-  if (s == nullptr) {
-    s = &streams_[key];  // numbered once its first chunk is summed
-    s->rank = h.rank();
-    s->shape = h.chunk();
-    s->members.resize(live_.size());
-    s->head.set_partition(key.first);
-    s->head.set_clock(key.second);
-    s->head.set_version(h.version());
-    s->head.set_layer(h.layer());
-    s->touched = now;
-  }
-  if (index == 0) {
-    s->members[member->second] = Waiter{identity, h.request_id(), h.sender(), h.clock()};
-    proto::Contribution& c = *s->head.add_contributions();
-    c.set_worker(h.sender());
-    c.set_incarnation(h.incarnation());
-    c.set_seq(h.seq());
-    c.set_weight(h.weight());
-    s->head.set_weight(s->head.weight() + h.weight());
-    s->head.set_version(std::min(s->head.version(), h.version()));
-    if (h.has_loss()) {
-      s->losses += h.loss();
-      ++s->reported_losses;
-    }
-  }
-  auto pool = pools_.find(key.first);
-  if (pool == pools_.end()) {
-    // A partition smaller than the pool's span needs no more slots or words than it has.
-    auto made = SlotPool::Make(
-        static_cast<int>(std::min<int64_t>(options_.spec.slots(), s->shape.count())),
-        static_cast<int>(std::min<int64_t>(options_.spec.chunk(), s->shape.elements())),
-        static_cast<int>(live_.size()));
-    if (!made.ok()) {
-      out.refused = made.status();
-      out.failed = Fail(key, made.status());
-      return out;
-    }
-    pool = pools_.emplace(key.first, std::move(*made)).first;
-    peak_bytes_ = std::max(peak_bytes_, slot_bytes());
-  }
-  auto r = pool->second.Add({key.first, key.second, index}, member->second, words);
+  Stream& s = Join(key, open, h, identity, member->second, now);
+  const int64_t index = h.chunk().index();
+  auto pool = PoolFor(key.first, s);
+  auto r = pool.ok() ? (*pool)->Add({key.first, key.second, index}, member->second, words)
+                     : StatusOr<SlotPool::Result>(pool.status());
   if (!r.ok() || r->outcome == SlotPool::Outcome::kFull) {
     out.refused =
         r.ok() ? Status::Unavailable(fmt::format(
@@ -156,7 +174,7 @@ SwitchSum::Added SwitchSum::Add(const proto::Header& h, const std::string& ident
     out.failed = Fail(key, out.refused);
     return out;
   }
-  if (r->outcome == SlotPool::Outcome::kComplete) out.sum = Complete(key, *s, index, r->sum, now);
+  if (r->outcome == SlotPool::Outcome::kComplete) out.sum = Complete(key, s, index, r->sum, now);
   return out;
 }
 

@@ -119,6 +119,11 @@ class SwitchSum {
   };
   explicit SwitchSum(Options options) : options_(std::move(options)) {}
   Status CheckShape(const proto::Header& h, const Stream* s) const;
+  Status CheckOrder(const proto::Header& h, const Stream* s, int member) const;
+  Stream& Join(const Key& key, Stream* s, const proto::Header& h, const std::string& identity,
+               int member, double now);
+  StatusOr<SlotPool*> PoolFor(int32_t partition, const Stream& s);
+  void DropIdlePools();
   Failed Fail(Key key, Status why);
   ChunkSum Complete(const Key& key, Stream& s, int64_t index, std::span<const uint32_t> sum,
                     double now);

@@ -76,22 +76,27 @@ ChunkAssembly::Outcome ChunkAssembly::Add(Envelope& env, int64_t length) {
                    {.clip = h.switch_spec().clip(), .bits = h.switch_spec().bits()},
                    o.values.data() + h.chunk().offset());
   if (++o.received < h.chunk().count()) return out;
+  out.whole = Whole(o, env);
+  open_.erase(it);
+  return out;
+}
+
+// The push the chunk sums made: chunk 0's header as a plain sum, the values as its frame.
+Envelope ChunkAssembly::Whole(Open& o, const Envelope& last) {
   Envelope whole;
-  whole.identity = env.identity;
-  whole.peer = env.peer;
+  whole.identity = last.identity;
+  whole.peer = last.peer;
   whole.message.header = std::move(o.head);
   proto::Header& w = whole.message.header;
   w.clear_chunk();
   w.clear_switch_spec();
   w.set_dtype(proto::FLOAT32);
-  w.set_num_elements(length);
+  w.set_num_elements(static_cast<int64_t>(o.values.size()));
   auto* values = new std::vector<float>(std::move(o.values));
   whole.message.payload.emplace_back(
       values->data(), values->size() * sizeof(float),
       [](void*, void* hint) { delete static_cast<std::vector<float>*>(hint); }, values);
-  open_.erase(it);
-  out.whole = std::move(whole);
-  return out;
+  return whole;
 }
 
 void ChunkAssembly::Forget(int32_t node) {

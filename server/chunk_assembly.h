@@ -46,6 +46,7 @@ class ChunkAssembly {
     std::vector<float> values;
   };
   Status Check(const proto::Header& h, const Envelope& env, int64_t length) const;
+  static Envelope Whole(Open& o, const Envelope& last);
   std::map<std::pair<int32_t, int32_t>, Open> open_;  // (aggregator, partition)
 };
 
