@@ -113,20 +113,23 @@ std::string DeviceOf(const Json& w) {
   return d.substr(0, d.find(' '));
 }
 
-// The aggregation tier's aggregators (docs/aggregation-tier.md), when the cluster has any.
+// The aggregation tier's aggregators (docs/aggregation-tier.md), when the cluster has any;
+// SLOTS is what a switch's aggregation slots hold now ("-": it sums whole pushes).
 std::string AggregatorsText(const Json& j) {
   if (!j.contains("aggregators") || j.at("aggregators").empty()) return "";
   std::string out = fmt::format(
-      "\n{:>4} {:>4} {:<6} {:>5} {:>9} {:>9} {:>10} {:>10} {:>9} {:>4}  {}\n", "RANK", "NODE",
-      "STATE", "GROUP", "PUSHES", "SUMS", "IN", "UP", "PULLS", "OPEN", "ADDRESS");
+      "\n{:>4} {:>4} {:<6} {:>5} {:>9} {:>9} {:>10} {:>10} {:>9} {:>4} {:>10}  {}\n", "RANK",
+      "NODE", "STATE", "GROUP", "PUSHES", "SUMS", "IN", "UP", "PULLS", "OPEN", "SLOTS", "ADDRESS");
   for (const Json& a : j.at("aggregators")) {
-    out +=
-        fmt::format("{:>4} {:>4} {:<6} {:>5} {:>9} {:>9} {:>10} {:>10} {:>9} {:>4}  {}\n",
-                    Int<int>(a.at("rank")), Int<int>(a.at("id")), a.at("state").get<std::string>(),
-                    Int<int>(a.at("group")), Int<int64_t>(a.at("pushes")),
-                    Int<int64_t>(a.at("sums")), Bytes(a.at("bytes_in").get<double>()),
-                    Bytes(a.at("bytes_up").get<double>()), Int<int64_t>(a.at("pulls")),
-                    Int<int64_t>(a.at("open_sums")), a.at("address").get<std::string>());
+    const bool sw = a.value("switch_chunk", 0) > 0;
+    out += fmt::format("{:>4} {:>4} {:<6} {:>5} {:>9} {:>9} {:>10} {:>10} {:>9} {:>4} {:>10}  {}\n",
+                       Int<int>(a.at("rank")), Int<int>(a.at("id")),
+                       a.at("state").get<std::string>(), Int<int>(a.at("group")),
+                       Int<int64_t>(a.at("pushes")), Int<int64_t>(a.at("sums")),
+                       Bytes(a.at("bytes_in").get<double>()), Bytes(a.at("bytes_up").get<double>()),
+                       Int<int64_t>(a.at("pulls")), Int<int64_t>(a.at("open_sums")),
+                       sw ? Bytes(a.value("slot_bytes", 0.0)) : std::string("-"),
+                       a.at("address").get<std::string>());
   }
   return out;
 }

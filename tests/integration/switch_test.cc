@@ -115,6 +115,8 @@ TEST(SwitchTest, BspPushesStreamInChunksAndSumExactlyOncePerPartitionAndClock) {
     });
     EXPECT_EQ(Wrong(*clients[0], Expected(Every(4, kClocks))), 0);
     status = AggregatorStatus(cluster, 4 * 3 * kClocks);
+    Ran table = Shell(Bin("hetps") + " status --scheduler=" + cluster.endpoint());
+    EXPECT_NE(table.output.find("SLOTS"), std::string::npos) << table.output;
     for (auto& c : clients) EXPECT_TRUE(c->Finish().ok());
     for (int i = 0; i < 2; ++i) cluster.server(i).WaitExit(std::chrono::seconds(20));
   }
