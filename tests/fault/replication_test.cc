@@ -262,6 +262,34 @@ TEST_P(ReplicationTest, APrimaryWhoseBackupIsLostWhileDrainingServesAgain) {
   }
 }
 
+// The other end of a move crashes: the primaries are frozen (so rank 0's cannot answer DRAINED)
+// while rank 0 is drained, then killed. Each rank fails over to its synced backup as after any
+// failure, the drain ends (handed over or failed with its reason, never hanging), and the sums
+// stay exact: nothing a primary acknowledged is lost, nothing resent is applied twice.
+TEST_P(ReplicationTest, APrimaryKilledWhileDrainingFailsOverToItsBackupExactly) {
+  LocalCluster cluster(Options(GetParam()));
+  Pushers pushers(cluster);
+  pushers.WaitFor(kWorkers * kSteps / 2);
+  std::this_thread::sleep_for(300ms);  // the standbys hold their ranks
+  for (int i : {0, 1}) cluster.server(i).Signal(SIGSTOP);
+  int drain_rc = -1;
+  std::thread drain([&] { drain_rc = cluster.Ctl("drain-server --rank=0"); });
+  std::this_thread::sleep_for(300ms);
+  for (int i : {0, 1}) {
+    cluster.server(i).Signal(SIGKILL);
+    ASSERT_TRUE(cluster.server(i).WaitExit(5s).has_value());
+  }
+  drain.join();
+  std::printf("the drain ended with %d\n", drain_rc);
+  EXPECT_GE(drain_rc, 0);
+  pushers.Finish();
+  for (int i : {2, 3}) {  // the promoted backups served to the end
+    auto st = cluster.server(i).WaitExit(10s);
+    ASSERT_TRUE(st.has_value());
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  }
+}
+
 // A drain the cluster cannot do is refused with its reason and changes nothing: no standby
 // holds the rank, no such rank, a malformed command; the run goes on and ends exact.
 TEST_P(ReplicationTest, ADrainWithoutABackupIsRefusedAndTheRankKeepsServing) {
