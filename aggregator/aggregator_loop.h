@@ -10,6 +10,11 @@
 // With --auth=curve it takes only the keys its workers registered with (a ZAP handler admits
 // worker keys of the allow-list), and dials each server expecting the server's key.
 //
+// With --switch_chunk it works as an emulated switch (aggregator/switch_sum.h,
+// aggregator_switch.cc): its workers stream synchronous pushes as fixed-point chunks, summed in
+// a bounded pool of slots and sent on chunk by chunk; the server assembles them
+// (server/chunk_assembly.h).
+//
 // Compressed pushes are decoded, summed and encoded again with their codec, with the
 // aggregator's own error feedback per partition (no codec of the registry sums in its
 // encoding). Every request is untrusted: a wrong type, sender, size, codec or server rank gets
