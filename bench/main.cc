@@ -482,7 +482,7 @@ int main(int argc, char** argv) {
       "[--tensors 100 --kb 4 --batch_kib 256,0] [--transport tcp,shm,cma] [--io caller,thread]\n"
       "       hetps-bench consistency [--workers 4 --straggler_slowdown 3 --seconds T]\n"
       "       hetps-bench aggregation [--workers 8 --links=netns|none --link_mbps 1000 --mb "
-      "0.9,16 --rounds 8]\n"
+      "0.9,16 --rounds 8 --switch_chunk 16384 --switch_slots 8]\n"
       "       hetps-bench train [--model mlp|cnn --workers W --consistency SPEC "
       "--straggler_slowdown F --straggler SPEC --durability memory,process --repeats N]\n"
       "       hetps-bench codec [--codec SPEC --elements N --device cpu|gpu]\n"
