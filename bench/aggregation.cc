@@ -138,8 +138,7 @@ int RunAggregationBench(const AggregationBenchOptions& o) {
       }
       runs.push_back(*p);
     }
-    const Placement *direct = &runs[0], *local = &runs[1], *sw_direct = &runs[2],
-                    *sw = &runs[3];
+    const Placement *direct = &runs[0], *local = &runs[1], *sw_direct = &runs[2], *sw = &runs[3];
     // Bytes on the server's link: what tc counted (netns), else the requests it served, each a
     // partition's worth (whole-tensor pushes and pulls of equal partitions).
     auto bytes = [&](const Placement& p) {

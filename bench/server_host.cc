@@ -81,7 +81,8 @@ Status ServerHost::AddWorkerHosts(int n) {
         fmt::format("ip link add {} type veth peer name eth0 netns {}", veth, ns),
         fmt::format("ip link set {} master {} up", veth, bridge_),
         fmt::format("ip -n {} addr add 10.204.0.{}/24 dev eth0", ns, 20 + i),
-        fmt::format("ip -n {} link set eth0 up", ns), fmt::format("ip -n {} link set lo up", ns),
+        fmt::format("ip -n {} link set eth0 up", ns),
+        fmt::format("ip -n {} link set lo up", ns),
         fmt::format("tc qdisc add dev {} root tbf rate {} burst 1mbit latency 100ms", veth, rate_),
         fmt::format("ip netns exec {} tc qdisc add dev eth0 root tbf rate {} burst 1mbit latency "
                     "100ms",
