@@ -70,9 +70,15 @@ ChunkAssembly::Outcome ChunkAssembly::Add(Envelope& env, int64_t length) {
     return out;
   }
   Open& o = it->second;
-  std::vector<uint32_t> words(static_cast<size_t>(h.num_elements()));
-  std::memcpy(words.data(), env.message.payload[0].data(), words.size() * 4);
-  DecodeFixedPoint(words.data(), h.num_elements(),
+  const void* frame = env.message.payload[0].data();
+  const uint32_t* words = static_cast<const uint32_t*>(frame);
+  std::vector<uint32_t> aligned;  // a frame whose words are not aligned is read through a copy
+  if (reinterpret_cast<uintptr_t>(frame) % alignof(uint32_t) != 0) {
+    aligned.resize(static_cast<size_t>(h.num_elements()));
+    std::memcpy(aligned.data(), frame, aligned.size() * 4);
+    words = aligned.data();
+  }
+  DecodeFixedPoint(words, h.num_elements(),
                    {.clip = h.switch_spec().clip(), .bits = h.switch_spec().bits()},
                    o.values.data() + h.chunk().offset());
   if (++o.received < h.chunk().count()) return out;
