@@ -60,6 +60,42 @@ Status ParseDrain(const std::vector<std::string>& args, size_t i, CtlArgs& out) 
   return Status();
 }
 
+// move --partitions=P[,P...] --to=RANK, from args[i + 1] on.
+Status ParseMove(const std::vector<std::string>& args, size_t i, CtlArgs& out) {
+  out.command = CtlArgs::Command::kMove;
+  std::vector<int64_t> partitions;
+  const char* usage = "move --partitions=P[,P...] --to=RANK";
+  for (++i; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--to=", 0) == 0) {
+      auto v = NonNegative("--to", a.substr(5));
+      if (!v.ok()) return v.status();
+      out.rank = static_cast<int>(*v);
+    } else if (a.rfind("--partitions=", 0) == 0) {
+      std::string list = a.substr(13);
+      for (size_t start = 0; start <= list.size();) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        auto v = NonNegative("--partitions", list.substr(start, comma - start));
+        if (!v.ok()) return v.status();
+        partitions.push_back(*v);
+        start = comma + 1;
+      }
+    } else {
+      return Status::InvalidArgument(fmt::format("move: unknown argument '{}' ({})", a, usage));
+    }
+  }
+  if (partitions.empty() || out.rank < 0) {
+    return Status::InvalidArgument(fmt::format("move needs --partitions and --to ({})", usage));
+  }
+  for (int64_t p : partitions) {
+    proto::PartitionMove* e = out.move.add_entries();
+    e->set_partition(static_cast<int32_t>(p));
+    e->set_rank(out.rank);
+  }
+  return Status();
+}
+
 }  // namespace
 
 StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
@@ -103,10 +139,15 @@ StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args) {
     if (!timeout_given) out.timeout_ms = 70000;  // the scheduler calls a drain off after 60 s
     return out;
   }
+  if (i < args.size() && args[i] == "move") {
+    if (Status s = ParseMove(args, i, out); !s.ok()) return s;
+    if (!timeout_given) out.timeout_ms = 100000;  // the scheduler calls a move off after 90 s
+    return out;
+  }
   if (i >= args.size() || args[i] != "set") {
     return Status::InvalidArgument(
         "expected: set consistency=SPEC|layer_schedule=SPEC, checkpoint, export --table=NAME "
-        "--out=DIR, or drain-server --rank=N");
+        "--out=DIR, drain-server --rank=N, or move --partitions=P[,P...] --to=RANK");
   }
   for (++i; i < args.size(); ++i) {
     const std::string& kv = args[i];
@@ -172,6 +213,18 @@ StatusOr<std::string> RunCtl(const CtlArgs& args) {
         "server rank {} handed from node {} to node {} (epoch {}) in {:.3f} s", r->rank(),
         r->replica().primary(), r->node(), r->replica().epoch(),
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  if (args.command == CtlArgs::Command::kMove) {
+    h.set_type(proto::MOVE);
+    *h.mutable_move() = args.move;
+    const auto start = std::chrono::steady_clock::now();
+    auto r = CallScheduler(args.scheduler, args.auth, std::move(h), args.timeout_ms);
+    if (!r.ok()) return r.status();
+    return fmt::format(
+        "{} partition(s) moved to server rank {} in {:.3f} s (shard map epoch {})",
+        args.move.entries_size(), args.rank,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+        r->move().epoch());
   }
   h.set_type(proto::SET_POLICY);
   *h.mutable_policy() = args.policy;

@@ -17,6 +17,11 @@
 // replicated cluster, --replicas >= 1, with a standby that holds the rank): the primary stops
 // taking requests, its backups acknowledge every update it took, it is retired (it exits) and
 // the backup serves the rank; the workers resend what waited. Returns once the backup serves.
+//
+// `hetps ctl --scheduler=... move --partitions=P[,P...] --to=RANK`: live re-sharding
+// (docs/resharding.md): the partitions' servers ship them to rank RANK while serving the rest,
+// then the shard map's next epoch places them there and the workers follow it. Returns once the
+// partitions serve from RANK.
 #pragma once
 
 #include <string>
@@ -29,13 +34,14 @@
 namespace hetps {
 
 struct CtlArgs {
-  enum class Command { kSet, kCheckpoint, kExport, kDrain };
+  enum class Command { kSet, kCheckpoint, kExport, kDrain, kMove };
   Command command = Command::kSet;
   std::string scheduler;
   OperatorAuth auth = OperatorAuth::FromEnvironment();
   proto::Policy policy;        // kSet
   proto::TableExport exports;  // kExport: table, dir (absolute), full
-  int rank = -1;               // kDrain
+  int rank = -1;               // kDrain; kMove: the target
+  proto::Move move;            // kMove: the entries
   // kCheckpoint and kExport: 600000 unless given (writing a large model takes time)
   int timeout_ms = 10000;
 };

@@ -89,10 +89,12 @@ const std::vector<CommandUsage>& Commands() {
          "           names its keys (--auth=curve --keys=DIR) or says --insecure.\n"},
         {"ctl",
          "switch the consistency or layer schedule of a running cluster, take a whole-run "
-         "checkpoint, export a sparse table, or hand a server rank to its backup",
+         "checkpoint, export a sparse table, hand a server rank to its backup, or move "
+         "partitions to another server rank",
          "usage: hetps ctl --scheduler=tcp://host:port|--run_dir=RUN [--timeout_ms=T]\n"
          "                 set consistency=SPEC [layer_schedule=SPEC] | checkpoint |\n"
-         "                 export --table=NAME --out=DIR [--full] | drain-server --rank=N\n"
+         "                 export --table=NAME --out=DIR [--full] | drain-server --rank=N |\n"
+         "                 move --partitions=P[,P...] --to=RANK\n"
          "\n"
          "  ctl set  switch the consistency of a running cluster on every server, e.g.\n"
          "           set consistency=ssp:staleness=4 | set consistency=dssp:lower=2,range=8 |\n"
@@ -112,6 +114,10 @@ const std::vector<CommandUsage>& Commands() {
          "           with --replicas and a standby holding the rank): the primary takes no more\n"
          "           requests, its backups acknowledge all it took, it exits, the backup serves\n"
          "           the rank and the workers resend what waited; returns once it serves\n"
+         "  ctl move  live re-sharding (docs/resharding.md): the partitions' servers ship them\n"
+         "           to rank RANK while serving the rest (their requests wait meanwhile), the\n"
+         "           shard map's next epoch places them there and the workers follow it;\n"
+         "           returns once they serve from RANK (hetps status shows partitions per rank)\n"
          "\n"
          "  --run_dir=RUN reaches the cluster a local hetps launch runs in RUN: its scheduler's\n"
          "  endpoint and its keys are there. --auth=curve --keys=DIR [--key=NAME] (default:\n"

@@ -167,6 +167,37 @@ std::vector<int64_t> ShardMap::ServerBytes() const {
   return bytes;
 }
 
+StatusOr<ShardMap> ShardMap::WithMoves(const std::map<int32_t, int32_t>& moves,
+                                       int64_t epoch) const {
+  ShardMap next = *this;
+  for (const auto& [id, rank] : moves) {
+    if (id < 0 || static_cast<size_t>(id) >= partitions_.size()) {
+      return Status::InvalidArgument(
+          fmt::format("no partition {} (the map has {})", id, partitions_.size()));
+    }
+    Partition& p = next.partitions_[id];
+    if (tensors_[p.tensor_id].is_table()) {
+      return Status::InvalidArgument(
+          fmt::format("partition {} is a bucket of table '{}': only dense partitions move", id,
+                      tensors_[p.tensor_id].name));
+    }
+    if (rank < 0 || rank >= num_servers_) {
+      return Status::InvalidArgument(fmt::format("partition {} cannot go to rank {} (ranks 0..{})",
+                                                 id, rank, num_servers_ - 1));
+    }
+    p.server_rank = rank;
+    next.moves_[id] = rank;
+  }
+  // A partition moved back to its rules' rank is no longer listed.
+  auto rules = Build(tensors_, num_servers_, partition_bytes_);
+  for (auto it = next.moves_.begin(); it != next.moves_.end();) {
+    it = rules->partitions_[it->first].server_rank == it->second ? next.moves_.erase(it)
+                                                                 : std::next(it);
+  }
+  next.epoch_ = epoch < 0 ? epoch_ + 1 : epoch;
+  return next;
+}
+
 proto::TensorSpec ToProto(const TensorSpec& spec) {
   proto::TensorSpec p;
   p.set_name(spec.name);
@@ -221,6 +252,12 @@ proto::ShardMap ToProto(const ShardMap& map) {
   }
   p.set_partition_bytes(map.partition_bytes());
   p.set_num_servers(map.num_servers());
+  p.set_epoch(map.epoch());
+  for (const auto& [id, rank] : map.moves()) {
+    proto::PartitionMove* m = p.add_moves();
+    m->set_partition(id);
+    m->set_rank(rank);
+  }
   return p;
 }
 
@@ -232,8 +269,23 @@ StatusOr<ShardMap> ShardMapFromProto(const proto::ShardMap& p) {
     }
     tensors.push_back(FromProto(t));
   }
-  auto map = ShardMap::Build(std::move(tensors), p.num_servers(), p.partition_bytes());
-  if (!map.ok()) return map;
+  auto built = ShardMap::Build(std::move(tensors), p.num_servers(), p.partition_bytes());
+  if (!built.ok()) return built;
+  std::map<int32_t, int32_t> moves;
+  for (const proto::PartitionMove& m : p.moves()) {
+    if (!moves.emplace(m.partition(), m.rank()).second) {
+      return Status::Malformed(fmt::format("shard map moves partition {} twice", m.partition()));
+    }
+  }
+  if (p.epoch() < 0 || (p.epoch() == 0 && !moves.empty())) {
+    return Status::Malformed(
+        fmt::format("shard map epoch {} with {} moves", p.epoch(), moves.size()));
+  }
+  auto map = built->WithMoves(moves, p.epoch());
+  if (!map.ok()) return Status::Malformed(fmt::format("shard map: {}", map.status().message()));
+  if (map->moves().size() != moves.size()) {
+    return Status::Malformed("shard map lists a move to a partition's own rules' rank");
+  }
   if (map->partitions().size() != static_cast<size_t>(p.partitions_size())) {
     return Status::Malformed("shard map partition count differs from its tensors");
   }

@@ -38,6 +38,9 @@ struct Member {
   int32_t follows = -1;  // the primary it said it follows, at follows_epoch
   int64_t follows_epoch = -1;
   int64_t synced_epoch = -1;
+  // Live re-sharding: the shard map epoch this node was last sent (-1: none since this
+  // scheduler started); a live node behind the map's epoch is sent the map again.
+  int64_t map_epoch = -1;
 };
 
 class Membership {

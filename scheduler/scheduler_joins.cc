@@ -33,6 +33,7 @@ Status SchedulerLoop::Authorize(const Envelope& env) {
       if (*role == KeyRole::kServer) return Status();
       [[fallthrough]];
     case proto::EXPORT:
+    case proto::MOVE:
       if (*role == KeyRole::kOperator) return Status();
       return Status::PermissionDenied(fmt::format("{} needs an operator key; this is a {} key",
                                                   proto::MsgType_Name(h.type()),

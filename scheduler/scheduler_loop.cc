@@ -273,6 +273,7 @@ void SchedulerLoop::Serve() {
     }
     for (int32_t id : members_.ExpireSilent(Clock::now(), timeout)) OnDead(id);
     ExpireDrains();
+    ExpireMove();
     outbox_.Flush();
     if (Now() - last_observed_ >= 0.2) Observe();
     SendJoins();
@@ -320,6 +321,7 @@ void SchedulerLoop::Handle(Envelope& env) {
                             map_ ? &*map_ : nullptr, Now());
   }
   if (h.type() == proto::DRAIN) return StartDrain(env);  // likewise
+  if (h.type() == proto::MOVE) return StartMove(env);    // likewise
   if (h.type() == proto::STATUS) {  // likewise; as of the last Observe(), at most 200 ms ago
     proto::Header r = ReplyTo(h, proto::STATUS, kSchedulerId);
     SetFigures();
@@ -345,6 +347,7 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
   const bool worker = m->info.role() == proto::WORKER;
   switch (h.type()) {
     case proto::HEARTBEAT:
+      ResendMap(*m);
       if (worker && h.has_worker_report()) {
         stats_.OnWorkerReport(m->info.id(), h.worker_report(), Now());
         layers_.OnWorkerReport(m->info.id(), h.worker_report());
@@ -380,6 +383,9 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
       return;
     case proto::DRAINED:
       if (!worker) OnDrained(*m, h);
+      return;
+    case proto::MOVED:
+      if (!worker) OnMoved(*m, h);
       return;
     case proto::POLICY_ACK:
       return OnPolicyAnswer(*m, h);
@@ -421,6 +427,9 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
       break;
     case proto::ERROR:
       if (policy_changes_.contains(h.request_id())) return OnPolicyAnswer(*m, h);
+      if (move_ && move_->sources.contains(m->info.id()) && h.request_id() == move_->id) {
+        return OnMoved(*m, h);
+      }
       if (h.has_table_export()) return exports_.OnAnswer(m->info.id(), h, Now());
       if (h.has_cut()) {
         checkpoints_.OnAnswer(m->info.id(), h, Now());

@@ -180,6 +180,15 @@ class SchedulerLoop {
   void Resume(const Member& primary);
   void FinishDrain(int32_t rank, const Status& s, const Member* serving = nullptr);
   void ExpireDrains();
+  // Live re-sharding (hetps ctl move; scheduler_moves.cc): an operator's MOVE (what is refused:
+  // CheckMove) goes to each source rank's server; every MOVED in, the map's next epoch is saved
+  // and broadcast; a refusal, a death or the deadline calls it off (EndMove).
+  Status CheckMove(const proto::Move& move) const;
+  void StartMove(const Envelope& env);
+  void OnMoved(const Member& source, const proto::Header& h);
+  void EndMove(const Status& s);
+  void ExpireMove();
+  void ResendMap(Member& m);
   proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
   // NODE_DEAD / NODE_LEFT: a message of `type` about node `id`.
   static proto::Header AboutNode(proto::MsgType type, int32_t id) {
@@ -242,6 +251,16 @@ class SchedulerLoop {
     double since = 0;
   };
   std::map<int32_t, Drain> drains_;  // by rank
+  struct PendingMove {
+    uint64_t id = 0;
+    Arrival requester;                            // the operator
+    std::map<int32_t, int32_t> entries;           // partition -> rank
+    std::set<int32_t> sources;                    // server nodes yet to say MOVED
+    std::set<std::pair<int32_t, int32_t>> nodes;  // (source, target) node ids
+    double since = 0;
+  };
+  std::optional<PendingMove> move_;
+  uint64_t next_move_ = 1;
   struct Joining {
     std::string identity;
     proto::NodeInfo info;

@@ -438,8 +438,12 @@ int64_t BucketCap(const ShardMap& map, const Partition& p, int server_rank) {
 
 PartitionStore::PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,
                                const Initializer& initializer, const AlgorithmSpec* aggregation)
-    : by_id_(map.partitions().size()) {
-  const AlgorithmSpec spec = aggregation ? *aggregation : *Aggregators().Parse("sum");
+    : optimizer_(optimizer),
+      aggregation_(aggregation ? *aggregation : *Aggregators().Parse("sum")),
+      size_(map.partitions().size()),
+      by_id_(map.partitions().size()),
+      ptrs_(new std::atomic<PartitionState*>[map.partitions().size()]) {
+  for (size_t i = 0; i < size_; ++i) ptrs_[i].store(nullptr, std::memory_order_relaxed);
   std::vector<const Partition*> local;
   int64_t floats = 0;
   for (const Partition& p : map.partitions()) {
@@ -478,11 +482,43 @@ PartitionStore::PartitionStore(const ShardMap& map, int server_rank, const Optim
           std::make_unique<TableBucket>(tensor, BucketCap(map, p, server_rank), optimizer));
       built[i]->MarkInitialized();
     }
-    built[i]->set_aggregator(Aggregators().EntryFor(spec.name()).make(spec, optimizer));
-    bytes_ += p.length * static_cast<int64_t>(sizeof(float));
-    ++count_;
+    built[i]->set_aggregator(
+        Aggregators().EntryFor(aggregation_.name()).make(aggregation_, optimizer));
     by_id_[p.id] = std::move(built[i]);
+    Publish(by_id_[p.id].get());
   }
+}
+
+std::unique_ptr<PartitionState> PartitionStore::New(const Partition& p) const {
+  auto part = std::make_unique<PartitionState>(p, optimizer_.num_slots());
+  part->set_aggregator(Aggregators().EntryFor(aggregation_.name()).make(aggregation_, optimizer_));
+  return part;
+}
+
+StatusOr<PartitionState*> PartitionStore::Make(const Partition& p) {
+  if (p.id < 0 || static_cast<size_t>(p.id) >= size_) {
+    return Status::NotFound(fmt::format("no partition {}", p.id));
+  }
+  if (by_id_[p.id]) {
+    return Status::FailedPrecondition(fmt::format("partition {} is held here already", p.id));
+  }
+  by_id_[p.id] = New(p);
+  return by_id_[p.id].get();
+}
+
+void PartitionStore::Publish(PartitionState* part) {
+  bytes_ += part->info().length * static_cast<int64_t>(sizeof(float));
+  ++count_;
+  ptrs_[part->info().id].store(part, std::memory_order_release);
+}
+
+std::unique_ptr<PartitionState> PartitionStore::Release(int32_t id) {
+  if (id < 0 || static_cast<size_t>(id) >= size_ || !by_id_[id]) return nullptr;
+  if (ptrs_[id].exchange(nullptr, std::memory_order_acq_rel) != nullptr) {
+    bytes_ -= by_id_[id]->info().length * static_cast<int64_t>(sizeof(float));
+    --count_;
+  }
+  return std::move(by_id_[id]);
 }
 
 }  // namespace hetps

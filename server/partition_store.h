@@ -5,6 +5,7 @@
 // thread, so pushes and pulls of different partitions never share a lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -137,21 +138,37 @@ class PartitionStore {
  public:
   // Holds every partition that `map` places on `server_rank`; seeded rules fill them now.
   // Each partition gets its own aggregator, made from `aggregation` (a parsed spec; none:
-  // sum). REQUIRES: `optimizer` outlives the store.
+  // sum). REQUIRES: `optimizer` and `initializer` outlive the store.
   PartitionStore(const ShardMap& map, int server_rank, const Optimizer& optimizer,
                  const Initializer& initializer, const AlgorithmSpec* aggregation = nullptr);
 
-  // nullptr when partition `id` is not held here (or does not exist).
+  // nullptr when partition `id` is not held here (or does not exist). Any thread.
   PartitionState* Find(int32_t id) {
-    return id >= 0 && static_cast<size_t>(id) < by_id_.size() ? by_id_[id].get() : nullptr;
+    return id >= 0 && static_cast<size_t>(id) < size_ ? ptrs_[id].load(std::memory_order_acquire)
+                                                      : nullptr;
   }
-  int64_t num_partitions() const { return count_; }
-  int64_t bytes() const { return bytes_; }
+  int64_t num_partitions() const { return count_.load(std::memory_order_relaxed); }
+  int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+
+  // Live re-sharding (docs/resharding.md), on the network thread. A fresh partition `p` (not
+  // held, dense) to fill with a moved-in state; Find() does not return it until it is published
+  // (Publish, any thread: its owner, once the state is in).
+  StatusOr<PartitionState*> Make(const Partition& p);
+  void Publish(PartitionState* part);
+  // Stops holding partition `id`: Find() returns nullptr from now on; the state itself is given
+  // to the caller, to be destroyed once its owner is done with it. Null if not held.
+  std::unique_ptr<PartitionState> Release(int32_t id);
 
  private:
-  std::vector<std::unique_ptr<PartitionState>> by_id_;
-  int64_t count_ = 0;
-  int64_t bytes_ = 0;
+  std::unique_ptr<PartitionState> New(const Partition& p) const;
+
+  const Optimizer& optimizer_;
+  AlgorithmSpec aggregation_;
+  size_t size_ = 0;
+  std::vector<std::unique_ptr<PartitionState>> by_id_;  // network thread
+  std::unique_ptr<std::atomic<PartitionState*>[]> ptrs_;
+  std::atomic<int64_t> count_{0};
+  std::atomic<int64_t> bytes_{0};
 };
 
 }  // namespace hetps

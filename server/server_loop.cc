@@ -124,6 +124,7 @@ Status ServerLoop::Run() {
     Poll();
     MaybeReportSynced();
     MaybeFinishDrain();
+    ProgressMove();
     if (replicator_->fenced()) fatal_ = Status::Aborted(replicator_->fenced_reason());
     ProgressCut();
     MaybeCheckpoint();
@@ -143,10 +144,11 @@ Status ServerLoop::Run() {
 }
 
 void ServerLoop::Poll() {
-  zmq::pollitem_t items[] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
-                             {apply_threads_->replies().handle(), 0, ZMQ_POLLIN, 0},
-                             {link_->socket().handle(), 0, ZMQ_POLLIN, 0}};
-  zmq::poll(items, 3, std::chrono::milliseconds(100));
+  std::vector<zmq::pollitem_t> items = {{router_->handle(), 0, ZMQ_POLLIN, 0},
+                                        {apply_threads_->replies().handle(), 0, ZMQ_POLLIN, 0},
+                                        {link_->socket().handle(), 0, ZMQ_POLLIN, 0}};
+  if (move_out_) move_out_->mover->AddPollItems(items);  // the targets' acknowledgements
+  zmq::poll(items, move_out_ ? std::chrono::milliseconds(5) : std::chrono::milliseconds(100));
   link_->MaybeHeartbeat();
   if (map_ && !drain_) gate_->Tick();  // deadlines (semi_async rounds)
   // Replies first: they free memory and unblock workers.
@@ -175,6 +177,8 @@ void ServerLoop::Poll() {
     if (env->status.ok() && link_->SchedulerRestarted(env->message.header)) {
       ReportReplica();
       OnResume();
+      // A move it had not heard of as done is forgotten; one it has, its map settles.
+      if (move_out_ && !move_out_->said) EndMove(Status::Aborted("the scheduler restarted"));
     }
     if (env->status.ok()) HandleControl(*env);
   }
@@ -207,6 +211,7 @@ void ServerLoop::HandleControl(Envelope& env) {
   const proto::Header& h = env.message.header;
   switch (h.type()) {
     case proto::SHARD_MAP: {
+      if (map_) return OnMapUpdate(h.shard_map());  // a later epoch (live re-sharding)
       Status s = InstallShardMap(h.shard_map());
       proto::Header ack =
           s.ok() ? ReplyTo(h, proto::SHARD_MAP_ACK, link_->id()) : ErrorReply(h, s, link_->id());
@@ -287,6 +292,8 @@ void ServerLoop::HandleControl(Envelope& env) {
       return OnPromote(h);
     case proto::DRAIN:
       return OnDrain(h);
+    case proto::MOVE:
+      return OnMove(h);
     case proto::RESUME:
       if (stop_seen_) shutdown_ = true;  // stopping anyway: the rank stays here
       return OnResume();
@@ -381,6 +388,12 @@ Status ServerLoop::InstallShardMap(const proto::ShardMap& proto_map) {
     if (p.server_rank != link_->rank()) continue;
     auto& slot = state_.layers[map_->tensors()[p.tensor_id].layer];
     if (!slot) slot = std::make_unique<ServingState::LayerCounters>();
+  }
+  // A partition that moves in later finds its layer's counters (the keys are fixed now).
+  for (const TensorSpec& t : map_->tensors()) {
+    if (!t.is_table() && !state_.layers.contains(t.layer)) {
+      state_.layers[t.layer] = std::make_unique<ServingState::LayerCounters>();
+    }
   }
   state_.owned.assign(1 + options_.threads, {});
   for (const Partition& p : map_->partitions()) {

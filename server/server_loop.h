@@ -5,6 +5,7 @@
 //   server_transports.cc  the co-located transports (shared memory, cross memory attach)
 //   server_durability.cc  the data dir: restore, checkpoints, whole-run cuts
 //   server_replication.cc --replicas: a primary's backups, a backup's records, promotion
+//   server_moves.cc       live re-sharding: partitions moved out and in, a new map's epoch
 #pragma once
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -41,6 +43,7 @@
 #include "server/cut_file.h"
 #include "server/durable_store.h"
 #include "server/fault_point.h"
+#include "server/mover.h"
 #include "server/replicator.h"
 #include "server/server.h"
 #include "server/serving.h"
@@ -119,6 +122,27 @@ class ServerLoop {
   // it (a Compose scale-down, a Kubernetes pod deleted) pauses nothing; bounded by 5 s, and a
   // refusal stops it at once.
   bool Stopping();
+  // Live re-sharding (server_moves.cc, docs/resharding.md): the scheduler's MOVE (what is
+  // refused: CheckMove), each turn's progress (MOVED once every target holds its partitions),
+  // the move's end without a new map (serve again), a new map (release what moved away), a
+  // target's MOVE_STATE and its adoption on the owning thread, requests of moving partitions
+  // (deferred) and of partitions that left (answered with the epoch), and under bsp an update
+  // that reached a moved-in partition after its round closed here (applied at once).
+  Status CheckMove(const proto::Move& move) const;
+  void OnMove(const proto::Header& h);
+  void ProgressMove();
+  void EndMove(const Status& s);
+  void OnMapUpdate(const proto::ShardMap& proto_map);
+  void Drop(int32_t id, int64_t epoch);
+  void OnMoveState(Envelope& env);
+  void Adopt(PartitionState* part, std::shared_ptr<proto::PartitionCheckpoint> state,
+             const std::string& identity, const proto::Header& h);
+  bool DeferMoving(Envelope& env);
+  bool AnswerMoved(const Envelope& env);
+  int32_t LateFor(const DataRequest& request) const;
+  void LateRound(int32_t id, int owner);
+  // Where partitions are now: the newest map (map_ as installed, or a later epoch's).
+  const ShardMap& Placement() const { return placement_ ? *placement_ : *map_; }
   void Serve(DataRequest&& request);  // on the partition's owning thread
   void ApplyRound(const RoundSpec& round);
   int Owner(const Partition& p) const {
@@ -200,6 +224,18 @@ class ServerLoop {
     bool said = false;  // DRAINED sent
   };
   std::optional<Draining> drain_;
+  struct MoveOut {
+    proto::Header request;          // the scheduler's MOVE
+    std::set<int32_t> partitions;   // being moved
+    std::deque<Envelope> deferred;  // their requests, in arrival order
+    std::unique_ptr<Mover> mover;
+    bool said = false;  // MOVED sent
+    std::chrono::steady_clock::time_point since;
+  };
+  std::optional<MoveOut> move_out_;
+  std::optional<ShardMap> placement_;                // a map newer than map_ (live re-sharding)
+  std::unordered_map<int32_t, int64_t> moved_away_;  // partition -> the epoch that moved it
+  std::unordered_set<int32_t> moved_in_;             // partitions that arrived by a move
   bool stop_seen_ = false;  // Stopping(): the hand-over was asked for (or not needed)
   std::chrono::steady_clock::time_point stop_by_;
   // While a batch is served: its worker and the answers collected for it.

@@ -111,7 +111,7 @@ Status ServerLoop::CheckRequest(const Envelope& env) const {
     return id < 0 || static_cast<size_t>(id) >= map_->partitions().size()
                ? Status::NotFound(fmt::format("no partition {}", id))
                : Status::NotFound(fmt::format("partition {} lives on server rank {}", id,
-                                              map_->partitions()[id].server_rank));
+                                              Placement().partitions()[id].server_rank));
   }
   return Status();
 }
@@ -145,6 +145,8 @@ void ServerLoop::Reject(const Envelope& env, const Status& s) {
 void ServerLoop::HandleWorker(Envelope& env) {
   const proto::Header& h = env.message.header;
   if (h.type() == proto::REPLICATE) return OnReplicate(env);
+  if (h.type() == proto::MOVE_STATE) return OnMoveState(env);
+  if (AnswerMoved(env)) return;
   if (env.status.ok() && h.type() == proto::SHM_ATTACH) return AttachShm(env);
   if (env.status.ok() && h.type() == proto::CMA_ATTACH) return AttachCma(env);
   if (env.status.ok() && h.type() == proto::CMA_REVOKE) return RevokeCma(env);
@@ -177,6 +179,7 @@ void ServerLoop::HandleWorker(Envelope& env) {
     drain_->deferred.push_back(std::move(env));  // handing the rank over: unanswered for now
     return;
   }
+  if (DeferMoving(env)) return;  // its partition is on its way to another rank
   if (h.type() == proto::CLOCK_SYNC) return gate_->Observe(h);
   if (cut_ && !cut_->job && h.clock() >= cut_->cut.clock()) {
     cut_->deferred.push_back(std::move(env));  // after the checkpoint's clock: waits for it
@@ -234,12 +237,17 @@ void ServerLoop::SendAnswers() {
 
 void ServerLoop::Serve(DataRequest&& request) {
   const int owner = Owner(map_->partitions()[request.message.header.partition()]);
-  if (owner > 0) return apply_threads_->Hand(owner - 1, std::move(request));
-  // Small partitions belong to this thread: a hand-over would cost more than the work.
-  ServeData(state_, request, scratch_, [&](DataReply&& r) {
-    Answer(request.identity, std::move(r.header), std::move(r.payload));
-  });
-  FaultPoint("update.replied");
+  const int32_t late = moved_in_.empty() ? -1 : LateFor(request);
+  if (owner > 0) {
+    apply_threads_->Hand(owner - 1, std::move(request));
+  } else {
+    // Small partitions belong to this thread: a hand-over would cost more than the work.
+    ServeData(state_, request, scratch_, [&](DataReply&& r) {
+      Answer(request.identity, std::move(r.header), std::move(r.payload));
+    });
+    FaultPoint("update.replied");
+  }
+  if (late >= 0) LateRound(late, owner);  // after the update (FIFO per owner)
 }
 
 // Every owner applies the round; FIFO hand-over puts this after every push that arrived

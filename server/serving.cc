@@ -157,24 +157,29 @@ int64_t LogBytesBeforeCheckpoint(int64_t partition_bytes) {
 }
 
 void CompleteRound(const ServingState& shared, int owner, const RoundSpec& round) {
+  for (int32_t id : shared.owned[owner]) {
+    PartitionState* part = shared.store->Find(id);
+    if (part == nullptr) continue;  // moved away (server_moves.cc); leaves this list next
+    ApplyRoundTo(shared, *part, round);
+  }
+}
+
+void ApplyRoundTo(const ServingState& shared, PartitionState& part, const RoundSpec& round) {
   proto::LogRecord record;
   record.set_kind(proto::LogRecord::ROUND);
   *record.mutable_round() = RoundToProto(round);
-  for (int32_t id : shared.owned[owner]) {
-    PartitionState* part = shared.store->Find(id);
-    if (Status s = Log(shared, *part, record); !s.ok()) {
-      // The round is applied all the same (its pushes were acknowledged); only a checkpoint
-      // can make it durable now.
-      spdlog::error("{}", s.ToString());
-    }
-    ApplyRecord(shared, *part, record, nullptr, nullptr);
+  if (Status s = Log(shared, part, record); !s.ok()) {
+    // The round is applied all the same (its pushes were acknowledged); only a checkpoint
+    // can make it durable now.
+    spdlog::error("{}", s.ToString());
   }
+  ApplyRecord(shared, part, record, nullptr, nullptr);
 }
 
 void CheckpointOwned(const ServingState& shared, int owner) {
   if (shared.durable == nullptr) return;
   for (int32_t id : shared.owned[owner]) {
-    if (!shared.durable->dirty(id)) continue;
+    if (!shared.durable->dirty(id) || shared.store->Find(id) == nullptr) continue;
     if (Status s = shared.durable->Checkpoint(id, *shared.store->Find(id)); !s.ok()) {
       spdlog::error("{}", s.ToString());
     }

@@ -83,6 +83,8 @@ DataReply ServeData(const ServingState& state, DataRequest& request, std::vector
 // Applies a closed round to the partitions `owner` serves; the flush round of a policy switch
 // (everyone, every clock: RoundSpec::Flush()) also applies every partially filled window.
 void CompleteRound(const ServingState& state, int owner, const RoundSpec& round);
+// The same for one partition (a partition moved in with updates held for rounds closed here).
+void ApplyRoundTo(const ServingState& state, PartitionState& part, const RoundSpec& round);
 
 // Durability. How many bytes of updates a partition of `partition_bytes` logs before serving
 // folds its log into a checkpoint: 16 copies of it while that is at most 16 MiB, else 4.

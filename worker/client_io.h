@@ -18,6 +18,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -312,6 +313,14 @@ class ClientIo {
   void OnServerDead(int rank);
   void OnServerBack(const proto::Header& h);
   void ExpireRecoveries();
+  // A pending request made ready to go again (its number kept; the caller's buffer lent again).
+  Outgoing Reissue(Pending& p);
+  // Live re-sharding (client_io_moves.cc): a data request goes to the rank the newest map
+  // places its partition on; a new epoch's map from the scheduler; a request its old rank
+  // answered "moved" goes again once this client holds that epoch's map.
+  void Route(Outgoing& o) const;
+  void OnShardMap(const proto::ShardMap& update);
+  void OnMovedReply(Pending& p, int64_t epoch);
   // Dials `server` (expecting its announced key with auth.curve).
   Status Connect(const proto::NodeInfo& server);
   // Co-located transports (worker/transport.h): for every server on this host, the first of
@@ -377,6 +386,11 @@ class ClientIo {
   std::unordered_map<int, std::chrono::steady_clock::time_point> recovering_;  // rank -> deadline
   const std::atomic<int64_t>* clock_ = nullptr;  // the worker's clock (Start's heartbeat_clock)
   std::unordered_map<int, std::vector<Outgoing>> parked_;  // rank -> requests while it is down
+  // Live re-sharding: each partition's rank in the newest map (empty: the map the client
+  // declared against, before any move), its epoch, and requests waiting for a newer epoch.
+  std::vector<int32_t> routes_;
+  int64_t map_epoch_ = 0;
+  std::map<int64_t, std::vector<Outgoing>> moved_;
   // Per server rank: bytes of pending requests, and what waits for room under the window.
   std::vector<int64_t> in_flight_;
   std::vector<std::deque<Outgoing>> waiting_;

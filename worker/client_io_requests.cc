@@ -124,6 +124,7 @@ void ClientIo::Dispatch(Outgoing& o) {
     FailOutgoing(o, *closed_);
     return;
   }
+  Route(o);  // to the rank the newest shard map places its partition on
   if (o.target >= 0 && dead_servers_.contains(o.target)) {
     FailOutgoing(o, Status::Unavailable(fmt::format("server rank {} is dead", o.target)));
     return;
@@ -184,8 +185,9 @@ void ClientIo::Transmit(Outgoing& o, int64_t window_bytes) {
     p.tier_rank = o.header.rank();
     ++tier_pending_[p.tier_rank];
   }
-  if (o.target == kToScheduler || p.tier_rank >= 0 ||
-      (o.target >= 0 && options_.server_recovery_timeout_ms > 0)) {
+  // Kept to send it again: to a restarted server, past the aggregator, or to a partition's new
+  // rank (live re-sharding, which any cluster may do).
+  if (o.target == kToScheduler || p.tier_rank >= 0 || o.target >= 0) {
     p.header = o.header;
     p.src = o.src;
     p.src_bytes = o.src_bytes;
@@ -283,6 +285,11 @@ void ClientIo::OnReply(Envelope& env, int from) {
   if (!s.ok()) {
     spdlog::warn("{}", s.ToString());
     Finish(h.request_id(), p, s, nullptr, /*answered=*/true);
+    ReleaseWaiting(from);
+    return;
+  }
+  if (h.type() == proto::ERROR && h.moved_epoch() > 0 && p.header) {
+    OnMovedReply(p, h.moved_epoch());  // its partition serves from another rank now
     ReleaseWaiting(from);
     return;
   }

@@ -105,23 +105,9 @@ void ClientIo::OnTierAnswer(Pending& p, const Status& s) {
 }
 
 void ClientIo::TierFailed(Pending& p) {
-  Outgoing o;
+  Outgoing o = Reissue(p);
   o.target = p.tier_rank;
-  o.header = *p.header;
   o.header.clear_rank();
-  o.op = p.op;
-  o.dst = p.dst;
-  o.dst_len = p.dst_len;
-  o.src = p.src;
-  o.src_bytes = p.src_bytes;
-  o.encoded = p.encoded;
-  if (p.encoded) {
-    o.payload.push_back(SharedFrame(p.encoded));
-  } else if (p.src != nullptr) {
-    p.op->Expect();  // the caller's buffer is lent once more
-    o.payload.emplace_back(const_cast<float*>(p.src), p.src_bytes, ReleaseCallerBuffer,
-                           new OpPtr(p.op));
-  }
   tier_failed_[p.tier_rank].emplace_back(o.header.request_id(), std::move(o));
 }
 

@@ -244,6 +244,9 @@ void ClientIo::OnControl(Envelope& env) {
     case proto::SERVER_BACK:
       OnServerBack(h);
       return;
+    case proto::SHARD_MAP:
+      if (h.request_id() == 0) return OnShardMap(h.shard_map());  // a new epoch, broadcast
+      break;
     case proto::HEARTBEAT:
       if (h.has_layer_schedule()) report_.SetLayerSchedule(h.layer_schedule());
       return;

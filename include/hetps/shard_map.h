@@ -13,6 +13,9 @@
 //    num_servers buckets, bucket b on server b mod num_servers, and key k in bucket
 //    TableBucketOf(k, buckets) (a 64-bit mix of the key, so any key set spreads evenly). Each
 //    bucket is a partition of length 0: its rows live in the server's table store.
+//  - live re-sharding (docs/resharding.md) moves dense partitions to other ranks: the map then
+//    lists each partition that is not on its rules' rank (moves()) and counts the placement
+//    changes so far (epoch()); everything else is still the rules'.
 //
 // Thread-safety: immutable after construction; safe to share.
 //
@@ -20,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -108,6 +112,12 @@ class ShardMap {
   }
   // Bytes placed on each server (a table's buckets count 0: their rows come and go).
   std::vector<int64_t> ServerBytes() const;
+  // Placement changes applied so far, and the partitions not on their rules' rank (id -> rank).
+  int64_t epoch() const { return epoch_; }
+  const std::map<int32_t, int32_t>& moves() const { return moves_; }
+  // This map with partitions placed on other ranks (id -> rank) at `epoch` (negative: the next
+  // one). Only dense partitions move (a table's buckets stay); every rank must be the map's.
+  StatusOr<ShardMap> WithMoves(const std::map<int32_t, int32_t>& moves, int64_t epoch = -1) const;
   // The partition that holds key `key` of table `tensor_id`. REQUIRES: that tensor is a table.
   int32_t TablePartition(int32_t tensor_id, uint64_t key) const {
     const std::vector<int32_t>& buckets = by_tensor_[tensor_id];
@@ -124,6 +134,8 @@ class ShardMap {
   std::unordered_map<std::string, int32_t> tensor_ids_;
   int num_servers_ = 0;
   int64_t partition_bytes_ = kDefaultPartitionBytes;
+  int64_t epoch_ = 0;
+  std::map<int32_t, int32_t> moves_;
 };
 
 }  // namespace hetps

@@ -57,6 +57,29 @@ TEST(CtlTest, ParsesADrainOfARank) {
   }
 }
 
+TEST(CtlTest, ParsesAMoveOfPartitions) {
+  auto a = ParseCtlArgs({"--scheduler=tcp://h:7", "move", "--partitions=4,0,12", "--to=1"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->command, CtlArgs::Command::kMove);
+  EXPECT_EQ(a->rank, 1);
+  ASSERT_EQ(a->move.entries_size(), 3);
+  EXPECT_EQ(a->move.entries(0).partition(), 4);
+  EXPECT_EQ(a->move.entries(2).partition(), 12);
+  EXPECT_EQ(a->move.entries(2).rank(), 1);
+  EXPECT_EQ(a->timeout_ms, 100000);  // beyond the scheduler's 90 s bound on a move
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"move"},
+                                              {"move", "--to=1"},
+                                              {"move", "--partitions=1"},
+                                              {"move", "--partitions=1,,2", "--to=1"},
+                                              {"move", "--partitions=-1", "--to=1"},
+                                              {"move", "--partitions=1", "--to=x"},
+                                              {"move", "--partitions=1", "--to=1", "--now"}}) {
+    std::vector<std::string> args = {"--scheduler=tcp://h:7"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    EXPECT_FALSE(ParseCtlArgs(args).ok()) << bad.back();
+  }
+}
+
 TEST(CtlTest, RefusesWhatItCannotSend) {
   EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--table=t"}).ok());
   EXPECT_FALSE(ParseCtlArgs({"--scheduler=tcp://h:7", "export", "--out=/x"}).ok());

@@ -94,6 +94,50 @@ TEST(ShardMapTest, ProtoRoundTripAndTamperDetection) {
   EXPECT_EQ(ShardMapFromProto(p).status().code(), StatusCode::kMalformed);
 }
 
+// Live re-sharding: a map with moved partitions round-trips, lists only what is off its rules'
+// rank, and a node refuses a placement it could not have computed (a move of a table's bucket,
+// to a rank that does not exist, listed twice, or at epoch 0).
+TEST(ShardMapTest, MovedPartitionsRoundTripAndBadMovesAreRefused) {
+  auto map = ShardMap::Build(
+      {{"w", {1000}, 0}, {"b", {10}, 1}, {"t", {8}, 0, TableOptions{.dim = 8}}}, 2, 1024);
+  ASSERT_TRUE(map.ok());
+  const int32_t w0 = map->PartitionsOf(map->TensorId("w"))[0];
+  const int32_t rank = map->partitions()[w0].server_rank;
+  auto moved = map->WithMoves({{w0, 1 - rank}});
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->epoch(), 1);
+  EXPECT_EQ(moved->partitions()[w0].server_rank, 1 - rank);
+  EXPECT_EQ(moved->moves(), (std::map<int32_t, int32_t>{{w0, 1 - rank}}));
+  auto back = ShardMapFromProto(ToProto(*moved));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(SameMessage(ToProto(*back), ToProto(*moved)));
+  // Moved home again: no longer listed, one epoch later.
+  auto home = moved->WithMoves({{w0, rank}});
+  ASSERT_TRUE(home.ok());
+  EXPECT_EQ(home->epoch(), 2);
+  EXPECT_TRUE(home->moves().empty());
+
+  const int32_t bucket = map->PartitionsOf(map->TensorId("t"))[0];
+  EXPECT_FALSE(map->WithMoves({{bucket, 1}}).ok());
+  EXPECT_FALSE(map->WithMoves({{w0, 2}}).ok());
+  EXPECT_FALSE(map->WithMoves({{9999, 0}}).ok());
+  auto tamper = [&](auto edit) {
+    proto::ShardMap p = ToProto(*moved);
+    edit(p);
+    return ShardMapFromProto(p).status().code();
+  };
+  EXPECT_EQ(tamper([](proto::ShardMap& p) { p.set_epoch(0); }), StatusCode::kMalformed);
+  EXPECT_EQ(tamper([](proto::ShardMap& p) { *p.add_moves() = p.moves(0); }),
+            StatusCode::kMalformed);
+  EXPECT_EQ(tamper([](proto::ShardMap& p) { p.mutable_moves(0)->set_rank(7); }),
+            StatusCode::kMalformed);
+  EXPECT_EQ(tamper([&](proto::ShardMap& p) { p.mutable_moves(0)->set_rank(rank); }),
+            StatusCode::kMalformed);
+  EXPECT_EQ(tamper([&](proto::ShardMap& p) { p.mutable_partitions(w0)->set_server_rank(rank); }),
+            StatusCode::kMalformed);
+  EXPECT_EQ(tamper([&](proto::ShardMap& p) { p.clear_moves(); }), StatusCode::kMalformed);
+}
+
 // "The same model" is decided on the values, not on serialized bytes, which are not canonical:
 // a shard map read back with a field this build does not know (written by a newer one), and
 // metrics whose map entries were inserted in another order, are the same messages.

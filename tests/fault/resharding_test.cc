@@ -1,0 +1,151 @@
+// Live re-sharding (hetps ctl move, docs/resharding.md) with exact sums. Two workers push ones
+// (SGD, lr 1, from zeros: every element of a tensor ends at minus the pushes applied to it) and
+// clock, under asp and under bsp, while an operator moves partitions between the two server
+// ranks and back: "big" (1.2 MB, served by an apply thread) and "small" (served by the network
+// thread). At the end every tensor holds exactly the sum of all acknowledged pushes, each
+// counted once, and the servers hold the partitions where the last move put them. A move whose
+// target freezes is called off, and its partition serves from its source again, exactly.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/fault/exact_sums.h"
+#include "tests/integration/local_cluster.h"
+
+namespace hetps::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int kWorkers = 2;
+constexpr int kSteps = 40;                     // clocks per worker
+constexpr int kTotal = kWorkers * kSteps * 2;  // acknowledged pushes of a whole run
+// Partition ids (tensors in name order, one partition each) and the ranks the rules give them
+// (the largest first on the emptiest rank).
+constexpr int kBig = 0, kSmall = 1;
+
+ClusterOptions Options(const std::string& consistency) {
+  return {.servers = 2,
+          .workers = kWorkers,
+          .scheduler_flags = {"--heartbeat_timeout_ms=800"},
+          .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1", "--heartbeat_interval_ms=100",
+                           "--consistency=" + consistency}};
+}
+
+std::string Move(int partition, int rank) {
+  return "move --partitions=" + std::to_string(partition) + " --to=" + std::to_string(rank);
+}
+
+// Per server rank, the partitions its live server reports holding (after `want` holds for
+// every rank, or 5 s).
+std::map<int, int64_t> Held(LocalCluster& cluster, const std::map<int, int64_t>& want) {
+  std::map<int, int64_t> held;
+  for (int tries = 0; tries < 50; ++tries) {
+    Ran status = Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint());
+    auto j = nlohmann::json::parse(status.output, nullptr, false);
+    held.clear();
+    if (j.is_object() && j["servers"].is_array()) {
+      for (const auto& s : j["servers"]) {
+        if (s["state"] == "alive") held[s["rank"].get<int>()] = s["partitions"].get<int64_t>();
+      }
+    }
+    if (held == want) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  return held;
+}
+
+class ReshardingTest : public ::testing::TestWithParam<std::string> {};
+
+// Each partition moves to the other rank and back while both workers push; refused moves
+// change nothing.
+TEST_P(ReshardingTest, PartitionsMovedWhilePushesFlowKeepExactSums) {
+  LocalCluster cluster(Options(GetParam()));
+  auto clients = cluster.ConnectClients(kWorkers);
+  LocalCluster::RunEach(kWorkers,
+                        [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(kOnesTensors).ok()); });
+  std::atomic<int> acked{0};
+  std::atomic<bool> failed{false};
+  std::thread pushers([&] {
+    LocalCluster::RunEach(kWorkers,
+                          [&](int i) { PushOnes(*clients[i], i, kSteps, acked, failed); });
+  });
+  auto wait_for = [&](int n) {
+    while (acked.load() < n && !failed.load()) std::this_thread::sleep_for(2ms);
+  };
+  // Refused: a rank that does not exist, a partition that does not, one already there.
+  EXPECT_NE(cluster.Ctl(Move(kBig, 2)), 0);
+  EXPECT_NE(cluster.Ctl(Move(7, 1)), 0);
+  EXPECT_NE(cluster.Ctl(Move(kBig, 0)), 0);
+  wait_for(kTotal / 5);
+  ASSERT_EQ(cluster.Ctl(Move(kBig, 1)), 0);
+  EXPECT_NE(cluster.Ctl(Move(kBig, 1)), 0) << "the map did not place it on rank 1";
+  EXPECT_EQ(Held(cluster, {{0, 0}, {1, 2}}), (std::map<int, int64_t>{{0, 0}, {1, 2}}));
+  wait_for(2 * kTotal / 5);
+  ASSERT_EQ(cluster.Ctl(Move(kSmall, 0)), 0);
+  EXPECT_EQ(Held(cluster, {{0, 1}, {1, 1}}), (std::map<int, int64_t>{{0, 1}, {1, 1}}));
+  wait_for(3 * kTotal / 5);
+  ASSERT_EQ(cluster.Ctl(Move(kBig, 0)), 0);
+  ASSERT_EQ(cluster.Ctl(Move(kSmall, 1)), 0);
+  EXPECT_EQ(Held(cluster, {{0, 1}, {1, 1}}), (std::map<int, int64_t>{{0, 1}, {1, 1}}));
+  std::printf("moved four times; %d of %d pushes acknowledged meanwhile\n", acked.load(), kTotal);
+  pushers.join();
+  ASSERT_FALSE(failed.load());
+  ASSERT_EQ(acked.load(), kTotal);
+  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Barrier().ok()); });
+  ExpectOnesSums(*clients[0], kWorkers * kSteps);
+  ExpectOnesSums(*clients[1], kWorkers * kSteps);
+  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Consistency, ReshardingTest, ::testing::Values("asp", "bsp"));
+
+// The process serving server rank `rank`, by the pid the status reports.
+int ServerOfRank(LocalCluster& cluster, int rank) {
+  Ran status = Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint());
+  auto j = nlohmann::json::parse(status.output, nullptr, false);
+  if (!j.is_object() || !j["servers"].is_array()) return -1;
+  for (const auto& s : j["servers"]) {
+    if (s["rank"].get<int>() != rank) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (cluster.server(i).pid() == s["pid"].get<int>()) return i;
+    }
+  }
+  return -1;
+}
+
+// The target freezes (SIGSTOP) while the partition is on its way: the scheduler declares it
+// dead, calls the move off, and the source serves the partition again with every update.
+TEST(ReshardingCallOffTest, AMoveWhoseTargetFreezesIsCalledOffAndTheSourceServesAgain) {
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = 1,
+       .scheduler_flags = {"--heartbeat_timeout_ms=800"},
+       .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1", "--heartbeat_interval_ms=100"}});
+  auto clients = cluster.ConnectClients(1);
+  Client& c = *clients[0];
+  ASSERT_TRUE(c.DeclareTensors(kOnesTensors).ok());
+  std::vector<float> ones(300000, 1.0f), w(300000);
+  ASSERT_TRUE(c.Push("big", ones.data(), 300000).Wait().ok());
+  const int target = ServerOfRank(cluster, 1);
+  ASSERT_GE(target, 0);
+  cluster.server(target).Signal(SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_NE(cluster.Ctl(Move(kBig, 1)), 0);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("the move was called off after %.2f s\n", waited);
+  EXPECT_LT(waited, 10.0);
+  // Served from rank 0 again, with the update it took before the move.
+  ASSERT_TRUE(c.Push("big", ones.data(), 300000).Wait().ok());
+  ASSERT_TRUE(c.Pull("big", w.data(), 300000).Wait().ok());
+  EXPECT_EQ(w[0], -2.0f);
+  EXPECT_EQ(w[299999], -2.0f);
+  cluster.server(target).Signal(SIGKILL);
+}
+
+}  // namespace
+}  // namespace hetps::testing
