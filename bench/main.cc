@@ -21,6 +21,7 @@
 #include "bench/optimizer.h"
 #include "bench/pushpull.h"
 #include "bench/recovery.h"
+#include "bench/reshard.h"
 #include "bench/sparse.h"
 #include "bench/train.h"
 #include "common/int_list.h"
@@ -276,6 +277,15 @@ int Move() {
   return hetps::bench::RunMoveBench({sizes->begin(), sizes->end()});
 }
 
+int Reshard() {
+  auto sizes = hetps::ParsePositiveList(FLAGS_mb, 4096);
+  if (!sizes.ok()) {
+    std::fprintf(stderr, "--mb: %s\n", sizes.status().message().c_str());
+    return 2;
+  }
+  return hetps::bench::RunReshardBench({sizes->begin(), sizes->end()});
+}
+
 int Failover() {
   hetps::bench::FailoverBenchOptions o;
   auto sizes = hetps::ParsePositiveList(FLAGS_mb, 4096);
@@ -492,6 +502,7 @@ int main(int argc, char** argv) {
       "       hetps-bench recovery [--model_mib 256,1024]\n"
       "       hetps-bench failover [--mb 16 --seconds 3]\n"
       "       hetps-bench move [--mb 1024]\n"
+      "       hetps-bench reshard [--mb 1024]\n"
       "       hetps-bench capacity [--capacity_mib 4096 --servers 4 --rounds 3]\n"
       "       hetps-bench sparse [--servers 1 --workers 1 --dim 16,64 --keys_per_op 4096 --ids "
       "100000000 "
@@ -522,6 +533,7 @@ int main(int argc, char** argv) {
   if (command == "recovery") return Recovery();
   if (command == "failover") return Failover();
   if (command == "move") return Move();
+  if (command == "reshard") return Reshard();
   if (command == "capacity") return Capacity();
   if (command == "flood") return Flood();
   if (command == "sparse") return Sparse();

@@ -209,10 +209,16 @@ StatusOr<std::string> RunCtl(const CtlArgs& args) {
     const auto start = std::chrono::steady_clock::now();
     auto r = CallScheduler(args.scheduler, args.auth, std::move(h), args.timeout_ms);
     if (!r.ok()) return r.status();
-    return fmt::format(
-        "server rank {} handed from node {} to node {} (epoch {}) in {:.3f} s", r->rank(),
-        r->replica().primary(), r->node(), r->replica().epoch(),
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r->node() < 0) {  // no backup: its partitions moved to the other ranks
+      return fmt::format(
+          "server rank {} drained: its partitions serve from the other ranks and it is retired "
+          "(shard map epoch {}) after {:.3f} s",
+          r->rank(), r->move().epoch(), seconds);
+    }
+    return fmt::format("server rank {} handed from node {} to node {} (epoch {}) in {:.3f} s",
+                       r->rank(), r->replica().primary(), r->node(), r->replica().epoch(), seconds);
   }
   if (args.command == CtlArgs::Command::kMove) {
     h.set_type(proto::MOVE);

@@ -90,7 +90,9 @@ Status LocalCluster::Start() {
   scheduler_ = *scheduler;
   scheduler_argv_ = argv;
   if (Status s = AwaitScheduler(); !s.ok()) return s;
-  auto server_argv = [&](int i, bool standby) {
+  // Reads only members (options_, endpoint_): StartServer calls it later.
+  auto server_argv = [this](int i, bool standby) {
+    const LocalClusterOptions& o = options_;
     std::vector<std::string> a = Words(WithIndex(o.server_exec, i));
     a.insert(a.end(), {o.bin_dir + "/hetps-server", "--scheduler=" + endpoint_,
                        "--bind=" + WithIndex(o.server_bind, i)});
@@ -108,6 +110,7 @@ Status LocalCluster::Start() {
   };
   // Standbys started later (StartStandby) take the first standby's flags.
   standby_argv_ = server_argv(o.servers, /*standby=*/true);
+  primary_argv_ = [server_argv](int i) { return server_argv(i, /*standby=*/false); };
   for (int i = 0; i < o.servers + o.standbys; ++i) {
     argv = server_argv(i, i >= o.servers);
     auto server = StartPlaced("server", i, argv);
@@ -137,6 +140,17 @@ StatusOr<ChildProcess*> LocalCluster::StartStandby() {
   (*server)->index = index;
   servers_.push_back(*server);
   server_argv_.push_back(standby_argv_);
+  return server;
+}
+
+StatusOr<ChildProcess*> LocalCluster::StartServer() {
+  const int index = static_cast<int>(servers_.size());
+  std::vector<std::string> argv = primary_argv_(index);
+  auto server = StartPlaced("server", index, argv);
+  if (!server.ok()) return server.status();
+  (*server)->index = index;
+  servers_.push_back(*server);
+  server_argv_.push_back(argv);
   return server;
 }
 

@@ -75,6 +75,9 @@ class LocalCluster {
   // scheduler needs --replicas), e.g. to back a rank up again after its backup took over, or
   // to add one to a running cluster; it is the last of servers().
   StatusOr<ChildProcess*> StartStandby();
+  // Starts one more server with the servers' flags (its index in them), e.g. to grow a cluster
+  // whose scheduler has --max_servers; it is the last of servers().
+  StatusOr<ChildProcess*> StartServer();
   // Starts server `index` again, with the flags it first had (it must have exited).
   StatusOr<ChildProcess*> RestartServer(int index);
   // Starts a hetps-worker joining this cluster, labelled "worker <index>"; with `output_file`,
@@ -110,6 +113,7 @@ class LocalCluster {
   std::vector<std::string> scheduler_argv_;  // as given to StartPlaced
   std::vector<std::vector<std::string>> server_argv_;
   std::vector<std::string> standby_argv_;
+  std::function<std::vector<std::string>(int)> primary_argv_;  // server i's, not a standby
   struct Started {
     std::vector<std::string> argv;
     std::string output_file;

@@ -92,6 +92,7 @@ StatusOr<ShardMap> ShardMap::Build(std::vector<TensorSpec> tensors, int num_serv
   ShardMap map;
   map.tensors_ = std::move(tensors);
   map.num_servers_ = num_servers;
+  map.base_servers_ = num_servers;
   map.partition_bytes_ = partition_bytes;
   const int64_t max_elems = partition_bytes / static_cast<int64_t>(sizeof(float));
   for (size_t t = 0; t < map.tensors_.size(); ++t) {
@@ -181,20 +182,47 @@ StatusOr<ShardMap> ShardMap::WithMoves(const std::map<int32_t, int32_t>& moves,
           fmt::format("partition {} is a bucket of table '{}': only dense partitions move", id,
                       tensors_[p.tensor_id].name));
     }
-    if (rank < 0 || rank >= num_servers_) {
-      return Status::InvalidArgument(fmt::format("partition {} cannot go to rank {} (ranks 0..{})",
-                                                 id, rank, num_servers_ - 1));
+    if (!serving(rank)) {
+      return Status::InvalidArgument(
+          fmt::format("partition {} cannot go to rank {} (ranks 0..{}{})", id, rank,
+                      num_servers_ - 1, retired_.empty() ? "" : ", some retired"));
     }
     p.server_rank = rank;
     next.moves_[id] = rank;
   }
   // A partition moved back to its rules' rank is no longer listed.
-  auto rules = Build(tensors_, num_servers_, partition_bytes_);
+  auto rules = Build(tensors_, base_servers_, partition_bytes_);
   for (auto it = next.moves_.begin(); it != next.moves_.end();) {
     it = rules->partitions_[it->first].server_rank == it->second ? next.moves_.erase(it)
                                                                  : std::next(it);
   }
   next.epoch_ = epoch < 0 ? epoch_ + 1 : epoch;
+  return next;
+}
+
+StatusOr<ShardMap> ShardMap::WithRanks(int num_servers, const std::set<int32_t>& retired) const {
+  if (num_servers < num_servers_) {
+    return Status::InvalidArgument(
+        fmt::format("a map of {} ranks cannot shrink to {}", num_servers_, num_servers));
+  }
+  std::vector<int64_t> held(num_servers, 0);
+  for (const Partition& p : partitions_) ++held[p.server_rank];
+  for (int32_t r : retired) {
+    if (r < 0 || r >= num_servers) {
+      return Status::InvalidArgument(fmt::format("no rank {} to retire", r));
+    }
+    if (held[r] > 0) {
+      return Status::FailedPrecondition(
+          fmt::format("rank {} still holds {} partition(s)", r, held[r]));
+    }
+  }
+  if (static_cast<int>(retired.size()) >= num_servers) {
+    return Status::FailedPrecondition("every rank would be retired");
+  }
+  ShardMap next = *this;
+  next.num_servers_ = num_servers;
+  next.retired_ = retired;
+  next.epoch_ = epoch_ + 1;
   return next;
 }
 
@@ -253,6 +281,8 @@ proto::ShardMap ToProto(const ShardMap& map) {
   p.set_partition_bytes(map.partition_bytes());
   p.set_num_servers(map.num_servers());
   p.set_epoch(map.epoch());
+  if (map.base_servers() != map.num_servers()) p.set_base_servers(map.base_servers());
+  for (int32_t r : map.retired()) p.add_retired(r);
   for (const auto& [id, rank] : map.moves()) {
     proto::PartitionMove* m = p.add_moves();
     m->set_partition(id);
@@ -269,8 +299,28 @@ StatusOr<ShardMap> ShardMapFromProto(const proto::ShardMap& p) {
     }
     tensors.push_back(FromProto(t));
   }
-  auto built = ShardMap::Build(std::move(tensors), p.num_servers(), p.partition_bytes());
+  const int base = p.base_servers() > 0 ? p.base_servers() : p.num_servers();
+  if (base > p.num_servers()) {
+    return Status::Malformed(
+        fmt::format("shard map of {} ranks built over {}", p.num_servers(), base));
+  }
+  auto built = ShardMap::Build(std::move(tensors), base, p.partition_bytes());
   if (!built.ok()) return built;
+  if (base != p.num_servers() || p.retired_size() > 0) {
+    const std::set<int32_t> retired(p.retired().begin(), p.retired().end());
+    if (retired.size() != static_cast<size_t>(p.retired_size())) {
+      return Status::Malformed("shard map retires a rank twice");
+    }
+    // Moves come next: the retired ranks are checked against the final placement below.
+    built->num_servers_ = p.num_servers();
+    built->retired_ = retired;
+    for (int32_t r : retired) {
+      if (r < 0 || r >= p.num_servers()) {
+        return Status::Malformed(
+            fmt::format("shard map retires rank {} of {}", r, p.num_servers()));
+      }
+    }
+  }
   std::map<int32_t, int32_t> moves;
   for (const proto::PartitionMove& m : p.moves()) {
     if (!moves.emplace(m.partition(), m.rank()).second) {
@@ -285,6 +335,12 @@ StatusOr<ShardMap> ShardMapFromProto(const proto::ShardMap& p) {
   if (!map.ok()) return Status::Malformed(fmt::format("shard map: {}", map.status().message()));
   if (map->moves().size() != moves.size()) {
     return Status::Malformed("shard map lists a move to a partition's own rules' rank");
+  }
+  for (const Partition& part : map->partitions()) {
+    if (map->retired().contains(part.server_rank)) {
+      return Status::Malformed(fmt::format("shard map places partition {} on retired rank {}",
+                                           part.id, part.server_rank));
+    }
   }
   if (map->partitions().size() != static_cast<size_t>(p.partitions_size())) {
     return Status::Malformed("shard map partition count differs from its tensors");

@@ -36,6 +36,11 @@ DEFINE_int32(replicas, 0,
              "backups per server rank: standby servers (hetps-server --standby) that hold a copy "
              "of the rank's partitions and take over at once when its primary dies (0: none; "
              "docs/replication.md)");
+DEFINE_int32(max_servers, 0,
+             "server ranks the cluster may grow to while it trains: a server that joins once "
+             "every rank is served becomes a new rank and partitions move to it, and "
+             "hetps ctl drain-server (or stopping a server) moves a rank's partitions off and "
+             "retires it (0: --num_servers, fixed; docs/resharding.md)");
 DEFINE_string(data_dir, "",
               "keep the cluster's membership, shard map and policy here (RocksDB); restarted on "
               "it, the scheduler resumes the same cluster and no node stops");
@@ -156,6 +161,7 @@ int main(int argc, char** argv) {
   o.partition_bytes = FLAGS_partition_bytes;
   o.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   o.replicas = FLAGS_replicas;
+  o.max_servers = FLAGS_max_servers;
   o.http_port = FLAGS_http_port;
   o.http_host = FLAGS_http_host;
   o.dashboard_dir = FLAGS_dashboard_dir;

@@ -51,6 +51,14 @@ StatusOr<const Member*> Membership::Register(const std::string& identity,
         fmt::format("server rank {} is still held by a live server; retry once it is declared dead",
                     request.rank()));
   }
+  if (role == proto::SERVER && complete() && count >= expected && max_servers_ > num_servers_ &&
+      (!request.has_rank() || request.rank() >= num_servers_)) {
+    Member& m = Add(identity, request, num_servers_, now);
+    server_ranks_.insert(num_servers_++);
+    ++servers_;
+    m.new_rank = true;
+    return static_cast<const Member*>(&m);
+  }
   if (count >= expected) {
     return Status::FailedPrecondition(
         fmt::format("the cluster already has its {} {}", expected, plural));
@@ -259,6 +267,8 @@ Status Membership::Restore(const std::vector<proto::SchedulerMember>& records, S
       const bool server = m.info.role() == proto::SERVER;
       (server ? servers_ : workers_)++;
       (server ? server_ranks_ : worker_ranks_).insert(m.info.rank());
+      // A rank the cluster grew to (docs/resharding.md) counts as one it has.
+      if (server) num_servers_ = std::max(num_servers_, m.info.rank() + 1);
     }
     by_identity_.emplace(m.identity, members_.size());
     members_.push_back(std::move(m));
@@ -299,6 +309,7 @@ proto::ClusterView Membership::View(bool alive_only) const {
   view.set_num_servers(num_servers_);
   view.set_num_workers(num_workers_);
   view.set_max_workers(max_workers_);
+  view.set_max_servers(max_servers_);
   return view;
 }
 

@@ -41,6 +41,7 @@ struct Member {
   // Live re-sharding: the shard map epoch this node was last sent (-1: none since this
   // scheduler started); a live node behind the map's epoch is sent the map again.
   int64_t map_epoch = -1;
+  bool new_rank = false;  // a server that grew the cluster, until its rank is announced
 };
 
 class Membership {
@@ -62,6 +63,14 @@ class Membership {
                                    SteadyTime now);
   // Backups per server rank the cluster takes (--replicas; 0: none).
   void set_replicas(int replicas) { replicas_ = replicas; }
+  // Elastic ranks (docs/resharding.md): once the cluster is complete, a server that asks for no
+  // rank (or a rank past the last) while every rank is served becomes a new rank, up to
+  // `max_servers` (0: fixed). num_servers() counts the ranks so far.
+  void set_max_servers(int max_servers) { max_servers_ = max_servers; }
+  int num_servers() const { return num_servers_; }
+  // Whether `m` joined as a rank past the ones the cluster formed with, not yet announced.
+  bool NewRank(const Member& m) const { return m.new_rank; }
+  void Announced(Member& m) { m.new_rank = false; }
   int replicas() const { return replicas_; }
   // The live primary of server rank `rank` (nullptr: none), and its live backups.
   const Member* Primary(int32_t rank) const;
@@ -122,6 +131,7 @@ class Membership {
 
   int num_servers_, num_workers_, max_workers_;
   int replicas_ = 0;
+  int max_servers_ = 0;
   int num_aggregators_ = 0;
   int servers_ = 0, workers_ = 0, aggregators_ = 0;
   std::set<int32_t> server_ranks_, worker_ranks_;

@@ -24,6 +24,13 @@ Status ValidateSchedulerOptions(const SchedulerOptions& o) {
     return Status::InvalidArgument(
         fmt::format("replicas must be in [0, 3] (backups per server rank), got {}", o.replicas));
   }
+  if (o.max_servers != 0 &&
+      (o.max_servers < o.num_servers || o.replicas > 0 || o.num_aggregators > 0)) {
+    return Status::InvalidArgument(fmt::format(
+        "max_servers must be 0 or at least num_servers ({}), without replicas or aggregators "
+        "(docs/resharding.md), got {}",
+        o.num_servers, o.max_servers));
+  }
   if (o.max_connections_per_address < 0) {
     return Status::InvalidArgument(
         fmt::format("max_connections_per_address must be >= 0 (0: no limit), got {}",

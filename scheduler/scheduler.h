@@ -48,6 +48,8 @@ struct SchedulerOptions {
   // Backups per server rank (docs/replication.md): standby servers that hold a copy of the
   // rank's partitions and take over when its primary dies (0: none).
   int replicas = 0;
+  // Server ranks the cluster may grow to while it trains (docs/resharding.md; 0: num_servers).
+  int max_servers = 0;
   // HTTP status (scheduler/http_status.h): -1 off, 0 any free port.
   int http_port = -1;
   std::string http_host = "127.0.0.1";

@@ -24,12 +24,8 @@ void SchedulerLoop::StartDrain(const Envelope& env) {
     spdlog::warn("drain of server rank {} refused: {}", rank, s.message());
     Reply(env.identity, ErrorReply(h, s, kSchedulerId));
   };
-  if (members_.replicas() == 0) {
-    return refuse(Status::FailedPrecondition(
-        "the cluster keeps no backups (--replicas=0): a rank is handed only to a backup that "
-        "holds it"));
-  }
   if (!map_) return refuse(Status::Unavailable("the cluster has not started (no shard map yet)"));
+  if (members_.replicas() == 0) return DrainByMoves(env);
   // A registered node may hand over only the rank it serves (a stopping primary does).
   const Member* self = members_.ByIdentity(env.identity);
   if (self != nullptr) {
@@ -38,9 +34,9 @@ void SchedulerLoop::StartDrain(const Envelope& env) {
       return refuse(Status::PermissionDenied("a node may drain only the rank it serves"));
     }
   }
-  if (rank < 0 || rank >= options_.num_servers) {
+  if (rank < 0 || rank >= map_->num_servers()) {
     return refuse(Status::InvalidArgument(
-        fmt::format("no server rank {} (ranks 0..{})", rank, options_.num_servers - 1)));
+        fmt::format("no server rank {} (ranks 0..{})", rank, map_->num_servers() - 1)));
   }
   if (drains_.contains(rank)) {
     return refuse(Status::FailedPrecondition(fmt::format("rank {} is being drained", rank)));
@@ -76,6 +72,33 @@ void SchedulerLoop::StartDrain(const Envelope& env) {
 // The primary holds nothing its backups lack and takes no requests: a synced backup is
 // promoted, and the primary is retired once it serves (RetireDrained). If no backup is left
 // (it died meanwhile), the primary serves again.
+// Without backups (--replicas=0) an elastic cluster (--max_servers) drains a rank by moving its
+// partitions to the other ranks (docs/resharding.md) and retiring it.
+void SchedulerLoop::DrainByMoves(const Envelope& env) {
+  const proto::Header& h = env.message.header;
+  const int32_t rank = h.rank();
+  auto refuse = [&](const Status& s) {
+    spdlog::warn("drain of server rank {} refused: {}", rank, s.message());
+    Reply(env.identity, ErrorReply(h, s, kSchedulerId));
+  };
+  if (options_.max_servers == 0) {
+    return refuse(Status::FailedPrecondition(
+        "the cluster keeps no backups (--replicas=0) and its ranks are fixed (--max_servers=0): "
+        "a rank is handed only to a backup that holds it"));
+  }
+  const Member* self = members_.ByIdentity(env.identity);
+  if (self != nullptr && (self->info.role() != proto::SERVER || self->info.rank() != rank)) {
+    return refuse(Status::PermissionDenied("a node may drain only the rank it serves"));
+  }
+  if (!map_->serving(rank) || members_.Primary(rank) == nullptr) {
+    return refuse(Status::InvalidArgument(fmt::format("server rank {} serves nothing", rank)));
+  }
+  if (Status s = CheckMovable(); !s.ok()) return refuse(s);
+  auto moves = DrainMoves(rank);
+  if (!moves.ok()) return refuse(moves.status());
+  BeginMove(*moves, {-1, h.request_id(), env.identity}, rank);
+}
+
 void SchedulerLoop::OnDrained(Member& primary, const proto::Header& h) {
   const int32_t rank = primary.info.rank();
   auto d = drains_.find(rank);

@@ -121,6 +121,7 @@ void SchedulerLoop::HandleRegister(const Envelope& env) {
                proto::Role_Name(info.role()), info.rank(), info.host(), info.pid(),
                info.address().empty() ? "" : " at " + info.address());
   if ((*m)->info.standby()) return AdmitStandby(env, **m);
+  if (members_.NewRank(**m)) return AdmitNewRank(env, *members_.ById((*m)->info.id()));
   if (members_.TookOver(**m)) return AdmitRestartedServer(env, **m);
   if (members_.JoinedLate(**m)) return AdmitLateWorker(**m);
   if (!members_.complete()) return;
@@ -141,12 +142,24 @@ void SchedulerLoop::AdmitRestartedServer(const Envelope& env, const Member& m) {
   stats_.OnServerRestarted(m.info.id(), m.replaces);
   Reply(env.identity, ViewMessage(proto::CLUSTER_VIEW, /*alive_only=*/true));
   if (!map_) return AnnounceServerBack(m);
+  // A server back on the data dir of a rank that was drained and retired (a pod of a scaled-down
+  // StatefulSet scaled up again): the rank serves again and partitions move to it, as to a new
+  // one (AnnounceNewRank once it installed the map).
+  const bool retired = map_->retired().contains(m.info.rank());
+  if (retired) {
+    std::set<int32_t> left = map_->retired();
+    left.erase(m.info.rank());
+    map_ = *map_->WithRanks(map_->num_servers(), left);  // it holds nothing: always valid
+    Save();
+    spdlog::info("server rank {} serves again (it was retired)", m.info.rank());
+  }
   proto::Header h;
   h.set_type(proto::SHARD_MAP);
   h.set_sender(kSchedulerId);
   *h.mutable_shard_map() = ToProto(*map_);
-  restoring_.insert(m.info.id());
+  (retired ? growing_ : restoring_).insert(m.info.id());
   Reply(env.identity, h);
+  if (retired) members_.ById(m.info.id())->map_epoch = map_->epoch();
 }
 
 void SchedulerLoop::AnnounceServerBack(const Member& m) {

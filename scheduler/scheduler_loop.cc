@@ -373,6 +373,7 @@ void SchedulerLoop::HandleMember(const Envelope& env, Member& member) {
       m->has_map = true;
       SendBackups(m->info.rank());
       if (restoring_.erase(m->info.id()) > 0) return AnnounceServerBack(*m);
+      if (growing_.erase(m->info.id()) > 0) return AnnounceNewRank(*m);
       pending_acks_.erase(m->info.id());
       return Progress();
     case proto::BACKUPS:

@@ -63,6 +63,7 @@ class SchedulerLoop {
         joins_(options.join_rate, options.join_burst),
         router_(ctx_, zmq::socket_type::router) {
     members_.set_replicas(options.replicas);
+    members_.set_max_servers(options.max_servers);
     stats_.SetLayerPlanner(&layers_);
     if (options.fed.virtual_time) vclock_.emplace();
   }
@@ -171,6 +172,7 @@ class SchedulerLoop {
   // rank goes to its primary, whose DRAINED (every update on the backups) retires it and
   // promotes a synced backup; the operator hears once the backup serves, or why not.
   void StartDrain(const Envelope& env);
+  void DrainByMoves(const Envelope& env);
   void OnDrained(Member& primary, const proto::Header& h);
   // The promoted backup serves: the drained primary is retired (it exits), the operator told.
   void RetireDrained(const Member& serving);
@@ -183,12 +185,25 @@ class SchedulerLoop {
   // Live re-sharding (hetps ctl move; scheduler_moves.cc): an operator's MOVE (what is refused:
   // CheckMove) goes to each source rank's server; every MOVED in, the map's next epoch is saved
   // and broadcast; a refusal, a death or the deadline calls it off (EndMove).
+  Status CheckMovable() const;
   Status CheckMove(const proto::Move& move) const;
   void StartMove(const Envelope& env);
   void OnMoved(const Member& source, const proto::Header& h);
   void EndMove(const Status& s);
   void ExpireMove();
   void ResendMap(Member& m);
+  struct PendingMove;
+  void BeginMove(const std::map<int32_t, int32_t>& entries, const Arrival& requester,
+                 int32_t retire = -1);
+  // Elastic ranks (--max_servers; scheduler_moves.cc): a drain moves a rank's partitions off
+  // (DrainMoves) and retires it (RetireRank); a server that joins past the ranks gets the grown
+  // map (AdmitNewRank), then everyone does and partitions move to it (AnnounceNewRank,
+  // RebalanceMoves).
+  void RetireRank(const PendingMove& done);
+  StatusOr<std::map<int32_t, int32_t>> DrainMoves(int32_t rank) const;
+  std::map<int32_t, int32_t> RebalanceMoves(int32_t rank) const;
+  void AdmitNewRank(const Envelope& env, Member& m);
+  void AnnounceNewRank(Member& m);
   proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
   // NODE_DEAD / NODE_LEFT: a message of `type` about node `id`.
   static proto::Header AboutNode(proto::MsgType type, int32_t id) {
@@ -253,7 +268,8 @@ class SchedulerLoop {
   std::map<int32_t, Drain> drains_;  // by rank
   struct PendingMove {
     uint64_t id = 0;
-    Arrival requester;                            // the operator
+    Arrival requester;                            // the operator (no identity: nobody)
+    int32_t retire = -1;                          // a drained rank, retired once moved off
     std::map<int32_t, int32_t> entries;           // partition -> rank
     std::set<int32_t> sources;                    // server nodes yet to say MOVED
     std::set<std::pair<int32_t, int32_t>> nodes;  // (source, target) node ids
@@ -261,6 +277,7 @@ class SchedulerLoop {
   };
   std::optional<PendingMove> move_;
   uint64_t next_move_ = 1;
+  std::set<int32_t> growing_;  // servers of new ranks installing the grown map
   struct Joining {
     std::string identity;
     proto::NodeInfo info;

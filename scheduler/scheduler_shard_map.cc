@@ -76,7 +76,8 @@ Status SchedulerLoop::CheckAgainstMap(const proto::Header& declare) const {
 void SchedulerLoop::BuildShardMap(const std::vector<Arrival>& waiting) {
   std::vector<TensorSpec> tensors;
   for (const auto& [name, t] : declared_) tensors.push_back(t);
-  auto map = ShardMap::Build(std::move(tensors), options_.num_servers, options_.partition_bytes);
+  // Over every rank so far: servers may have joined past --num_servers (--max_servers).
+  auto map = ShardMap::Build(std::move(tensors), members_.num_servers(), options_.partition_bytes);
   if (!map.ok()) {
     spdlog::error("cannot build the shard map: {}", map.status().ToString());
     for (const Arrival& a : waiting) {
@@ -108,7 +109,7 @@ void SchedulerLoop::BuildShardMap(const std::vector<Arrival>& waiting) {
   waiting_for_map_ = waiting;
   std::vector<int64_t> bytes = map_->ServerBytes();
   spdlog::info("shard map: {} tensors, {} partitions over {} servers ({:.1f}..{:.1f} MiB each)",
-               map_->tensors().size(), map_->partitions().size(), options_.num_servers,
+               map_->tensors().size(), map_->partitions().size(), map_->num_servers(),
                *std::min_element(bytes.begin(), bytes.end()) / 1048576.0,
                *std::max_element(bytes.begin(), bytes.end()) / 1048576.0);
   proto::Header h;

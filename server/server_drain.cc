@@ -52,14 +52,21 @@ bool ServerLoop::Stopping() {
   if (!stop_.load()) return false;
   if (stop_seen_) return std::chrono::steady_clock::now() > stop_by_;
   stop_seen_ = true;
-  if (standby_ || !map_ || !replicator_->active() || replicator_->fenced() || drain_) return true;
+  if (standby_ || !map_ || replicator_->fenced() || drain_) return true;
+  // Without backups, another rank may take this one's partitions (an elastic cluster: the
+  // scheduler refuses otherwise, and this server stops at once).
+  int serving = 0;
+  for (int32_t r = 0; r < Placement().num_servers(); ++r) serving += Placement().serving(r);
+  const bool hand_over = replicator_->active();
+  if (!hand_over && (serving < 2 || link_->view().proto().max_servers() == 0)) return true;
   proto::Header h;
   h.set_type(proto::DRAIN);
   h.set_sender(link_->id());
   h.set_rank(link_->rank());
   link_->Send(h);
-  stop_by_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  spdlog::warn("asked to stop: handing rank {} to its backup first", link_->rank());
+  stop_by_ = std::chrono::steady_clock::now() + std::chrono::seconds(hand_over ? 5 : 30);
+  spdlog::warn("asked to stop: {} rank {} first",
+               hand_over ? "handing to its backup" : "moving the partitions of", link_->rank());
   return false;
 }
 

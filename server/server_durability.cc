@@ -32,6 +32,22 @@ Status ServerLoop::OpenDataDir() {
   return Status();
 }
 
+namespace {
+
+// Whether two shard maps cut the same tensors into the same partitions, wherever they place
+// them (live re-sharding moves partitions between a data dir's claim and a restart).
+bool SameModel(const proto::ShardMap& a, const proto::ShardMap& b) {
+  auto layout = [](proto::ShardMap m) {
+    m.clear_epoch();
+    m.clear_moves();
+    for (proto::PartitionInfo& p : *m.mutable_partitions()) p.clear_server_rank();
+    return m;
+  };
+  return SameMessage(layout(a), layout(b));
+}
+
+}  // namespace
+
 // Brings every partition back from the data dir, or claims a new one for this cluster.
 Status ServerLoop::RestoreShards() {
   if (!durable_) return Status();
@@ -48,7 +64,7 @@ Status ServerLoop::RestoreShards() {
         fmt::format("data dir {} belongs to server rank {}, but this server joined as rank {}", dir,
                     meta.server_rank(), link_->rank()));
   }
-  if (!SameMessage(meta.shard_map(), ToProto(*map_))) {
+  if (!SameModel(meta.shard_map(), ToProto(*map_))) {
     return Status::FailedPrecondition(fmt::format(
         "data dir {} holds another model ({} tensors, {} partitions; the cluster declared {} "
         "and {}); start this server on an empty data dir, or declare the same tensors",

@@ -297,6 +297,11 @@ void ServerLoop::HandleControl(Envelope& env) {
     case proto::RESUME:
       if (stop_seen_) shutdown_ = true;  // stopping anyway: the rank stays here
       return OnResume();
+    case proto::SERVER_BACK:  // a server restarted, or one that grew the cluster: its address
+      for (const proto::NodeInfo& n : h.view().nodes()) {
+        if (n.id() == h.node() && link_->view().Node(n.id()) == nullptr) link_->view().Add(n);
+      }
+      break;
     case proto::SHUTDOWN:
       spdlog::info("shutdown requested by the scheduler");
       shutdown_ = true;

@@ -36,10 +36,6 @@ Status ServerLoop::CheckMove(const proto::Move& move) const {
   }
   if (move_out_) return Status::FailedPrecondition("a move from this server is in progress");
   if (drain_ || cut_) return Status::Unavailable("this server is draining or checkpointing");
-  if (durable_) {
-    return Status::FailedPrecondition(
-        "partitions of a server with --data_dir do not move yet (docs/resharding.md)");
-  }
   if (replicator_->active()) {
     return Status::FailedPrecondition("partitions of a replicated rank do not move yet");
   }
@@ -69,6 +65,15 @@ void ServerLoop::OnMove(const proto::Header& h) {
   if (h.move().abort()) {
     if (move_out_ && move_out_->request.move().id() == h.move().id()) {
       EndMove(Status::Aborted("the scheduler called the move off"));
+    }
+    if (!map_) return;
+    for (const proto::PartitionMove& e : h.move().entries()) {  // a target's copies go
+      const int32_t id = e.partition();
+      if (id >= 0 && static_cast<size_t>(id) < map_->partitions().size() &&
+          state_.store->Find(id) != nullptr &&
+          Placement().partitions()[id].server_rank != link_->rank()) {
+        Drop(id, Placement().epoch());
+      }
     }
     return;
   }
@@ -172,7 +177,7 @@ bool ServerLoop::AnswerMoved(const Envelope& env) {
 void ServerLoop::OnMapUpdate(const proto::ShardMap& proto_map) {
   auto next = ShardMapFromProto(proto_map);
   if (!next.ok() || next->partitions().size() != map_->partitions().size() ||
-      next->num_servers() != map_->num_servers()) {
+      next->num_servers() < Placement().num_servers()) {
     spdlog::error("a new shard map that is not this cluster's is ignored: {}",
                   next.ok() ? "another model" : next.status().ToString());
     return;
@@ -281,6 +286,12 @@ void ServerLoop::OnMoveState(Envelope& env) {
                                   static_cast<int>(env.message.payload[0].size()))) {
     return refuse(Status::Malformed(fmt::format("an unreadable state of partition {}", id)));
   }
+  const int64_t bytes = map_->partitions()[id].length * static_cast<int64_t>(sizeof(float));
+  if (bytes > options_.max_partition_bytes) {
+    return refuse(Status::FailedPrecondition(
+        fmt::format("partition {} holds {} bytes, more than --max_partition_bytes={}", id, bytes,
+                    options_.max_partition_bytes)));
+  }
   auto made = state_.store->Make(map_->partitions()[id]);
   if (!made.ok()) return refuse(made.status());
   moved_away_.erase(id);
@@ -310,11 +321,14 @@ void ServerLoop::Adopt(PartitionState* part, std::shared_ptr<proto::PartitionChe
   ack.set_partition(id);
   moved_in_.insert(id);
   const int owner = Owner(part->info());
-  auto adopt = [this, owner, part, closed, identity, ack](zmq::socket_t& out) {
+  auto adopt = [this, owner, part, closed, identity, h, ack](zmq::socket_t& out) {
     state_.owned[owner].push_back(part->info().id);
     if (closed) ApplyRoundTo(state_, *part, *closed);
     state_.store->Publish(part);
-    SendRouted(out, identity, ack, {});
+    // With a data dir, the state is its first checkpoint here before the source lets it go: a
+    // restart of this server after the switch restores it (its log follows from there).
+    Status s = state_.durable ? state_.durable->Checkpoint(part->info().id, *part) : Status();
+    SendRouted(out, identity, s.ok() ? ack : ErrorReply(h, s, link_->id()), {});
   };
   if (owner > 0) return apply_threads_->Run(owner - 1, adopt);
   adopt(*router_);

@@ -200,7 +200,7 @@ StatusOr<proto::Header> ClientIo::Ask(int rank, proto::Header h) {
 void ClientIo::Submit(std::vector<Outgoing> batch) {
   if (const double t = turn_time_.load(); !std::isnan(t)) {
     for (Outgoing& o : batch) {
-      if (o.target >= 0) o.header.set_virtual_time(t);
+      if (o.target >= 0 || o.target == kEveryServer) o.header.set_virtual_time(t);
     }
   }
   {

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -132,6 +133,7 @@ void ReleaseCallerBuffer(void* data, void* hint);
 void LeadUntilDone(Ticket::State& op);
 
 constexpr int kToScheduler = -1;
+constexpr int kEveryServer = -2;    // a CLOCK: to every rank that serves (ClientIo expands it)
 constexpr int kStopGraceMs = 5000;  // how long a stop waits for unanswered requests
 
 // A request on its way to a server (rank >= 0) or the scheduler.
@@ -319,8 +321,12 @@ class ClientIo {
   // places its partition on; a new epoch's map from the scheduler; a request its old rank
   // answered "moved" goes again once this client holds that epoch's map.
   void Route(Outgoing& o) const;
+  void DispatchEveryServer(Outgoing& o);
+  Status AddRank(const proto::Header& back, const proto::NodeInfo& node);
+  int ranks() const { return static_cast<int>(tier_pending_.size()); }
   void OnShardMap(const proto::ShardMap& update);
   void OnMovedReply(Pending& p, int64_t epoch);
+  void LeaveRetired(int rank);
   // Dials `server` (expecting its announced key with auth.curve).
   Status Connect(const proto::NodeInfo& server);
   // Co-located transports (worker/transport.h): for every server on this host, the first of
@@ -390,6 +396,7 @@ class ClientIo {
   // declared against, before any move), its epoch, and requests waiting for a newer epoch.
   std::vector<int32_t> routes_;
   int64_t map_epoch_ = 0;
+  std::set<int32_t> retired_;  // ranks the map retired: no request goes there
   std::map<int64_t, std::vector<Outgoing>> moved_;
   // Per server rank: bytes of pending requests, and what waits for room under the window.
   std::vector<int64_t> in_flight_;

@@ -11,6 +11,7 @@
 namespace hetps {
 
 void ClientIo::OnServerDead(int rank) {
+  if (retired_.contains(rank)) return LeaveRetired(rank);  // drained: nothing goes there
   DropBatch(rank);
   revoking_.erase(rank);   // its exit, not its answer, releases what it was lent
   servers_[rank].close();  // drops queued frames, releasing the caller's buffers
@@ -36,11 +37,25 @@ void ClientIo::OnServerBack(const proto::Header& h) {
   for (const proto::NodeInfo& n : h.view().nodes()) {
     if (n.id() == h.node() && n.role() == proto::SERVER) node = &n;
   }
-  if (node == nullptr || node->rank() < 0 || node->rank() >= static_cast<int>(servers_.size())) {
+  if (node == nullptr || node->rank() < 0 || node->rank() > ranks()) {
     spdlog::warn("ignoring a malformed SERVER_BACK for node {}", h.node());
     return;
   }
   const int rank = node->rank();
+  if (rank == ranks()) {  // a new rank (docs/resharding.md): partitions move to it next
+    if (Status s = AddRank(h, *node); !s.ok()) {
+      spdlog::error("cannot use server rank {}: {}", rank, s.ToString());
+      return;
+    }
+    if (clock_ != nullptr) {  // its gate counts this worker from where it is
+      proto::Header sync;
+      sync.set_type(proto::CLOCK_SYNC);
+      sync.set_sender(link_.id());
+      sync.set_clock(clock_->load());
+      Emit(rank, sync, {});
+    }
+    return;
+  }
   server_rank_[node->id()] = rank;
   if (!recovering_.erase(rank) && !dead_servers_.erase(rank)) return;  // never lost it
   if (Status s = Connect(*node); !s.ok()) {

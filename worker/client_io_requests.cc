@@ -124,7 +124,12 @@ void ClientIo::Dispatch(Outgoing& o) {
     FailOutgoing(o, *closed_);
     return;
   }
+  if (o.target == kEveryServer) return DispatchEveryServer(o);
   Route(o);  // to the rank the newest shard map places its partition on
+  if (o.target >= 0 && retired_.contains(o.target) && o.header.type() == proto::CLOCK) {
+    o.op->Complete(Status());  // a retired rank holds no clock back
+    return;
+  }
   if (o.target >= 0 && dead_servers_.contains(o.target)) {
     FailOutgoing(o, Status::Unavailable(fmt::format("server rank {} is dead", o.target)));
     return;

@@ -15,7 +15,9 @@
 //    bucket is a partition of length 0: its rows live in the server's table store.
 //  - live re-sharding (docs/resharding.md) moves dense partitions to other ranks: the map then
 //    lists each partition that is not on its rules' rank (moves()) and counts the placement
-//    changes so far (epoch()); everything else is still the rules'.
+//    changes so far (epoch()); everything else is still the rules'. The rules place over the
+//    ranks the map was built with (base_servers()); ranks added later hold only what moved to
+//    them, and a retired rank (its server drained and gone) holds nothing.
 //
 // Thread-safety: immutable after construction; safe to share.
 //
@@ -24,6 +26,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,6 +34,10 @@
 #include "hetps/status.h"
 
 namespace hetps {
+
+namespace proto {
+class ShardMap;
+}
 
 constexpr int64_t kDefaultPartitionBytes = 4 << 20;
 // Buckets of a sparse table per server: several, so that a server's apply threads share its
@@ -114,6 +121,16 @@ class ShardMap {
   std::vector<int64_t> ServerBytes() const;
   // Placement changes applied so far, and the partitions not on their rules' rank (id -> rank).
   int64_t epoch() const { return epoch_; }
+  // The ranks the rules placed over (num_servers() counts ranks added since), and the ranks
+  // retired (their servers drained and gone: nothing is placed there, no request goes there).
+  int base_servers() const { return base_servers_; }
+  const std::set<int32_t>& retired() const { return retired_; }
+  bool serving(int32_t rank) const {
+    return rank >= 0 && rank < num_servers_ && !retired_.contains(rank);
+  }
+  // This map with `num_servers` ranks (at least as many as now) of which `retired` are retired
+  // (none may hold a partition; one at least must serve), at the next epoch.
+  StatusOr<ShardMap> WithRanks(int num_servers, const std::set<int32_t>& retired) const;
   const std::map<int32_t, int32_t>& moves() const { return moves_; }
   // This map with partitions placed on other ranks (id -> rank) at `epoch` (negative: the next
   // one). Only dense partitions move (a table's buckets stay); every rank must be the map's.
@@ -125,6 +142,8 @@ class ShardMap {
   }
 
  private:
+  // The wire form's reader sets the ranks before it applies the moves (common/shard_map.h).
+  friend StatusOr<ShardMap> ShardMapFromProto(const proto::ShardMap& map);
   void Index();
   void AddTableBuckets(int32_t tensor_id);
 
@@ -136,6 +155,8 @@ class ShardMap {
   int64_t partition_bytes_ = kDefaultPartitionBytes;
   int64_t epoch_ = 0;
   std::map<int32_t, int32_t> moves_;
+  int base_servers_ = 0;
+  std::set<int32_t> retired_;
 };
 
 }  // namespace hetps

@@ -7,6 +7,7 @@
 // target freezes is called off, and its partition serves from its source again, exactly.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <nlohmann/json.hpp>
@@ -39,23 +40,41 @@ std::string Move(int partition, int rank) {
   return "move --partitions=" + std::to_string(partition) + " --to=" + std::to_string(rank);
 }
 
-// Per server rank, the partitions its live server reports holding (after `want` holds for
-// every rank, or 5 s).
-std::map<int, int64_t> Held(LocalCluster& cluster, const std::map<int, int64_t>& want) {
+// Per server rank, the partitions its live server reports holding.
+std::map<int, int64_t> HeldNow(LocalCluster& cluster) {
   std::map<int, int64_t> held;
-  for (int tries = 0; tries < 50; ++tries) {
-    Ran status = Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint());
-    auto j = nlohmann::json::parse(status.output, nullptr, false);
-    held.clear();
-    if (j.is_object() && j["servers"].is_array()) {
-      for (const auto& s : j["servers"]) {
-        if (s["state"] == "alive") held[s["rank"].get<int>()] = s["partitions"].get<int64_t>();
-      }
+  Ran status = Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint());
+  auto j = nlohmann::json::parse(status.output, nullptr, false);
+  if (j.is_object() && j["servers"].is_array()) {
+    for (const auto& s : j["servers"]) {
+      if (s["state"] == "alive") held[s["rank"].get<int>()] = s["partitions"].get<int64_t>();
     }
-    if (held == want) break;
-    std::this_thread::sleep_for(100ms);
   }
   return held;
+}
+
+// The same once it is `want` (servers report with their heartbeats), or after 5 s.
+std::map<int, int64_t> Held(LocalCluster& cluster, const std::map<int, int64_t>& want) {
+  std::map<int, int64_t> held = HeldNow(cluster);
+  for (int tries = 0; tries < 50 && held != want; ++tries) {
+    std::this_thread::sleep_for(100ms);
+    held = HeldNow(cluster);
+  }
+  return held;
+}
+
+// The process serving server rank `rank`, by the pid the status reports.
+int ServerOfRank(LocalCluster& cluster, int rank, int servers = 2) {
+  Ran status = Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint());
+  auto j = nlohmann::json::parse(status.output, nullptr, false);
+  if (!j.is_object() || !j["servers"].is_array()) return -1;
+  for (const auto& s : j["servers"]) {
+    if (s["rank"].get<int>() != rank || s["state"] != "alive") continue;
+    for (int i = 0; i < servers; ++i) {
+      if (cluster.server(i).pid() == s["pid"].get<int>()) return i;
+    }
+  }
+  return -1;
 }
 
 class ReshardingTest : public ::testing::TestWithParam<std::string> {};
@@ -101,22 +120,6 @@ TEST_P(ReshardingTest, PartitionsMovedWhilePushesFlowKeepExactSums) {
   LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
 }
 
-INSTANTIATE_TEST_SUITE_P(Consistency, ReshardingTest, ::testing::Values("asp", "bsp"));
-
-// The process serving server rank `rank`, by the pid the status reports.
-int ServerOfRank(LocalCluster& cluster, int rank) {
-  Ran status = Shell(Bin("hetps") + " status --json --scheduler=" + cluster.endpoint());
-  auto j = nlohmann::json::parse(status.output, nullptr, false);
-  if (!j.is_object() || !j["servers"].is_array()) return -1;
-  for (const auto& s : j["servers"]) {
-    if (s["rank"].get<int>() != rank) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (cluster.server(i).pid() == s["pid"].get<int>()) return i;
-    }
-  }
-  return -1;
-}
-
 // The target freezes (SIGSTOP) while the partition is on its way: the scheduler declares it
 // dead, calls the move off, and the source serves the partition again with every update.
 TEST(ReshardingCallOffTest, AMoveWhoseTargetFreezesIsCalledOffAndTheSourceServesAgain) {
@@ -146,6 +149,68 @@ TEST(ReshardingCallOffTest, AMoveWhoseTargetFreezesIsCalledOffAndTheSourceServes
   EXPECT_EQ(w[299999], -2.0f);
   cluster.server(target).Signal(SIGKILL);
 }
+
+// Elastic ranks (--max_servers): with 20 partitions over two ranks, a third server joins while
+// both workers push and partitions move to it; then rank 0 is drained (its partitions move to
+// the others and its server exits cleanly), and the new server is stopped (SIGTERM: it moves
+// its partitions off first and exits cleanly). One rank serves everything at the end. Exact.
+TEST_P(ReshardingTest, AServerAddedAndTwoDrainedWhilePushesFlowKeepExactSums) {
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = kWorkers,
+       .scheduler_flags = {"--heartbeat_timeout_ms=800", "--max_servers=3",
+                           "--partition_bytes=65536"},
+       .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1", "--heartbeat_interval_ms=100",
+                        "--consistency=" + GetParam()}});
+  auto clients = cluster.ConnectClients(kWorkers);
+  LocalCluster::RunEach(kWorkers,
+                        [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(kOnesTensors).ok()); });
+  const int64_t partitions = static_cast<int64_t>(clients[0]->shard_map().partitions().size());
+  ASSERT_EQ(partitions, 20);
+  std::atomic<int> acked{0};
+  std::atomic<bool> failed{false};
+  std::thread pushers([&] {
+    LocalCluster::RunEach(kWorkers,
+                          [&](int i) { PushOnes(*clients[i], i, kSteps, acked, failed); });
+  });
+  auto wait_for = [&](int n) {
+    while (acked.load() < n && !failed.load()) std::this_thread::sleep_for(2ms);
+  };
+  wait_for(kTotal / 5);
+  const int added = cluster.StartServer();
+  ASSERT_GE(added, 0);
+  std::map<int, int64_t> held;
+  for (int tries = 0; tries < 100 && held[2] == 0; ++tries) {
+    std::this_thread::sleep_for(100ms);
+    held = HeldNow(cluster);
+  }
+  std::printf("rank 2 took %lld of %lld partitions\n", static_cast<long long>(held[2]),
+              static_cast<long long>(partitions));
+  ASSERT_GE(held[2], partitions / 4) << "the new rank took too little";
+  wait_for(2 * kTotal / 5);
+  const int first = ServerOfRank(cluster, 0, 3);
+  ASSERT_GE(first, 0);
+  ASSERT_EQ(cluster.Ctl("drain-server --rank=0"), 0);
+  auto st = cluster.server(first).WaitExit(10s);
+  ASSERT_TRUE(st.has_value()) << "the drained server kept running";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  EXPECT_NE(cluster.Ctl("drain-server --rank=0"), 0) << "a retired rank was drained again";
+  wait_for(3 * kTotal / 5);
+  cluster.server(added).Signal(SIGTERM);
+  st = cluster.server(added).WaitExit(30s);
+  ASSERT_TRUE(st.has_value()) << "the stopped server kept running";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  EXPECT_EQ(Held(cluster, {{1, partitions}}), (std::map<int, int64_t>{{1, partitions}}));
+  pushers.join();
+  ASSERT_FALSE(failed.load());
+  ASSERT_EQ(acked.load(), kTotal);
+  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Barrier().ok()); });
+  ExpectOnesSums(*clients[0], kWorkers * kSteps);
+  ExpectOnesSums(*clients[1], kWorkers * kSteps);
+  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Consistency, ReshardingTest, ::testing::Values("asp", "bsp"));
 
 }  // namespace
 }  // namespace hetps::testing

@@ -184,6 +184,14 @@ class LocalCluster {
     servers_.at(i) = std::make_unique<Process>(supervisor_, *child);
   }
 
+  // One more server (the scheduler needs --max_servers); returns its index.
+  int StartServer() {
+    auto child = cluster_->StartServer();
+    EXPECT_TRUE(child.ok()) << child.status().ToString();
+    if (!child.ok()) return -1;
+    servers_.push_back(std::make_unique<Process>(supervisor_, *child));
+    return static_cast<int>(servers_.size()) - 1;
+  }
   // One more standby server (the scheduler needs --replicas); returns its index.
   int StartStandby() {
     auto child = cluster_->StartStandby();

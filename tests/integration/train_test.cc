@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "tests/integration/local_cluster.h"
 #include "tests/scratch_dir.h"
@@ -88,6 +89,46 @@ TEST(TrainTest, CnnOnFashionMnistExceedsEightyPercent) {
       {"--model=cnn", "--device=cpu", "--iterations=300", "--eval_every=300", "--data_seed=3"});
   ExpectFinalAccuracyAbove(out, 0.80);
   EXPECT_NE(out[0].find("compute on the CPU"), std::string::npos) << out[0];
+}
+
+// The quickstart's training while the cluster changes under it (--max_servers,
+// docs/resharding.md): at iteration 500 a third server joins and partitions move to it; at
+// 1000 rank 0 is drained (its partitions move to the others, its server exits). The model
+// trains to the quickstart's accuracy all the same.
+TEST(TrainTest, AServerAddedAndOneDrainedMidTrainingKeepTheQuickstartAccuracy) {
+  LocalCluster cluster({.servers = 2,
+                        .workers = 2,
+                        .scheduler_flags = {"--max_servers=3", "--partition_bytes=65536"},
+                        .server_flags = {"--consistency=ssp:staleness=2",
+                                         "--optimizer=adam:lr=0.001", "--init=worker"}});
+  std::vector<std::unique_ptr<Process>> procs;
+  for (int i = 0; i < 2; ++i) {
+    procs.push_back(
+        cluster.StartWorker({"--workload=train", "--iterations=1500", "--batch=64",
+                             "--eval_every=1500", "--progress_every=250", "--data_seed=3"},
+                            cluster.Path("trainer" + std::to_string(i))));
+  }
+  auto wait_for = [&](const std::string& line) {
+    for (int i = 0; i < 2400; ++i) {  // 240 s at most
+      if (Slurp(cluster.Path("trainer0")).find(line) != std::string::npos) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_for("iter 500/")) << Slurp(cluster.Path("trainer0"));
+  const int added = cluster.StartServer();
+  ASSERT_GE(added, 0);
+  ASSERT_TRUE(wait_for("iter 1000/")) << Slurp(cluster.Path("trainer0"));
+  EXPECT_EQ(cluster.Ctl("drain-server --rank=0"), 0);
+  std::vector<std::string> out;
+  for (int i = 0; i < 2; ++i) {
+    auto st = procs[i]->WaitExit(240s);
+    out.push_back(Slurp(cluster.Path("trainer" + std::to_string(i))));
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << out.back();
+  }
+  const double accuracy = FinalAccuracy(out);
+  std::printf("final test accuracy %.4f with a server added and one drained\n", accuracy);
+  EXPECT_GE(accuracy, 0.85) << out[0];
 }
 
 // Two runs to compare: bsp makes each deterministic; plain SGD, since Adam's per-coordinate

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "common/same_message.h"
 
@@ -136,6 +137,41 @@ TEST(ShardMapTest, MovedPartitionsRoundTripAndBadMovesAreRefused) {
   EXPECT_EQ(tamper([&](proto::ShardMap& p) { p.mutable_partitions(w0)->set_server_rank(rank); }),
             StatusCode::kMalformed);
   EXPECT_EQ(tamper([&](proto::ShardMap& p) { p.clear_moves(); }), StatusCode::kMalformed);
+}
+
+// Elastic ranks: a map grown past the ranks the rules placed over keeps the rules' placement,
+// takes moves to the new rank, and retires a rank only once it holds nothing.
+TEST(ShardMapTest, AddedAndRetiredRanksRoundTrip) {
+  auto map = ShardMap::Build({{"w", {4000}, 0}}, 2, 4096);  // four partitions
+  ASSERT_TRUE(map.ok());
+  auto grown = map->WithRanks(3, {});
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_EQ(grown->num_servers(), 3);
+  EXPECT_EQ(grown->base_servers(), 2);
+  EXPECT_FALSE(grown->WithRanks(2, {}).ok());  // ranks never shrink
+  std::map<int32_t, int32_t> off0;
+  for (const Partition& p : grown->partitions()) {
+    if (p.server_rank == 0) off0[p.id] = 2;
+  }
+  EXPECT_FALSE(grown->WithRanks(3, {0}).ok()) << "rank 0 still holds partitions";
+  auto moved = grown->WithMoves(off0);
+  ASSERT_TRUE(moved.ok());
+  auto retired = moved->WithRanks(3, {0});
+  ASSERT_TRUE(retired.ok()) << retired.status().ToString();
+  EXPECT_FALSE(retired->serving(0));
+  EXPECT_TRUE(retired->serving(2));
+  EXPECT_FALSE(retired->WithMoves({{off0.begin()->first, 0}}).ok()) << "a move to a retired rank";
+  EXPECT_FALSE(retired->WithRanks(3, {0, 1, 2}).ok());
+  auto back = ShardMapFromProto(ToProto(*retired));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(SameMessage(ToProto(*back), ToProto(*retired)));
+  EXPECT_EQ(back->retired(), std::set<int32_t>{0});
+  proto::ShardMap p = ToProto(*retired);
+  p.add_retired(1);  // rank 1 holds partitions
+  EXPECT_EQ(ShardMapFromProto(p).status().code(), StatusCode::kMalformed);
+  p = ToProto(*retired);
+  p.set_base_servers(4);  // more than its ranks
+  EXPECT_EQ(ShardMapFromProto(p).status().code(), StatusCode::kMalformed);
 }
 
 // "The same model" is decided on the values, not on serialized bytes, which are not canonical:
