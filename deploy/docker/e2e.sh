@@ -6,7 +6,8 @@
 # checks that Prometheus scrapes the scheduler, SIGKILLs one server mid-run and sees Compose
 # restart it and the run go on, then the cluster again with a standby per server rank, stopping
 # a server mid-run (it hands its rank to its standby) and the run going on, then with an
-# aggregator the workers push through, then the edge profile (tc-capped clients) to its end, then
+# aggregator the workers push through, then elastic servers (one added with --scale server=3,
+# partitions moving to it, and removed again, its rank retired), then the edge profile (tc-capped clients) to its end, then
 # the package's systemd units under systemd as a container's init (each unit ready once its
 # daemon said so, the workers' units ending in success), and tears everything down, also on
 # failure.
@@ -231,6 +232,41 @@ if awk -v a="$tiered" 'BEGIN { exit !(a > 0.85) }' && [ -n "$summed" ]; then
   say "PASS: final test accuracy $tiered through the aggregator ($summed)"
 else
   say "FAIL: final test accuracy $tiered through the aggregator, '$summed'"
+  exit 1
+fi
+"${compose[@]}" down -v >/dev/null 2>&1
+
+# Elastic servers (docs/resharding.md): with HETPS_MAX_SERVERS=3 a third server added while
+# training (--scale server=3) becomes rank 2 and partitions move to it; scaled back to two
+# (Compose stops the newest: SIGTERM) it moves its partitions off and its rank retires; training
+# ends at the same accuracy.
+elastic=(env HETPS_MAX_SERVERS=3 "${compose[@]}")
+"${elastic[@]}" up -d --no-build
+for _ in $(seq 300); do logs worker | grep -c "iter 250/" >/dev/null && break; sleep 0.5; done
+"${elastic[@]}" up -d --no-build --no-recreate --scale server=3 server >/dev/null 2>&1
+moved=""
+for _ in $(seq 120); do
+  moved=$(logs scheduler | grep -o 'move [0-9]*: [0-9]* partition(s) moved in .*' | tail -1 || true)
+  [ -n "$moved" ] && break
+  sleep 0.5
+done
+[ -n "$moved" ] || { say "FAIL: no partitions moved to the added server"; logs scheduler | tail -40; exit 1; }
+say "server added at $(logs worker | grep -o 'iter [0-9]*/' | tail -1): $moved"
+"${elastic[@]}" up -d --no-build --no-recreate --scale server=2 server >/dev/null 2>&1
+retired=""
+for _ in $(seq 120); do
+  retired=$(logs scheduler | grep -o 'server rank [0-9]* retired: .*' | tail -1 || true)
+  [ -n "$retired" ] && break
+  sleep 0.5
+done
+[ -n "$retired" ] || { say "FAIL: the removed server did not retire its rank"; logs | tail -40; exit 1; }
+say "scaled back to two servers: $retired"
+scaled=$(final_accuracy)
+[ -n "$scaled" ] || { say "FAIL: the elastic run did not finish"; logs | tail -40; exit 1; }
+if awk -v a="$scaled" 'BEGIN { exit !(a > 0.85) }'; then
+  say "PASS: final test accuracy $scaled with a server added and removed by Compose"
+else
+  say "FAIL: final test accuracy $scaled <= 0.85 (elastic)"
   exit 1
 fi
 "${compose[@]}" down -v >/dev/null 2>&1

@@ -15,6 +15,7 @@
 
 #include "tests/fault/exact_sums.h"
 #include "tests/integration/local_cluster.h"
+#include "tests/scratch_dir.h"
 
 namespace hetps::testing {
 namespace {
@@ -209,6 +210,62 @@ TEST_P(ReshardingTest, AServerAddedAndTwoDrainedWhilePushesFlowKeepExactSums) {
   ExpectOnesSums(*clients[1], kWorkers * kSteps);
   LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
 }
+
+// Servers with data dirs (the moved state is the target's first checkpoint of it): one end of a
+// move freezes mid-move (SIGSTOP), is declared dead, the move is called off, and the frozen
+// process is killed and restarted on its data dir; then a move completes and its target is
+// killed and restarted on its data dir. The workers wait for the restarts and resend; exact.
+class ReshardingCrashTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReshardingCrashTest, AnEndKilledDuringAMoveAndATargetKilledAfterOneRecoverExactly) {
+  ScratchDir dir("hetps-reshard");
+  LocalCluster cluster({.servers = 2,
+                        .workers = kWorkers,
+                        .scheduler_flags = {"--heartbeat_timeout_ms=800"},
+                        .server_flags = {"--data_dir=" + dir.str() + "/{i}", "--init=zeros",
+                                         "--optimizer=sgd:lr=1", "--heartbeat_interval_ms=100",
+                                         "--checkpoint_interval_ms=300"}});
+  auto clients = cluster.ConnectClients(
+      kWorkers, [](ClientOptions& o) { o.server_recovery_timeout_ms = 30000; });
+  LocalCluster::RunEach(kWorkers,
+                        [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(kOnesTensors).ok()); });
+  std::atomic<int> acked{0};
+  std::atomic<bool> failed{false};
+  std::thread pushers([&] {
+    LocalCluster::RunEach(kWorkers,
+                          [&](int i) { PushOnes(*clients[i], i, kSteps, acked, failed); });
+  });
+  auto wait_for = [&](int n) {
+    while (acked.load() < n && !failed.load()) std::this_thread::sleep_for(2ms);
+  };
+  auto restart = [&](int i) {
+    cluster.server(i).Signal(SIGKILL);
+    ASSERT_TRUE(cluster.server(i).WaitExit(10s).has_value());
+    std::this_thread::sleep_for(1s);  // declared dead (800 ms) before its successor registers
+    cluster.RestartServer(i);
+  };
+  wait_for(kTotal / 5);
+  // "big" (rank 0) to rank 1, with the source or the target frozen.
+  const int frozen = ServerOfRank(cluster, GetParam() == "source" ? 0 : 1);
+  ASSERT_GE(frozen, 0);
+  cluster.server(frozen).Signal(SIGSTOP);
+  EXPECT_NE(cluster.Ctl(Move(kBig, 1)), 0);
+  restart(frozen);
+  wait_for(3 * kTotal / 5);
+  ASSERT_EQ(cluster.Ctl(Move(kBig, 1)), 0);
+  const int target = ServerOfRank(cluster, 1);
+  ASSERT_GE(target, 0);
+  wait_for(4 * kTotal / 5);
+  restart(target);  // it holds "big" and "small" now, from its data dir
+  pushers.join();
+  ASSERT_FALSE(failed.load());
+  ASSERT_EQ(acked.load(), kTotal);
+  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Barrier().ok()); });
+  ExpectOnesSums(*clients[0], kWorkers * kSteps);
+  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
+}
+
+INSTANTIATE_TEST_SUITE_P(End, ReshardingCrashTest, ::testing::Values("source", "target"));
 
 INSTANTIATE_TEST_SUITE_P(Consistency, ReshardingTest, ::testing::Values("asp", "bsp"));
 
