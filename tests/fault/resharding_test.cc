@@ -219,12 +219,12 @@ class ReshardingCrashTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReshardingCrashTest, AnEndKilledDuringAMoveAndATargetKilledAfterOneRecoverExactly) {
   ScratchDir dir("hetps-reshard");
-  LocalCluster cluster({.servers = 2,
-                        .workers = kWorkers,
-                        .scheduler_flags = {"--heartbeat_timeout_ms=800"},
-                        .server_flags = {"--data_dir=" + dir.str() + "/{i}", "--init=zeros",
-                                         "--optimizer=sgd:lr=1", "--heartbeat_interval_ms=100",
-                                         "--checkpoint_interval_ms=300"}});
+  LocalCluster cluster(
+      {.servers = 2,
+       .workers = kWorkers,
+       .scheduler_flags = {"--heartbeat_timeout_ms=800"},
+       .server_flags = {"--data_dir=" + dir.str() + "/{i}", "--init=zeros", "--optimizer=sgd:lr=1",
+                        "--heartbeat_interval_ms=100", "--checkpoint_interval_ms=300"}});
   auto clients = cluster.ConnectClients(
       kWorkers, [](ClientOptions& o) { o.server_recovery_timeout_ms = 30000; });
   LocalCluster::RunEach(kWorkers,
