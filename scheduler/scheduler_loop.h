@@ -204,6 +204,7 @@ class SchedulerLoop {
   std::map<int32_t, int32_t> RebalanceMoves(int32_t rank) const;
   void AdmitNewRank(const Envelope& env, Member& m);
   void AnnounceNewRank(Member& m);
+  void MaybeRebalance();
   proto::Header ViewMessage(proto::MsgType type, bool alive_only) const;
   // NODE_DEAD / NODE_LEFT: a message of `type` about node `id`.
   static proto::Header AboutNode(proto::MsgType type, int32_t id) {
@@ -278,6 +279,7 @@ class SchedulerLoop {
   std::optional<PendingMove> move_;
   uint64_t next_move_ = 1;
   std::set<int32_t> growing_;  // servers of new ranks installing the grown map
+  std::set<int32_t> to_fill_;  // ranks that joined and wait for partitions to move to them
   struct Joining {
     std::string identity;
     proto::NodeInfo info;

@@ -145,7 +145,9 @@ void SchedulerLoop::OnMoved(const Member& source, const proto::Header& h) {
                move_->entries.size(), Now() - move_->since, map_->epoch());
   const PendingMove done = std::move(*move_);
   move_.reset();
-  if (done.retire >= 0) return RetireRank(done);
+  if (done.retire >= 0) RetireRank(done);
+  MaybeRebalance();
+  if (done.retire >= 0) return;
   if (done.requester.identity.empty()) return;
   proto::Header r;
   r.set_request_id(done.requester.request_id);
@@ -184,6 +186,7 @@ void SchedulerLoop::EndMove(const Status& s) {
     Reply(move_->requester.identity, ErrorReply(req, s, kSchedulerId));
   }
   move_.reset();
+  MaybeRebalance();
 }
 
 // A node behind the map's epoch (it joined, or this scheduler restarted, after a move) hears the
@@ -344,6 +347,27 @@ void SchedulerLoop::AdmitNewRank(const Envelope& env, Member& m) {
   m.map_epoch = map_->epoch();
 }
 
+// A rank that joined (or came back from retirement) gets partitions, one move at a time: now, or
+// once the move under way ended. A rebalance that is called off is not tried again (hetps ctl
+// move places partitions by hand).
+void SchedulerLoop::MaybeRebalance() {
+  for (auto it = to_fill_.begin(); !move_ && map_ && it != to_fill_.end();) {
+    const int32_t r = *it;
+    const Member* primary = members_.Primary(r);
+    if (!map_->serving(r) || primary == nullptr) {
+      it = to_fill_.erase(it);  // gone meanwhile
+      continue;
+    }
+    if (!primary->has_map || members_.NewRank(*primary)) {
+      ++it;  // still installing the map
+      continue;
+    }
+    std::map<int32_t, int32_t> moves = RebalanceMoves(r);
+    it = to_fill_.erase(it);
+    if (!moves.empty()) BeginMove(moves, Arrival{});
+  }
+}
+
 void SchedulerLoop::AnnounceNewRank(Member& m) {
   members_.Announced(m);
   AnnounceServerBack(m);  // its address: the workers connect to it
@@ -358,9 +382,8 @@ void SchedulerLoop::AnnounceNewRank(Member& m) {
     Reply(n.identity, update);
     n.map_epoch = map_->epoch();
   }
-  if (move_) return;  // the next rebalance takes it into account (hetps ctl move meanwhile)
-  std::map<int32_t, int32_t> moves = RebalanceMoves(m.info.rank());
-  if (!moves.empty()) BeginMove(moves, Arrival{});
+  to_fill_.insert(m.info.rank());
+  MaybeRebalance();  // or once the move under way ends
 }
 
 }  // namespace hetps

@@ -72,7 +72,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
 int32_t Client::id() const { return impl_->io.id(); }
 int Client::rank() const { return impl_->io.rank(); }
 int Client::num_workers() const { return impl_->io.view().num_workers(); }
-int Client::num_servers() const { return impl_->io.view().num_servers(); }
+int Client::num_servers() const { return impl_->io.num_servers(); }
 bool Client::scheduler_runs_rounds() const {
   return impl_->io.view().proto().policy().scheduler_rounds();
 }

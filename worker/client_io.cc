@@ -97,6 +97,7 @@ Status ClientIo::Start(const std::atomic<int64_t>& heartbeat_clock) {
   if (Status s = link_.Join(stop, options_.join_timeout_ms); !s.ok()) return s;
   SetLogNode("worker", link_.id());
   servers_.resize(link_.view().servers().size());
+  num_servers_.store(static_cast<int>(servers_.size()), std::memory_order_relaxed);
   dirty_.assign(servers_.size(), 1);  // Ask leaves answers it skipped
   batches_.clear();
   for (size_t r = 0; r < servers_.size(); ++r) batches_.emplace_back(options_.batch_bytes);

@@ -200,6 +200,8 @@ class ClientIo {
   void SetTurnTime(double t) { turn_time_.store(t); }
 
   const ClusterView& view() const { return link_.view(); }
+  // Server ranks so far (the cluster may grow: docs/resharding.md). Any thread.
+  int num_servers() const { return num_servers_.load(std::memory_order_relaxed); }
   int32_t id() const { return link_.id(); }
   int rank() const { return link_.rank(); }
 
@@ -397,6 +399,7 @@ class ClientIo {
   std::vector<int32_t> routes_;
   int64_t map_epoch_ = 0;
   std::set<int32_t> retired_;  // ranks the map retired: no request goes there
+  std::atomic<int> num_servers_{0};
   std::map<int64_t, std::vector<Outgoing>> moved_;
   // Per server rank: bytes of pending requests, and what waits for room under the window.
   std::vector<int64_t> in_flight_;

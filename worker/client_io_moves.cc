@@ -82,6 +82,7 @@ Status ClientIo::AddRank(const proto::Header& back, const proto::NodeInfo& node)
   tier_held_.emplace_back();
   tier_failed_.emplace_back();
   link_.view() = ClusterView(back.view());
+  num_servers_.store(ranks(), std::memory_order_relaxed);
   server_rank_[node.id()] = node.rank();
   if (Status s = Connect(node); !s.ok()) return s;
   spdlog::info("server rank {} added at {}", node.rank(), node.address());

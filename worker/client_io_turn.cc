@@ -245,7 +245,10 @@ void ClientIo::OnControl(Envelope& env) {
       OnServerBack(h);
       return;
     case proto::SHARD_MAP:
-      if (h.request_id() == 0) return OnShardMap(h.shard_map());  // a new epoch, broadcast
+      // A new epoch, broadcast; or the answer to this worker's declaration, whose map may be
+      // past moves already (it joined late): routes and retired ranks from it either way.
+      OnShardMap(h.shard_map());
+      if (h.request_id() == 0) return;
       break;
     case proto::HEARTBEAT:
       if (h.has_layer_schedule()) report_.SetLayerSchedule(h.layer_schedule());
