@@ -78,7 +78,7 @@ void ServerLoop::OnMove(const proto::Header& h) {
     return;
   }
   Status s = CheckMove(h.move());
-  auto mover = std::make_unique<Mover>(ctx_, link_->id(), &options_.auth);
+  auto mover = std::make_shared<Mover>(ctx_, link_->id(), &options_.auth);
   for (const proto::NodeInfo& n : h.move().targets()) {
     if (s.ok()) s = mover->Connect(n);
   }
@@ -97,8 +97,9 @@ void ServerLoop::OnMove(const proto::Header& h) {
       if (n.rank() == e.rank()) to = n.id();
     }
     PartitionState* part = state_.store->Find(e.partition());
-    // On the owner, after every request it took before: the state holds each of them.
-    auto ship = [mover = move_out_->mover.get(), part, to] {
+    // On the owner, after every request it took before: the state holds each of them. The
+    // task keeps the mover alive (the move may be called off before it runs).
+    auto ship = [mover = move_out_->mover, part, to] {
       proto::PartitionCheckpoint checkpoint;
       part->Save(checkpoint);
       mover->Ship(to, part->info().id, checkpoint.SerializeAsString());
