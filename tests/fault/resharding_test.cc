@@ -78,24 +78,53 @@ int ServerOfRank(LocalCluster& cluster, int rank, int servers = 2) {
   return -1;
 }
 
+// Two workers that declare kOnesTensors, then push ones and clock kSteps times, counting
+// acknowledged pushes; Finish() checks the sums from both workers' views.
+class Pushers {
+ public:
+  explicit Pushers(LocalCluster& cluster, int recovery_timeout_ms = 0) {
+    clients_ = cluster.ConnectClients(
+        kWorkers, [&](ClientOptions& o) { o.server_recovery_timeout_ms = recovery_timeout_ms; });
+    LocalCluster::RunEach(
+        kWorkers, [&](int i) { ASSERT_TRUE(clients_[i]->DeclareTensors(kOnesTensors).ok()); });
+    thread_ = std::thread([this] {
+      LocalCluster::RunEach(kWorkers,
+                            [this](int i) { PushOnes(*clients_[i], i, kSteps, acked_, failed_); });
+    });
+  }
+  ~Pushers() {
+    if (thread_.joinable()) thread_.join();
+  }
+  Client& client(int i) { return *clients_[i]; }
+  int acked() const { return acked_.load(); }
+  void WaitFor(int acked) const {
+    while (acked_.load() < acked && !failed_.load()) std::this_thread::sleep_for(2ms);
+  }
+  void Finish() {
+    thread_.join();
+    ASSERT_FALSE(failed_.load());
+    ASSERT_EQ(acked_.load(), kTotal);
+    LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients_[i]->Barrier().ok()); });
+    ExpectOnesSums(*clients_[0], kWorkers * kSteps);
+    ExpectOnesSums(*clients_[1], kWorkers * kSteps);
+    LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients_[i]->Finish().ok()); });
+  }
+
+ private:
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::atomic<int> acked_{0};
+  std::atomic<bool> failed_{false};
+  std::thread thread_;
+};
+
 class ReshardingTest : public ::testing::TestWithParam<std::string> {};
 
 // Each partition moves to the other rank and back while both workers push; refused moves
 // change nothing.
 TEST_P(ReshardingTest, PartitionsMovedWhilePushesFlowKeepExactSums) {
   LocalCluster cluster(Options(GetParam()));
-  auto clients = cluster.ConnectClients(kWorkers);
-  LocalCluster::RunEach(kWorkers,
-                        [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(kOnesTensors).ok()); });
-  std::atomic<int> acked{0};
-  std::atomic<bool> failed{false};
-  std::thread pushers([&] {
-    LocalCluster::RunEach(kWorkers,
-                          [&](int i) { PushOnes(*clients[i], i, kSteps, acked, failed); });
-  });
-  auto wait_for = [&](int n) {
-    while (acked.load() < n && !failed.load()) std::this_thread::sleep_for(2ms);
-  };
+  Pushers pushers(cluster);
+  auto wait_for = [&](int n) { pushers.WaitFor(n); };
   // Refused: a rank that does not exist, a partition that does not, one already there.
   EXPECT_NE(cluster.Ctl(Move(kBig, 2)), 0);
   EXPECT_NE(cluster.Ctl(Move(7, 1)), 0);
@@ -111,14 +140,9 @@ TEST_P(ReshardingTest, PartitionsMovedWhilePushesFlowKeepExactSums) {
   ASSERT_EQ(cluster.Ctl(Move(kBig, 0)), 0);
   ASSERT_EQ(cluster.Ctl(Move(kSmall, 1)), 0);
   EXPECT_EQ(Held(cluster, {{0, 1}, {1, 1}}), (std::map<int, int64_t>{{0, 1}, {1, 1}}));
-  std::printf("moved four times; %d of %d pushes acknowledged meanwhile\n", acked.load(), kTotal);
-  pushers.join();
-  ASSERT_FALSE(failed.load());
-  ASSERT_EQ(acked.load(), kTotal);
-  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Barrier().ok()); });
-  ExpectOnesSums(*clients[0], kWorkers * kSteps);
-  ExpectOnesSums(*clients[1], kWorkers * kSteps);
-  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
+  std::printf("moved four times; %d of %d pushes acknowledged meanwhile\n", pushers.acked(),
+              kTotal);
+  pushers.Finish();
 }
 
 // The target freezes (SIGSTOP) while the partition is on its way: the scheduler declares it
@@ -163,20 +187,11 @@ TEST_P(ReshardingTest, AServerAddedAndTwoDrainedWhilePushesFlowKeepExactSums) {
                            "--partition_bytes=65536"},
        .server_flags = {"--init=zeros", "--optimizer=sgd:lr=1", "--heartbeat_interval_ms=100",
                         "--consistency=" + GetParam()}});
-  auto clients = cluster.ConnectClients(kWorkers);
-  LocalCluster::RunEach(kWorkers,
-                        [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(kOnesTensors).ok()); });
-  const int64_t partitions = static_cast<int64_t>(clients[0]->shard_map().partitions().size());
+  Pushers pushers(cluster);
+  auto wait_for = [&](int n) { pushers.WaitFor(n); };
+  const int64_t partitions =
+      static_cast<int64_t>(pushers.client(0).shard_map().partitions().size());
   ASSERT_EQ(partitions, 20);
-  std::atomic<int> acked{0};
-  std::atomic<bool> failed{false};
-  std::thread pushers([&] {
-    LocalCluster::RunEach(kWorkers,
-                          [&](int i) { PushOnes(*clients[i], i, kSteps, acked, failed); });
-  });
-  auto wait_for = [&](int n) {
-    while (acked.load() < n && !failed.load()) std::this_thread::sleep_for(2ms);
-  };
   wait_for(kTotal / 5);
   const int added = cluster.StartServer();
   ASSERT_GE(added, 0);
@@ -202,13 +217,7 @@ TEST_P(ReshardingTest, AServerAddedAndTwoDrainedWhilePushesFlowKeepExactSums) {
   ASSERT_TRUE(st.has_value()) << "the stopped server kept running";
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
   EXPECT_EQ(Held(cluster, {{1, partitions}}), (std::map<int, int64_t>{{1, partitions}}));
-  pushers.join();
-  ASSERT_FALSE(failed.load());
-  ASSERT_EQ(acked.load(), kTotal);
-  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Barrier().ok()); });
-  ExpectOnesSums(*clients[0], kWorkers * kSteps);
-  ExpectOnesSums(*clients[1], kWorkers * kSteps);
-  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
+  pushers.Finish();
 }
 
 // Servers with data dirs (the moved state is the target's first checkpoint of it): one end of a
@@ -225,19 +234,8 @@ TEST_P(ReshardingCrashTest, AnEndKilledDuringAMoveAndATargetKilledAfterOneRecove
        .scheduler_flags = {"--heartbeat_timeout_ms=800"},
        .server_flags = {"--data_dir=" + dir.str() + "/{i}", "--init=zeros", "--optimizer=sgd:lr=1",
                         "--heartbeat_interval_ms=100", "--checkpoint_interval_ms=300"}});
-  auto clients = cluster.ConnectClients(
-      kWorkers, [](ClientOptions& o) { o.server_recovery_timeout_ms = 30000; });
-  LocalCluster::RunEach(kWorkers,
-                        [&](int i) { ASSERT_TRUE(clients[i]->DeclareTensors(kOnesTensors).ok()); });
-  std::atomic<int> acked{0};
-  std::atomic<bool> failed{false};
-  std::thread pushers([&] {
-    LocalCluster::RunEach(kWorkers,
-                          [&](int i) { PushOnes(*clients[i], i, kSteps, acked, failed); });
-  });
-  auto wait_for = [&](int n) {
-    while (acked.load() < n && !failed.load()) std::this_thread::sleep_for(2ms);
-  };
+  Pushers pushers(cluster, /*recovery_timeout_ms=*/30000);
+  auto wait_for = [&](int n) { pushers.WaitFor(n); };
   auto restart = [&](int i) {
     cluster.server(i).Signal(SIGKILL);
     ASSERT_TRUE(cluster.server(i).WaitExit(10s).has_value());
@@ -257,12 +255,7 @@ TEST_P(ReshardingCrashTest, AnEndKilledDuringAMoveAndATargetKilledAfterOneRecove
   ASSERT_GE(target, 0);
   wait_for(4 * kTotal / 5);
   restart(target);  // it holds "big" and "small" now, from its data dir
-  pushers.join();
-  ASSERT_FALSE(failed.load());
-  ASSERT_EQ(acked.load(), kTotal);
-  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Barrier().ok()); });
-  ExpectOnesSums(*clients[0], kWorkers * kSteps);
-  LocalCluster::RunEach(kWorkers, [&](int i) { EXPECT_TRUE(clients[i]->Finish().ok()); });
+  pushers.Finish();
 }
 
 INSTANTIATE_TEST_SUITE_P(End, ReshardingCrashTest, ::testing::Values("source", "target"));
