@@ -279,8 +279,37 @@ StatusOr<std::map<int32_t, int32_t>> SchedulerLoop::DrainMoves(int32_t rank) con
   return moves;
 }
 
-// A rank new to the map takes partitions from the most loaded ranks, largest first, while that
-// brings it no further above the mean than it was below.
+namespace {
+
+// One partition for the new rank `rank`: the largest of the most loaded rank that has one which
+// brings `rank` no further above the mean than it is below, and leaves its rank no lighter
+// than `rank`. Null when no rank has one.
+const Partition* TakeFor(int32_t rank, int64_t mean, std::map<int32_t, int64_t>& load,
+                         std::map<int32_t, std::vector<const Partition*>>& held) {
+  std::vector<int32_t> order;
+  for (const auto& [r, l] : load) {
+    if (r != rank) order.push_back(r);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return load[a] > load[b]; });
+  for (int32_t from : order) {
+    for (auto it = held[from].begin(); it != held[from].end(); ++it) {
+      const int64_t after = load[rank] + (*it)->length;
+      if (after - mean > mean - load[rank] || load[from] - (*it)->length < after) continue;
+      const Partition* p = *it;
+      load[rank] = after;
+      load[from] -= p->length;
+      held[from].erase(it);
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// A rank new to the map takes partitions, largest first from the most loaded ranks, while each
+// brings it closer to the mean (TakeFor). A model of a few large partitions may give it none.
 std::map<int32_t, int32_t> SchedulerLoop::RebalanceMoves(int32_t rank) const {
   std::map<int32_t, int64_t> load;
   std::map<int32_t, std::vector<const Partition*>> held;
@@ -299,23 +328,12 @@ std::map<int32_t, int32_t> SchedulerLoop::RebalanceMoves(int32_t rank) const {
   }
   const int64_t mean = total / static_cast<int64_t>(load.size());
   std::map<int32_t, int32_t> moves;
-  for (bool moved = true; moved;) {
-    moved = false;
-    int32_t from = -1;
-    for (const auto& [r, l] : load) {
-      if (r != rank && (from < 0 || l > load[from])) from = r;
-    }
-    if (from < 0) break;
-    for (auto it = held[from].begin(); it != held[from].end(); ++it) {
-      const int64_t after = load[rank] + (*it)->length;
-      if (after - mean > mean - load[rank] || load[from] - (*it)->length < load[rank]) continue;
-      moves[(*it)->id] = rank;
-      load[rank] = after;
-      load[from] -= (*it)->length;
-      held[from].erase(it);
-      moved = true;
-      break;
-    }
+  while (const Partition* p = TakeFor(rank, mean, load, held)) moves[p->id] = rank;
+  if (moves.empty()) {
+    spdlog::warn(
+        "server rank {}: no partition would bring it closer to the mean load; move "
+        "some by hand (hetps ctl move), or use smaller partitions (--partition_bytes)",
+        rank);
   }
   return moves;
 }

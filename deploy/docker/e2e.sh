@@ -240,7 +240,7 @@ fi
 # training (--scale server=3) becomes rank 2 and partitions move to it; scaled back to two
 # (Compose stops the newest: SIGTERM) it moves its partitions off and its rank retires; training
 # ends at the same accuracy.
-elastic=(env HETPS_MAX_SERVERS=3 "${compose[@]}")
+elastic=(env HETPS_MAX_SERVERS=3 HETPS_PARTITION_BYTES=65536 "${compose[@]}")
 "${elastic[@]}" up -d --no-build
 for _ in $(seq 300); do logs worker | grep -c "iter 250/" >/dev/null && break; sleep 0.5; done
 "${elastic[@]}" up -d --no-build --no-recreate --scale server=3 server >/dev/null 2>&1
