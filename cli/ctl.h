@@ -17,6 +17,8 @@
 // replicated cluster, --replicas >= 1, with a standby that holds the rank): the primary stops
 // taking requests, its backups acknowledge every update it took, it is retired (it exits) and
 // the backup serves the rank; the workers resend what waited. Returns once the backup serves.
+// Without backups, in an elastic cluster (--max_servers): the rank's partitions move to the
+// other ranks, the rank is retired and its server exits (docs/resharding.md).
 //
 // `hetps ctl --scheduler=... move --partitions=P[,P...] --to=RANK`: live re-sharding
 // (docs/resharding.md): the partitions' servers ship them to rank RANK while serving the rest,

@@ -89,8 +89,8 @@ const std::vector<CommandUsage>& Commands() {
          "           names its keys (--auth=curve --keys=DIR) or says --insecure.\n"},
         {"ctl",
          "switch the consistency or layer schedule of a running cluster, take a whole-run "
-         "checkpoint, export a sparse table, hand a server rank to its backup, or move "
-         "partitions to another server rank",
+         "checkpoint, export a sparse table, hand a server rank to its backup or drain it, or "
+         "move partitions to another server rank",
          "usage: hetps ctl --scheduler=tcp://host:port|--run_dir=RUN [--timeout_ms=T]\n"
          "                 set consistency=SPEC [layer_schedule=SPEC] | checkpoint |\n"
          "                 export --table=NAME --out=DIR [--full] | drain-server --rank=N |\n"
@@ -113,7 +113,10 @@ const std::vector<CommandUsage>& Commands() {
          "  ctl drain-server  hand server rank N to its backup (docs/replication.md; a cluster\n"
          "           with --replicas and a standby holding the rank): the primary takes no more\n"
          "           requests, its backups acknowledge all it took, it exits, the backup serves\n"
-         "           the rank and the workers resend what waited; returns once it serves\n"
+         "           the rank and the workers resend what waited; returns once it serves.\n"
+         "           Without backups, in a cluster with --max_servers: the rank's partitions\n"
+         "           move to the other ranks, the rank retires and its server exits\n"
+         "           (docs/resharding.md)\n"
          "  ctl move  live re-sharding (docs/resharding.md): the partitions' servers ship them\n"
          "           to rank RANK while serving the rest (their requests wait meanwhile), the\n"
          "           shard map's next epoch places them there and the workers follow it;\n"
