@@ -86,6 +86,11 @@ void SchedulerLoop::BeginMove(const std::map<int32_t, int32_t>& entries, const A
   for (const auto& [partition, rank] : entries) {
     const Member* source = members_.Primary(map_->partitions()[partition].server_rank);
     const Member* target = members_.Primary(rank);
+    if (source == nullptr || target == nullptr) {  // checked by the callers; never on a null
+      return EndMove(Status::Unavailable(
+          fmt::format("partition {}: rank {} or {} has no live server", partition,
+                      map_->partitions()[partition].server_rank, rank)));
+    }
     proto::Move& part = by_source[source->info.id()];
     proto::PartitionMove* e = part.add_entries();
     e->set_partition(partition);
@@ -252,7 +257,8 @@ void SchedulerLoop::RetireRank(const PendingMove& done) {
 StatusOr<std::map<int32_t, int32_t>> SchedulerLoop::DrainMoves(int32_t rank) const {
   std::map<int32_t, int64_t> load;
   for (int32_t r = 0; r < map_->num_servers(); ++r) {
-    if (r != rank && map_->serving(r) && members_.Primary(r) != nullptr) load[r] = 0;
+    const Member* primary = members_.Primary(r);
+    if (r != rank && map_->serving(r) && primary != nullptr && primary->has_map) load[r] = 0;
   }
   if (load.empty())
     return Status::FailedPrecondition("no other rank is left to take its partitions");
@@ -320,7 +326,11 @@ std::map<int32_t, int32_t> SchedulerLoop::RebalanceMoves(int32_t rank) const {
   for (const Partition& p : map_->partitions()) {
     load[p.server_rank] += p.length;
     total += p.length;
-    if (!map_->tensors()[p.tensor_id].is_table()) held[p.server_rank].push_back(&p);
+    // Only from a rank whose server is up to ship them (one restarting keeps its own).
+    const Member* source = members_.Primary(p.server_rank);
+    if (!map_->tensors()[p.tensor_id].is_table() && source != nullptr && source->has_map) {
+      held[p.server_rank].push_back(&p);
+    }
   }
   for (auto& [r, parts] : held) {
     std::stable_sort(parts.begin(), parts.end(),
