@@ -228,8 +228,8 @@ class ServerLoop {
     proto::Header request;          // the scheduler's MOVE
     std::set<int32_t> partitions;   // being moved
     std::deque<Envelope> deferred;  // their requests, in arrival order
-    std::shared_ptr<Mover> mover;  // shared with the owners' shipping tasks
-    bool said = false;  // MOVED sent
+    std::shared_ptr<Mover> mover;   // shared with the owners' shipping tasks
+    bool said = false;              // MOVED sent
     std::chrono::steady_clock::time_point since;
   };
   std::optional<MoveOut> move_out_;
