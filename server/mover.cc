@@ -27,7 +27,7 @@ Status Mover::Connect(const proto::NodeInfo& target) {
   return Status();
 }
 
-void Mover::Ship(int32_t to, int32_t partition, std::string state) {
+void Mover::Ship(int32_t to, int32_t partition, std::vector<uint8_t> state) {
   std::lock_guard<std::mutex> lock(mu_);
   inbox_.push_back({to, partition, std::move(state)});
 }
@@ -55,7 +55,7 @@ Status Mover::Pump() {
     h.set_partition(item.partition);
     bytes_ += static_cast<int64_t>(item.state.size());
     std::vector<zmq::message_t> payload;
-    payload.emplace_back(item.state.data(), item.state.size());
+    payload.push_back(OwnedFrame(std::move(item.state)));
     hetps::Send(socket->second, h, std::move(payload));
     unacknowledged_.insert({item.to, item.partition});
   }

@@ -33,7 +33,7 @@ class Mover {
   // Dials `target` (before any Ship to it).
   Status Connect(const proto::NodeInfo& target);
   // Partition `partition`'s serialized PartitionCheckpoint for target node `to`. Any thread.
-  void Ship(int32_t to, int32_t partition, std::string state);
+  void Ship(int32_t to, int32_t partition, std::vector<uint8_t> state);
   // Sends what was shipped and reads what the targets answered; the first error, sticky.
   Status Pump();
   // The targets' sockets, for the network thread's poll.
@@ -45,7 +45,7 @@ class Mover {
   struct Item {
     int32_t to;
     int32_t partition;
-    std::string state;
+    std::vector<uint8_t> state;  // sent as it is (no copy)
   };
   zmq::context_t& context_;
   const int32_t self_;

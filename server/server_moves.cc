@@ -4,9 +4,10 @@
 //           before, which ships it to the target; once every target acknowledged, MOVED. A map
 //           that places them elsewhere releases them and answers what waited with the epoch to
 //           resend at; a call-off (or a failure) serves them again, starting with what waited.
-//   target  MOVE_STATE from a source: the state is loaded on the partition's owning thread and
-//           published there, then acknowledged. Updates it holds for rounds this server closed
-//           already are applied at once; so is a resent update of such a round.
+//   target  MOVE_STATE from a source: the state is loaded on the network thread (nothing else
+//           reaches the new partition yet), then listed and published on its owning thread,
+//           checkpointed there with a data dir, and acknowledged. Updates it holds for rounds this
+//           server closed already are applied at once; so is a resent update of such a round.
 // Any later request for a partition that left is answered with the epoch that moved it.
 // Under bsp, a worker's update can reach a partition's new rank after that rank closed its
 // round (the worker's clock went there directly while the update waited at the source): it is
@@ -102,7 +103,9 @@ void ServerLoop::OnMove(const proto::Header& h) {
     auto ship = [mover = move_out_->mover, part, to] {
       proto::PartitionCheckpoint checkpoint;
       part->Save(checkpoint);
-      mover->Ship(to, part->info().id, checkpoint.SerializeAsString());
+      std::vector<uint8_t> bytes(checkpoint.ByteSizeLong());
+      checkpoint.SerializeToArray(bytes.data(), static_cast<int>(bytes.size()));
+      mover->Ship(to, part->info().id, std::move(bytes));
     };
     const int owner = Owner(part->info());
     if (owner == 0) {

@@ -156,24 +156,38 @@ int64_t LogBytesBeforeCheckpoint(int64_t partition_bytes) {
   return std::max(kMinCopies * partition_bytes, std::min(kMaxCopies * partition_bytes, kBound));
 }
 
-void CompleteRound(const ServingState& shared, int owner, const RoundSpec& round) {
-  for (int32_t id : shared.owned[owner]) {
-    PartitionState* part = shared.store->Find(id);
-    if (part == nullptr) continue;  // moved away (server_moves.cc); leaves this list next
-    ApplyRoundTo(shared, *part, round);
-  }
-}
+namespace {
 
-void ApplyRoundTo(const ServingState& shared, PartitionState& part, const RoundSpec& round) {
+proto::LogRecord RoundRecord(const RoundSpec& round) {
   proto::LogRecord record;
   record.set_kind(proto::LogRecord::ROUND);
   *record.mutable_round() = RoundToProto(round);
+  return record;
+}
+
+void ApplyRoundRecord(const ServingState& shared, PartitionState& part,
+                      const proto::LogRecord& record) {
   if (Status s = Log(shared, part, record); !s.ok()) {
     // The round is applied all the same (its pushes were acknowledged); only a checkpoint
     // can make it durable now.
     spdlog::error("{}", s.ToString());
   }
   ApplyRecord(shared, part, record, nullptr, nullptr);
+}
+
+}  // namespace
+
+void CompleteRound(const ServingState& shared, int owner, const RoundSpec& round) {
+  const proto::LogRecord record = RoundRecord(round);  // once for all the owner's partitions
+  for (int32_t id : shared.owned[owner]) {
+    PartitionState* part = shared.store->Find(id);
+    if (part == nullptr) continue;  // moved away (server_moves.cc); leaves this list next
+    ApplyRoundRecord(shared, *part, record);
+  }
+}
+
+void ApplyRoundTo(const ServingState& shared, PartitionState& part, const RoundSpec& round) {
+  ApplyRoundRecord(shared, part, RoundRecord(round));
 }
 
 void CheckpointOwned(const ServingState& shared, int owner) {
